@@ -1,0 +1,416 @@
+"""Decoding runs that stream one event per target step, observing Transformers' own loop.
+
+Each run is one `generate()` call: plain decoding, or assisted generation with the pair's
+drafter. We never reimplement speculative decoding; we watch it:
+- a streamer receives each step's committed tokens (`put` is called once with the prompt,
+  then once per step: one token in plain decoding, accepted + 1 in assisted generation);
+- a forward pre-hook on the target sees how many positions each step verifies, which gives
+  the drafted count (Transformers does not report it);
+- forward hooks on the assistant time each drafting pass, which gives the cost ratio c.
+
+`generate()` runs in a worker thread and events cross to the caller through a queue, so
+the caller (CLI, UI, benchmark) renders as tokens arrive. This module knows nothing of
+text rendering beyond the incremental detokenisation of each step.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from assisted.pairs import LoadedPair
+from assisted.record import Mode, RunRecord, Step
+from assisted.settings import DraftSettings, RunSettings, SettingsError, validate_prompt
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+_WARMUP_PROMPT = "Write one short sentence about the sea."
+_WARMUP_TOKENS = 8
+_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One target step of a run, as it happens."""
+
+    mode: Mode
+    index: int
+    step: Step
+
+
+@dataclass(frozen=True)
+class RunDone:
+    """A run finished (or was stopped); the record holds everything it produced."""
+
+    record: RunRecord
+
+
+@dataclass(frozen=True)
+class Phase:
+    """The comparison moved on: "warmup", "plain" or "assisted"."""
+
+    name: str
+
+
+Event = StepEvent | RunDone | Phase
+
+
+def encode_prompt(pair: LoadedPair, prompt: str, chat_template: bool = True) -> list[int]:
+    """Token ids of `prompt`, wrapped in the target's chat template where it has one."""
+    validate_prompt(prompt)
+    tokenizer = pair.tokenizer
+    if chat_template and tokenizer.chat_template:
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    else:
+        ids = tokenizer(prompt)["input_ids"]
+    return list(ids)
+
+
+def check_length(pair: LoadedPair, prompt_ids: list[int], settings: RunSettings) -> None:
+    context = pair.context_length
+    if context and len(prompt_ids) + settings.max_new_tokens > context:
+        raise SettingsError(
+            f"the prompt has {len(prompt_ids):,} tokens; with {settings.max_new_tokens} new "
+            f"tokens that exceeds the model's context of {context:,} tokens"
+        )
+
+
+def run(
+    pair: LoadedPair,
+    prompt_ids: list[int],
+    mode: Mode,
+    settings: RunSettings,
+    draft: DraftSettings | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[StepEvent | RunDone]:
+    """Run one prompt in one mode, yielding a StepEvent per target step, then RunDone."""
+    settings.validate()
+    draft = (draft or pair.spec.draft).validate()
+    check_length(pair, prompt_ids, settings)
+    # `halt` is ours: set when the caller abandons this generator, so the worker ends
+    # even if the caller's own `stop` is never set.
+    halt = threading.Event()
+    stopper = _StopRequested(*(e for e in (stop, halt) if e is not None))
+    drafter = pair.spec.drafter if mode == "assisted" else None
+    record = RunRecord(mode=mode, drafter=drafter, prompt_tokens=len(prompt_ids))
+    events: queue.Queue = queue.Queue()
+    observer = _StepObserver(pair, record, events, len(prompt_ids))
+    kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, observer, stopper)
+
+    def work() -> None:
+        try:
+            with observer.hooks(mode):
+                if settings.sample:
+                    torch.manual_seed(settings.seed)
+                _synchronize(pair.device)
+                observer.start = time.perf_counter()
+                with torch.inference_mode():
+                    pair.target.generate(**kwargs)
+                _synchronize(pair.device)
+                record.total_s = time.perf_counter() - observer.start
+            observer.flush()
+            record.stopped = stopper.triggered
+            events.put(RunDone(record))
+        except BaseException as error:  # surfaced in the caller's thread, never swallowed
+            events.put(error)
+
+    worker = threading.Thread(target=work, name=f"generate-{mode}", daemon=True)
+    worker.start()
+    try:
+        while True:
+            try:
+                item = events.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not worker.is_alive() and events.empty():
+                    raise RuntimeError("generation ended without a result") from None
+                continue
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            if isinstance(item, RunDone):
+                return
+    finally:
+        # The caller may abandon us mid-run (closed browser tab): stop the worker and wait,
+        # so the next run never races this one on the device.
+        halt.set()
+        worker.join()
+
+
+def compare(
+    pair: LoadedPair,
+    prompt: str,
+    settings: RunSettings,
+    draft: DraftSettings | None = None,
+    modes: tuple[Mode, ...] = ("plain", "assisted"),
+    stop: threading.Event | None = None,
+) -> Iterator[Event]:
+    """Warm up, then run `modes` one after the other on one device, streaming every event."""
+    prompt_ids = encode_prompt(pair, prompt, settings.chat_template)
+    settings.validate()
+    check_length(pair, prompt_ids, settings)
+    stop = stop or threading.Event()
+    yield Phase("warmup")
+    warm_up(pair, modes, draft)
+    for mode in modes:
+        if stop.is_set():
+            break
+        yield Phase(mode)
+        yield from run(pair, prompt_ids, mode, settings, draft, stop)
+
+
+def warm_up(pair: LoadedPair, modes: tuple[Mode, ...], draft: DraftSettings | None = None) -> None:
+    """Run each mode briefly once per loaded pair, so no timed run pays first-call costs."""
+    ids = encode_prompt(pair, _WARMUP_PROMPT)
+    for mode in modes:
+        if mode not in pair.warmed_modes:
+            for _ in run(pair, ids, mode, RunSettings(max_new_tokens=_WARMUP_TOKENS), draft):
+                pass
+            pair.warmed_modes.add(mode)
+
+
+def generate_bare(pair: LoadedPair, prompt_ids: list[int], mode: Mode, settings: RunSettings,
+                  draft: DraftSettings | None = None) -> tuple[list[int], float]:
+    """One `generate()` call with no streamer, hooks or thread: the overhead baseline."""
+    draft = draft or pair.spec.draft
+    kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, None, None)
+    if settings.sample:
+        torch.manual_seed(settings.seed)
+    _synchronize(pair.device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        output = pair.target.generate(**kwargs)
+    _synchronize(pair.device)
+    elapsed = time.perf_counter() - start
+    return output[0, len(prompt_ids) :].tolist(), elapsed
+
+
+def _generate_kwargs(
+    pair: LoadedPair,
+    prompt_ids: list[int],
+    mode: Mode,
+    settings: RunSettings,
+    draft: DraftSettings,
+    observer: _StepObserver | None,
+    stopper: _StopRequested | None,
+) -> dict:
+    target_config = pair.target.generation_config
+    # Explicit values for everything that shapes the output, so a checkpoint's own
+    # defaults (repetition penalty, top-k, sampling on) cannot make the two runs differ
+    # from what the user chose.
+    config = GenerationConfig(
+        max_new_tokens=settings.max_new_tokens,
+        do_sample=settings.sample,
+        temperature=settings.temperature if settings.sample else None,
+        top_p=settings.top_p if settings.sample else None,
+        top_k=0 if settings.sample else None,
+        repetition_penalty=1.0,
+        eos_token_id=target_config.eos_token_id,
+        pad_token_id=_pad_token_id(pair),
+    )
+    ids = torch.tensor([prompt_ids], device=_input_device(pair))
+    kwargs: dict = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "generation_config": config,
+    }
+    if observer is not None:
+        kwargs["streamer"] = observer
+    if stopper is not None:
+        kwargs["stopping_criteria"] = StoppingCriteriaList([stopper])
+    if mode == "assisted":
+        kwargs.update(_drafter_kwargs(pair, draft))
+    return kwargs
+
+
+def _drafter_kwargs(pair: LoadedPair, draft: DraftSettings) -> dict:
+    kind = pair.spec.drafter
+    if kind == "prompt-lookup":
+        return {
+            "prompt_lookup_num_tokens": draft.prompt_lookup_num_tokens,
+            "max_matching_ngram_size": draft.max_matching_ngram_size,
+        }
+    # Transformers reads draft settings from the drafting model's generation_config, not
+    # from generate()'s arguments, and the heuristic schedule writes its state back there:
+    # set all three before every run so runs are reproducible.
+    drafter = pair.target if kind == "early-exit" else pair.assistant
+    drafter.generation_config.num_assistant_tokens = draft.num_assistant_tokens
+    drafter.generation_config.num_assistant_tokens_schedule = draft.schedule
+    drafter.generation_config.assistant_confidence_threshold = draft.confidence_threshold
+    if kind == "early-exit":
+        return {"assistant_early_exit": pair.spec.early_exit_layer}
+    kwargs = {"assistant_model": pair.assistant}
+    if kind == "universal":
+        kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.assistant_tokenizer)
+    return kwargs
+
+
+class _StepObserver(BaseStreamer):
+    """Streamer plus hooks: turns Transformers' callbacks into Step events."""
+
+    def __init__(self, pair: LoadedPair, record: RunRecord, events: queue.Queue, prompt_len: int):
+        self.pair = pair
+        self.record = record
+        self.events = events
+        self.committed = prompt_len  # sequence length the target has accepted so far
+        self.start = 0.0
+        self.pending_drafted = 0
+        self.seen_prompt = False
+        self.detokenizer = _Detokenizer(pair.tokenizer)
+        self.draft_started: float | None = None
+        self.draft_prefilled = False
+
+    # -- streamer ------------------------------------------------------------------------
+    def put(self, value: torch.Tensor) -> None:
+        if not self.seen_prompt:  # generate() first puts the prompt itself
+            self.seen_prompt = True
+            return
+        token_ids = tuple(value.reshape(-1).tolist())
+        t_s = time.perf_counter() - self.start
+        drafted = self.pending_drafted
+        step = Step(
+            token_ids=token_ids,
+            text=self.detokenizer.add(token_ids),
+            drafted=drafted,
+            accepted=min(drafted, len(token_ids) - 1),
+            t_s=t_s,
+        )
+        self.committed += len(token_ids)
+        self.pending_drafted = 0
+        self.record.steps.append(step)
+        self.events.put(StepEvent(self.record.mode, len(self.record.steps) - 1, step))
+
+    def end(self) -> None:
+        pass
+
+    def flush(self) -> None:
+        """Attach text held back for an incomplete character to the last step."""
+        rest = self.detokenizer.finish()
+        if rest and self.record.steps:
+            last = self.record.steps[-1]
+            self.record.steps[-1] = replace(last, text=last.text + rest)
+
+    # -- hooks ---------------------------------------------------------------------------
+    def hooks(self, mode: Mode) -> _Hooks:
+        handles = [self.pair.target.register_forward_pre_hook(self._before_target, with_kwargs=True)]
+        if self.pair.spec.drafter == "early-exit":
+            handles.append(self.pair.target.register_forward_hook(self._after_target))
+        elif mode == "assisted" and self.pair.assistant is not None:
+            handles.append(self.pair.assistant.register_forward_pre_hook(self._before_draft))
+            handles.append(self.pair.assistant.register_forward_hook(self._after_draft))
+        return _Hooks(handles)
+
+    def _before_target(self, module, args, kwargs) -> None:
+        if self._early_exit_drafting():
+            self._before_draft(module, args)
+            return
+        input_ids = kwargs.get("input_ids")
+        if input_ids is None:
+            return
+        cache = kwargs.get("past_key_values")
+        cached = cache.get_seq_length() if cache is not None else 0
+        # The target verifies every position past what it has committed: the candidates.
+        self.pending_drafted = max(0, cached + input_ids.shape[1] - self.committed)
+
+    def _after_target(self, module, args, output) -> None:
+        if self._early_exit_drafting():
+            self._after_draft(module, args, output)
+
+    def _early_exit_drafting(self) -> bool:
+        if self.pair.spec.drafter != "early-exit":
+            return False
+        base = getattr(self.pair.target, self.pair.target.base_model_prefix)
+        return base.config.num_hidden_layers == self.pair.spec.early_exit_layer
+
+    def _before_draft(self, module, args) -> None:
+        _synchronize(self.pair.device)
+        self.draft_started = time.perf_counter()
+
+    def _after_draft(self, module, args, output) -> None:
+        _synchronize(self.pair.device)
+        if self.draft_started is None:
+            return
+        # The first drafting pass is the assistant's prefill of the prompt, not a draft token.
+        if self.draft_prefilled:
+            self.record.draft_forward_s.append(time.perf_counter() - self.draft_started)
+        self.draft_prefilled = True
+        self.draft_started = None
+
+
+@dataclass
+class _Hooks:
+    handles: list
+
+    def __enter__(self) -> _Hooks:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+class _Detokenizer:
+    """Incremental text: the new characters of each step, never half a multi-byte character."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase):
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.emitted = ""
+
+    def add(self, token_ids: tuple[int, ...]) -> str:
+        self.ids.extend(token_ids)
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        if text.endswith("\ufffd"):  # a character split across tokens: wait for the rest
+            return ""
+        return self._advance(text)
+
+    def finish(self) -> str:
+        return self._advance(self.tokenizer.decode(self.ids, skip_special_tokens=True))
+
+    def _advance(self, text: str) -> str:
+        delta = text[len(self.emitted) :]
+        self.emitted = text
+        return delta
+
+
+class _StopRequested(StoppingCriteria):
+    """Ends generation after the current step once any of `events` is set."""
+
+    def __init__(self, *events: threading.Event):
+        self.events = events
+        self.triggered = False
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        self.triggered = any(event.is_set() for event in self.events)
+        return torch.full(
+            (input_ids.shape[0],), self.triggered, dtype=torch.bool, device=input_ids.device
+        )
+
+
+def _pad_token_id(pair: LoadedPair) -> int | None:
+    config = pair.target.generation_config
+    if config.pad_token_id is not None:
+        return config.pad_token_id
+    eos = config.eos_token_id
+    return eos[0] if isinstance(eos, list) else eos
+
+
+def _input_device(pair: LoadedPair) -> torch.device:
+    # With a device map the embeddings may sit anywhere; inputs go where they are.
+    return pair.target.get_input_embeddings().weight.device
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

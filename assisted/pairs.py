@@ -1,0 +1,353 @@
+"""Model pairs: the registry, validation of user-supplied ids, loading, and a small cache.
+
+A pair is a target plus a drafter. Drafter kinds, all Transformers' own mechanisms:
+- "assistant": a smaller model sharing the target's tokenizer (`assistant_model=`);
+- "universal": an assistant with a different tokenizer (`tokenizer=`, `assistant_tokenizer=`);
+- "prompt-lookup": candidates copied from n-grams of the prompt (no second model);
+- "early-exit": the target's own first layers draft (`assistant_early_exit=`).
+
+Policy: CUDA → bf16 (fp16 where bf16 is unsupported); CPU → bf16 where the CPU has native
+bf16 instructions, else fp32. Large targets on CUDA load with `device_map="auto"`, which
+offloads what does not fit to the CPU. `trust_remote_code` is never enabled.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from assisted import embedded
+from assisted.settings import DraftSettings
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+DrafterKind = Literal["assistant", "universal", "prompt-lookup", "early-exit"]
+DRAFTER_KINDS: tuple[str, ...] = ("assistant", "universal", "prompt-lookup", "early-exit")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+DEVICES = ("auto", "cpu", "cuda")
+
+MAX_LOADED_PAIRS = int(os.environ.get("ASSISTED_MAX_PAIRS", "2"))
+# Refuse to download or load checkpoints above this size (weights on disk, both models).
+MAX_MODEL_GB = float(os.environ.get("ASSISTED_MAX_MODEL_GB", "40"))
+
+_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+class PairError(ValueError):
+    """The pair cannot be used; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    name: str
+    target: str
+    drafter: DrafterKind
+    assistant: str | None = None
+    note: str = ""
+    early_exit_layer: int | None = None
+    draft: DraftSettings = field(default_factory=DraftSettings)
+
+
+PAIRS: dict[str, PairSpec] = {
+    spec.name: spec
+    for spec in (
+        PairSpec(
+            "embedded",
+            "embedded:target",
+            "assistant",
+            "embedded:assistant",
+            "Qwen2.5-Coder-1.5B-Instruct ← 0.5B, shipped offline (GGUF from PyPI)",
+        ),
+        PairSpec(
+            "embedded-prompt-lookup",
+            "embedded:target",
+            "prompt-lookup",
+            note="Qwen2.5-Coder-1.5B-Instruct drafting from n-grams of its own prompt",
+        ),
+        PairSpec(
+            "qwen2.5-7b",
+            "Qwen/Qwen2.5-7B-Instruct",
+            "assistant",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            "Qwen2.5-7B-Instruct ← 0.5B (GPU)",
+        ),
+        PairSpec(
+            "smollm2-1.7b",
+            "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+            "assistant",
+            "HuggingFaceTB/SmolLM2-135M-Instruct",
+            "SmolLM2-1.7B-Instruct ← 135M",
+        ),
+        PairSpec(
+            "llama-3.1-8b",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "assistant",
+            "meta-llama/Llama-3.2-1B-Instruct",
+            "Llama-3.1-8B-Instruct ← 3.2-1B (gated: set HF_TOKEN)",
+        ),
+        PairSpec(
+            "qwen2.5-coder-7b-prompt-lookup",
+            "Qwen/Qwen2.5-Coder-7B-Instruct",
+            "prompt-lookup",
+            note="Qwen2.5-Coder-7B-Instruct with prompt lookup: strong on edits of given code",
+        ),
+        PairSpec(
+            "gemma-2-9b-universal",
+            "google/gemma-2-9b-it",
+            "universal",
+            "double7/vicuna-68m",
+            "Gemma-2-9B-it ← Vicuna-68M, different tokenizers (universal assisted generation)",
+        ),
+        PairSpec(
+            "layerskip-llama3.2-1b",
+            "facebook/layerskip-llama3.2-1B",
+            "early-exit",
+            note="LayerSkip Llama-3.2-1B drafting with its first 4 layers",
+            early_exit_layer=4,
+        ),
+    )
+}
+DEFAULT_PAIR = "embedded"
+
+
+@dataclass
+class LoadedPair:
+    spec: PairSpec
+    target: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    assistant: PreTrainedModel | None
+    assistant_tokenizer: PreTrainedTokenizerBase | None
+    device: torch.device
+    dtype: torch.dtype
+    warmed_modes: set[str] = field(default_factory=set)
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self.dtype).removeprefix("torch.")
+
+    @property
+    def context_length(self) -> int | None:
+        config = self.target.config.get_text_config()
+        return getattr(config, "max_position_embeddings", None)
+
+
+def custom_pair(target: str, assistant: str | None, drafter: DrafterKind | None = None) -> PairSpec:
+    """A pair from user-supplied ids; the drafter kind defaults from what is given."""
+    if drafter is None:
+        drafter = "assistant" if assistant else "prompt-lookup"
+    if drafter not in DRAFTER_KINDS:
+        raise PairError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTER_KINDS)}")
+    needs_assistant = drafter in ("assistant", "universal")
+    if needs_assistant and not assistant:
+        raise PairError(f"the {drafter!r} drafter needs an assistant model id")
+    if not needs_assistant and assistant:
+        raise PairError(f"the {drafter!r} drafter uses no assistant model; drop the assistant id")
+    name = f"{target} ← {assistant}" if assistant else f"{target} ({drafter})"
+    return PairSpec(name, target, drafter, assistant, "custom pair", early_exit_layer=4)
+
+
+def get_spec(name: str) -> PairSpec:
+    try:
+        return PAIRS[name]
+    except KeyError:
+        raise PairError(f"unknown pair {name!r}; known pairs: {', '.join(PAIRS)}") from None
+
+
+def resolve_model_ref(ref: str, allow_local: bool = True) -> str:
+    """An embedded name, a local folder with a config.json, or a well-formed Hub id."""
+    ref = ref.strip()
+    if ref in embedded.MODELS:
+        return ref
+    path = Path(ref).expanduser()
+    if allow_local and path.is_dir():
+        if not (path / "config.json").is_file():
+            raise PairError(f"{ref!r} is a folder without config.json, not a model folder")
+        return str(path.resolve())
+    if not _HUB_ID.match(ref) or ".." in ref:
+        raise PairError(
+            f"{ref!r} is not a model id: expected owner/name as on the Hugging Face Hub"
+            + (" or a local model folder" if allow_local else "")
+        )
+    return ref
+
+
+def choose_device(requested: str = "auto") -> torch.device:
+    import torch
+
+    if requested not in DEVICES:
+        raise PairError(f"unknown device {requested!r}; choose one of {', '.join(DEVICES)}")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise PairError("device 'cuda' was asked for, but no CUDA device is available")
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(requested)
+
+
+def choose_dtype(device: torch.device, requested: str = "auto") -> torch.dtype:
+    import torch
+
+    if requested not in DTYPES:
+        raise PairError(f"unknown dtype {requested!r}; choose one of {', '.join(DTYPES)}")
+    if requested != "auto":
+        return getattr(torch, requested)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+
+
+def cpu_has_native_bf16() -> bool:
+    """AVX512-BF16 or AMX on x86; without them bf16 matmuls are emulated and slower than fp32."""
+    import torch
+
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+# Loaded pairs, most recently used last. Loading happens under the lock so two requests for
+# one pair load it once; a failed load leaves the cache as it was.
+_loaded: OrderedDict[tuple, LoadedPair] = OrderedDict()
+_lock = threading.Lock()
+
+
+def load_pair(
+    spec: PairSpec,
+    device: str = "auto",
+    dtype: str = "auto",
+    progress: embedded.Progress | None = None,
+    allow_local: bool = True,
+) -> LoadedPair:
+    """Validate then load `spec` (cached: at most MAX_LOADED_PAIRS stay in memory)."""
+    torch_device = choose_device(device)
+    torch_dtype = choose_dtype(torch_device, dtype)
+    target_ref = resolve_model_ref(spec.target, allow_local)
+    assistant_ref = resolve_model_ref(spec.assistant, allow_local) if spec.assistant else None
+    key = (spec, str(torch_device), str(torch_dtype))
+    with _lock:
+        if key in _loaded:
+            _loaded.move_to_end(key)
+            return _loaded[key]
+        _check_sizes([r for r in (target_ref, assistant_ref) if r])
+        while len(_loaded) >= MAX_LOADED_PAIRS:
+            _evict_oldest()
+        pair = _load(spec, target_ref, assistant_ref, torch_device, torch_dtype, progress)
+        _loaded[key] = pair
+        return pair
+
+
+def loaded_pairs() -> list[str]:
+    return [pair.spec.name for pair in _loaded.values()]
+
+
+def _load(
+    spec: PairSpec,
+    target_ref: str,
+    assistant_ref: str | None,
+    device: torch.device,
+    dtype: torch.dtype,
+    progress: embedded.Progress | None,
+) -> LoadedPair:
+    target, tokenizer = _load_model(target_ref, device, dtype, progress, offload=True)
+    assistant = assistant_tokenizer = None
+    if assistant_ref:
+        assistant, assistant_tokenizer = _load_model(assistant_ref, device, dtype, progress)
+        if spec.drafter == "assistant" and tokenizer.get_vocab() != assistant_tokenizer.get_vocab():
+            raise PairError(
+                f"{spec.target} and {spec.assistant} have different tokenizers; pick the "
+                "'universal' drafter (universal assisted generation) for this pair"
+            )
+    if spec.drafter == "early-exit":
+        layers = target.config.get_text_config().num_hidden_layers
+        if not spec.early_exit_layer or not 0 < spec.early_exit_layer < layers:
+            raise PairError(f"early-exit layer must be between 1 and {layers - 1}")
+    if progress:
+        progress(f"Loaded {spec.name}", 1.0)
+    return LoadedPair(spec, target, tokenizer, assistant, assistant_tokenizer, device, dtype)
+
+
+def _load_model(
+    ref: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    progress: embedded.Progress | None,
+    offload: bool = False,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    source = str(embedded.converted_dir(embedded.MODELS[ref], progress)) if ref in embedded.MODELS else ref
+    if progress:
+        progress(f"Loading {ref}", None)
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
+    except (OSError, ValueError) as error:
+        raise PairError(f"cannot load the config of {ref!r}: {_first_line(error)}") from error
+    model_class = AutoModelForCausalLM._model_mapping.get(type(config), None)
+    if model_class is None:
+        raise PairError(f"{ref!r} ({config.model_type}) is not a causal language model")
+    if getattr(model_class, "_is_stateful", False):
+        raise PairError(
+            f"{ref!r} ({config.model_type}) keeps a recurrent state that cannot be cropped back "
+            "to the accepted tokens, so it cannot verify drafts (assisted decoding needs a "
+            "croppable cache)"
+        )
+    # Large targets on a GPU spread over GPU and CPU memory with accelerate's device map.
+    placement = {"device_map": "auto"} if offload and device.type == "cuda" else {}
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=dtype, trust_remote_code=False, **placement
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+    except (OSError, ValueError) as error:
+        raise PairError(f"cannot load {ref!r}: {_first_line(error)}") from error
+    if not placement:
+        model.to(device)
+    model.eval()
+    return model, tokenizer
+
+
+def _check_sizes(refs: list[str]) -> None:
+    total = sum(_weights_bytes(ref) for ref in refs)
+    if total > MAX_MODEL_GB * 1e9:
+        raise PairError(
+            f"the pair's weights take {total / 1e9:.1f} GB; this server loads at most "
+            f"{MAX_MODEL_GB:g} GB (ASSISTED_MAX_MODEL_GB)"
+        )
+
+
+def _weights_bytes(ref: str) -> int:
+    if ref in embedded.MODELS:
+        return embedded.MODELS[ref].size
+    path = Path(ref)
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.name.endswith(_WEIGHT_SUFFIXES))
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import HfHubHTTPError
+
+    try:
+        info = HfApi().model_info(ref, files_metadata=True)
+    except HfHubHTTPError as error:
+        hint = " (a gated model needs HF_TOKEN)" if "401" in str(error) or "403" in str(error) else ""
+        raise PairError(f"cannot find {ref!r} on the Hub{hint}: {_first_line(error)}") from error
+    except OSError as error:  # offline: from_pretrained may still find it in the local cache
+        return 0
+    return sum(s.size or 0 for s in info.siblings or [] if s.rfilename.endswith(_WEIGHT_SUFFIXES))
+
+
+def _evict_oldest() -> None:
+    import torch
+
+    _loaded.popitem(last=False)
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]

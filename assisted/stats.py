@@ -1,0 +1,260 @@
+"""Statistics of decoding runs: numbers in, numbers out (imports neither torch nor gradio).
+
+Every figure the product shows is derived here from a `RunRecord`, never accumulated ad hoc.
+
+Terms (one definition each, used everywhere):
+
+- **step**: one target forward pass that verifies candidates. Plain decoding makes one
+  step per token.
+- **drafted** (γ): candidates the drafter proposed in a step. **accepted**: those the
+  target agreed with. A step emits accepted + 1 tokens (the +1 is the target's own token)
+  unless EOS or the length limit cuts it.
+- **new tokens**: tokens generated after the prompt.
+- **ttft_s** (time to first token): seconds from the start of the run to the first step's
+  tokens; it includes the prompt's prefill.
+- **total_s**: seconds from the start of the run to the end of generation.
+- **tokens_per_s**: new tokens / total_s (end to end, prefill included).
+- **decode_tokens_per_s**: tokens after the first step / (total_s − ttft_s): the steady
+  decoding rate with the prefill left out.
+- **acceptance rate**: Σaccepted / Σdrafted.
+- **tokens per step**: new tokens / steps (1.0 for plain decoding).
+- **accept histogram**: entry k counts the steps that accepted exactly k candidates.
+- **position acceptance**: entry i is the share of steps that drafted at least i + 1
+  candidates in which candidate i + 1 was accepted.
+- **speedup**: assisted tokens_per_s / plain tokens_per_s. For runs of equal length this is
+  plain total_s / assisted total_s.
+- **cost ratio c**: time of one drafter forward pass per token / time of one plain target
+  step per token (from the plain run's decode rate). 0 for prompt lookup.
+- **predicted speedup** (Leviathan et al. 2023, "Fast Inference from Transformers via
+  Speculative Decoding", arXiv:2211.17192): with per-token acceptance probability α, γ
+  drafted per step and cost ratio c, expected tokens per step = (1 − α^(γ+1)) / (1 − α) and
+  speedup = (1 − α^(γ+1)) / ((1 − α)(γc + 1)). The measured acceptance rate is *not* α:
+  under the paper's i.i.d. model it equals α(1 − α^γ) / (γ(1 − α)). We solve that for α,
+  with γ the mean drafted per step (an approximation when the draft length varies).
+  The model ignores verification cost growing with γ, which is real on CPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from assisted.record import RunRecord
+
+
+def new_tokens(record: RunRecord) -> int:
+    return sum(len(step.token_ids) for step in record.steps)
+
+
+def ttft_s(record: RunRecord) -> float | None:
+    return record.steps[0].t_s if record.steps else None
+
+
+def tokens_per_s(record: RunRecord) -> float:
+    return new_tokens(record) / record.total_s if record.total_s > 0 else 0.0
+
+
+def decode_tokens_per_s(record: RunRecord) -> float | None:
+    if len(record.steps) < 2:
+        return None
+    first = record.steps[0]
+    elapsed = record.steps[-1].t_s - first.t_s
+    return (new_tokens(record) - len(first.token_ids)) / elapsed if elapsed > 0 else None
+
+
+def drafted(record: RunRecord) -> int:
+    return sum(step.drafted for step in record.steps)
+
+
+def accepted(record: RunRecord) -> int:
+    return sum(step.accepted for step in record.steps)
+
+
+def acceptance_rate(record: RunRecord) -> float | None:
+    total = drafted(record)
+    return accepted(record) / total if total else None
+
+
+def tokens_per_step(record: RunRecord) -> float | None:
+    return new_tokens(record) / len(record.steps) if record.steps else None
+
+
+def mean_drafted(record: RunRecord) -> float | None:
+    return drafted(record) / len(record.steps) if record.steps else None
+
+
+def accept_histogram(record: RunRecord) -> list[int]:
+    if not record.steps:
+        return []
+    counts = [0] * (max(step.accepted for step in record.steps) + 1)
+    for step in record.steps:
+        counts[step.accepted] += 1
+    return counts
+
+
+def position_acceptance(record: RunRecord) -> list[float]:
+    longest = max((step.drafted for step in record.steps), default=0)
+    rates = []
+    for position in range(1, longest + 1):
+        tried = [step for step in record.steps if step.drafted >= position]
+        rates.append(sum(step.accepted >= position for step in tried) / len(tried))
+    return rates
+
+
+def speedup(plain: RunRecord, assisted: RunRecord) -> float | None:
+    plain_rate = tokens_per_s(plain)
+    return tokens_per_s(assisted) / plain_rate if plain_rate > 0 else None
+
+
+def first_divergence(reference: Sequence[int], other: Sequence[int]) -> int | None:
+    """Index of the first token where the two sequences differ; None if identical.
+
+    A sequence that stops early (EOS, stop request) diverges where it ends.
+    """
+    for i, (a, b) in enumerate(zip(reference, other)):
+        if a != b:
+            return i
+    return None if len(reference) == len(other) else min(len(reference), len(other))
+
+
+def target_s_per_token(plain: RunRecord) -> float | None:
+    rate = decode_tokens_per_s(plain)
+    return 1.0 / rate if rate else None
+
+
+def cost_ratio(plain: RunRecord, assisted: RunRecord) -> float | None:
+    """c = drafter seconds per drafted token / target seconds per plain decoding step."""
+    if assisted.drafter == "prompt-lookup":
+        return 0.0
+    target = target_s_per_token(plain)
+    if not assisted.draft_forward_s or not target:
+        return None
+    draft = sorted(assisted.draft_forward_s)[len(assisted.draft_forward_s) // 2]
+    return draft / target
+
+
+def expected_tokens_per_step(alpha: float, gamma: float) -> float:
+    if alpha >= 1.0:
+        return gamma + 1
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def acceptance_rate_for_alpha(alpha: float, gamma: float) -> float:
+    """Measured Σaccepted/Σdrafted expected under the i.i.d. model for a given α."""
+    if gamma <= 0:
+        return 0.0
+    return (expected_tokens_per_step(alpha, gamma) - 1) / gamma
+
+
+def alpha_from_acceptance_rate(rate: float, gamma: float) -> float:
+    """Invert `acceptance_rate_for_alpha` by bisection (it rises monotonically in α)."""
+    if rate <= 0:
+        return 0.0
+    if rate >= 1:
+        return 1.0
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        if acceptance_rate_for_alpha(middle, gamma) < rate:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def predicted_speedup(alpha: float, gamma: float, c: float) -> float:
+    return expected_tokens_per_step(alpha, gamma) / (gamma * c + 1)
+
+
+def summarize(record: RunRecord) -> dict:
+    """The per-run figures of the CLI's and the API's JSON."""
+    summary = {
+        "text": record.text,
+        "new_tokens": new_tokens(record),
+        "ttft_s": _round(ttft_s(record)),
+        "total_s": _round(record.total_s),
+        "tokens_per_s": _round(tokens_per_s(record)),
+        "decode_tokens_per_s": _round(decode_tokens_per_s(record)),
+        "steps": len(record.steps),
+        "stopped": record.stopped,
+    }
+    if record.mode == "assisted":
+        summary.update(
+            drafter=record.drafter,
+            drafted=drafted(record),
+            accepted=accepted(record),
+            acceptance_rate=_round(acceptance_rate(record)),
+            tokens_per_step=_round(tokens_per_step(record)),
+            accept_histogram=accept_histogram(record),
+            position_acceptance=[_round(r) for r in position_acceptance(record)],
+        )
+    return summary
+
+
+def compare(plain: RunRecord, assisted: RunRecord) -> dict:
+    """Speedup, theory beside measurement, and losslessness of one plain/assisted pair."""
+    c = cost_ratio(plain, assisted)
+    rate = acceptance_rate(assisted)
+    gamma = mean_drafted(assisted)
+    alpha = predicted = None
+    if rate is not None and gamma:
+        alpha = alpha_from_acceptance_rate(rate, gamma)
+        if c is not None:
+            predicted = predicted_speedup(alpha, gamma, c)
+    divergence = first_divergence(plain.token_ids, assisted.token_ids)
+    return {
+        "speedup": _round(speedup(plain, assisted)),
+        "predicted_speedup": _round(predicted),
+        "alpha": _round(alpha),
+        "mean_drafted": _round(gamma),
+        "cost_ratio": _round(c),
+        "identical": divergence is None,
+        "first_divergence": divergence,
+    }
+
+
+def geometric_mean(values: Sequence[float]) -> float | None:
+    positive = [v for v in values if v and v > 0]
+    if not positive:
+        return None
+    return math.exp(sum(math.log(v) for v in positive) / len(positive))
+
+
+def median(values: Sequence[float]) -> float | None:
+    ordered = sorted(v for v in values if v is not None)
+    if not ordered:
+        return None
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def report(
+    pair: str,
+    device: str,
+    dtype: str,
+    plain: RunRecord | None,
+    assisted: RunRecord | None,
+) -> dict:
+    """The comparison as one JSON-ready dict: the CLI's `--json` line and the API's result."""
+    any_run = plain or assisted
+    result = {
+        "pair": pair,
+        "device": device,
+        "dtype": dtype,
+        "prompt_tokens": any_run.prompt_tokens if any_run else None,
+        "plain": summarize(plain) if plain else None,
+        "assisted": summarize(assisted) if assisted else None,
+        "speedup": None,
+        "predicted_speedup": None,
+        "identical": None,
+        "first_divergence": None,
+    }
+    if plain and assisted:
+        result.update(compare(plain, assisted))
+    return result

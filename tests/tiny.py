@@ -1,0 +1,70 @@
+"""Tiny models built in the test session: a BPE tokenizer trained on a few sentences and
+random Qwen2-shaped models. Nothing is downloaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+CORPUS = [
+    "def add(a, b):\n    return a + b\n",
+    "The quick brown fox jumps over the lazy dog.",
+    "Speculative decoding drafts tokens with a small model and verifies them with a large one.",
+    "Summarise the following text in one sentence, please.",
+    "Héllo wörld, naïve café: ünïcode text with accents and € signs, 日本語 too.",
+    "for i in range(10):\n    print(i * i)\n",
+]
+
+
+def build_tokenizer(folder: Path, vocab_size: int = 400) -> PreTrainedTokenizerFast:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator(CORPUS * 4, trainer)
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+    )
+    wrapped.chat_template = CHAT_TEMPLATE
+    wrapped.save_pretrained(folder)
+    return wrapped
+
+
+def build_model(folder: Path, tokenizer: PreTrainedTokenizerFast, seed: int, layers: int = 2) -> None:
+    """A random Qwen2 model. A large init scale makes logits peaked, so greedy choices are
+    not near-ties that float rounding could flip."""
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        initializer_range=0.3,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
+    model = Qwen2ForCausalLM(config).eval()
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
