@@ -1,0 +1,6 @@
+"""Plain vs assisted (speculative) decoding with Hugging Face Transformers, observed step by step.
+
+Modules: `pairs` (model pairs, loading), `decoding` (runs that stream per-step events),
+`stats` (pure statistics), `record` (the raw per-run record), `settings`, `examples`,
+`embedded` (the offline default pair), `cli`, `bench`.
+"""

@@ -15,6 +15,7 @@ text rendering beyond the incremental detokenisation of each step.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -32,6 +33,17 @@ from assisted.settings import DraftSettings, RunSettings, SettingsError, validat
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
+
+class _DropAssistantConfigWarning(logging.Filter):
+    """Transformers' own candidate generator passes both a generation_config and length
+    arguments to the assistant's generate() and then warns about it on every first call;
+    the warning is about its internals, not about anything a user can change."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Passing `generation_config` together with" not in record.getMessage()
+
+
+logging.getLogger("transformers.generation.utils").addFilter(_DropAssistantConfigWarning())
 
 _WARMUP_PROMPT = "Write one short sentence about the sea."
 _WARMUP_TOKENS = 8
@@ -180,8 +192,13 @@ def warm_up(pair: LoadedPair, modes: tuple[Mode, ...], draft: DraftSettings | No
             pair.warmed_modes.add(mode)
 
 
-def generate_bare(pair: LoadedPair, prompt_ids: list[int], mode: Mode, settings: RunSettings,
-                  draft: DraftSettings | None = None) -> tuple[list[int], float]:
+def generate_bare(
+    pair: LoadedPair,
+    prompt_ids: list[int],
+    mode: Mode,
+    settings: RunSettings,
+    draft: DraftSettings | None = None,
+) -> tuple[list[int], float]:
     """One `generate()` call with no streamer, hooks or thread: the overhead baseline."""
     draft = draft or pair.spec.draft
     kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, None, None)
@@ -303,7 +320,9 @@ class _StepObserver(BaseStreamer):
 
     # -- hooks ---------------------------------------------------------------------------
     def hooks(self, mode: Mode) -> _Hooks:
-        handles = [self.pair.target.register_forward_pre_hook(self._before_target, with_kwargs=True)]
+        handles = [
+            self.pair.target.register_forward_pre_hook(self._before_target, with_kwargs=True)
+        ]
         if self.pair.spec.drafter == "early-exit":
             handles.append(self.pair.target.register_forward_hook(self._after_target))
         elif mode == "assisted" and self.pair.assistant is not None:

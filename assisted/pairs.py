@@ -281,7 +281,11 @@ def _load_model(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    source = str(embedded.converted_dir(embedded.MODELS[ref], progress)) if ref in embedded.MODELS else ref
+    source = (
+        str(embedded.converted_dir(embedded.MODELS[ref], progress))
+        if ref in embedded.MODELS
+        else ref
+    )
     if progress:
         progress(f"Loading {ref}", None)
     try:
@@ -333,9 +337,11 @@ def _weights_bytes(ref: str) -> int:
     try:
         info = HfApi().model_info(ref, files_metadata=True)
     except HfHubHTTPError as error:
-        hint = " (a gated model needs HF_TOKEN)" if "401" in str(error) or "403" in str(error) else ""
+        hint = (
+            " (a gated model needs HF_TOKEN)" if "401" in str(error) or "403" in str(error) else ""
+        )
         raise PairError(f"cannot find {ref!r} on the Hub{hint}: {_first_line(error)}") from error
-    except OSError as error:  # offline: from_pretrained may still find it in the local cache
+    except OSError:  # offline: from_pretrained may still find it in the local cache
         return 0
     return sum(s.size or 0 for s in info.siblings or [] if s.rfilename.endswith(_WEIGHT_SUFFIXES))
 

@@ -40,7 +40,9 @@ class DraftSettings:
         _check_int("prompt-lookup tokens", self.prompt_lookup_num_tokens, 1, MAX_DRAFT_TOKENS)
         _check_int("prompt-lookup n-gram size", self.max_matching_ngram_size, 1, 8)
         if self.schedule not in ("constant", "heuristic"):
-            raise SettingsError(f"schedule must be 'constant' or 'heuristic', not {self.schedule!r}")
+            raise SettingsError(
+                f"schedule must be 'constant' or 'heuristic', not {self.schedule!r}"
+            )
         if not 0.0 <= self.confidence_threshold < 1.0:
             raise SettingsError(
                 f"confidence threshold must be in [0, 1), not {self.confidence_threshold}"

@@ -111,7 +111,7 @@ def first_divergence(reference: Sequence[int], other: Sequence[int]) -> int | No
 
     A sequence that stops early (EOS, stop request) diverges where it ends.
     """
-    for i, (a, b) in enumerate(zip(reference, other)):
+    for i, (a, b) in enumerate(zip(reference, other, strict=False)):
         if a != b:
             return i
     return None if len(reference) == len(other) else min(len(reference), len(other))

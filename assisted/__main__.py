@@ -1,0 +1,3 @@
+from assisted.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,244 @@
+"""`python -m assisted "PROMPT"`: plain then assisted decoding of one prompt, streamed to the
+terminal, then a stats table; `--json` ends stdout with one JSON line for scripts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TextIO
+
+from assisted import stats
+from assisted.examples import ExamplesError
+from assisted.pairs import (
+    DEFAULT_PAIR,
+    DEVICES,
+    DRAFTER_KINDS,
+    DTYPES,
+    PAIRS,
+    PairError,
+    PairSpec,
+    custom_pair,
+    get_spec,
+)
+from assisted.record import RunRecord
+from assisted.settings import (
+    MAX_NEW_TOKENS_CAP,
+    DraftSettings,
+    RunSettings,
+    SettingsError,
+    validate_prompt,
+)
+
+MODES = {"both": ("plain", "assisted"), "plain": ("plain",), "assisted": ("assisted",)}
+# Alternating backgrounds mark each assisted step, so tokens that landed together show up.
+_STEP_COLOURS = ("\033[48;5;22m", "\033[48;5;24m")
+_RESET = "\033[0m"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m assisted",
+        description="Run one prompt through plain decoding and assisted generation, "
+        "and compare speed, acceptance and output.",
+    )
+    parser.add_argument("prompt", nargs="?", help="the prompt; '-' reads it from stdin")
+    parser.add_argument("--list-pairs", action="store_true", help="list the named pairs and exit")
+    source = parser.add_argument_group("model pair")
+    source.add_argument("--pair", help=f"a named pair (default {DEFAULT_PAIR}; see --list-pairs)")
+    source.add_argument("--target", help="target model: Hub id or local folder")
+    source.add_argument("--assistant", help="assistant model: Hub id or local folder")
+    source.add_argument("--drafter", choices=DRAFTER_KINDS, help="drafter kind for --target")
+    source.add_argument("--dtype", choices=DTYPES, default="auto")
+    source.add_argument("--device", choices=DEVICES, default="auto")
+    run = parser.add_argument_group("run")
+    run.add_argument("--mode", choices=tuple(MODES), default="both")
+    run.add_argument(
+        "--max-new-tokens", type=int, default=128, help=f"1..{MAX_NEW_TOKENS_CAP} (default 128)"
+    )
+    run.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    run.add_argument("--temperature", type=float, default=0.7)
+    run.add_argument("--top-p", type=float, default=0.9)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--no-chat-template", action="store_true", help="feed the prompt as raw text")
+    draft = parser.add_argument_group("draft (defaults: the pair's)")
+    draft.add_argument("--draft-length", type=int, help="candidates per step (γ)")
+    draft.add_argument("--schedule", choices=("constant", "heuristic"))
+    draft.add_argument(
+        "--confidence-threshold", type=float, help="stop drafting below this probability; 0 = off"
+    )
+    draft.add_argument("--prompt-lookup-tokens", type=int, help="prompt lookup: tokens per step")
+    draft.add_argument("--ngram-size", type=int, help="prompt lookup: longest n-gram matched")
+    parser.add_argument("--json", action="store_true", help="end stdout with one JSON line")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list_pairs:
+        for spec in PAIRS.values():
+            print(f"{spec.name:32} {spec.drafter:14} {spec.note}", file=out)
+        return 0
+    try:
+        prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+        if prompt is None:
+            raise SettingsError("give a prompt (or '-' to read it from stdin)")
+        validate_prompt(prompt)
+        spec = _pair_spec(args)
+        settings = RunSettings(
+            max_new_tokens=args.max_new_tokens,
+            sample=args.sample,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            seed=args.seed,
+            chat_template=not args.no_chat_template,
+        ).validate()
+        draft = _draft_settings(args, spec).validate()
+        return _compare(spec, prompt, settings, draft, args, out)
+    except (PairError, SettingsError, ExamplesError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # a failure inside loading or generation: one line, non-zero
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+
+
+def _compare(
+    spec: PairSpec,
+    prompt: str,
+    settings: RunSettings,
+    draft: DraftSettings,
+    args: argparse.Namespace,
+    out: TextIO,
+) -> int:
+    # Imported here so `--help` and input errors answer without loading torch.
+    from assisted.decoding import Phase, RunDone, StepEvent, compare
+    from assisted.pairs import load_pair
+
+    pair = load_pair(spec, args.device, args.dtype, progress=_ProgressPrinter(), allow_local=True)
+    stop = threading.Event()
+    _stop_on_first_interrupt(stop)
+    records: dict[str, RunRecord] = {}
+    colour = out.isatty() and not args.json
+    for event in compare(pair, prompt, settings, draft, MODES[args.mode], stop):
+        if isinstance(event, Phase):
+            _print_phase(event.name, pair, out)
+        elif isinstance(event, StepEvent):
+            text = event.step.text
+            if colour and event.mode == "assisted" and text:
+                text = f"{_STEP_COLOURS[event.index % 2]}{text}{_RESET}"
+            out.write(text)
+            out.flush()
+        elif isinstance(event, RunDone):
+            records[event.record.mode] = event.record
+            out.write("\n[stopped]\n" if event.record.stopped else "\n")
+    plain, assisted = records.get("plain"), records.get("assisted")
+    result = stats.report(spec.name, str(pair.device), pair.dtype_name, plain, assisted)
+    print(format_table(result), file=out)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False), file=out)
+    return 0
+
+
+def format_table(result: dict) -> str:
+    """The stats as a plain-text table, one column per run."""
+    rows = [
+        ("new tokens", "new_tokens", "{}"),
+        ("time to first token", "ttft_s", "{:.2f} s"),
+        ("total time", "total_s", "{:.2f} s"),
+        ("tokens/s", "tokens_per_s", "{:.2f}"),
+        ("target steps", "steps", "{}"),
+        ("drafted", "drafted", "{}"),
+        ("accepted", "accepted", "{}"),
+        ("acceptance rate", "acceptance_rate", "{:.1%}"),
+        ("tokens per step", "tokens_per_step", "{:.2f}"),
+    ]
+    runs = [(name, result[name]) for name in ("plain", "assisted") if result.get(name)]
+    lines = [f"\n{result['pair']} on {result['device']} ({result['dtype']})"]
+    lines.append(f"{'':22}" + "".join(f"{name:>12}" for name, _ in runs))
+    for label, key, fmt in rows:
+        cells = [run.get(key) for _, run in runs]
+        if all(cell is None for cell in cells):
+            continue
+        lines.append(
+            f"{label:22}" + "".join(f"{'—' if c is None else fmt.format(c):>12}" for c in cells)
+        )
+    if result.get("speedup") is not None:
+        lines.append(f"{'speedup':22}{result['speedup']:>23.2f}x")
+        if result.get("predicted_speedup") is not None:
+            lines.append(
+                f"{'predicted speedup':22}{result['predicted_speedup']:>23.2f}x"
+                f"  (α={result['alpha']:.2f}, γ={result['mean_drafted']:.1f}, "
+                f"c={result['cost_ratio']:.2f})"
+            )
+        divergence = result["first_divergence"]
+        lines.append(
+            f"{'output':22}"
+            + (
+                f"{'identical':>24}"
+                if divergence is None
+                else f"{'diverged at token':>21} {divergence}"
+            )
+        )
+    return "\n".join(lines)
+
+
+def _pair_spec(args: argparse.Namespace) -> PairSpec:
+    if args.target:
+        if args.pair:
+            raise PairError("give either --pair or --target, not both")
+        return custom_pair(args.target, args.assistant, args.drafter)
+    if args.assistant or args.drafter:
+        raise PairError("--assistant and --drafter go with --target")
+    return get_spec(args.pair or DEFAULT_PAIR)
+
+
+def _draft_settings(args: argparse.Namespace, spec: PairSpec) -> DraftSettings:
+    overrides = {
+        "num_assistant_tokens": args.draft_length,
+        "schedule": args.schedule,
+        "confidence_threshold": args.confidence_threshold,
+        "prompt_lookup_num_tokens": args.prompt_lookup_tokens,
+        "max_matching_ngram_size": args.ngram_size,
+    }
+    return replace(spec.draft, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _print_phase(name: str, pair, out: TextIO) -> None:
+    if name == "warmup":
+        print(f"Warming up {pair.spec.name} on {pair.device} ({pair.dtype_name})…", file=sys.stderr)
+    else:
+        print(f"\n── {name} ──", file=out)
+
+
+class _ProgressPrinter:
+    """Loading progress on stderr: a line per message, and per quarter of a long step."""
+
+    def __init__(self) -> None:
+        self.last: tuple[str, int] | None = None
+
+    def __call__(self, message: str, fraction: float | None) -> None:
+        quarter = -1 if fraction is None else int(fraction * 4)
+        if (message, quarter) != self.last:
+            self.last = (message, quarter)
+            suffix = "" if fraction is None else f" {fraction:.0%}"
+            print(f"{message}{suffix}", file=sys.stderr)
+
+
+def _stop_on_first_interrupt(stop: threading.Event) -> None:
+    """First Ctrl-C stops the run after the current step (and keeps its output); a second
+    one interrupts at once."""
+
+    def handle(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        print("\n(stopping after this step; Ctrl-C again to abort)", file=sys.stderr)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handle)

@@ -1,0 +1,27 @@
+"""Shared fixtures: tiny models built once per test session, nothing downloaded."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from tests.tiny import build_model, build_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
+    """Folders of tiny models: `target`, `other` (a different random model with the same
+    tokenizer) and `other_tokenizer` (its own tokenizer with a different vocabulary)."""
+    root = tmp_path_factory.mktemp("tiny")
+    tokenizer = build_tokenizer(root / "tokenizer")
+    build_model(root / "target", tokenizer, seed=1)
+    build_model(root / "other", tokenizer, seed=2)
+    small_tokenizer = build_tokenizer(root / "tokenizer-small", vocab_size=300)
+    build_model(root / "other_tokenizer", small_tokenizer, seed=3)
+    return {name: root / name for name in ("target", "other", "other_tokenizer")}
