@@ -45,7 +45,9 @@ def build_tokenizer(folder: Path, vocab_size: int = 400) -> PreTrainedTokenizerF
     return wrapped
 
 
-def build_model(folder: Path, tokenizer: PreTrainedTokenizerFast, seed: int, layers: int = 2) -> None:
+def build_model(
+    folder: Path, tokenizer: PreTrainedTokenizerFast, seed: int, layers: int = 2
+) -> None:
     """A random Qwen2 model. A large init scale makes logits peaked, so greedy choices are
     not near-ties that float rounding could flip."""
     torch.manual_seed(seed)

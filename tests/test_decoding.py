@@ -1,0 +1,293 @@
+"""Decoding runs on tiny models: losslessness, acceptance invariants, events, stop, errors,
+and the Transformers behaviour the observer relies on."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from transformers.generation.streamers import BaseStreamer
+
+from assisted import decoding, stats
+from assisted.decoding import RunDone, StepEvent
+from assisted.pairs import custom_pair, load_pair
+from assisted.settings import MAX_NEW_TOKENS_CAP, DraftSettings, RunSettings, SettingsError
+
+PROMPT = "def add(a, b):"
+GREEDY = RunSettings(max_new_tokens=24)
+DRAFT = DraftSettings(num_assistant_tokens=4, confidence_threshold=0.0)
+
+
+def load(dirs, assistant="other", drafter=None):
+    assistant_dir = str(dirs[assistant]) if assistant else None
+    spec = custom_pair(str(dirs["target"]), assistant_dir, drafter)
+    return load_pair(spec, device="cpu", dtype="float32")
+
+
+def records(pair, prompt=PROMPT, settings=GREEDY, draft=DRAFT, **kwargs):
+    done = {}
+    for event in decoding.compare(pair, prompt, settings, draft, **kwargs):
+        if isinstance(event, RunDone):
+            done[event.record.mode] = event.record
+    return done
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_dirs):
+    return load(tiny_dirs)
+
+
+@pytest.fixture(scope="module")
+def self_pair(tiny_dirs):
+    return load(tiny_dirs, assistant="target")
+
+
+# -- Transformers behaviour we rely on (an upgrade that changes it must fail here) --------
+
+
+class RecordingStreamer(BaseStreamer):
+    def __init__(self):
+        self.puts = []
+
+    def put(self, value):
+        self.puts.append(tuple(value.shape))
+
+    def end(self):
+        pass
+
+
+def test_generate_puts_the_prompt_then_one_put_per_step(pair):
+    ids = decoding.encode_prompt(pair, PROMPT)
+    model_inputs = torch.tensor([ids])
+    plain = RecordingStreamer()
+    pair.target.generate(model_inputs, max_new_tokens=6, do_sample=False, streamer=plain)
+    assert plain.puts[0] == (1, len(ids))  # the prompt, once
+    assert plain.puts[1:] == [(1,)] * 6  # then one token per step
+
+    assisted = RecordingStreamer()
+    pair.assistant.generation_config.num_assistant_tokens = 3
+    pair.assistant.generation_config.assistant_confidence_threshold = 0.0
+    pair.target.generate(
+        model_inputs,
+        max_new_tokens=12,
+        do_sample=False,
+        streamer=assisted,
+        assistant_model=pair.assistant,
+    )
+    assert assisted.puts[0] == (1, len(ids))
+    # afterwards one (1, accepted + 1) tensor per step
+    assert all(shape[0] == 1 and 1 <= shape[1] <= 4 for shape in assisted.puts[1:])
+    assert sum(shape[1] for shape in assisted.puts[1:]) == 12
+
+
+def test_target_hook_sees_prompt_plus_drafts_then_drafts_plus_one(self_pair):
+    seen = []
+
+    def hook(module, args, kwargs):
+        cache = kwargs.get("past_key_values")
+        seen.append((kwargs["input_ids"].shape[1], cache.get_seq_length() if cache else 0))
+
+    ids = decoding.encode_prompt(self_pair, PROMPT)
+    self_pair.assistant.generation_config.num_assistant_tokens = 3
+    self_pair.assistant.generation_config.assistant_confidence_threshold = 0.0
+    handle = self_pair.target.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        self_pair.target.generate(
+            torch.tensor([ids]),
+            max_new_tokens=9,
+            do_sample=False,
+            assistant_model=self_pair.assistant,
+        )
+    finally:
+        handle.remove()
+    # First forward fuses prefill and the first verification: prompt + 3 drafted, no cache.
+    assert seen[0] == (len(ids) + 3, 0)
+    # With an identical assistant all 3 are accepted, so each later step feeds the last
+    # committed token + 3 drafted on top of a cache holding everything before it.
+    assert seen[1] == (4, len(ids) + 3)
+
+
+# -- invariants ----------------------------------------------------------------------------
+
+
+def test_greedy_assisted_equals_greedy_plain_in_fp32(pair):
+    done = records(pair)
+    plain, assisted = done["plain"], done["assisted"]
+    assert stats.new_tokens(plain) == GREEDY.max_new_tokens or plain.token_ids[-1] in (
+        pair.target.generation_config.eos_token_id,
+    )
+    assert assisted.token_ids == plain.token_ids
+    assert assisted.text == plain.text
+    assert stats.compare(plain, assisted)["identical"] is True
+
+
+def test_identical_assistant_accepts_everything(self_pair):
+    assisted = records(self_pair, modes=("assisted",))["assisted"]
+    assert stats.drafted(assisted) > 0
+    assert stats.acceptance_rate(assisted) == 1.0
+    assert stats.tokens_per_step(assisted) > 3
+
+
+def test_random_assistant_accepts_almost_nothing(pair):
+    assisted = records(pair, modes=("assisted",))["assisted"]
+    assert stats.drafted(assisted) > 20
+    assert stats.acceptance_rate(assisted) < 0.15
+
+
+def test_steps_account_for_every_token(pair):
+    assisted = records(pair, modes=("assisted",))["assisted"]
+    for step in assisted.steps:
+        assert 0 <= step.accepted <= step.drafted <= DRAFT.num_assistant_tokens
+        assert len(step.token_ids) == step.accepted + 1
+    assert stats.new_tokens(assisted) == stats.accepted(assisted) + len(assisted.steps)
+    times = [step.t_s for step in assisted.steps]
+    assert times == sorted(times) and times[-1] <= assisted.total_s
+    assert assisted.draft_forward_s and all(t > 0 for t in assisted.draft_forward_s)
+
+
+def test_plain_steps_are_single_tokens(pair):
+    plain = records(pair, modes=("plain",))["plain"]
+    assert all(len(s.token_ids) == 1 and s.drafted == 0 for s in plain.steps)
+
+
+def test_prompt_lookup_is_lossless(tiny_dirs):
+    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    prompt = "def add(a, b):\n    return a + b\n" * 3
+    done = records(lookup, prompt=prompt)
+    assert done["assisted"].token_ids == done["plain"].token_ids
+    assert done["assisted"].drafter == "prompt-lookup"
+
+
+def test_universal_assistant_with_another_tokenizer_is_lossless(tiny_dirs):
+    universal = load(tiny_dirs, assistant="other_tokenizer", drafter="universal")
+    done = records(universal)
+    assert done["assisted"].token_ids == done["plain"].token_ids
+
+
+def test_sampling_with_a_seed_is_reproducible(pair):
+    sampled = RunSettings(max_new_tokens=16, sample=True, temperature=1.0, top_p=0.95, seed=7)
+    ids = decoding.encode_prompt(pair, PROMPT)
+    first = [e for e in decoding.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
+    second = [e for e in decoding.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
+    assert first[0].record.token_ids == second[0].record.token_ids
+
+
+def test_heuristic_schedule_is_reset_between_runs(self_pair):
+    heuristic = DraftSettings(num_assistant_tokens=2, schedule="heuristic", confidence_threshold=0)
+    ids = decoding.encode_prompt(self_pair, PROMPT)
+
+    def drafted_per_step():
+        events = decoding.run(self_pair, ids, "assisted", GREEDY, heuristic)
+        return [e.step.drafted for e in events if isinstance(e, StepEvent)]
+
+    first = drafted_per_step()
+    assert first[0] == 2 and max(first) > 2  # it grew (everything is accepted)
+    assert drafted_per_step() == first  # and starts again from 2
+
+
+# -- events, stop, errors ---------------------------------------------------------------
+
+
+def test_events_stream_in_order_with_text(pair):
+    events = list(decoding.compare(pair, PROMPT, GREEDY, DRAFT))
+    phases = [e.name for e in events if isinstance(e, decoding.Phase)]
+    assert phases == ["warmup", "plain", "assisted"]
+    for mode in ("plain", "assisted"):
+        steps = [e for e in events if isinstance(e, StepEvent) and e.mode == mode]
+        done = next(e for e in events if isinstance(e, RunDone) and e.record.mode == mode)
+        assert [e.index for e in steps] == list(range(len(done.record.steps)))
+        full = pair.tokenizer.decode(done.record.token_ids, skip_special_tokens=True)
+        assert done.record.text == full
+        # What streamed is the text so far; only a trailing incomplete character (random
+        # models emit stray bytes) may be attached to the last step at the end.
+        assert full.startswith("".join(e.step.text for e in steps))
+
+
+def test_stop_ends_the_run_within_one_step_and_keeps_the_output(pair):
+    stop = threading.Event()
+    ids = decoding.encode_prompt(pair, PROMPT)
+    seen = 0
+    record = None
+    for event in decoding.run(pair, ids, "plain", RunSettings(max_new_tokens=200), stop=stop):
+        if isinstance(event, StepEvent):
+            seen += 1
+            if seen == 3:
+                stop.set()
+        else:
+            record = event.record
+    assert record.stopped
+    assert 3 <= len(record.steps) <= 4
+    assert record.text
+    # the pair is still usable
+    assert records(pair, modes=("plain",))["plain"].steps
+
+
+def test_stop_before_assisted_skips_it(pair):
+    stop = threading.Event()
+    done = {}
+    for event in decoding.compare(pair, PROMPT, GREEDY, DRAFT, stop=stop):
+        if isinstance(event, StepEvent) and event.mode == "plain":
+            stop.set()
+        if isinstance(event, RunDone):
+            done[event.record.mode] = event.record
+    assert done["plain"].stopped and "assisted" not in done
+
+
+def test_abandoning_a_run_stops_its_worker(pair):
+    ids = decoding.encode_prompt(pair, PROMPT)
+    events = decoding.run(pair, ids, "plain", RunSettings(max_new_tokens=200))
+    next(events)
+    events.close()  # as when a browser tab closes mid-stream
+    assert not [t for t in threading.enumerate() if t.name.startswith("generate-")]
+
+
+def test_a_failure_inside_generate_surfaces(pair, monkeypatch):
+    def broken(**kwargs):
+        raise RuntimeError("device fell over")
+
+    monkeypatch.setattr(pair.target, "generate", broken)
+    ids = decoding.encode_prompt(pair, PROMPT)
+    with pytest.raises(RuntimeError, match="device fell over"):
+        list(decoding.run(pair, ids, "plain", GREEDY))
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n\t"])
+def test_empty_prompt_is_refused(pair, prompt):
+    with pytest.raises(SettingsError, match="empty"):
+        list(decoding.compare(pair, prompt, GREEDY, DRAFT))
+
+
+def test_prompt_longer_than_the_context_is_refused(pair):
+    with pytest.raises(SettingsError, match="context"):
+        list(decoding.compare(pair, "word " * 400, GREEDY, DRAFT))
+    assert records(pair, modes=("plain",))["plain"].steps  # still usable
+
+
+@pytest.mark.parametrize("max_new_tokens", [0, -3, MAX_NEW_TOKENS_CAP + 1])
+def test_max_new_tokens_out_of_range_is_refused(pair, max_new_tokens):
+    with pytest.raises(SettingsError, match="max new tokens"):
+        list(decoding.compare(pair, PROMPT, RunSettings(max_new_tokens=max_new_tokens), DRAFT))
+
+
+@pytest.mark.parametrize(
+    "draft",
+    [
+        DraftSettings(num_assistant_tokens=0),
+        DraftSettings(schedule="sometimes"),
+        DraftSettings(confidence_threshold=1.5),
+    ],
+)
+def test_draft_settings_out_of_range_are_refused(pair, draft):
+    with pytest.raises(SettingsError):
+        list(decoding.compare(pair, PROMPT, GREEDY, draft))
+
+
+def test_detokenizer_never_splits_a_character(pair):
+    text = "naïve café € 日本語"
+    ids = pair.tokenizer(text)["input_ids"]
+    detokenizer = decoding._Detokenizer(pair.tokenizer)
+    pieces = [detokenizer.add((token,)) for token in ids]
+    pieces.append(detokenizer.finish())
+    assert all("\ufffd" not in piece for piece in pieces)
+    assert "".join(pieces) == text

@@ -1,0 +1,141 @@
+"""Statistics on hand-made records: arithmetic and the Leviathan et al. model."""
+
+import math
+
+import pytest
+
+from assisted import stats
+from assisted.record import RunRecord, Step
+
+
+def make_record(steps, mode="assisted", total_s=None, drafter="assistant", draft_s=()):
+    """steps: (n_tokens, drafted, accepted, t_s) tuples; tokens are numbered 0, 1, 2…"""
+    record = RunRecord(mode=mode, drafter=drafter if mode == "assisted" else None, prompt_tokens=7)
+    next_id = 0
+    for n, drafted, accepted, t_s in steps:
+        ids = tuple(range(next_id, next_id + n))
+        next_id += n
+        record.steps.append(Step(ids, "x" * n, drafted, accepted, t_s))
+    record.total_s = total_s if total_s is not None else (steps[-1][3] if steps else 0.0)
+    record.draft_forward_s = list(draft_s)
+    return record
+
+
+PLAIN = make_record([(1, 0, 0, 1.0 + 0.5 * i) for i in range(9)], mode="plain", total_s=5.0)
+# 4 steps: 3+1, 1+1, 0+1, 2+1 tokens accepted + own; γ = 3 each.
+ASSISTED = make_record(
+    [(4, 3, 3, 1.2), (2, 3, 1, 1.8), (1, 3, 0, 2.3), (3, 3, 2, 2.5)],
+    total_s=2.5,
+    draft_s=[0.1, 0.1, 0.1, 0.2, 0.1],
+)
+
+
+def test_counts_and_rates():
+    assert stats.new_tokens(ASSISTED) == 10
+    assert stats.drafted(ASSISTED) == 12
+    assert stats.accepted(ASSISTED) == 6
+    assert stats.acceptance_rate(ASSISTED) == pytest.approx(0.5)
+    assert stats.tokens_per_step(ASSISTED) == pytest.approx(2.5)
+    assert stats.tokens_per_step(PLAIN) == 1.0
+    assert stats.acceptance_rate(PLAIN) is None
+    assert stats.ttft_s(ASSISTED) == 1.2
+    assert stats.tokens_per_s(ASSISTED) == pytest.approx(10 / 2.5)
+    # 6 tokens after the first step, in 2.5 − 1.2 s
+    assert stats.decode_tokens_per_s(ASSISTED) == pytest.approx(6 / 1.3)
+
+
+def test_histogram_and_position_acceptance():
+    assert stats.accept_histogram(ASSISTED) == [1, 1, 1, 1]
+    # position 1 accepted in 3 of 4 steps, position 2 in 2 of 4, position 3 in 1 of 4
+    assert stats.position_acceptance(ASSISTED) == pytest.approx([0.75, 0.5, 0.25])
+    assert stats.accept_histogram(PLAIN) == [9]
+    assert stats.position_acceptance(PLAIN) == []
+
+
+def test_speedup_is_the_tokens_per_second_ratio():
+    # plain 9 tokens / 5 s, assisted 10 tokens / 2.5 s
+    assert stats.speedup(PLAIN, ASSISTED) == pytest.approx((10 / 2.5) / (9 / 5.0))
+
+
+def test_first_divergence():
+    assert stats.first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert stats.first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert stats.first_divergence([1, 2, 3], [1, 2]) == 2
+    assert stats.first_divergence([], []) is None
+
+
+def test_expected_tokens_per_step_matches_the_paper():
+    # Leviathan et al.: E[tokens] = (1 − α^(γ+1)) / (1 − α)
+    assert stats.expected_tokens_per_step(0.0, 5) == 1.0
+    assert stats.expected_tokens_per_step(1.0, 5) == 6.0
+    assert stats.expected_tokens_per_step(0.5, 2) == pytest.approx(1.75)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.3, 0.6, 0.9, 0.99])
+@pytest.mark.parametrize("gamma", [1, 3, 5.5])
+def test_alpha_round_trips_through_the_measured_acceptance_rate(alpha, gamma):
+    rate = stats.acceptance_rate_for_alpha(alpha, gamma)
+    assert stats.alpha_from_acceptance_rate(rate, gamma) == pytest.approx(alpha, abs=1e-9)
+
+
+def test_measured_acceptance_rate_is_not_alpha():
+    # With γ = 1 they coincide; with longer drafts later positions are accepted less often.
+    assert stats.acceptance_rate_for_alpha(0.8, 1) == pytest.approx(0.8)
+    assert stats.acceptance_rate_for_alpha(0.8, 5) < 0.8
+
+
+def test_predicted_speedup():
+    # α = 0.8, γ = 4, c = 0.1: (1 − 0.8^5) / (0.2 · 1.4)
+    expected = (1 - 0.8**5) / (0.2 * 1.4)
+    assert stats.predicted_speedup(0.8, 4, 0.1) == pytest.approx(expected)
+    assert stats.predicted_speedup(0.0, 4, 0.25) == pytest.approx(0.5)
+
+
+def test_cost_ratio_uses_median_draft_time_over_plain_step_time():
+    # plain decode: 8 tokens after the first in 4 s → 0.5 s per token; median draft 0.1 s
+    assert stats.cost_ratio(PLAIN, ASSISTED) == pytest.approx(0.2)
+    lookup = make_record([(2, 3, 1, 1.0)], drafter="prompt-lookup")
+    assert stats.cost_ratio(PLAIN, lookup) == 0.0
+
+
+def test_compare_and_report_schema():
+    result = stats.report("pair", "cpu", "float32", PLAIN, ASSISTED)
+    assert set(result) >= {
+        "pair",
+        "device",
+        "dtype",
+        "prompt_tokens",
+        "plain",
+        "assisted",
+        "speedup",
+        "predicted_speedup",
+        "identical",
+        "first_divergence",
+    }
+    for key in ("text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps"):
+        assert key in result["plain"] and key in result["assisted"]
+    for key in ("drafted", "accepted", "acceptance_rate", "tokens_per_step", "accept_histogram"):
+        assert key in result["assisted"]
+    assert result["identical"] is False  # 9 tokens against 10
+    assert result["first_divergence"] == 9
+    gamma, rate = 3.0, 0.5
+    alpha = stats.alpha_from_acceptance_rate(rate, gamma)
+    assert result["predicted_speedup"] == pytest.approx(
+        stats.predicted_speedup(alpha, gamma, 0.2), abs=1e-3
+    )
+    only_plain = stats.report("pair", "cpu", "float32", PLAIN, None)
+    assert only_plain["assisted"] is None and only_plain["speedup"] is None
+
+
+def test_record_round_trips_through_dict():
+    again = RunRecord.from_dict(ASSISTED.to_dict())
+    assert again == ASSISTED
+    assert again.text == "x" * 10
+
+
+def test_geometric_mean_and_median():
+    assert stats.geometric_mean([1.0, 4.0]) == pytest.approx(2.0)
+    assert stats.geometric_mean([]) is None
+    assert stats.median([3, 1, 2]) == 2
+    assert stats.median([4, 1, 2, 3]) == 2.5
+    assert math.isclose(stats.geometric_mean([2.0, 2.0, 2.0]), 2.0)
