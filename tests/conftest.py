@@ -7,11 +7,11 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
-from tests.tiny import build_model, build_tokenizer  # noqa: E402
+from tests.tiny import build_model, build_tokenizer
 
 
 @pytest.fixture(scope="session")
