@@ -8,7 +8,8 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
@@ -122,21 +123,21 @@ def _compare(
 
     pair = load_pair(spec, args.device, args.dtype, progress=_ProgressPrinter(), allow_local=True)
     stop = threading.Event()
-    _stop_on_first_interrupt(stop)
     records: dict[str, RunRecord] = {}
     colour = out.isatty() and not args.json
-    for event in compare(pair, prompt, settings, draft, MODES[args.mode], stop):
-        if isinstance(event, Phase):
-            _print_phase(event.name, pair, out)
-        elif isinstance(event, StepEvent):
-            text = event.step.text
-            if colour and event.mode == "assisted" and text:
-                text = f"{_STEP_COLOURS[event.index % 2]}{text}{_RESET}"
-            out.write(text)
-            out.flush()
-        elif isinstance(event, RunDone):
-            records[event.record.mode] = event.record
-            out.write("\n[stopped]\n" if event.record.stopped else "\n")
+    with _stop_on_first_interrupt(stop):
+        for event in compare(pair, prompt, settings, draft, MODES[args.mode], stop):
+            if isinstance(event, Phase):
+                _print_phase(event.name, pair, out)
+            elif isinstance(event, StepEvent):
+                text = event.step.text
+                if colour and event.mode == "assisted" and text:
+                    text = f"{_STEP_COLOURS[event.index % 2]}{text}{_RESET}"
+                out.write(text)
+                out.flush()
+            elif isinstance(event, RunDone):
+                records[event.record.mode] = event.record
+                out.write("\n[stopped]\n" if event.record.stopped else "\n")
     plain, assisted = records.get("plain"), records.get("assisted")
     result = stats.report(spec.name, str(pair.device), pair.dtype_name, plain, assisted)
     print(format_table(result), file=out)
@@ -230,7 +231,8 @@ class _ProgressPrinter:
             print(f"{message}{suffix}", file=sys.stderr)
 
 
-def _stop_on_first_interrupt(stop: threading.Event) -> None:
+@contextmanager
+def _stop_on_first_interrupt(stop: threading.Event) -> Iterator[None]:
     """First Ctrl-C stops the run after the current step (and keeps its output); a second
     one interrupts at once."""
 
@@ -240,5 +242,11 @@ def _stop_on_first_interrupt(stop: threading.Event) -> None:
         stop.set()
         print("\n(stopping after this step; Ctrl-C again to abort)", file=sys.stderr)
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, handle)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -168,7 +168,7 @@ def resolve_model_ref(ref: str, allow_local: bool = True) -> str:
     if ref in embedded.MODELS:
         return ref
     path = Path(ref).expanduser()
-    if allow_local and path.is_dir():
+    if ref and allow_local and path.is_dir():
         if not (path / "config.json").is_file():
             raise PairError(f"{ref!r} is a folder without config.json, not a model folder")
         return str(path.resolve())

@@ -1,0 +1,104 @@
+"""The CLI on a tiny pair: streamed output, the stats table, the JSON line, clear errors."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from assisted import cli
+
+RUN_KEYS = {"text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps"}
+ASSISTED_KEYS = RUN_KEYS | {
+    "drafted",
+    "accepted",
+    "acceptance_rate",
+    "tokens_per_step",
+    "accept_histogram",
+}
+TOP_KEYS = {
+    "pair",
+    "device",
+    "dtype",
+    "prompt_tokens",
+    "plain",
+    "assisted",
+    "speedup",
+    "predicted_speedup",
+    "identical",
+    "first_divergence",
+}
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return cli.main(list(argv), out=out), out.getvalue()
+
+
+def test_json_line_follows_the_schema(tiny_dirs):
+    code, output = run_cli(
+        "def add(a, b):",
+        "--target", str(tiny_dirs["target"]),
+        "--assistant", str(tiny_dirs["other"]),
+        "--max-new-tokens", "12",
+        "--dtype", "float32",
+        "--json",
+    )  # fmt: skip
+    assert code == 0
+    lines = output.strip().splitlines()
+    result = json.loads(lines[-1])
+    assert set(result) >= TOP_KEYS
+    assert set(result["plain"]) >= RUN_KEYS
+    assert set(result["assisted"]) >= ASSISTED_KEYS
+    assert result["identical"] is True and result["first_divergence"] is None
+    assert result["plain"]["new_tokens"] == result["assisted"]["new_tokens"]
+    # the streamed text and the table come before the JSON line
+    assert "── plain ──" in output and "── assisted ──" in output
+    assert "acceptance rate" in output and "speedup" in output
+
+
+def test_plain_mode_only(tiny_dirs):
+    code, output = run_cli(
+        "hello", "--target", str(tiny_dirs["target"]), "--assistant", str(tiny_dirs["other"]),
+        "--mode", "plain", "--max-new-tokens", "4", "--json",
+    )  # fmt: skip
+    assert code == 0
+    result = json.loads(output.strip().splitlines()[-1])
+    assert result["assisted"] is None and result["plain"]["new_tokens"] <= 4
+
+
+def test_list_pairs():
+    code, output = run_cli("--list-pairs")
+    assert code == 0 and "embedded" in output and "prompt-lookup" in output
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["   "], "prompt is empty"),
+        (["hi", "--pair", "nope"], "unknown pair"),
+        (["hi", "--max-new-tokens", "0"], "max new tokens"),
+        (["hi", "--max-new-tokens", "100000"], "max new tokens"),
+        (["hi", "--target", "not a model"], "not a model id"),
+        (["hi", "--pair", "embedded", "--target", "a/b"], "either --pair or --target"),
+        (["hi", "--assistant", "a/b"], "go with --target"),
+        (["hi", "--draft-length", "0"], "draft length"),
+        (["hi", "--sample", "--temperature", "0"], "temperature"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(argv, message, capsys):
+    code, output = run_cli(*argv)
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and message in err[-1]
+    assert output == ""
+
+
+def test_incompatible_pair_is_refused(tiny_dirs, capsys):
+    code, _ = run_cli(
+        "hi", "--target", str(tiny_dirs["target"]),
+        "--assistant", str(tiny_dirs["other_tokenizer"]),
+    )  # fmt: skip
+    assert code == 2
+    assert "different tokenizers" in capsys.readouterr().err

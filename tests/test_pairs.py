@@ -1,0 +1,154 @@
+"""Pair validation and loading: every bad input is a clear PairError and breaks nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import MambaConfig, ViTConfig
+
+from assisted import pairs
+from assisted.pairs import PairError, custom_pair, get_spec, load_pair, resolve_model_ref
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    pairs._loaded.clear()
+    yield
+    pairs._loaded.clear()
+
+
+def test_registry_has_every_drafter_kind_and_an_offline_default():
+    kinds = {spec.drafter for spec in pairs.PAIRS.values()}
+    assert kinds == set(pairs.DRAFTER_KINDS)
+    default = get_spec(pairs.DEFAULT_PAIR)
+    assert default.target.startswith("embedded:") and default.assistant.startswith("embedded:")
+
+
+def test_unknown_pair():
+    with pytest.raises(PairError, match=r"unknown pair 'nope'.*embedded"):
+        get_spec("nope")
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "../no-such-model",
+        "a/b/c",
+        "https://evil.example/model",
+        "bad id",
+        "owner/na me",
+        "",
+        "-x/y",
+    ],
+)
+def test_malformed_model_ids_are_refused(ref):
+    with pytest.raises(PairError, match="not a model id"):
+        resolve_model_ref(ref)
+
+
+def test_hub_ids_pass_validation_without_network():
+    assert resolve_model_ref("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert resolve_model_ref("gpt2") == "gpt2"
+
+
+def test_local_folders_need_a_config(tmp_path):
+    with pytest.raises(PairError, match=r"without config\.json"):
+        resolve_model_ref(str(tmp_path))
+
+
+def test_local_folders_can_be_disallowed(tiny_dirs):
+    with pytest.raises(PairError, match="not a model id"):
+        resolve_model_ref(str(tiny_dirs["target"]), allow_local=False)
+
+
+def test_custom_pair_checks_the_drafter():
+    with pytest.raises(PairError, match="needs an assistant"):
+        custom_pair("a/b", None, "assistant")
+    with pytest.raises(PairError, match="uses no assistant"):
+        custom_pair("a/b", "c/d", "prompt-lookup")
+    with pytest.raises(PairError, match="unknown drafter"):
+        custom_pair("a/b", "c/d", "telepathy")
+    assert custom_pair("a/b", None).drafter == "prompt-lookup"
+
+
+def test_different_tokenizers_need_the_universal_drafter(tiny_dirs):
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other_tokenizer"]))
+    with pytest.raises(PairError, match=r"different tokenizers.*universal"):
+        load_pair(spec, device="cpu", dtype="float32")
+    universal = custom_pair(
+        str(tiny_dirs["target"]), str(tiny_dirs["other_tokenizer"]), "universal"
+    )
+    assert load_pair(universal, device="cpu", dtype="float32").assistant is not None
+
+
+def test_a_model_that_is_not_a_causal_lm_is_refused(tmp_path):
+    ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2).save_pretrained(tmp_path)
+    spec = custom_pair(str(tmp_path), None)
+    with pytest.raises(PairError, match="not a causal language model"):
+        load_pair(spec, device="cpu")
+
+
+def test_a_model_whose_cache_cannot_be_cropped_is_refused(tmp_path):
+    MambaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1).save_pretrained(tmp_path)
+    spec = custom_pair(str(tmp_path), None)
+    with pytest.raises(PairError, match="cannot be cropped"):
+        load_pair(spec, device="cpu")
+
+
+def test_remote_code_is_never_trusted(tmp_path):
+    config = {"model_type": "totally_custom", "auto_map": {"AutoConfig": "x.Config"}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "x.py").write_text("raise SystemExit('remote code ran')\n")
+    with pytest.raises(PairError, match="cannot load the config"):
+        load_pair(custom_pair(str(tmp_path), None), device="cpu")
+
+
+def test_oversized_weights_are_refused_before_loading(tiny_dirs, monkeypatch):
+    monkeypatch.setattr(pairs, "MAX_MODEL_GB", 1e-6)
+    with pytest.raises(PairError, match="ASSISTED_MAX_MODEL_GB"):
+        load_pair(custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"])), device="cpu")
+
+
+def test_a_failed_load_keeps_the_loaded_pairs(tiny_dirs, tmp_path):
+    good = load_pair(custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"])), "cpu")
+    MambaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1).save_pretrained(tmp_path)
+    with pytest.raises(PairError):
+        load_pair(custom_pair(str(tmp_path), None), device="cpu")
+    assert pairs.loaded_pairs() == [good.spec.name]
+    again = load_pair(custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"])), "cpu")
+    assert again is good  # served from the cache, not reloaded
+
+
+def test_at_most_max_loaded_pairs_stay_in_memory(tiny_dirs, monkeypatch):
+    monkeypatch.setattr(pairs, "MAX_LOADED_PAIRS", 2)
+    target = str(tiny_dirs["target"])
+    specs = [
+        custom_pair(target, str(tiny_dirs["other"])),
+        custom_pair(target, str(tiny_dirs["target"])),
+        custom_pair(target, None, "prompt-lookup"),
+    ]
+    for spec in specs:
+        load_pair(spec, device="cpu", dtype="float32")
+    assert pairs.loaded_pairs() == [specs[1].name, specs[2].name]
+
+
+def test_dtype_policy():
+    cpu = torch.device("cpu")
+    native = pairs.cpu_has_native_bf16()
+    assert pairs.choose_dtype(cpu) == (torch.bfloat16 if native else torch.float32)
+    assert pairs.choose_dtype(cpu, "float32") == torch.float32
+    assert pairs.choose_dtype(cpu, "bfloat16") == torch.bfloat16
+    with pytest.raises(PairError, match="unknown dtype"):
+        pairs.choose_dtype(cpu, "float8")
+
+
+def test_device_policy():
+    assert pairs.choose_device("cpu").type == "cpu"
+    with pytest.raises(PairError, match="unknown device"):
+        pairs.choose_device("tpu")
+    if not torch.cuda.is_available():
+        assert pairs.choose_device().type == "cpu"
+        with pytest.raises(PairError, match="no CUDA device"):
+            pairs.choose_device("cuda")
