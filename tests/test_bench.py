@@ -1,0 +1,269 @@
+"""The benchmark: aggregation on hand-made records, input errors before any model loads, and
+end-to-end runs on tiny models built here (an assistant that is a copy of the target, so
+every draft is accepted and the output is identical)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from assisted import bench, pairs
+from assisted.record import RunRecord, Step
+from assisted.settings import DraftSettings, RunSettings
+from tests.tiny import build_model, build_tokenizer
+
+FAST = ["--max-new-tokens", "8", "--device", "cpu", "--dtype", "float32"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench-models")
+    tokenizer = build_tokenizer(root / "tokenizer")
+    build_model(root / "target", tokenizer, seed=1)
+    build_model(root / "assistant", tokenizer, seed=1)
+    return ["--target", str(root / "target"), "--assistant", str(root / "assistant")]
+
+
+@pytest.fixture
+def jsonl(tmp_path):
+    path = tmp_path / "prompts.jsonl"
+    lines = [
+        {"question_id": "add", "category": "write-code", "turns": ["def add(a, b):"]},
+        {"category": "summarise", "turns": ["Summarise the following text: the quick fox."]},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def near(value):
+    """Figures in the report are rounded to 4 decimals."""
+    return pytest.approx(value, abs=1e-4)
+
+
+def run_main(capsys, argv):
+    code = bench.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# -- aggregation ------------------------------------------------------------------------------
+
+
+def record(mode, steps, total_s):
+    """steps: (tokens, drafted, accepted) per step; token ids are just 1, 2, 3, ..."""
+    made, next_id = [], 1
+    for tokens, drafted, accepted in steps:
+        ids = tuple(range(next_id, next_id + tokens))
+        next_id += tokens
+        made.append(Step(ids, "", drafted, accepted, t_s=total_s * len(made) / len(steps)))
+    drafter = "assistant" if mode == "assisted" else None
+    return RunRecord(mode, drafter, prompt_tokens=5, steps=made, total_s=total_s)
+
+
+def plain(total_s):
+    return record("plain", [(1, 0, 0)] * 10, total_s)
+
+
+def runs_for(question_id, category, plain_runs, assisted_runs):
+    made = [bench.Run(question_id, category, None, i, r) for i, r in enumerate(plain_runs)]
+    made += [
+        bench.Run(question_id, category, "assistant", i, r) for i, r in enumerate(assisted_runs)
+    ]
+    return made
+
+
+def test_category_aggregation_on_hand_made_records():
+    # p1: 10 tok/s plain, 20 tok/s assisted → 2.0x; 8 drafted, 6 accepted over 4 steps.
+    fast = record("assisted", [(4, 4, 3), (4, 4, 3), (1, 0, 0), (1, 0, 0)], total_s=0.5)
+    # p2: 10 tok/s plain, 5 tok/s assisted → 0.5x; 10 drafted, 2 accepted over 8 steps.
+    slow = record("assisted", [(2, 5, 1), (2, 5, 1), *[(1, 0, 0)] * 6], total_s=2.0)
+    # p3, another category: 1.0x.
+    even = record("assisted", [(1, 0, 0)] * 10, total_s=1.0)
+    runs = (
+        runs_for("p1", "code", [plain(1.0)], [fast])
+        + runs_for("p2", "code", [plain(1.0)], [slow])
+        + runs_for("p3", "chat", [plain(1.0)], [even])
+    )
+    variants = [bench.Variant("assistant", "assistant", DraftSettings())]
+    info = {"pair": "hand-made", "device": "cpu", "dtype": "float32"}
+    result = bench.report(runs, variants, info, RunSettings(), repeats=1)
+
+    code = result["categories"]["code"]
+    assert code["speedup"] == near(1.25)  # median of 2.0 and 0.5
+    assert code["speedup_geomean"] == near(1.0)
+    assert code["acceptance_rate"] == near(8 / 18)  # pooled, not mean of rates
+    assert code["tokens_per_step"] == near(20 / 12)
+    assert code["prompts"] == 2
+    assert code["identical"] is True
+    assert [row["question_id"] for row in result["prompts"]] == ["p1", "p2", "p3"]
+    assert result["overall"]["speedup_geomean"] == near(1.0)
+    assert result["overall"]["prompts"] == 3
+    assert result["drafters"]["assistant"]["categories"] == result["categories"]
+
+
+def test_prompt_speedup_is_ratio_of_medians_over_repeats():
+    plains = [plain(1.0), plain(1.2), plain(5.0)]  # median 10 / 1.2 tok/s; 5.0 is an outlier
+    assisted = [record("assisted", [(2, 1, 1)] * 5, s) for s in (0.5, 0.6, 0.4)]
+    row = bench.summarize_prompt(plains, assisted)
+    assert row["plain_tokens_per_s"] == near(10 / 1.2)
+    assert row["assisted_tokens_per_s"] == near(20.0)
+    assert row["speedup"] == near(20.0 / (10 / 1.2))
+    assert row["acceptance_rate"] == 1.0
+    assert row["tokens_per_step"] == 2.0
+    assert row["repeats"] == 3
+
+
+def test_identical_needs_every_repeat_to_match_its_plain_run():
+    same = record("assisted", [(1, 0, 0)] * 10, 1.0)
+    other = record("assisted", [(1, 0, 0)] * 9, 1.0)  # stops one token early
+    row = bench.summarize_prompt([plain(1.0), plain(1.0)], [same, other])
+    assert row["identical"] is False
+    assert row["first_divergence"] == 9
+
+
+def test_variants_name_only_the_swept_settings():
+    spec = pairs.custom_pair("some/target", "some/assistant")
+    sweeps = {"num_assistant_tokens": [3, 8], "confidence_threshold": [0.4]}
+    variants = bench.plan_variants(spec, ["assistant", "prompt-lookup"], sweeps)
+    assert [v.name for v in variants] == ["assistant n=3", "assistant n=8", "prompt-lookup"]
+    assert variants[1].draft.num_assistant_tokens == 8
+    assert variants[1].draft.confidence_threshold == 0.4
+    assert variants[2].draft == spec.draft
+
+
+def test_limit_is_per_category():
+    examples = [bench.Example(str(i), c, "x") for i, c in enumerate("aabbb")]
+    kept = bench.select_examples(examples, ["b"], limit=2)
+    assert [e.question_id for e in kept] == ["2", "3"]
+
+
+# -- input errors: one line on stderr, exit code 2, no model loaded, nothing written ---------
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the input was checked")
+
+    monkeypatch.setattr(bench, "load_pair", refuse)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--categories", "poetry"], "no prompts in category poetry"),
+        (["--limit", "0"], "--limit must be at least 1"),
+        (["--repeats", "0"], "--repeats must be at least 1"),
+        (["--max-new-tokens", "0"], "max new tokens must be between"),
+        (["--drafters", "assistant"], "has no assistant model"),
+        (["--drafters", "guessing"], "unknown drafter 'guessing'"),
+        (["--drafters", "early-exit", "--num-assistant-tokens", "0,4"], "draft length must be"),
+        (["--num-assistant-tokens", "4"], "does not apply to the drafters here: prompt-lookup"),
+        (["--assistant", "x/y"], "--assistant needs --target"),
+    ],
+)
+def test_bad_options_are_refused_before_loading(
+    capsys, jsonl, no_loading, tmp_path, extra, message
+):
+    pair = [] if "--assistant" in extra else ["--target", "some/model"]
+    out = tmp_path / "out"
+    code, stdout, stderr = run_main(
+        capsys, ["--prompts", str(jsonl), *pair, *extra, "--out", str(out)]
+    )
+    assert code == 2
+    assert stderr.startswith("error: ") and message in stderr
+    assert stdout == ""
+    assert not out.exists()
+
+
+def test_malformed_jsonl_names_file_and_line(capsys, tmp_path, no_loading):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"category": "chat", "turns": ["hi"]}\n{"category": "chat", "turns": \n')
+    code, _, stderr = run_main(capsys, ["--prompts", str(path)])
+    assert code == 2
+    assert f"{path}:2: not valid JSON" in stderr
+
+
+def test_missing_prompt_file_is_an_error(capsys, tmp_path, no_loading):
+    code, _, stderr = run_main(capsys, ["--prompts", str(tmp_path / "nowhere.jsonl")])
+    assert code == 2 and "no such file or folder" in stderr
+
+
+def test_failure_after_loading_writes_nothing(capsys, models, jsonl, tmp_path):
+    # The tiny models have a 256-token context: 300 new tokens cannot fit.
+    out = tmp_path / "out"
+    argv = ["--prompts", str(jsonl), *models, *FAST, "--max-new-tokens", "300"]
+    code, stdout, stderr = run_main(capsys, [*argv, "--out", str(out)])
+    assert code == 2 and "exceeds the model's context" in stderr
+    assert stdout == "" and not out.exists()
+
+
+# -- end to end on tiny models ---------------------------------------------------------------
+
+
+def test_jsonl_end_to_end_with_two_drafters(capsys, models, jsonl, tmp_path):
+    out = tmp_path / "out"
+    argv = ["--prompts", str(jsonl), *models, *FAST, "--repeats", "2", "--out", str(out)]
+    code, stdout, _ = run_main(capsys, [*argv, "--drafters", "assistant,prompt-lookup"])
+    assert code == 0
+    card, last = stdout.rstrip("\n").rsplit("\n", 1)
+    result = json.loads(last)
+
+    assert {"pair", "device", "dtype", "overall", "categories", "prompts"} <= result.keys()
+    assert result["device"] == "cpu" and result["dtype"] == "float32"
+    assert result["drafter"] == "assistant"
+    assert set(result["drafters"]) == {"assistant", "prompt-lookup"}
+    assert result["overall"]["speedup_geomean"] > 0
+    assert set(result["categories"]) == {"write-code", "summarise"}
+    for category in result["categories"].values():
+        for field in ("speedup", "acceptance_rate", "tokens_per_step", "predicted_speedup"):
+            assert field in category
+    assert len(result["prompts"]) == 4  # two prompts × two drafters
+    for row in result["prompts"]:
+        for field in (
+            "question_id", "category", "drafter", "speedup", "plain_tokens_per_s",
+            "assisted_tokens_per_s", "acceptance_rate", "identical",
+        ):  # fmt: skip
+            assert field in row
+        assert row["identical"] is True  # greedy decoding is lossless
+    by_drafter = {(r["question_id"], r["drafter"]): r for r in result["prompts"]}
+    # The assistant is a copy of the target: every draft is accepted.
+    assert by_drafter[("add", "assistant")]["acceptance_rate"] == 1.0
+    assert by_drafter[("prompts-2", "prompt-lookup")]["question_id"] == "prompts-2"
+
+    assert "Per prompt" in card and "Per category" in card and "Overall, assistant" in card
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert len(runs) == 2 * 2 * 3  # prompts × repeats × (plain + two drafters)
+    assert {r["drafter"] for r in runs} == {None, "assistant", "prompt-lookup"}
+    assert {"question_id", "category", "drafter", "repeat", "record"} <= runs[0].keys()
+    assert RunRecord.from_dict(runs[0]["record"]).steps
+    assert json.loads((out / "report.json").read_text()) == result
+    assert (out / "speedup.png").read_bytes()[:4] == b"\x89PNG"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out-")] == []
+
+
+def test_examples_folder_end_to_end_with_overhead(capsys, models, tmp_path):
+    folder = tmp_path / "examples"
+    (folder / "edit-code").mkdir(parents=True)
+    (folder / "edit-code" / "add.txt").write_text("Rename b to c: def add(a, b): return a + b\n")
+    argv = ["--prompts", str(folder), *models, *FAST, "--repeats", "1", "--overhead"]
+    code, stdout, _ = run_main(capsys, argv)
+    assert code == 0
+    result = json.loads(stdout.splitlines()[-1])
+    assert list(result["categories"]) == ["edit-code"]
+    assert result["prompts"][0]["question_id"] == "add"
+    assert isinstance(result["overall"]["overhead_pct"], float)
+    assert "Backend overhead" in stdout
+
+
+def test_prompt_lookup_shares_the_loaded_target(models):
+    spec = pairs.custom_pair(models[1], models[3])
+    pair = pairs.load_pair(spec, device="cpu", dtype="float32")
+    lookup = bench.with_drafter(pair, "prompt-lookup")
+    assert lookup.target is pair.target and lookup.assistant is None
+    assert lookup.spec.drafter == "prompt-lookup" and pair.spec.drafter == "assistant"
+    assert bench.with_drafter(pair, "assistant") is pair
