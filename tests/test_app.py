@@ -1,0 +1,216 @@
+"""The Gradio app end to end over HTTP: launched on 127.0.0.1 with tiny pairs built in the
+test session, called through `gradio_client` as an API user would."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+gradio_client = pytest.importorskip("gradio_client")
+
+import app  # noqa: E402
+from assisted import decoding, pairs  # noqa: E402
+
+RESULT_KEYS = {
+    "pair", "device", "dtype", "prompt_tokens", "plain", "assisted", "speedup",
+    "predicted_speedup", "identical", "first_divergence", "alpha", "cost_ratio", "mean_drafted",
+}  # fmt: skip
+RUN_KEYS = {"text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps", "stopped"}
+ASSISTED_KEYS = {"drafted", "accepted", "acceptance_rate", "tokens_per_step", "accept_histogram"}
+PROMPT = "def add(a, b):"
+
+
+def settings(**changes) -> dict:
+    """The /compare endpoint's inputs by name; greedy, short runs."""
+    values = {
+        "prompt": PROMPT,
+        "pair": "tiny",
+        "custom_target": "",
+        "custom_assistant": "",
+        "max_new_tokens": 24,
+        "decoding_mode": "greedy",
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "seed": 0,
+        "draft_length": 4,
+        "schedule": "constant",
+        "confidence_threshold": 0.0,
+        "chat_template": True,
+    }
+    return {**values, **changes}
+
+
+def launch(config: app.AppConfig):
+    demo = app.build_demo(config)
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **app.LAUNCH_KWARGS
+    )
+    return demo, url
+
+
+@pytest.fixture(scope="module")
+def tiny_registry(tiny_dirs):
+    target = str(tiny_dirs["target"])
+    return {
+        "tiny": pairs.custom_pair(target, str(tiny_dirs["other"])),
+        "tiny-self": pairs.custom_pair(target, target),
+    }
+
+
+@pytest.fixture(scope="module")
+def server(tiny_registry):
+    config = app.AppConfig(
+        registry=tiny_registry, default_pair="tiny", dtype="float32", allow_local=True
+    )
+    demo, url = launch(config)
+    yield url
+    demo.close()
+
+
+@pytest.fixture
+def client(server):
+    return gradio_client.Client(server, verbose=False)
+
+
+def final_result(job) -> dict:
+    """The JSON result of the job's last yield, once the job has finished."""
+    return job.result()[-1]
+
+
+def test_the_default_app_builds_without_loading_a_model():
+    before = pairs.loaded_pairs()
+    demo = app.build_demo(app.AppConfig())
+    assert demo.fns and pairs.loaded_pairs() == before
+    assert app.AppConfig.from_env().allow_local is False
+
+
+def test_compare_streams_and_ends_with_the_json_result(client):
+    job = client.submit(**settings(), api_name="/compare")
+    yields = list(job)
+    assert len(yields) >= 3, "expected intermediate yields before the final one"
+    statuses = [values[0] for values in yields]
+    assert any("plain" in status for status in statuses[:-1])
+    result = final_result(job)
+    assert set(result) >= RESULT_KEYS
+    assert set(result["plain"]) >= RUN_KEYS
+    assert set(result["assisted"]) >= RUN_KEYS | ASSISTED_KEYS
+    assert result["dtype"] == "float32" and result["device"] == "cpu"
+    # Greedy fp32: assisted generation reproduces plain decoding.
+    assert result["identical"] is True
+    assert result["plain"]["text"] == result["assisted"]["text"]
+    assert result["plain"]["new_tokens"] == result["assisted"]["new_tokens"] == 24
+    final = yields[-1]
+    assert "Done" in final[0]
+    assert "target steps" in final[3] and "acceptance rate" in final[4]
+    assert "speedup" in final[5].lower()
+    assert final[6]["data"] and final[7]["data"]  # both charts carry rows
+
+
+def test_an_assistant_equal_to_the_target_accepts_everything(client):
+    result = client.predict(**settings(pair="tiny-self"), api_name="/compare")[-1]
+    assert result["assisted"]["acceptance_rate"] == 1.0 and result["identical"] is True
+    assert result["assisted"]["tokens_per_step"] > 1
+
+
+def test_an_empty_prompt_warns_and_runs_nothing(client):
+    outputs = client.predict(**settings(prompt="   "), api_name="/compare")
+    assert "prompt is empty" in outputs[0]
+    assert not isinstance(outputs[-1], dict) or "pair" not in outputs[-1]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"prompt": "x" * 40_000}, "limit is 32,000"),
+        ({"prompt": "word " * 300}, "context"),
+        ({"max_new_tokens": 5000}, "5000"),
+        ({"decoding_mode": "sampling", "temperature": 0.0}, "0.0"),
+    ],
+)
+def test_bad_input_is_a_clear_error(client, changes, message):
+    with pytest.raises(gradio_client.exceptions.AppError, match=message):
+        client.predict(**settings(**changes), api_name="/compare")
+
+
+@pytest.mark.parametrize(
+    ("target", "assistant", "message"),
+    [
+        ("not a model id!", "", "not a model id"),
+        ("{target}", "{other_tokenizer}", "different tokenizers"),
+    ],
+)
+def test_a_bad_custom_pair_is_an_error_and_the_previous_pair_stays(
+    client, tiny_dirs, target, assistant, message
+):
+    client.predict(**settings(), api_name="/compare")
+    kept = pairs.loaded_pairs()[-1]
+    folders = {name: str(path) for name, path in tiny_dirs.items()}
+    custom = settings(
+        pair="custom",
+        custom_target=target.format(**folders),
+        custom_assistant=assistant.format(**folders),
+    )
+    with pytest.raises(gradio_client.exceptions.AppError, match=message):
+        client.predict(**custom, api_name="/compare")
+    assert kept in pairs.loaded_pairs()
+    result = client.predict(**settings(), api_name="/compare")[-1]
+    assert result["identical"] is True
+
+
+def test_a_public_app_refuses_local_folders(tiny_registry, tiny_dirs):
+    config = app.AppConfig(registry=tiny_registry, default_pair="tiny", dtype="float32")
+    demo, url = launch(config)
+    try:
+        client = gradio_client.Client(url, verbose=False)
+        custom = settings(pair="custom", custom_target=str(tiny_dirs["target"]))
+        with pytest.raises(gradio_client.exceptions.AppError, match="owner/name"):
+            client.predict(**custom, api_name="/compare")
+    finally:
+        demo.close()
+
+
+def test_stop_keeps_what_was_produced_and_marks_it_stopped(client):
+    job = client.submit(**settings(max_new_tokens=200), api_name="/compare")
+    for values in job:
+        if "Running plain" in values[0] and "cursor" in values[1]:
+            break
+    else:
+        pytest.fail("the plain run never streamed")
+    # What the Stop button does for this session (its handler is not part of the API).
+    app._stops[client.session_hash].set()
+    final = job.result()
+    result = final[-1]
+    assert result["plain"]["stopped"] is True and 0 < result["plain"]["new_tokens"] < 200
+    assert result["assisted"] is None
+    assert "Stopped" in final[0] and "stopped" in final[1] and "stopped" in final[3]
+    assert "Not run" in final[2]
+
+
+def test_a_failure_inside_generation_is_an_error_not_a_hang(client, monkeypatch):
+    def broken(*args, **kwargs):
+        yield decoding.Phase("plain")
+        raise RuntimeError("device on fire")
+
+    monkeypatch.setattr(decoding, "compare", broken)
+    start = time.perf_counter()
+    with pytest.raises(gradio_client.exceptions.AppError, match="device on fire"):
+        client.predict(**settings(), api_name="/compare")
+    assert time.perf_counter() - start < 30
+
+
+def test_two_clients_at_once_are_queued_and_both_complete(server):
+    clients = [gradio_client.Client(server, verbose=False) for _ in range(2)]
+    results: list = [None, None]
+
+    def call(index: int) -> None:
+        prompt = ["def add(a, b):", "for i in range(10):"][index]
+        results[index] = clients[index].predict(**settings(prompt=prompt), api_name="/compare")
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert all(r is not None and r[-1]["identical"] is True for r in results)

@@ -1,0 +1,128 @@
+"""The UI's pure formatting: step splitting, HTML, stat cards, summary and chart rows."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from assisted import ui_format
+from assisted.record import RunRecord, Step
+from assisted.stats import report
+from assisted.ui_format import Chunk, StepSplitter
+
+WORDS = {1: "a", 2: "b", 3: "c", 4: "<d>", 5: "é"}
+
+
+def decode(ids: list[int]) -> str:
+    return "".join(WORDS[i] for i in ids)
+
+
+def step(ids: tuple[int, ...], drafted: int, accepted: int, t_s: float) -> Step:
+    return Step(ids, decode(list(ids)), drafted, accepted, t_s)
+
+
+def test_splitter_puts_accepted_candidates_before_the_targets_own_token():
+    splitter = StepSplitter(decode)
+    first = splitter.add(step((1,), 0, 0, 0.1))
+    second = splitter.add(step((2, 3, 4), 3, 2, 0.2))
+    assert (first.accepted_text, first.own_text) == ("", "a")
+    assert (second.accepted_text, second.own_text) == ("bc", "<d>")
+    assert second.tokens == 3
+
+
+def test_splitter_keeps_a_split_character_on_the_own_side():
+    # A step whose text was held back (empty delta) never produces a negative cut.
+    splitter = StepSplitter(lambda ids: "x" * len(ids) + "\ufffd")
+    chunk = splitter.add(Step((1, 2), "", 1, 1, 0.1))
+    assert (chunk.accepted_text, chunk.own_text) == ("", "")
+
+
+def test_run_html_escapes_and_marks_steps():
+    chunks = [Chunk(0.1, "<b>", "&", 2, 1, 1)]
+    assisted = ui_format.run_html(chunks, "assisted", stopped=True)
+    assert "&lt;b&gt;" in assisted and "&amp;" in assisted and "<b>" not in assisted
+    assert 'class="acc"' in assisted and 'class="own"' in assisted and "stopped" in assisted
+    plain = ui_format.run_html(chunks, "plain", running=True)
+    assert 'class="acc"' not in plain and "cursor" in plain
+    assert "waiting" in ui_format.run_html([], "plain", placeholder="waiting")
+
+
+def test_stat_card_shows_assisted_figures_only_for_assisted_runs():
+    plain = {"ttft_s": 0.5, "tokens_per_s": 3.0, "total_s": 2.0, "steps": 6, "new_tokens": 6}
+    assisted = {**plain, "drafted": 10, "accepted": 4, "acceptance_rate": 0.4,
+                "tokens_per_step": 1.67}  # fmt: skip
+    plain_labels = [label for label, _ in ui_format.stat_rows(plain)]
+    assert plain_labels[:4] == ["time to first token", "tokens/s", "total time", "target steps"]
+    assert "acceptance rate" not in plain_labels
+    assert ("acceptance rate", "40%") in ui_format.stat_rows(assisted)
+    assert "stopped" in ui_format.stat_card_html(assisted, state="stopped")
+    assert "no run yet" in ui_format.stat_card_html(None)
+
+
+def _records(plain_ids, assisted_steps):
+    steps = [Step((t,), "x", 0, 0, 0.1 * (i + 1)) for i, t in enumerate(plain_ids)]
+    plain = RunRecord("plain", None, 5, steps, total_s=1.0)
+    assisted = RunRecord("assisted", "assistant", 5, assisted_steps, total_s=0.5)
+    return plain, assisted
+
+
+def test_summary_says_identical_or_where_it_diverged():
+    plain, assisted = _records([1, 2, 3], [Step((1, 2, 3), "xxx", 2, 2, 0.5)])
+    result = report("p", "cpu", "float32", plain, assisted)
+    text = ui_format.summary_markdown(result)
+    assert "Measured speedup: 2.00×" in text and "**Identical**" in text
+    plain, assisted = _records([1, 2, 3], [Step((1, 9, 3), "xxx", 2, 1, 0.5)])
+    text = ui_format.summary_markdown(report("p", "cpu", "bfloat16", plain, assisted))
+    assert "Diverged at token 1" in text and "bf16" in text
+    assert "sampling" in ui_format.summary_markdown(
+        report("p", "cpu", "float32", plain, assisted), sample=True
+    )
+
+
+def test_why_prediction_differs_covers_each_case():
+    assert "No prediction" in ui_format.why_prediction_differs(1.2, None)
+    assert "agree" in ui_format.why_prediction_differs(1.0, 1.05)
+    assert "below" in ui_format.why_prediction_differs(0.8, 1.5)
+    assert "above" in ui_format.why_prediction_differs(1.5, 1.0)
+
+
+def test_chart_rows_count_tokens_and_histogram_bars():
+    runs = {
+        "plain": [Chunk(0.1, "", "a", 1, 0, 0), Chunk(0.2, "", "b", 1, 0, 0)],
+        "assisted": [Chunk(0.15, "a", "b", 2, 3, 1)],
+    }
+    rows = ui_format.timeline_rows(runs)
+    assert rows[0] == {"run": "plain", "t_s": 0.0, "tokens": 0}
+    assert rows[2]["tokens"] == 2 and rows[-1] == {"run": "assisted", "t_s": 0.15, "tokens": 2}
+    assert ui_format.histogram_rows([3, 0, 2]) == [
+        {"accepted": "0", "steps": 3},
+        {"accepted": "1", "steps": 0},
+        {"accepted": "2", "steps": 2},
+    ]
+    assert ui_format.race_timeline(runs) == [(0.1, "plain", 1), (0.15, "assisted", 1),
+                                             (0.2, "plain", 2)]  # fmt: skip
+
+
+def test_chunks_survive_the_round_trip_through_state():
+    chunk = Chunk(0.1, "a", "b", 2, 3, 1)
+    assert ui_format.chunks_from_dicts([chunk.to_dict()]) == [chunk]
+
+
+def test_ui_modules_import_neither_torch_nor_each_others_frameworks():
+    root = Path(__file__).resolve().parent.parent
+
+    def imported(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module.split(".")[0])
+        return names
+
+    assert not imported(root / "assisted" / "ui_format.py") & {"torch", "gradio", "transformers"}
+    app_imports = imported(root / "app.py")
+    assert "torch" not in app_imports
+    first = ast.parse((root / "app.py").read_text()).body[1]  # after the docstring
+    assert isinstance(first, ast.Import) and first.names[0].name == "spaces"
