@@ -1,0 +1,82 @@
+"""Integration tests on the real embedded pair (Qwen2.5-Coder 1.5B ← 0.5B), loaded once.
+
+The first run on a fresh machine converts both GGUF files (a few minutes); later runs load
+the cached safetensors in seconds. Deselect with `-m "not integration"`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from assisted import embedded, stats
+from assisted.decoding import RunDone, compare
+from assisted.pairs import get_spec, load_pair
+from assisted.settings import DraftSettings, RunSettings
+
+pytestmark = pytest.mark.integration
+
+PROMPT = "Rewrite with a list comprehension: squares = []\nfor x in xs:\n    squares.append(x * x)"
+SETTINGS = RunSettings(max_new_tokens=16)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return load_pair(get_spec("embedded"), device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def records(pair):
+    done = {}
+    for event in compare(pair, PROMPT, SETTINGS, DraftSettings(num_assistant_tokens=5)):
+        if isinstance(event, RunDone):
+            done[event.record.mode] = event.record
+    return done
+
+
+def test_greedy_assisted_output_equals_plain_in_fp32(records):
+    plain, assisted = records["plain"], records["assisted"]
+    assert plain.token_ids and assisted.token_ids == plain.token_ids
+    assert "[x * x for x in xs]" in plain.text.replace("x*x", "x * x")
+
+
+def test_drafted_accepted_and_steps_are_consistent(records):
+    assisted = records["assisted"]
+    assert stats.new_tokens(assisted) == stats.accepted(assisted) + len(assisted.steps)
+    assert 0 < stats.accepted(assisted) <= stats.drafted(assisted)
+    assert all(0 <= s.accepted <= s.drafted <= 5 for s in assisted.steps)
+    # A 0.5B coder drafting for its 1.5B sibling on a code edit is right most of the time.
+    assert stats.acceptance_rate(assisted) > 0.5
+    assert len(assisted.steps) < len(records["plain"].steps)
+
+
+def test_sha256_check_rejects_a_corrupted_real_part(tmp_path, monkeypatch):
+    real = embedded.ASSISTANT.part_paths()
+    corrupted = tmp_path / real[2].name
+    shutil.copyfile(real[2], corrupted)
+    with corrupted.open("r+b") as part:
+        part.seek(1000)
+        byte = part.read(1)
+        part.seek(1000)
+        part.write(bytes([byte[0] ^ 0xFF]))
+    paths = [*real[:2], corrupted, *real[3:]]
+    monkeypatch.setattr(type(embedded.ASSISTANT), "part_paths", lambda self: paths)
+    with pytest.raises(embedded.EmbeddedModelError, match="sha256"):
+        embedded.assemble(embedded.ASSISTANT, tmp_path / "out.gguf")
+
+
+def test_cli_json_on_the_embedded_pair(pair):
+    completed = subprocess.run(
+        [sys.executable, "-m", "assisted", "Say hello in French.", "--max-new-tokens", "8",
+         "--dtype", "float32", "--json"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert result["pair"] == "embedded" and result["dtype"] == "float32"
+    assert result["plain"]["new_tokens"] == 8 or result["plain"]["text"]
+    assert result["identical"] is True
