@@ -258,11 +258,14 @@ class _Live:
 
 
 def _timeline_frame(chunks: dict[str, list[Chunk]]) -> pd.DataFrame:
-    return pd.DataFrame(timeline_rows(chunks), columns=["run", "t_s", "tokens"])
+    # Typed columns even when empty: the chart fixes its axis types from the first value.
+    frame = pd.DataFrame(timeline_rows(chunks), columns=["run", "t_s", "tokens"])
+    return frame.astype({"run": str, "t_s": float, "tokens": int})
 
 
 def _histogram_frame(histogram: list[int]) -> pd.DataFrame:
-    return pd.DataFrame(histogram_rows(histogram), columns=["accepted", "steps"])
+    frame = pd.DataFrame(histogram_rows(histogram), columns=["accepted", "steps"])
+    return frame.astype({"accepted": str, "steps": int})
 
 
 def _gpu_duration(spec, device, dtype, allow_local, prompt, settings, draft, stop_key) -> int:
@@ -550,7 +553,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                     )
                     load_btn = gr.Button("Load pair", size="sm")
                 pair_status = gr.Markdown("Loading the model pair…", elem_id="pair-status")
-                with gr.Accordion("Settings", open=False):
+                with gr.Accordion("Settings", open=False, elem_id="settings"):
                     max_new_tokens = gr.Slider(
                         1,
                         MAX_NEW_TOKENS_CAP,
@@ -558,6 +561,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                         step=1,
                         precision=0,
                         label="Max new tokens",
+                        elem_id="max-new-tokens",
                     )
                     decoding_mode = gr.Radio(
                         ["greedy", "sampling"], value="greedy", label="Decoding"
@@ -626,7 +630,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         summary = gr.Markdown(elem_id="summary", label="summary")
         with gr.Row():
             timeline = gr.LinePlot(
-                _timeline_frame({}),
+                _timeline_frame({mode: [] for mode in MODES}),
                 x="t_s",
                 y="tokens",
                 color="run",

@@ -230,12 +230,13 @@ def summary_markdown(result: dict, *, sample: bool = False) -> str:
 
 
 def timeline_rows(runs: dict[str, Sequence[Chunk]]) -> list[dict]:
-    """Rows (run, t_s, tokens) of new tokens produced over time, one series per run,
-    starting at (0 s, 0 tokens)."""
+    """Rows (run, t_s, tokens) of new tokens produced over time, one series per run.
+
+    Every series starts at (0 s, 0 tokens), even before its run starts: Gradio's line chart
+    fixes its colour legend from the series present in its first value.
+    """
     rows = []
     for name, chunks in runs.items():
-        if not chunks:
-            continue
         rows.append({"run": name, "t_s": 0.0, "tokens": 0})
         count = 0
         for chunk in chunks:

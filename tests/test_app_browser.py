@@ -1,0 +1,123 @@
+"""The app in a real browser: Debian's chromium driven by Playwright, on tiny pairs.
+
+Skipped where Playwright or chromium is missing (`.ci/run` installs both). Screenshots go
+to `screenshots/` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+import app  # noqa: E402
+from assisted import pairs  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
+TIMEOUT_MS = 120_000  # for runs; finding an element takes seconds
+
+
+@pytest.fixture(scope="module")
+def url(tiny_dirs):
+    target = str(tiny_dirs["target"])
+    registry = {"tiny": pairs.custom_pair(target, target)}
+    config = app.AppConfig(registry=registry, default_pair="tiny", dtype="float32")
+    demo = app.build_demo(config)
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **app.LAUNCH_KWARGS
+    )
+    yield url
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"no chromium at {CHROMIUM}")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.set_default_timeout(20_000)
+    page.goto(url)
+    sync_api.expect(page.locator("#pair-status")).to_contain_text("Ready", timeout=TIMEOUT_MS)
+    yield page
+    page.close()
+
+
+def set_max_new_tokens(page, value: int) -> None:
+    page.locator("#settings").get_by_text("Settings", exact=True).click()
+    number = page.locator("#max-new-tokens input[type=number]")
+    # The slider may still be settling just after the accordion opens: type until it holds.
+    for _ in range(10):
+        number.fill(str(value))
+        number.press("Tab")
+        page.wait_for_timeout(200)
+        if number.input_value() == str(value):
+            break
+    sync_api.expect(page.locator("#max-new-tokens input[type=range]")).to_have_value(str(value))
+
+
+def test_compare_in_the_browser_fills_both_columns_and_stat_cards(page):
+    set_max_new_tokens(page, 24)
+    page.locator("#prompt textarea").fill("def add(a, b):")
+    page.locator("#compare").click()
+    expect = sync_api.expect
+    expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    expect(page.locator("#plain-text .run-text")).not_to_be_empty()
+    expect(page.locator("#assisted-text .step")).not_to_have_count(0)
+    plain_card, assisted_card = page.locator("#plain-card"), page.locator("#assisted-card")
+    for label in ("time to first token", "tokens/s", "total time", "target steps"):
+        expect(plain_card).to_contain_text(label)
+        expect(assisted_card).to_contain_text(label)
+    for label in ("drafted", "accepted", "acceptance rate", "tokens per step"):
+        expect(assisted_card).to_contain_text(label)
+    expect(assisted_card).to_contain_text("100%")  # the assistant is the target itself
+    expect(page.locator("#summary")).to_contain_text("Identical")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "browser-tiny.png"), full_page=True)
+
+    page.locator("#replay").click()
+    expect(page.locator("#status")).to_contain_text("Race replayed", timeout=TIMEOUT_MS)
+    expect(page.locator("#assisted-text .step")).not_to_have_count(0)
+
+
+def test_stop_in_the_browser_keeps_the_text_and_marks_it_stopped(page):
+    set_max_new_tokens(page, 220)
+    page.locator("#prompt textarea").fill("def add(a, b):")
+    page.locator("#compare").click()
+    expect = sync_api.expect
+    expect(page.locator("#status")).to_contain_text("Running plain", timeout=TIMEOUT_MS)
+    expect(page.locator("#plain-text .cursor")).to_be_visible()
+    page.locator("#stop").click()
+    expect(page.locator("#status")).to_contain_text("Stopped", timeout=TIMEOUT_MS)
+    expect(page.locator("#plain-text")).to_contain_text("stopped")
+    expect(page.locator("#plain-card")).to_contain_text("stopped")
+    expect(page.locator("#assisted-text")).to_contain_text("Not run")
+
+
+def test_an_empty_prompt_in_the_browser_shows_a_warning(page):
+    page.locator("#compare").click()
+    sync_api.expect(page.get_by_text("Type a prompt first").first).to_be_visible()
+    sync_api.expect(page.locator("#status")).to_contain_text("prompt is empty")
