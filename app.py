@@ -111,7 +111,8 @@ CSS = """
   margin-right: 1px; }
 .run-text .acc, .legend .acc { background: rgba(16, 185, 129, 0.30); }
 .run-text .own, .legend .own { background: rgba(99, 102, 241, 0.16); }
-.legend { font-size: 0.8rem; color: var(--body-text-color-subdued); margin: 0.2rem 0 0.4rem; }
+.legend { font-size: 0.8rem; color: var(--body-text-color-subdued); margin: 0.2rem 0 0.4rem;
+  min-height: 2.6em; }
 .legend .tok { padding: 0 0.3rem; border-radius: 3px; color: var(--body-text-color); }
 .cursor { animation: blink 1s steps(1) infinite; color: var(--color-accent); }
 @keyframes blink { 50% { opacity: 0; } }
@@ -507,9 +508,9 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
     def toggle_sampling(mode: str):
         return gr.update(visible=mode == "sampling")
 
-    pair_choices = [
-        (f"{name} — {spec.note}" if spec.note else name, name) for name, spec in registry.items()
-    ] + [("custom: enter target / assistant ids", CUSTOM)]
+    pair_choices = [(name, name) for name in registry] + [
+        ("custom: enter target / assistant ids", CUSTOM)
+    ]
 
     with gr.Blocks(title="Assisted generation, side by side") as demo:
         gr.Markdown(

@@ -214,3 +214,19 @@ def test_two_clients_at_once_are_queued_and_both_complete(server):
     for thread in threads:
         thread.join(timeout=120)
     assert all(r is not None and r[-1]["identical"] is True for r in results)
+
+
+@pytest.mark.integration
+def test_the_app_on_the_embedded_pair():
+    demo, url = launch(app.AppConfig())  # the real registry and default pair
+    try:
+        client = gradio_client.Client(url, verbose=False)
+        job = client.submit(**settings(pair="embedded", max_new_tokens=8), api_name="/compare")
+        assert len(list(job)) >= 3
+        result = final_result(job)
+    finally:
+        demo.close()
+    assert result["pair"] == "embedded"
+    assert result["plain"]["new_tokens"] == result["assisted"]["new_tokens"] == 8
+    if result["dtype"] == "float32":
+        assert result["identical"] is True

@@ -36,7 +36,10 @@ TIMEOUT_MS = 120_000  # for runs; finding an element takes seconds
 @pytest.fixture(scope="module")
 def url(tiny_dirs):
     target = str(tiny_dirs["target"])
-    registry = {"tiny": pairs.custom_pair(target, target)}
+    registry = {
+        "tiny": pairs.custom_pair(target, target),
+        "tiny-other": pairs.custom_pair(target, str(tiny_dirs["other"])),
+    }
     config = app.AppConfig(registry=registry, default_pair="tiny", dtype="float32")
     demo = app.build_demo(config)
     _, url, _ = demo.launch(
@@ -121,3 +124,23 @@ def test_an_empty_prompt_in_the_browser_shows_a_warning(page):
     page.locator("#compare").click()
     sync_api.expect(page.get_by_text("Type a prompt first").first).to_be_visible()
     sync_api.expect(page.locator("#status")).to_contain_text("prompt is empty")
+
+
+def choose_pair(page, label: str) -> None:
+    page.locator("#pair input").click()
+    page.get_by_role("option", name=label).click()
+
+
+def test_pairs_load_on_demand_and_a_bad_custom_pair_keeps_the_loaded_one(page):
+    status = page.locator("#pair-status")
+    choose_pair(page, "tiny-other")
+    sync_api.expect(status).to_contain_text("other", timeout=TIMEOUT_MS)
+    choose_pair(page, "custom: enter target / assistant ids")
+    sync_api.expect(status).to_contain_text("Load pair")
+    page.get_by_label("Target model id").fill("no such/model!")
+    page.get_by_role("button", name="Load pair").click()
+    sync_api.expect(page.get_by_text("not a model id").first).to_be_visible()
+    # The pairs loaded before are still in memory and usable.
+    choose_pair(page, "tiny-other")
+    sync_api.expect(status).to_contain_text("Ready", timeout=TIMEOUT_MS)
+    sync_api.expect(status).to_contain_text("other")
