@@ -140,11 +140,18 @@ CSS = """
 class _Live:
     """Chunks and records of one comparison as it streams, rendered to every output."""
 
-    def __init__(self, pair: pairs.LoadedPair, prompt_tokens: int, settings: RunSettings):
+    def __init__(
+        self,
+        pair: pairs.LoadedPair,
+        prompt_tokens: int,
+        settings: RunSettings,
+        stop: threading.Event,
+    ):
         decode = lambda ids: pair.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
         self.pair = pair
         self.prompt_tokens = prompt_tokens
         self.settings = settings
+        self.stop = stop
         self.splitters = {mode: StepSplitter(decode) for mode in MODES}
         self.chunks: dict[str, list[Chunk]] = {mode: [] for mode in MODES}
         self.steps: dict[str, list[Step]] = {mode: [] for mode in MODES}
@@ -176,7 +183,9 @@ class _Live:
 
     @property
     def stopped(self) -> bool:
-        return any(record.stopped for record in self.records.values())
+        """Whether Stop cut the comparison short (the run it ended is marked in its record)."""
+        cut = self.stop.is_set() and len(self.records) < len(MODES)
+        return cut or any(record.stopped for record in self.records.values())
 
     def frame(self, done: bool = False) -> tuple:
         runs = {mode: self.record(mode) for mode in MODES}
@@ -202,6 +211,8 @@ class _Live:
 
     def _status(self, done: bool) -> str:
         where = f"{self.pair.device} · {self.pair.dtype_name}"
+        if done and self.stopped and not self.records:
+            return "**Stopped** before the timed runs started."
         if done and self.stopped:
             return f"**Stopped** during the {self.phase} run; what was produced is kept ({where})."
         if done:
@@ -290,7 +301,7 @@ def stream_comparison(
     stop = _stops.setdefault(stop_key, threading.Event())
     try:
         prompt_ids = decoding.encode_prompt(pair, prompt, settings.chat_template)
-        live = _Live(pair, len(prompt_ids), settings)
+        live = _Live(pair, len(prompt_ids), settings, stop)
         last_yield = 0.0
         for event in decoding.compare(pair, prompt, settings, draft, stop=stop):
             live.add(event)

@@ -56,6 +56,7 @@ def tiny_registry(tiny_dirs):
     return {
         "tiny": pairs.custom_pair(target, str(tiny_dirs["other"])),
         "tiny-self": pairs.custom_pair(target, target),
+        "tiny-lookup": pairs.custom_pair(target, None),
     }
 
 
@@ -112,6 +113,16 @@ def test_an_assistant_equal_to_the_target_accepts_everything(client):
     result = client.predict(**settings(pair="tiny-self"), api_name="/compare")[-1]
     assert result["assisted"]["acceptance_rate"] == 1.0 and result["identical"] is True
     assert result["assisted"]["tokens_per_step"] > 1
+
+
+def test_prompt_lookup_and_sampling_runs_complete(client):
+    lookup = client.predict(**settings(pair="tiny-lookup", draft_length=3), api_name="/compare")
+    assert lookup[-1]["assisted"]["drafter"] == "prompt-lookup"
+    assert lookup[-1]["identical"] is True
+    sampled = client.predict(
+        **settings(decoding_mode="sampling", temperature=0.9, seed=7), api_name="/compare"
+    )
+    assert sampled[-1]["plain"]["new_tokens"] > 0 and "Done" in sampled[0]
 
 
 def test_an_empty_prompt_warns_and_runs_nothing(client):
