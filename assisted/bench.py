@@ -54,18 +54,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assisted import stats
+from assisted.cli import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.examples import EXAMPLES_DIR, Example, ExamplesError
 from assisted.examples import load as load_examples
 from assisted.pairs import (
-    DEFAULT_PAIR,
-    DEVICES,
     DRAFTER_KINDS,
-    DTYPES,
     LoadedPair,
     PairError,
     PairSpec,
-    custom_pair,
-    get_spec,
     load_pair,
 )
 from assisted.record import RunRecord
@@ -649,22 +645,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--repeats", type=int, default=REPEATS, metavar="N", help="timed rounds per prompt"
     )
-    parser.add_argument("--pair", help=f"a registered pair (default {DEFAULT_PAIR})")
-    parser.add_argument("--target", help="target model id or folder (instead of --pair)")
-    parser.add_argument("--assistant", help="assistant model id or folder (with --target)")
+    add_pair_options(parser)
     parser.add_argument(
         "--drafters", type=_names, metavar="KIND[,KIND...]",
         help=f"comma list of drafters to compare with one plain baseline: "
         f"{', '.join(DRAFTER_KINDS)} (default: the pair's own)",
     )  # fmt: skip
-    parser.add_argument("--max-new-tokens", type=int, default=RunSettings().max_new_tokens)
-    parser.add_argument("--sample", action="store_true", help="sample instead of greedy")
-    parser.add_argument("--temperature", type=float, default=RunSettings().temperature)
-    parser.add_argument("--top-p", type=float, default=RunSettings().top_p)
-    parser.add_argument("--seed", type=int, default=RunSettings().seed)
-    parser.add_argument("--no-chat-template", action="store_true")
-    parser.add_argument("--dtype", choices=DTYPES, default="auto")
-    parser.add_argument("--device", choices=DEVICES, default="auto")
+    add_run_options(parser)
     sweep = parser.add_argument_group(
         "draft settings (default: the pair's own; a comma list sweeps the values)"
     )
@@ -708,25 +695,10 @@ def prepare(args: argparse.Namespace) -> tuple[PairSpec, list[Example], list[Var
             raise BenchError(f"{source}: no such file or folder")
         examples.extend(load_examples(source))
     examples = select_examples(examples, args.categories, args.limit)
-    if args.target:
-        if args.pair:
-            raise BenchError("give either --pair or --target, not both")
-        spec = custom_pair(args.target, args.assistant)
-    else:
-        if args.assistant:
-            raise BenchError("--assistant needs --target")
-        spec = get_spec(args.pair or DEFAULT_PAIR)
+    spec = pair_spec(args)
     sweeps = {field: getattr(args, field) for field in SWEEPS}
     variants = plan_variants(spec, args.drafters or [spec.drafter], sweeps)
-    settings = RunSettings(
-        max_new_tokens=args.max_new_tokens,
-        sample=args.sample,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        seed=args.seed,
-        chat_template=not args.no_chat_template,
-    ).validate()
-    return spec, examples, variants, settings
+    return spec, examples, variants, run_settings(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -49,23 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("prompt", nargs="?", help="the prompt; '-' reads it from stdin")
     parser.add_argument("--list-pairs", action="store_true", help="list the named pairs and exit")
-    source = parser.add_argument_group("model pair")
-    source.add_argument("--pair", help=f"a named pair (default {DEFAULT_PAIR}; see --list-pairs)")
-    source.add_argument("--target", help="target model: Hub id or local folder")
-    source.add_argument("--assistant", help="assistant model: Hub id or local folder")
+    source = add_pair_options(parser)
     source.add_argument("--drafter", choices=DRAFTER_KINDS, help="drafter kind for --target")
-    source.add_argument("--dtype", choices=DTYPES, default="auto")
-    source.add_argument("--device", choices=DEVICES, default="auto")
-    run = parser.add_argument_group("run")
+    run = add_run_options(parser)
     run.add_argument("--mode", choices=tuple(MODES), default="both")
-    run.add_argument(
-        "--max-new-tokens", type=int, default=128, help=f"1..{MAX_NEW_TOKENS_CAP} (default 128)"
-    )
-    run.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
-    run.add_argument("--temperature", type=float, default=0.7)
-    run.add_argument("--top-p", type=float, default=0.9)
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--no-chat-template", action="store_true", help="feed the prompt as raw text")
     draft = parser.add_argument_group("draft (defaults: the pair's)")
     draft.add_argument("--draft-length", type=int, help="candidates per step (γ)")
     draft.add_argument("--schedule", choices=("constant", "heuristic"))
@@ -76,6 +63,60 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--ngram-size", type=int, help="prompt lookup: longest n-gram matched")
     parser.add_argument("--json", action="store_true", help="end stdout with one JSON line")
     return parser
+
+
+def add_pair_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """--pair | --target [--assistant], --dtype, --device (shared with the benchmark)."""
+    group = parser.add_argument_group("model pair")
+    group.add_argument("--pair", help=f"a named pair (default {DEFAULT_PAIR}; see --list-pairs)")
+    group.add_argument("--target", help="target model: Hub id or local folder")
+    group.add_argument("--assistant", help="assistant model: Hub id or local folder")
+    group.add_argument("--dtype", choices=DTYPES, default="auto")
+    group.add_argument("--device", choices=DEVICES, default="auto")
+    return group
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """Length, sampling and prompt formatting (shared with the benchmark)."""
+    defaults = RunSettings()
+    group = parser.add_argument_group("run")
+    group.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=defaults.max_new_tokens,
+        help=f"1..{MAX_NEW_TOKENS_CAP} (default {defaults.max_new_tokens})",
+    )
+    group.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    group.add_argument("--temperature", type=float, default=defaults.temperature)
+    group.add_argument("--top-p", type=float, default=defaults.top_p)
+    group.add_argument("--seed", type=int, default=defaults.seed)
+    group.add_argument(
+        "--no-chat-template", action="store_true", help="feed the prompt as raw text"
+    )
+    return group
+
+
+def run_settings(args: argparse.Namespace) -> RunSettings:
+    return RunSettings(
+        max_new_tokens=args.max_new_tokens,
+        sample=args.sample,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+        chat_template=not args.no_chat_template,
+    ).validate()
+
+
+def pair_spec(args: argparse.Namespace) -> PairSpec:
+    """The pair named by --pair, or a custom one from --target [--assistant] [--drafter]."""
+    drafter = getattr(args, "drafter", None)
+    if args.target:
+        if args.pair:
+            raise PairError("give either --pair or --target, not both")
+        return custom_pair(args.target, args.assistant, drafter)
+    if args.assistant or drafter:
+        raise PairError("--assistant and --drafter go with --target")
+    return get_spec(args.pair or DEFAULT_PAIR)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
@@ -90,15 +131,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         if prompt is None:
             raise SettingsError("give a prompt (or '-' to read it from stdin)")
         validate_prompt(prompt)
-        spec = _pair_spec(args)
-        settings = RunSettings(
-            max_new_tokens=args.max_new_tokens,
-            sample=args.sample,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            seed=args.seed,
-            chat_template=not args.no_chat_template,
-        ).validate()
+        spec = pair_spec(args)
+        settings = run_settings(args)
         draft = _draft_settings(args, spec).validate()
         return _compare(spec, prompt, settings, draft, args, out)
     except (PairError, SettingsError, ExamplesError) as error:
@@ -187,16 +221,6 @@ def format_table(result: dict) -> str:
             )
         )
     return "\n".join(lines)
-
-
-def _pair_spec(args: argparse.Namespace) -> PairSpec:
-    if args.target:
-        if args.pair:
-            raise PairError("give either --pair or --target, not both")
-        return custom_pair(args.target, args.assistant, args.drafter)
-    if args.assistant or args.drafter:
-        raise PairError("--assistant and --drafter go with --target")
-    return get_spec(args.pair or DEFAULT_PAIR)
 
 
 def _draft_settings(args: argparse.Namespace, spec: PairSpec) -> DraftSettings:

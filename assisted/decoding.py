@@ -34,6 +34,7 @@ from assisted.settings import DraftSettings, RunSettings, SettingsError, validat
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+
 class _DropAssistantConfigWarning(logging.Filter):
     """Transformers' own candidate generator passes both a generation_config and length
     arguments to the assistant's generate() and then warns about it on every first call;

@@ -163,7 +163,7 @@ def no_loading(monkeypatch):
         (["--drafters", "guessing"], "unknown drafter 'guessing'"),
         (["--drafters", "early-exit", "--num-assistant-tokens", "0,4"], "draft length must be"),
         (["--num-assistant-tokens", "4"], "does not apply to the drafters here: prompt-lookup"),
-        (["--assistant", "x/y"], "--assistant needs --target"),
+        (["--assistant", "x/y"], "--assistant and --drafter go with --target"),
     ],
 )
 def test_bad_options_are_refused_before_loading(
