@@ -663,6 +663,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                 show_label=False,
                 x_title="accepted in the step",
                 y_title="steps",
+                y_lim=[0, None],
                 height=260,
             )
         with gr.Accordion("Result as JSON (the CLI's --json schema)", open=False):
@@ -704,7 +705,10 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             api_name="compare",
             concurrency_limit=1,
             concurrency_id="device",
+            # One progress display, on the status line: ten spinners would be noise, and a
+            # browser on the server's own CPU would repaint them while runs are timed.
             show_progress="minimal",
+            show_progress_on=status,
         )
         compare_event.then(
             lambda state: gr.update(interactive=bool(state)),

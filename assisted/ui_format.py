@@ -230,7 +230,8 @@ def summary_markdown(result: dict, *, sample: bool = False) -> str:
 
 
 def timeline_rows(runs: dict[str, Sequence[Chunk]]) -> list[dict]:
-    """Rows (run, t_s, tokens) of new tokens produced over time, one series per run.
+    """Rows (run, t_s, tokens) of new tokens produced over time: a staircase per run, one
+    riser per step, so the tokens one step committed together rise together.
 
     Every series starts at (0 s, 0 tokens), even before its run starts: Gradio's line chart
     fixes its colour legend from the series present in its first value.
@@ -240,8 +241,10 @@ def timeline_rows(runs: dict[str, Sequence[Chunk]]) -> list[dict]:
         rows.append({"run": name, "t_s": 0.0, "tokens": 0})
         count = 0
         for chunk in chunks:
+            t_s = round(chunk.t_s, 4)
+            rows.append({"run": name, "t_s": t_s, "tokens": count})
             count += chunk.tokens
-            rows.append({"run": name, "t_s": round(chunk.t_s, 4), "tokens": count})
+            rows.append({"run": name, "t_s": t_s, "tokens": count})
     return rows
 
 

@@ -94,7 +94,11 @@ def test_chart_rows_count_tokens_and_histogram_bars():
     rows = ui_format.timeline_rows(runs)
     assert rows[0] == {"run": "plain", "t_s": 0.0, "tokens": 0}
     assert ui_format.timeline_rows({"plain": [], "assisted": []})[1]["run"] == "assisted"
-    assert rows[2]["tokens"] == 2 and rows[-1] == {"run": "assisted", "t_s": 0.15, "tokens": 2}
+    assert [row["tokens"] for row in rows[:5]] == [0, 0, 1, 1, 2]  # a staircase
+    assert rows[-2:] == [
+        {"run": "assisted", "t_s": 0.15, "tokens": 0},
+        {"run": "assisted", "t_s": 0.15, "tokens": 2},
+    ]
     assert ui_format.histogram_rows([3, 0, 2]) == [
         {"accepted": "0", "steps": 3},
         {"accepted": "1", "steps": 0},
