@@ -200,8 +200,8 @@ class _Live:
             self._status(done),
             self._text("plain", done),
             self._text("assisted", done),
-            self._card("plain", result),
-            self._card("assisted", result),
+            self._card("plain", result, done),
+            self._card("assisted", result, done),
             self._summary(result, done),
             _timeline_frame(self.chunks),
             _histogram_frame(stats.accept_histogram(runs["assisted"]) if runs["assisted"] else []),
@@ -245,14 +245,14 @@ class _Live:
             placeholder=waiting,
         )
 
-    def _card(self, mode: str, result: dict) -> str:
+    def _card(self, mode: str, result: dict, done: bool) -> str:
         summary = result[mode]
         record = self.records.get(mode)
-        if record is None:
-            state = "running" if summary else ""
-        else:
-            state = "stopped" if record.stopped else "done"
-        return stat_card_html(summary, state=state)
+        if record is not None:
+            return stat_card_html(summary, state="stopped" if record.stopped else "done")
+        if summary is not None or (self.phase == mode and not done):
+            return stat_card_html(summary, state="running", empty="waiting for the first step…")
+        return stat_card_html(None, empty="not run" if done else "runs after plain decoding")
 
     def _summary(self, result: dict, done: bool) -> str:
         if done:
@@ -437,13 +437,14 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             raise gr.Error(str(error), title="Settings") from error
         load(spec, allow_local, progress)
         stop_key = request.session_hash or str(id(request))
-        _stops[stop_key] = threading.Event()
+        stop = _stops[stop_key] = threading.Event()
         try:
             yield from stream_comparison(
                 spec, config.device, config.dtype, allow_local, prompt, settings, draft, stop_key
             )
         finally:
-            _stops.pop(stop_key, None)
+            if _stops.get(stop_key) is stop:
+                del _stops[stop_key]
 
     def request_stop(request: gr.Request) -> None:
         event = _stops.get(request.session_hash or "")

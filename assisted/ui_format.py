@@ -148,10 +148,10 @@ def stat_rows(summary: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def stat_card_html(summary: dict | None, *, state: str = "") -> str:
+def stat_card_html(summary: dict | None, *, state: str = "", empty: str = "no run yet") -> str:
     """A card of one run's figures; `state` is a short word such as "running" or "stopped"."""
     if summary is None:
-        body = '<div class="stat-empty">no run yet</div>'
+        body = f'<div class="stat-empty">{html.escape(empty)}</div>'
     else:
         body = "".join(
             f'<div class="stat"><div class="value">{html.escape(value)}</div>'
