@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The one Gradio pin: the Space card's sdk_version.
+GRADIO_VERSION := $(shell sed -n 's/^sdk_version: *//p' README.md)
 export HF_HUB_DISABLE_TELEMETRY := 1
 
 .PHONY: run test test-fast lint bench chromium clean
@@ -24,10 +26,10 @@ lint: $(VENV)/.dev
 bench: $(VENV)/.runtime  ## benchmark the examples on the embedded pair
 	$(PY) -m assisted.bench --out bench-out
 
-$(VENV)/.runtime: requirements.txt
+$(VENV)/.runtime: requirements.txt README.md
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements.txt "gradio==$(GRADIO_VERSION)"
 	touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime

@@ -234,10 +234,14 @@ def load_pair(
         if key in _loaded:
             _loaded.move_to_end(key)
             return _loaded[key]
-        _check_sizes([r for r in (target_ref, assistant_ref) if r])
+        refs = [r for r in (target_ref, assistant_ref) if r]
+        _check_sizes(refs)
+        # Check what can be checked from the configs before anything is evicted, so a bad
+        # request costs the pairs in memory nothing.
+        sources = {ref: _checked_source(ref, progress) for ref in refs}
         while len(_loaded) >= MAX_LOADED_PAIRS:
             _evict_oldest()
-        pair = _load(spec, target_ref, assistant_ref, torch_device, torch_dtype, progress)
+        pair = _load(spec, sources, target_ref, assistant_ref, torch_device, torch_dtype, progress)
         _loaded[key] = pair
         return pair
 
@@ -248,16 +252,21 @@ def loaded_pairs() -> list[str]:
 
 def _load(
     spec: PairSpec,
+    sources: dict[str, str],
     target_ref: str,
     assistant_ref: str | None,
     device: torch.device,
     dtype: torch.dtype,
     progress: embedded.Progress | None,
 ) -> LoadedPair:
-    target, tokenizer = _load_model(target_ref, device, dtype, progress, offload=True)
+    target, tokenizer = _load_model(
+        target_ref, sources[target_ref], device, dtype, progress, offload=True
+    )
     assistant = assistant_tokenizer = None
     if assistant_ref:
-        assistant, assistant_tokenizer = _load_model(assistant_ref, device, dtype, progress)
+        assistant, assistant_tokenizer = _load_model(
+            assistant_ref, sources[assistant_ref], device, dtype, progress
+        )
         if spec.drafter == "assistant" and tokenizer.get_vocab() != assistant_tokenizer.get_vocab():
             raise PairError(
                 f"{spec.target} and {spec.assistant} have different tokenizers; pick the "
@@ -272,22 +281,15 @@ def _load(
     return LoadedPair(spec, target, tokenizer, assistant, assistant_tokenizer, device, dtype)
 
 
-def _load_model(
-    ref: str,
-    device: torch.device,
-    dtype: torch.dtype,
-    progress: embedded.Progress | None,
-    offload: bool = False,
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+def _checked_source(ref: str, progress: embedded.Progress | None) -> str:
+    """Where `ref` loads from, once its config shows a causal LM with a croppable cache."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     source = (
         str(embedded.converted_dir(embedded.MODELS[ref], progress))
         if ref in embedded.MODELS
         else ref
     )
-    if progress:
-        progress(f"Loading {ref}", None)
     try:
         config = AutoConfig.from_pretrained(source, trust_remote_code=False)
     except (OSError, ValueError) as error:
@@ -301,6 +303,21 @@ def _load_model(
             "to the accepted tokens, so it cannot verify drafts (assisted decoding needs a "
             "croppable cache)"
         )
+    return source
+
+
+def _load_model(
+    ref: str,
+    source: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    progress: embedded.Progress | None,
+    offload: bool = False,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if progress:
+        progress(f"Loading {ref}", None)
     # Large targets on a GPU spread over GPU and CPU memory with accelerate's device map.
     placement = {"device_map": "auto"} if offload and device.type == "cuda" else {}
     try:
@@ -341,8 +358,8 @@ def _weights_bytes(ref: str) -> int:
             " (a gated model needs HF_TOKEN)" if "401" in str(error) or "403" in str(error) else ""
         )
         raise PairError(f"cannot find {ref!r} on the Hub{hint}: {_first_line(error)}") from error
-    except OSError:  # offline: from_pretrained may still find it in the local cache
-        return 0
+    except Exception:  # offline or unreachable: from_pretrained may still find it cached,
+        return 0  # and says clearly what is missing if it does not
     return sum(s.size or 0 for s in info.siblings or [] if s.rfilename.endswith(_WEIGHT_SUFFIXES))
 
 
