@@ -1,4 +1,5 @@
-"""Plain and assisted decoding of one prompt, side by side, streamed live (Gradio app).
+"""Plain and assisted decoding of one prompt, side by side, streamed live (Gradio app); a
+Benchmark tab times the examples set by category (`assisted.bench`).
 
 `python app.py` loads the embedded pair and serves the app (GRADIO_SERVER_NAME, default
 127.0.0.1; GRADIO_SERVER_PORT). This file is the UI only: `assisted/` loads pairs, decodes
@@ -23,8 +24,8 @@ from dataclasses import dataclass, field
 import gradio as gr
 import pandas as pd
 
-from assisted import decoding, pairs, stats
-from assisted.examples import load_folder
+from assisted import bench, decoding, pairs, stats
+from assisted.examples import Example, load_folder
 from assisted.pairs import PairError, PairSpec
 from assisted.record import RunRecord, Step
 from assisted.settings import (
@@ -36,9 +37,17 @@ from assisted.settings import (
     validate_prompt,
 )
 from assisted.ui_format import (
+    CATEGORY_HEADERS,
     LEGEND_HTML,
+    PROMPT_HEADERS,
     Chunk,
     StepSplitter,
+    bench_category_rows,
+    bench_overall_markdown,
+    bench_plan_markdown,
+    bench_progress_markdown,
+    bench_prompt_rows,
+    bench_warning,
     chunks_from_dicts,
     histogram_rows,
     race_timeline,
@@ -55,6 +64,10 @@ QUEUE_MAX_SIZE = 16  # requests waiting for the device; more are turned away
 YIELD_EVERY_S = 0.08  # stream at most this often while steps arrive (phases always stream)
 REPLAY_FRAME_S = 0.05
 GPU_MAX_S = 240  # ZeroGPU budget for one comparison
+BENCH_GPU_MAX_S = 600  # ZeroGPU budget for one benchmark
+BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens
+BENCH_MAX_PROMPTS = 2  # prompts per category (examples/ has two)
+BENCH_MAX_REPEATS = 3
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,14 @@ creative text), the drafting time is wasted. On CPUs, verification of several po
 answers copy from the input (editing given code, summarising or answering from a passage)
 accept the most. The stat cards and the predicted speedup (Leviathan et al. 2023) show
 which case a run is in.
+"""
+BENCH_NOTE = """
+Times the example prompts, category by category: each prompt runs plain and with each chosen
+drafter, and the **speedup** is assisted tokens/s ÷ plain tokens/s (greedy decoding). Runs
+are **sequential** on one device, after a short untimed warm-up per prompt, and they
+**alternate** which goes first (plain then the drafters, next time the reverse), so a slow
+drift of the machine falls on both sides alike. On this 2-core CPU the full set takes many
+minutes: start with one category. The device is busy for Compare until the benchmark ends.
 """
 
 CSS = """
@@ -316,6 +337,49 @@ def stream_comparison(
     yield live.frame(done=True)
 
 
+def _bench_gpu_duration(
+    spec, device, dtype, allow_local, examples, variants, settings, repeats, stop_key
+) -> int:
+    # The same per-token allowance as a comparison, for every timed run.
+    runs = len(examples) * repeats * (1 + len(variants))
+    return min(BENCH_GPU_MAX_S, 30 + int(0.25 * runs * settings.max_new_tokens))
+
+
+@spaces.GPU(duration=_bench_gpu_duration)
+def stream_benchmark(
+    spec: PairSpec,
+    device: str,
+    dtype: str,
+    allow_local: bool,
+    examples: list[Example],
+    variants: list[bench.Variant],
+    settings: RunSettings,
+    repeats: int,
+    stop_key: str,
+) -> Iterator[bench.Progress | dict]:
+    """`assisted.bench.benchmark` on the loaded pair: its Progress events, then the report.
+
+    A benchmark run is not cut mid-run: Stop takes effect when the run in progress ends,
+    and the benchmark then ends without a report (closing the generator)."""
+    pair = pairs.load_pair(spec, device, dtype, allow_local=allow_local)  # cached: loaded
+    stop = _stops.setdefault(stop_key, threading.Event())
+    events = bench.benchmark(pair, examples, variants, settings, repeats)
+    try:
+        for event in events:
+            if isinstance(event, bench.Finished):
+                yield event.report
+                return
+            yield event
+            if stop.is_set():  # checked before the next run starts
+                return
+    except (bench.BenchError, SettingsError) as error:
+        raise gr.Error(str(error), title="Benchmark") from error
+    except Exception as error:  # a failure inside generation: say so, never hang
+        raise gr.Error(f"Benchmark failed: {type(error).__name__}: {error}") from error
+    finally:
+        events.close()
+
+
 # -- the app -------------------------------------------------------------------------------
 
 
@@ -520,6 +584,130 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
     def toggle_sampling(mode: str):
         return gr.update(visible=mode == "sampling")
 
+    example_categories = list(dict.fromkeys(example.category for example in examples))
+
+    def run_benchmark(
+        pair: str,
+        categories: list[str],
+        prompts_per_category: int,
+        max_new_tokens: int,
+        repeats: int,
+        drafters: list[str],
+        request: gr.Request,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
+    ) -> Iterator[tuple]:
+        """Time the chosen examples plain and with each drafter; stream progress.
+
+        The last yield carries the tables, the chart and the report (the JSON that
+        `python -m assisted.bench` prints)."""
+        if pair not in registry:
+            known = ", ".join(registry)
+            raise gr.Error(f"Unknown pair {pair!r}; choose one of {known}.", title="Pair")
+        spec = registry[pair]
+        if not categories:
+            raise gr.Error("Choose at least one category: nothing was run.", title="Benchmark")
+        if not drafters:
+            raise gr.Error("Choose at least one drafter: nothing was run.", title="Benchmark")
+        limit, repeats = _whole(prompts_per_category), _whole(repeats)
+        if not isinstance(limit, int) or not 1 <= limit <= BENCH_MAX_PROMPTS:
+            raise gr.Error(
+                f"Prompts per category must be 1 to {BENCH_MAX_PROMPTS}, not {limit}.",
+                title="Benchmark",
+            )
+        if not isinstance(repeats, int) or not 1 <= repeats <= BENCH_MAX_REPEATS:
+            raise gr.Error(
+                f"Repeats must be 1 to {BENCH_MAX_REPEATS}, not {repeats}.", title="Benchmark"
+            )
+        try:
+            settings = RunSettings(max_new_tokens=_whole(max_new_tokens)).validate()
+            chosen = bench.select_examples(examples, categories, limit)
+            variants = bench.plan_variants(spec, drafters)
+        except (SettingsError, bench.BenchError) as error:
+            raise gr.Error(str(error), title="Benchmark") from error
+        gr.Warning(
+            bench_warning(len(chosen), len(variants), repeats, settings.max_new_tokens),
+            title="Benchmark started",
+        )
+        empty = (
+            pd.DataFrame(columns=CATEGORY_HEADERS),
+            pd.DataFrame(columns=PROMPT_HEADERS),
+            "The overall speedup appears here once every run has finished.",
+            None,
+            None,
+        )
+        yield (f"**Loading** `{spec.name}`…", *empty)
+        stop_key = f"{request.session_hash or id(request)}:benchmark"
+        stop = _stops[stop_key] = threading.Event()
+        try:
+            load(spec, True, progress)
+            start = time.perf_counter()
+            done = total = 0
+            for item in stream_benchmark(
+                spec,
+                config.device,
+                config.dtype,
+                True,
+                chosen,
+                variants,
+                settings,
+                repeats,
+                stop_key,
+            ):
+                if isinstance(item, bench.Progress):
+                    done, total = item.done, item.total
+                    elapsed = time.perf_counter() - start
+                    status = bench_progress_markdown(done, total, item.label, elapsed)
+                    yield (status, *[gr.skip()] * 5)
+                    continue
+                figure = bench.draw_chart(item)
+                status = (
+                    f"**Done**: {total} timed runs in {time.perf_counter() - start:.0f} s, "
+                    "one after the other on one device."
+                )
+                category_rows = pd.DataFrame(bench_category_rows(item), columns=CATEGORY_HEADERS)
+                prompt_rows = pd.DataFrame(bench_prompt_rows(item), columns=PROMPT_HEADERS)
+                yield (
+                    status,
+                    category_rows,
+                    prompt_rows,
+                    bench_overall_markdown(item),
+                    figure,
+                    item,
+                )
+                return
+            if stop.is_set():
+                yield (f"**Stopped** after {done} of {total} timed runs: no report.", *empty)
+            else:
+                yield ("The benchmark ended without a report.", *empty)
+        finally:
+            if _stops.get(stop_key) is stop:
+                del _stops[stop_key]
+
+    def request_bench_stop(request: gr.Request) -> None:
+        event = _stops.get(f"{request.session_hash}:benchmark")
+        if event is not None:
+            event.set()
+
+    def bench_drafters_for(pair: str):
+        """The pair's own drafter, and prompt lookup beside an assistant model."""
+        spec = registry.get(pair)
+        if spec is None:
+            return gr.update(choices=[], value=[])
+        choices = [spec.drafter] + (["prompt-lookup"] if spec.drafter != "prompt-lookup" else [])
+        return gr.update(choices=choices, value=[spec.drafter])
+
+    def bench_plan(
+        chosen: list[str], prompts: float, max_new_tokens: float, repeats: float, drafters: list
+    ) -> str:
+        try:
+            limit = max(1, int(prompts))
+            count = len(bench.select_examples(examples, chosen, limit)) if chosen else 0
+            return bench_plan_markdown(
+                count, len(drafters or []), int(repeats), int(max_new_tokens)
+            )
+        except (TypeError, ValueError):  # a field being typed into
+            return gr.skip()
+
     pair_choices = [(name, name) for name in registry] + [
         ("custom: enter target / assistant ids", CUSTOM)
     ]
@@ -529,146 +717,246 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             "# Assisted generation, side by side\n"
             "A small **assistant** model drafts tokens; the large **target** verifies them in "
             "one pass. Type a prompt and press **Compare**: plain decoding runs first, then "
-            "assisted generation, and both stream here with their statistics."
+            "assisted generation, and both stream here with their statistics. The "
+            "**Benchmark** tab times the example prompts by category."
         )
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=3):
-                prompt = gr.Textbox(
-                    label="Prompt",
-                    lines=6,
-                    max_lines=16,
-                    placeholder="Ask for code, an edit, a summary, or an answer from a passage…",
-                    elem_id="prompt",
+        with gr.Tabs():
+            with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3):
+                        prompt = gr.Textbox(
+                            label="Prompt",
+                            lines=6,
+                            max_lines=16,
+                            placeholder=(
+                                "Ask for code, an edit, a summary, or an answer from a passage…"
+                            ),
+                            elem_id="prompt",
+                        )
+                        with gr.Row():
+                            compare_btn = gr.Button("Compare", variant="primary", elem_id="compare")
+                            stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
+                            replay_btn = gr.Button(
+                                "Replay race", interactive=False, elem_id="replay"
+                            )
+                        gr.Examples(
+                            examples=[[example.prompt] for example in examples],
+                            inputs=[prompt],
+                            example_labels=[example.label for example in examples],
+                            label=(
+                                "Example prompts (inputs that answers copy from are accepted most)"
+                            ),
+                            cache_examples=False,
+                        )
+                    with gr.Column(scale=2):
+                        pair = gr.Dropdown(
+                            pair_choices,
+                            value=config.default_pair,
+                            label="Model pair",
+                            elem_id="pair",
+                        )
+                        with gr.Group(visible=False) as custom_group:
+                            custom_target = gr.Textbox(
+                                "", label="Target model id", placeholder="owner/name"
+                            )
+                            custom_assistant = gr.Textbox(
+                                "",
+                                label="Assistant model id (empty: prompt lookup)",
+                                placeholder="owner/name, same tokenizer as the target",
+                            )
+                            load_btn = gr.Button("Load pair", size="sm")
+                        pair_status = gr.Markdown("Loading the model pair…", elem_id="pair-status")
+                        with gr.Accordion("Settings", open=False, elem_id="settings"):
+                            max_new_tokens = gr.Slider(
+                                1,
+                                MAX_NEW_TOKENS_CAP,
+                                value=DEFAULT_MAX_NEW_TOKENS,
+                                step=1,
+                                precision=0,
+                                label="Max new tokens",
+                                elem_id="max-new-tokens",
+                            )
+                            decoding_mode = gr.Radio(
+                                ["greedy", "sampling"], value="greedy", label="Decoding"
+                            )
+                            with gr.Row(visible=False) as sampling_row:
+                                temperature = gr.Slider(
+                                    0.05, 2.0, value=0.7, step=0.05, label="Temperature"
+                                )
+                                top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label="Top-p")
+                                seed = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+                            draft_length = gr.Slider(
+                                1,
+                                MAX_DRAFT_TOKENS,
+                                value=_draft_length_default(default_spec),
+                                step=1,
+                                precision=0,
+                                label="Draft length γ (candidates per step)",
+                            )
+                            schedule = gr.Radio(
+                                ["constant", "heuristic"],
+                                value=default_spec.draft.schedule,
+                                label="Draft length schedule",
+                                info="heuristic: +2 after a fully accepted step, −1 otherwise",
+                            )
+                            confidence_threshold = gr.Slider(
+                                0.0,
+                                0.95,
+                                value=default_spec.draft.confidence_threshold,
+                                step=0.05,
+                                label="Assistant confidence threshold (0: off)",
+                                info="the assistant stops a draft early when unsure",
+                            )
+                            chat_template = gr.Checkbox(
+                                value=True, label="Wrap the prompt in the chat template"
+                            )
+                status = gr.Markdown(
+                    "Runs are sequential on one device for honest timing: plain first, "
+                    "then assisted.",
+                    elem_id="status",
+                    label="status",
+                )
+                with gr.Row(equal_height=False):
+                    with gr.Column():
+                        gr.Markdown("### Plain")
+                        gr.HTML('<div class="legend">the target alone: one token per step</div>')
+                        plain_text = gr.HTML(
+                            run_html(
+                                [], "plain", placeholder="Plain decoding output appears here."
+                            ),
+                            elem_id="plain-text",
+                            label="plain_text",
+                        )
+                        plain_card = gr.HTML(
+                            stat_card_html(None), elem_id="plain-card", label="plain_stats"
+                        )
+                    with gr.Column():
+                        gr.Markdown("### Assisted")
+                        gr.HTML(LEGEND_HTML)
+                        assisted_text = gr.HTML(
+                            run_html(
+                                [],
+                                "assisted",
+                                placeholder="Assisted generation output appears here.",
+                            ),
+                            elem_id="assisted-text",
+                            label="assisted_text",
+                        )
+                        assisted_card = gr.HTML(
+                            stat_card_html(None), elem_id="assisted-card", label="assisted_stats"
+                        )
+                summary = gr.Markdown(elem_id="summary", label="summary")
+                with gr.Row():
+                    timeline = gr.LinePlot(
+                        _timeline_frame({mode: [] for mode in MODES}),
+                        x="t_s",
+                        y="tokens",
+                        color="run",
+                        color_map={"plain": "#6366f1", "assisted": "#10b981"},
+                        title="New tokens over time",
+                        label="tokens_over_time",
+                        show_label=False,
+                        x_title="seconds since the run started",
+                        y_title="new tokens",
+                        height=260,
+                    )
+                    histogram = gr.BarPlot(
+                        _histogram_frame([]),
+                        x="accepted",
+                        y="steps",
+                        title="Accepted candidates per step (assisted)",
+                        label="accept_histogram",
+                        show_label=False,
+                        x_title="accepted in the step",
+                        y_title="steps",
+                        y_lim=[0, None],
+                        height=260,
+                    )
+                with gr.Accordion("Result as JSON (the CLI's --json schema)", open=False):
+                    result_json = gr.JSON(label="result")
+            with gr.Tab("Benchmark", id="benchmark", elem_id="tab-benchmark"):
+                gr.Markdown(BENCH_NOTE)
+                with gr.Row(equal_height=False):
+                    with gr.Column():
+                        bench_pair = gr.Dropdown(
+                            list(registry),
+                            value=config.default_pair,
+                            label="Model pair",
+                            info="custom pairs: python -m assisted.bench --target … --assistant …",
+                            elem_id="bench-pair",
+                        )
+                        bench_categories = gr.CheckboxGroup(
+                            example_categories,
+                            value=example_categories,
+                            label="Categories",
+                            elem_id="bench-categories",
+                        )
+                        bench_drafters = gr.CheckboxGroup(
+                            bench_drafters_for(config.default_pair)["choices"],
+                            value=[default_spec.drafter],
+                            label="Drafters (each compared with the same plain runs)",
+                            elem_id="bench-drafters",
+                        )
+                    with gr.Column():
+                        bench_prompts = gr.Slider(
+                            1,
+                            BENCH_MAX_PROMPTS,
+                            value=1,
+                            step=1,
+                            precision=0,
+                            label="Prompts per category",
+                            elem_id="bench-prompts",
+                        )
+                        bench_max_new_tokens = gr.Slider(
+                            1,
+                            MAX_NEW_TOKENS_CAP,
+                            value=BENCH_MAX_NEW_TOKENS,
+                            step=1,
+                            precision=0,
+                            label="Max new tokens",
+                            elem_id="bench-max-new-tokens",
+                        )
+                        bench_repeats = gr.Slider(
+                            1,
+                            BENCH_MAX_REPEATS,
+                            value=1,
+                            step=1,
+                            precision=0,
+                            label="Repeats (the median of three shrugs off one outlier)",
+                            elem_id="bench-repeats",
+                        )
+                bench_plan_md = gr.Markdown(
+                    bench_plan(example_categories, 1, BENCH_MAX_NEW_TOKENS, 1, [None]),
+                    elem_id="bench-plan",
                 )
                 with gr.Row():
-                    compare_btn = gr.Button("Compare", variant="primary", elem_id="compare")
-                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
-                    replay_btn = gr.Button("Replay race", interactive=False, elem_id="replay")
-                gr.Examples(
-                    examples=[[example.prompt] for example in examples],
-                    inputs=[prompt],
-                    example_labels=[example.label for example in examples],
-                    label="Example prompts (inputs that answers copy from are accepted most)",
-                    cache_examples=False,
+                    bench_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
+                    bench_stop_btn = gr.Button("Stop", variant="stop", elem_id="bench-stop")
+                bench_status = gr.Markdown(
+                    "Press **Run benchmark**; progress shows here.",
+                    elem_id="bench-status",
+                    label="status",
                 )
-            with gr.Column(scale=2):
-                pair = gr.Dropdown(
-                    pair_choices, value=config.default_pair, label="Model pair", elem_id="pair"
+                bench_overall = gr.Markdown(elem_id="bench-overall", label="overall")
+                bench_category_table = gr.Dataframe(
+                    pd.DataFrame(columns=CATEGORY_HEADERS),
+                    label="Per category",
+                    interactive=False,
+                    wrap=True,
+                    elem_id="bench-categories-table",
                 )
-                with gr.Group(visible=False) as custom_group:
-                    custom_target = gr.Textbox(
-                        "", label="Target model id", placeholder="owner/name"
-                    )
-                    custom_assistant = gr.Textbox(
-                        "",
-                        label="Assistant model id (empty: prompt lookup)",
-                        placeholder="owner/name, same tokenizer as the target",
-                    )
-                    load_btn = gr.Button("Load pair", size="sm")
-                pair_status = gr.Markdown("Loading the model pair…", elem_id="pair-status")
-                with gr.Accordion("Settings", open=False, elem_id="settings"):
-                    max_new_tokens = gr.Slider(
-                        1,
-                        MAX_NEW_TOKENS_CAP,
-                        value=DEFAULT_MAX_NEW_TOKENS,
-                        step=1,
-                        precision=0,
-                        label="Max new tokens",
-                        elem_id="max-new-tokens",
-                    )
-                    decoding_mode = gr.Radio(
-                        ["greedy", "sampling"], value="greedy", label="Decoding"
-                    )
-                    with gr.Row(visible=False) as sampling_row:
-                        temperature = gr.Slider(
-                            0.05, 2.0, value=0.7, step=0.05, label="Temperature"
-                        )
-                        top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label="Top-p")
-                        seed = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-                    draft_length = gr.Slider(
-                        1,
-                        MAX_DRAFT_TOKENS,
-                        value=_draft_length_default(default_spec),
-                        step=1,
-                        precision=0,
-                        label="Draft length γ (candidates per step)",
-                    )
-                    schedule = gr.Radio(
-                        ["constant", "heuristic"],
-                        value=default_spec.draft.schedule,
-                        label="Draft length schedule",
-                        info="heuristic: +2 after a fully accepted step, −1 otherwise",
-                    )
-                    confidence_threshold = gr.Slider(
-                        0.0,
-                        0.95,
-                        value=default_spec.draft.confidence_threshold,
-                        step=0.05,
-                        label="Assistant confidence threshold (0: off)",
-                        info="the assistant stops a draft early when unsure",
-                    )
-                    chat_template = gr.Checkbox(
-                        value=True, label="Wrap the prompt in the chat template"
-                    )
-        status = gr.Markdown(
-            "Runs are sequential on one device for honest timing: plain first, then assisted.",
-            elem_id="status",
-            label="status",
-        )
-        with gr.Row(equal_height=False):
-            with gr.Column():
-                gr.Markdown("### Plain")
-                gr.HTML('<div class="legend">the target alone: one token per step</div>')
-                plain_text = gr.HTML(
-                    run_html([], "plain", placeholder="Plain decoding output appears here."),
-                    elem_id="plain-text",
-                    label="plain_text",
+                bench_chart = gr.Plot(label="Speedup per category", elem_id="bench-chart")
+                bench_prompt_table = gr.Dataframe(
+                    pd.DataFrame(columns=PROMPT_HEADERS),
+                    label="Per prompt",
+                    interactive=False,
+                    wrap=True,
+                    # Wide enough that no header breaks inside a word.
+                    column_widths=["13%", "14%", "11%", "8%", "9%", "9%", "9%", "8%", "9%", "10%"],
+                    elem_id="bench-prompts-table",
                 )
-                plain_card = gr.HTML(
-                    stat_card_html(None), elem_id="plain-card", label="plain_stats"
-                )
-            with gr.Column():
-                gr.Markdown("### Assisted")
-                gr.HTML(LEGEND_HTML)
-                assisted_text = gr.HTML(
-                    run_html(
-                        [], "assisted", placeholder="Assisted generation output appears here."
-                    ),
-                    elem_id="assisted-text",
-                    label="assisted_text",
-                )
-                assisted_card = gr.HTML(
-                    stat_card_html(None), elem_id="assisted-card", label="assisted_stats"
-                )
-        summary = gr.Markdown(elem_id="summary", label="summary")
-        with gr.Row():
-            timeline = gr.LinePlot(
-                _timeline_frame({mode: [] for mode in MODES}),
-                x="t_s",
-                y="tokens",
-                color="run",
-                color_map={"plain": "#6366f1", "assisted": "#10b981"},
-                title="New tokens over time",
-                label="tokens_over_time",
-                show_label=False,
-                x_title="seconds since the run started",
-                y_title="new tokens",
-                height=260,
-            )
-            histogram = gr.BarPlot(
-                _histogram_frame([]),
-                x="accepted",
-                y="steps",
-                title="Accepted candidates per step (assisted)",
-                label="accept_histogram",
-                show_label=False,
-                x_title="accepted in the step",
-                y_title="steps",
-                y_lim=[0, None],
-                height=260,
-            )
-        with gr.Accordion("Result as JSON (the CLI's --json schema)", open=False):
-            result_json = gr.JSON(label="result")
+                with gr.Accordion("Report as JSON (python -m assisted.bench's)", open=False):
+                    bench_report = gr.JSON(label="report")
         with gr.Accordion("What is assisted generation?", open=False):
             gr.Markdown(EXPLANATION)
         race = gr.State(None)
@@ -753,6 +1041,59 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             api_visibility="private",
             concurrency_id="device",
             concurrency_limit=1,
+        )
+        bench_btn.click(
+            run_benchmark,
+            inputs=[
+                bench_pair,
+                bench_categories,
+                bench_prompts,
+                bench_max_new_tokens,
+                bench_repeats,
+                bench_drafters,
+            ],
+            outputs=[
+                bench_status,
+                bench_category_table,
+                bench_prompt_table,
+                bench_overall,
+                bench_chart,
+                bench_report,
+            ],
+            api_name="benchmark",
+            concurrency_limit=1,
+            concurrency_id="device",  # shared with Compare: one device, timings never race
+            show_progress="minimal",
+            show_progress_on=bench_status,
+        )
+        bench_stop_btn.click(
+            request_bench_stop,
+            api_visibility="private",
+            concurrency_limit=None,
+            show_progress="hidden",
+        )
+        bench_pair.change(
+            bench_drafters_for,
+            inputs=bench_pair,
+            outputs=bench_drafters,
+            api_visibility="private",
+            queue=False,
+        )
+        plan_inputs = [
+            bench_categories,
+            bench_prompts,
+            bench_max_new_tokens,
+            bench_repeats,
+            bench_drafters,
+        ]
+        gr.on(
+            [component.change for component in plan_inputs],
+            bench_plan,
+            inputs=plan_inputs,
+            outputs=bench_plan_md,
+            api_visibility="private",
+            queue=False,
+            show_progress="hidden",
         )
         decoding_mode.change(
             toggle_sampling, decoding_mode, sampling_row, api_visibility="private", queue=False

@@ -269,3 +269,149 @@ def race_timeline(runs: dict[str, Sequence[Chunk]]) -> list[tuple[float, str, in
 
 def chunks_from_dicts(items: Sequence[dict]) -> list[Chunk]:
     return [Chunk(**item) for item in items]
+
+
+# -- benchmark -----------------------------------------------------------------------------
+
+# The embedded pair on this 2-core CPU: a plain run of 128 new tokens takes about a minute.
+CPU_SECONDS_PER_TOKEN = 0.5
+BENCH_WARMUP_TOKENS = 8  # per prompt and mode, untimed (assisted.bench.WARMUP_TOKENS)
+
+CATEGORY_HEADERS = [
+    "category", "drafter", "prompts", "speedup", "acceptance rate", "tokens per step",
+    "predicted speedup", "identical",
+]  # fmt: skip
+PROMPT_HEADERS = [
+    "category", "prompt", "drafter", "plain tok/s", "assisted tok/s", "speedup",
+    "acceptance rate", "tokens per step", "predicted speedup", "identical",
+]  # fmt: skip
+
+
+def bench_runs(prompts: int, drafters: int, repeats: int) -> int:
+    """Timed runs of a benchmark: per prompt and repeat, one plain run and one per drafter."""
+    return prompts * repeats * (1 + drafters)
+
+
+def bench_estimate_s(prompts: int, drafters: int, repeats: int, max_new_tokens: int) -> float:
+    """Seconds a benchmark takes on this CPU with the embedded pair: the timed runs plus each
+    prompt's short untimed warm-up in every mode. A rough figure, for a warning."""
+    runs = bench_runs(prompts, drafters, repeats)
+    warmup_tokens = prompts * (1 + drafters) * min(BENCH_WARMUP_TOKENS, max_new_tokens)
+    return (runs * max_new_tokens + warmup_tokens) * CPU_SECONDS_PER_TOKEN
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    return f"{round(seconds / 60)} min"
+
+
+def bench_plan_markdown(prompts: int, drafters: int, repeats: int, max_new_tokens: int) -> str:
+    """What a benchmark will run and how long that takes on a CPU, before it starts."""
+    if prompts < 1 or drafters < 1:
+        return "Choose at least one category and one drafter."
+    runs = bench_runs(prompts, drafters, repeats)
+    estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens)
+    return (
+        f"**{runs} timed runs** ({prompts} prompt{'s' if prompts > 1 else ''} × {repeats} "
+        f"repeat{'s' if repeats > 1 else ''} × (plain + {drafters} drafter"
+        f"{'s' if drafters > 1 else ''})) of up to {max_new_tokens} new tokens, plus a short "
+        f"warm-up per prompt: about **{_duration(estimate)}** on this 2-core CPU with the "
+        f"embedded pair (≈{CPU_SECONDS_PER_TOKEN} s per token), far less on a GPU."
+    )
+
+
+def bench_progress_markdown(done: int, total: int, label: str, elapsed_s: float) -> str:
+    """The status line while a benchmark runs: "run k of n: <label>", with time left.
+
+    `label` names the run just finished, or the untimed warm-up starting (`assisted.bench`'s
+    Progress events)."""
+    timing = f"{_duration(elapsed_s)} so far"
+    if done:
+        timing += f", about {_duration(elapsed_s / done * (total - done))} left"
+    if done == 0 or label.endswith("warm-up"):
+        return f"**{done} of {total} runs done** · now: {label} (untimed)… · {timing}"
+    if done == total:
+        return f"**All {total} runs done** in {_duration(elapsed_s)}: computing the report…"
+    return f"**Run {done} of {total} done**: {label} · {timing}"
+
+
+def _identical(row: dict) -> str:
+    if row.get("identical"):
+        return "yes"
+    divergence = row.get("first_divergence")
+    return "no" if divergence is None else f"no (token {divergence})"
+
+
+def bench_category_rows(report: dict) -> list[list]:
+    """A row per category and drafter, from `assisted.bench.report(...)`."""
+    rows = []
+    for drafter, entry in report.get("drafters", {}).items():
+        for category, group in entry["categories"].items():
+            rows.append(
+                [
+                    category,
+                    drafter,
+                    group["prompts"],
+                    _number(group["speedup"], 2, "×"),
+                    _percent(group["acceptance_rate"]),
+                    _number(group["tokens_per_step"], 2),
+                    _number(group["predicted_speedup"], 2, "×"),
+                    f"{group['identical_prompts']}/{group['prompts']}",
+                ]
+            )
+    return rows
+
+
+def bench_prompt_rows(report: dict) -> list[list]:
+    """A row per prompt and drafter, from `assisted.bench.report(...)`."""
+    return [
+        [
+            row["category"],
+            row["question_id"],
+            row["drafter"],
+            _number(row["plain_tokens_per_s"], 1),
+            _number(row["assisted_tokens_per_s"], 1),
+            _number(row["speedup"], 2, "×"),
+            _percent(row["acceptance_rate"]),
+            _number(row["tokens_per_step"], 2),
+            _number(row["predicted_speedup"], 2, "×"),
+            _identical(row),
+        ]
+        for row in report.get("prompts", [])
+    ]
+
+
+def bench_overall_markdown(report: dict) -> str:
+    """The headline per drafter: the geometric-mean speedup over all prompts."""
+    settings = report["settings"]
+    lines = [
+        f"**{report['pair']}** on {report['device']} · {report['dtype']} · greedy, "
+        f"{settings['max_new_tokens']} new tokens, {settings['repeats']} "
+        f"repeat{'s' if settings['repeats'] > 1 else ''}. Speedup = median assisted tokens/s "
+        "÷ median plain tokens/s over the repeats; a category's is the median of its prompts'."
+    ]
+    for drafter, entry in report.get("drafters", {}).items():
+        overall = entry["overall"]
+        lines.append(
+            f"**Overall, {drafter}: {_number(overall['speedup_geomean'], 2, '×')}** "
+            f"(geometric mean over {overall['prompts']} prompt"
+            f"{'s' if overall['prompts'] != 1 else ''}; median "
+            f"{_number(overall['speedup_median'], 2, '×')}) · predicted "
+            f"{_number(overall['predicted_speedup'], 2, '×')} · acceptance rate "
+            f"{_percent(overall['acceptance_rate'])} · "
+            f"{_number(overall['tokens_per_step'], 2)} tokens per step · identical "
+            f"{overall['identical_prompts']}/{overall['prompts']}"
+        )
+    return "\n\n".join(lines)
+
+
+def bench_warning(prompts: int, drafters: int, repeats: int, max_new_tokens: int) -> str:
+    """The toast shown as a benchmark starts (plain text)."""
+    runs = bench_runs(prompts, drafters, repeats)
+    estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens)
+    return (
+        f"{runs} timed runs of up to {max_new_tokens} new tokens: about {_duration(estimate)} "
+        "on a 2-core CPU with the embedded pair. The device is busy until it finishes; "
+        "Stop ends it after the run in progress."
+    )

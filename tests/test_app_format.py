@@ -131,3 +131,44 @@ def test_ui_modules_import_neither_torch_nor_each_others_frameworks():
     assert "torch" not in app_imports
     first = ast.parse((root / "app.py").read_text()).body[1]  # after the docstring
     assert isinstance(first, ast.Import) and first.names[0].name == "spaces"
+
+
+def _bench_report():
+    from assisted import bench
+    from assisted.settings import DraftSettings, RunSettings
+
+    plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.1 * t) for t in (1, 2, 3)], 1.0)
+    assisted = RunRecord("assisted", "assistant", 5, [Step((1, 2, 3), "xxx", 2, 2, 0.5)], 0.5)
+    runs = [
+        bench.Run("q1", "chat", None, 0, plain),
+        bench.Run("q1", "chat", "assistant", 0, assisted),
+    ]
+    variants = [bench.Variant("assistant", "assistant", DraftSettings())]
+    info = {"pair": "p", "device": "cpu", "dtype": "float32"}
+    return bench.report(runs, variants, info, RunSettings(max_new_tokens=3), 1)
+
+
+def test_benchmark_tables_and_overall_line_come_from_the_report():
+    result = _bench_report()
+    rows = ui_format.bench_category_rows(result)
+    assert rows == [["chat", "assistant", 1, "2.00×", "100%", "3.00", rows[0][6], "1/1"]]
+    assert len(rows[0]) == len(ui_format.CATEGORY_HEADERS)
+    prompt = ui_format.bench_prompt_rows(result)[0]
+    assert prompt[:3] == ["chat", "q1", "assistant"] and prompt[-1] == "yes"
+    assert len(prompt) == len(ui_format.PROMPT_HEADERS)
+    overall = ui_format.bench_overall_markdown(result)
+    assert "Overall, assistant: 2.00×" in overall and "geometric mean over 1 prompt;" in overall
+
+
+def test_benchmark_plan_and_progress_lines():
+    assert ui_format.bench_runs(prompts=5, drafters=2, repeats=3) == 45
+    # 10 timed runs of 64 tokens and 10 warm-ups of 8, at 0.5 s per token: 6 min.
+    assert ui_format.bench_estimate_s(5, 1, 1, 64) == (10 * 64 + 10 * 8) * 0.5
+    plan = ui_format.bench_plan_markdown(5, 1, 1, 64)
+    assert "10 timed runs" in plan and "6 min" in plan
+    assert "at least one category" in ui_format.bench_plan_markdown(0, 1, 1, 64)
+    assert "10 timed runs" in ui_format.bench_warning(5, 1, 1, 64)
+    line = ui_format.bench_progress_markdown(2, 10, "chat / q1: plain", 20.0)
+    assert "Run 2 of 10 done**: chat / q1: plain" in line and "80 s left" in line
+    assert "untimed" in ui_format.bench_progress_markdown(2, 10, "chat / q2: warm-up", 20.0)
+    assert "All 10 runs done" in ui_format.bench_progress_markdown(10, 10, "x: plain", 50.0)
