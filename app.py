@@ -359,19 +359,16 @@ def stream_benchmark(
 ) -> Iterator[bench.Progress | dict]:
     """`assisted.bench.benchmark` on the loaded pair: its Progress events, then the report.
 
-    A benchmark run is not cut mid-run: Stop takes effect when the run in progress ends,
-    and the benchmark then ends without a report (closing the generator)."""
+    Stop ends the run in progress within one step, and the benchmark without a report."""
     pair = pairs.load_pair(spec, device, dtype, allow_local=allow_local)  # cached: loaded
     stop = _stops.setdefault(stop_key, threading.Event())
-    events = bench.benchmark(pair, examples, variants, settings, repeats)
+    events = bench.benchmark(pair, examples, variants, settings, repeats, stop=stop)
     try:
         for event in events:
             if isinstance(event, bench.Finished):
                 yield event.report
                 return
             yield event
-            if stop.is_set():  # checked before the next run starts
-                return
     except (bench.BenchError, SettingsError) as error:
         raise gr.Error(str(error), title="Benchmark") from error
     except Exception as error:  # a failure inside generation: say so, never hang

@@ -254,8 +254,12 @@ def benchmark(
     settings: RunSettings,
     repeats: int = REPEATS,
     overhead: bool = False,
+    stop: threading.Event | None = None,
 ) -> Iterator[Progress | Finished]:
-    """Time every prompt plain and with every variant; yield Progress, then Finished."""
+    """Time every prompt plain and with every variant; yield Progress, then Finished.
+
+    Setting `stop` ends the run in flight within one step and the benchmark with it: no
+    Finished is yielded, since a report of a partial set would mislead."""
     from assisted import decoding
 
     settings.validate()
@@ -289,21 +293,26 @@ def benchmark(
     runs: list[Run] = []
     for index, (example, ids) in enumerate(zip(examples, prompt_ids, strict=True)):
         yield Progress(done, total, f"{example.label}: warm-up")
-        _drain(decoding.run(pair, ids, "plain", warmup))
+        _drain(decoding.run(pair, ids, "plain", warmup, stop=stop))
         for variant in variants:
-            _drain(decoding.run(drafting[variant.drafter], ids, "assisted", warmup, variant.draft))
+            drafter = drafting[variant.drafter]
+            _drain(decoding.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
         for repeat in range(repeats):
             order: list[Variant | None] = [None, *variants]
             if (index + repeat) % 2:
                 order.reverse()
             for variant in order:
+                if stop is not None and stop.is_set():
+                    return
                 if variant is None:
-                    events = decoding.run(pair, ids, "plain", settings)
+                    events = decoding.run(pair, ids, "plain", settings, stop=stop)
                 else:
                     events = decoding.run(
-                        drafting[variant.drafter], ids, "assisted", settings, variant.draft
+                        drafting[variant.drafter], ids, "assisted", settings, variant.draft, stop
                     )
                 record = _drain(events)
+                if record.stopped:
+                    return
                 name = variant.name if variant else None
                 runs.append(Run(example.question_id, example.category, name, repeat, record))
                 done += 1

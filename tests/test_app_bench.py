@@ -96,7 +96,7 @@ def test_bad_input_is_a_clear_error(client, changes, message):
         client.predict(**inputs(**changes), api_name="/benchmark")
 
 
-def test_stop_ends_the_benchmark_after_the_run_in_progress(client):
+def test_stop_ends_the_benchmark_without_a_report(client):
     job = client.submit(
         **inputs(categories=["chat", "write-code"], drafters=["assistant"], repeats=3),
         api_name="/benchmark",

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from assisted import bench, pairs
+from assisted.examples import Example
 from assisted.record import RunRecord, Step
 from assisted.settings import DraftSettings, RunSettings
 from tests.tiny import build_model, build_tokenizer
@@ -267,3 +269,19 @@ def test_prompt_lookup_shares_the_loaded_target(models):
     assert lookup.target is pair.target and lookup.assistant is None
     assert lookup.spec.drafter == "prompt-lookup" and pair.spec.drafter == "assistant"
     assert bench.with_drafter(pair, "assistant") is pair
+
+
+def test_stop_ends_the_benchmark_within_a_step_without_a_report(models):
+    pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
+    examples = [Example("long", "write-code", "def add(a, b):")]
+    variants = bench.plan_variants(pair.spec, ["assistant"])
+    stop = threading.Event()
+    events = []
+    for event in bench.benchmark(
+        pair, examples, variants, RunSettings(max_new_tokens=200), repeats=3, stop=stop
+    ):
+        events.append(event)
+        if isinstance(event, bench.Progress) and event.label.endswith("warm-up"):
+            stop.set()  # the warm-up and the first timed run end at once
+    assert not any(isinstance(event, bench.Finished) for event in events)
+    assert events[-1].done == 0  # no timed run was completed, let alone reported
