@@ -734,10 +734,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _with_progress_bar(events: Iterator[Progress | Finished]) -> Iterator[Progress | Finished]:
-    """A tqdm bar on stderr (stdout stays the card and the JSON line); off when not a TTY."""
+    """A tqdm bar on stderr (stdout stays the card and the JSON line). Where stderr is not a
+    terminal (a log file, CI), one plain line per event instead, so long runs stay visible."""
     from tqdm import tqdm
 
-    with tqdm(total=0, unit="run", file=sys.stderr, disable=None) as bar:
+    if not sys.stderr.isatty():
+        start = time.perf_counter()
+        for event in events:
+            if isinstance(event, Progress):
+                elapsed = time.perf_counter() - start
+                line = f"[{elapsed:6.0f} s] {event.done}/{event.total} {event.label}"
+                print(line, file=sys.stderr, flush=True)
+            yield event
+        return
+    with tqdm(total=0, unit="run", file=sys.stderr) as bar:
         for event in events:
             if isinstance(event, Progress):
                 bar.total = event.total
