@@ -35,6 +35,10 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda")
 
 MAX_LOADED_PAIRS = int(os.environ.get("ASSISTED_MAX_PAIRS", "2"))
+# Verification feeds the target a few rows at once; on a CPU a faster product for that case
+# (see cpu_linear) decides whether assisted generation pays. ASSISTED_CPU_FEW_ROWS=0 turns
+# it off, to measure without it.
+CPU_FEW_ROWS_LINEAR = os.environ.get("ASSISTED_CPU_FEW_ROWS", "1") != "0"
 # Refuse to download or load checkpoints above this size (weights on disk, both models).
 MAX_MODEL_GB = float(os.environ.get("ASSISTED_MAX_MODEL_GB", "40"))
 
@@ -314,7 +318,10 @@ def _load_model(
     progress: embedded.Progress | None,
     offload: bool = False,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from assisted.cpu_linear import use_few_rows_linear
 
     if progress:
         progress(f"Loading {ref}", None)
@@ -330,6 +337,8 @@ def _load_model(
     if not placement:
         model.to(device)
     model.eval()
+    if device.type == "cpu" and dtype == torch.float32 and CPU_FEW_ROWS_LINEAR:
+        use_few_rows_linear(model)
     return model, tokenizer
 
 
