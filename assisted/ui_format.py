@@ -413,5 +413,5 @@ def bench_warning(prompts: int, drafters: int, repeats: int, max_new_tokens: int
     return (
         f"{runs} timed runs of up to {max_new_tokens} new tokens: about {_duration(estimate)} "
         "on a 2-core CPU with the embedded pair. The device is busy until it finishes; "
-        "Stop ends it after the run in progress."
+        "Stop ends it within one step, without a report."
     )
