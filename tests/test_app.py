@@ -12,6 +12,7 @@ gradio_client = pytest.importorskip("gradio_client")
 
 import app  # noqa: E402
 from assisted import decoding, pairs  # noqa: E402
+from tests.serve import launch  # noqa: E402
 
 RESULT_KEYS = {
     "pair", "device", "dtype", "prompt_tokens", "plain", "assisted", "speedup",
@@ -40,14 +41,6 @@ def settings(**changes) -> dict:
         "chat_template": True,
     }
     return {**values, **changes}
-
-
-def launch(config: app.AppConfig):
-    demo = app.build_demo(config)
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **app.LAUNCH_KWARGS
-    )
-    return demo, url
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ gradio_client = pytest.importorskip("gradio_client")
 
 import app  # noqa: E402
 from assisted import pairs  # noqa: E402
+from tests.serve import launch  # noqa: E402
 
 GROUP_KEYS = {
     "speedup", "speedup_geomean", "acceptance_rate", "tokens_per_step", "predicted_speedup",
@@ -35,10 +36,7 @@ def inputs(**changes) -> dict:
 def server(tiny_dirs):
     registry = {"tiny": pairs.custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))}
     config = app.AppConfig(registry=registry, default_pair="tiny", dtype="float32")
-    demo = app.build_demo(config)
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **app.LAUNCH_KWARGS
-    )
+    demo, url = launch(config)
     yield url
     demo.close()
 

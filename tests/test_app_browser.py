@@ -16,6 +16,7 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 import app  # noqa: E402
 from assisted import pairs  # noqa: E402
+from tests.serve import launch  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -41,10 +42,7 @@ def url(tiny_dirs):
         "tiny-other": pairs.custom_pair(target, str(tiny_dirs["other"])),
     }
     config = app.AppConfig(registry=registry, default_pair="tiny", dtype="float32")
-    demo = app.build_demo(config)
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **app.LAUNCH_KWARGS
-    )
+    demo, url = launch(config)
     yield url
     demo.close()
 
