@@ -29,6 +29,8 @@ from assisted.examples import Example, load_folder
 from assisted.pairs import PairError, PairSpec
 from assisted.record import RunRecord, Step
 from assisted.settings import (
+    ASSISTANT_MODEL_DRAFTERS,
+    ASSISTANT_QUANTS,
     MAX_DRAFT_TOKENS,
     MAX_NEW_TOKENS_CAP,
     DraftSettings,
@@ -112,6 +114,12 @@ creative text), the drafting time is wasted. On CPUs, verification of several po
 answers copy from the input (editing given code, summarising or answering from a passage)
 accept the most. The stat cards and the predicted speedup (Leviathan et al. 2023) show
 which case a run is in.
+
+**Quantize the assistant, not the target.** The target checks every drafted token, so an
+int8 assistant can only change how many drafts are accepted and how fast they come, never
+the output: it stays the target's own. Quantizing the target would change the answer
+itself, because its rounding decides which token wins; on a CPU an int8 assistant drafts
+about twice as fast as a bf16 one, and the cost ratio c shows it.
 """
 BENCH_NOTE = """
 Times the example prompts, category by category: each prompt runs plain and with each chosen
@@ -385,6 +393,14 @@ def _whole(value):
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+def _quant_sweep(drafters: list[str], quants: list[str] | None) -> list[str]:
+    """The assistant precisions to compare: none chosen means the pair's own; drafters
+    without a model of their own take none."""
+    if not any(d in ASSISTANT_MODEL_DRAFTERS for d in drafters):
+        return []
+    return list(dict.fromkeys(quants or []))
+
+
 def _draft_length_default(spec: PairSpec | None) -> int:
     draft = spec.draft if spec else DraftSettings()
     if spec and spec.drafter == "prompt-lookup":
@@ -455,6 +471,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         schedule: str,
         confidence_threshold: float,
         chat_template: bool,
+        assistant_quant: str,
         request: gr.Request,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
     ) -> Iterator[tuple]:
@@ -493,7 +510,8 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                     else spec.draft.prompt_lookup_num_tokens
                 ),
                 max_matching_ngram_size=spec.draft.max_matching_ngram_size,
-            ).validate()
+                assistant_quant=assistant_quant,
+            ).validate_for(spec.drafter)
         except SettingsError as error:
             raise gr.Error(str(error), title="Settings") from error
         load(spec, allow_local, progress)
@@ -563,6 +581,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             _draft_length_default(spec),
             draft.schedule,
             draft.confidence_threshold,
+            draft.assistant_quant,
         )
 
     def load_chosen(pair: str, progress: gr.Progress = gr.Progress()) -> str:  # noqa: B008
@@ -590,10 +609,12 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         max_new_tokens: int,
         repeats: int,
         drafters: list[str],
+        assistant_quants: list[str],
         request: gr.Request,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
     ) -> Iterator[tuple]:
-        """Time the chosen examples plain and with each drafter; stream progress.
+        """Time the chosen examples plain and with each drafter (an assistant model once in
+        each chosen precision); stream progress.
 
         The last yield carries the tables, the chart and the report (the JSON that
         `python -m assisted.bench` prints)."""
@@ -618,7 +639,9 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         try:
             settings = RunSettings(max_new_tokens=_whole(max_new_tokens)).validate()
             chosen = bench.select_examples(examples, categories, limit)
-            variants = bench.plan_variants(spec, drafters)
+            variants = bench.plan_variants(
+                spec, drafters, {"assistant_quant": _quant_sweep(drafters, assistant_quants)}
+            )
         except (SettingsError, bench.BenchError) as error:
             raise gr.Error(str(error), title="Benchmark") from error
         gr.Warning(
@@ -686,22 +709,32 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             event.set()
 
     def bench_drafters_for(pair: str):
-        """The pair's own drafter, and prompt lookup beside an assistant model."""
+        """The pair's own drafter, and prompt lookup beside an assistant model; the
+        precisions where the pair has an assistant model."""
         spec = registry.get(pair)
         if spec is None:
-            return gr.update(choices=[], value=[])
+            return gr.update(choices=[], value=[]), gr.update(visible=False)
         choices = [spec.drafter] + (["prompt-lookup"] if spec.drafter != "prompt-lookup" else [])
-        return gr.update(choices=choices, value=[spec.drafter])
+        quants = gr.update(
+            visible=spec.drafter in ASSISTANT_MODEL_DRAFTERS, value=[spec.draft.assistant_quant]
+        )
+        return gr.update(choices=choices, value=[spec.drafter]), quants
 
     def bench_plan(
-        chosen: list[str], prompts: float, max_new_tokens: float, repeats: float, drafters: list
+        chosen: list[str],
+        prompts: float,
+        max_new_tokens: float,
+        repeats: float,
+        drafters: list,
+        quants: list,
     ) -> str:
         try:
             limit = max(1, int(prompts))
             count = len(bench.select_examples(examples, chosen, limit)) if chosen else 0
-            return bench_plan_markdown(
-                count, len(drafters or []), int(repeats), int(max_new_tokens)
+            variants = sum(
+                len(quants or []) if d in ASSISTANT_MODEL_DRAFTERS else 1 for d in drafters or []
             )
+            return bench_plan_markdown(count, variants, int(repeats), int(max_new_tokens))
         except (TypeError, ValueError):  # a field being typed into
             return gr.skip()
 
@@ -804,6 +837,15 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                                 label="Assistant confidence threshold (0: off)",
                                 info="the assistant stops a draft early when unsure",
                             )
+                            assistant_quant = gr.Radio(
+                                list(ASSISTANT_QUANTS),
+                                value=default_spec.draft.assistant_quant,
+                                label="Assistant precision (the target's never changes)",
+                                info="int8: int8 weights and activations · int8-wo: int8 "
+                                "weights only · none: the pair's dtype · auto: int8 on a "
+                                "CPU, the pair's dtype on a GPU",
+                                elem_id="assistant-quant",
+                            )
                             chat_template = gr.Checkbox(
                                 value=True, label="Wrap the prompt in the chat template"
                             )
@@ -889,10 +931,19 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                             elem_id="bench-categories",
                         )
                         bench_drafters = gr.CheckboxGroup(
-                            bench_drafters_for(config.default_pair)["choices"],
+                            bench_drafters_for(config.default_pair)[0]["choices"],
                             value=[default_spec.drafter],
                             label="Drafters (each compared with the same plain runs)",
                             elem_id="bench-drafters",
+                        )
+                        bench_quants = gr.CheckboxGroup(
+                            list(ASSISTANT_QUANTS),
+                            value=[default_spec.draft.assistant_quant],
+                            label="Assistant precisions (each compared with the same plain runs)",
+                            info="none: the pair's dtype · int8: weights and activations · "
+                            "int8-wo: weights only · auto: int8 on a CPU",
+                            visible=default_spec.drafter in ASSISTANT_MODEL_DRAFTERS,
+                            elem_id="bench-quants",
                         )
                     with gr.Column():
                         bench_prompts = gr.Slider(
@@ -923,7 +974,14 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                             elem_id="bench-repeats",
                         )
                 bench_plan_md = gr.Markdown(
-                    bench_plan(example_categories, 1, BENCH_MAX_NEW_TOKENS, 1, [None]),
+                    bench_plan(
+                        example_categories,
+                        1,
+                        BENCH_MAX_NEW_TOKENS,
+                        1,
+                        [default_spec.drafter],
+                        [default_spec.draft.assistant_quant],
+                    ),
                     elem_id="bench-plan",
                 )
                 with gr.Row():
@@ -986,6 +1044,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                 schedule,
                 confidence_threshold,
                 chat_template,
+                assistant_quant,
             ],
             outputs=outputs,
             api_name="compare",
@@ -1020,7 +1079,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         pair.change(
             on_pair_change,
             inputs=pair,
-            outputs=[custom_group, draft_length, schedule, confidence_threshold],
+            outputs=[custom_group, draft_length, schedule, confidence_threshold, assistant_quant],
             api_visibility="private",
             queue=False,
         ).then(
@@ -1048,6 +1107,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                 bench_max_new_tokens,
                 bench_repeats,
                 bench_drafters,
+                bench_quants,
             ],
             outputs=[
                 bench_status,
@@ -1072,7 +1132,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         bench_pair.change(
             bench_drafters_for,
             inputs=bench_pair,
-            outputs=bench_drafters,
+            outputs=[bench_drafters, bench_quants],
             api_visibility="private",
             queue=False,
         )
@@ -1082,6 +1142,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             bench_max_new_tokens,
             bench_repeats,
             bench_drafters,
+            bench_quants,
         ]
         gr.on(
             [component.change for component in plan_inputs],

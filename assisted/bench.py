@@ -65,7 +65,12 @@ from assisted.pairs import (
     load_pair,
 )
 from assisted.record import RunRecord
-from assisted.settings import DraftSettings, RunSettings, SettingsError
+from assisted.settings import (
+    ASSISTANT_MODEL_DRAFTERS,
+    DraftSettings,
+    RunSettings,
+    SettingsError,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -82,9 +87,19 @@ SWEEPS = {
     "confidence_threshold": "ct",
     "prompt_lookup_num_tokens": "n",
     "max_matching_ngram_size": "ngram",
+    "assistant_quant": "quant",
 }
 _MODEL_FIELDS = ("num_assistant_tokens", "schedule", "confidence_threshold")
 _LOOKUP_FIELDS = ("prompt_lookup_num_tokens", "max_matching_ngram_size")
+
+
+def _fields(kind: str) -> tuple[str, ...]:
+    """The draft settings that mean something for a drafter kind."""
+    if kind == "prompt-lookup":
+        return _LOOKUP_FIELDS
+    if kind in ASSISTANT_MODEL_DRAFTERS:  # a model of its own, with its own precision
+        return (*_MODEL_FIELDS, "assistant_quant")
+    return _MODEL_FIELDS
 
 
 class BenchError(ValueError):
@@ -171,20 +186,18 @@ def plan_variants(
     sweeps = {k: v for k, v in (sweeps or {}).items() if v}
     kinds = list(dict.fromkeys(drafters))
     for field in sweeps:
-        for_lookup = field in _LOOKUP_FIELDS  # else for model drafters
-        if not any((kind == "prompt-lookup") == for_lookup for kind in kinds):
+        if not any(field in _fields(kind) for kind in kinds):
             flag = "--" + field.replace("_", "-")
             raise BenchError(f"{flag} does not apply to the drafters here: {', '.join(kinds)}")
     variants = []
     for kind in kinds:
         check_drafter(spec, kind)
-        fields = _LOOKUP_FIELDS if kind == "prompt-lookup" else _MODEL_FIELDS
-        axes = [(f, sweeps.get(f, [getattr(spec.draft, f)])) for f in fields]
+        axes = [(f, sweeps.get(f, [getattr(spec.draft, f)])) for f in _fields(kind)]
         for values in itertools.product(*(vals for _, vals in axes)):
             changes = {f: v for (f, _), v in zip(axes, values, strict=True)}
             draft = dataclasses.replace(spec.draft, **changes)
             try:
-                draft.validate()
+                draft.validate_for(kind)
             except SettingsError as error:
                 raise BenchError(f"{kind}: {error}") from None
             label = " ".join(
@@ -390,6 +403,7 @@ def summarize_prompt(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) 
         "cost_ratio": _round(stats.median([c["cost_ratio"] for c in compared])),
         "identical": all(c["identical"] for c in compared),
         "first_divergence": min(divergences, default=None),
+        "assistant_precision": assisted[0].assistant_precision if assisted else None,
         "new_tokens": _round(stats.median([stats.new_tokens(r) for r in assisted])),
         "plain_new_tokens": _round(stats.median([stats.new_tokens(r) for r in plain])),
         "repeats": len(compared),
@@ -669,6 +683,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     sweep.add_argument("--confidence-threshold", type=_list(float), metavar="T[,T...]")
     sweep.add_argument("--prompt-lookup-num-tokens", type=_list(int), metavar="N[,N...]")
     sweep.add_argument("--max-matching-ngram-size", type=_list(int), metavar="N[,N...]")
+    sweep.add_argument(
+        "--assistant-quant", type=_list(str), metavar="auto|none|int8",
+        help="the assistant model's precision (none: the pair's dtype); the target's never "
+        "changes",
+    )  # fmt: skip
     parser.add_argument(
         "--overhead", action="store_true",
         help="also time streamed run() against a bare generate() on the first prompt",

@@ -28,6 +28,7 @@ from assisted.pairs import (
 )
 from assisted.record import RunRecord
 from assisted.settings import (
+    ASSISTANT_QUANTS,
     MAX_NEW_TOKENS_CAP,
     DraftSettings,
     RunSettings,
@@ -61,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     draft.add_argument("--prompt-lookup-tokens", type=int, help="prompt lookup: tokens per step")
     draft.add_argument("--ngram-size", type=int, help="prompt lookup: longest n-gram matched")
+    draft.add_argument(
+        "--assistant-quant",
+        choices=ASSISTANT_QUANTS,
+        help="the assistant model's precision: int8, none (the pair's dtype), or auto "
+        "(int8 on a CPU); the target's precision never changes",
+    )
     parser.add_argument("--json", action="store_true", help="end stdout with one JSON line")
     return parser
 
@@ -133,7 +140,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         validate_prompt(prompt)
         spec = pair_spec(args)
         settings = run_settings(args)
-        draft = _draft_settings(args, spec).validate()
+        draft = _draft_settings(args, spec).validate_for(spec.drafter)
         return _compare(spec, prompt, settings, draft, args, out)
     except (PairError, SettingsError, ExamplesError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -194,7 +201,9 @@ def format_table(result: dict) -> str:
         ("tokens per step", "tokens_per_step", "{:.2f}"),
     ]
     runs = [(name, result[name]) for name in ("plain", "assisted") if result.get(name)]
-    lines = [f"\n{result['pair']} on {result['device']} ({result['dtype']})"]
+    precision = (result.get("assisted") or {}).get("assistant_precision")
+    assistant = f", assistant in {precision}" if precision else ""
+    lines = [f"\n{result['pair']} on {result['device']} ({result['dtype']}{assistant})"]
     lines.append(f"{'':22}" + "".join(f"{name:>12}" for name, _ in runs))
     for label, key, fmt in rows:
         cells = [run.get(key) for _, run in runs]
@@ -230,6 +239,7 @@ def _draft_settings(args: argparse.Namespace, spec: PairSpec) -> DraftSettings:
         "confidence_threshold": args.confidence_threshold,
         "prompt_lookup_num_tokens": args.prompt_lookup_tokens,
         "max_matching_ngram_size": args.ngram_size,
+        "assistant_quant": args.assistant_quant,
     }
     return replace(spec.draft, **{k: v for k, v in overrides.items() if v is not None})
 

@@ -27,12 +27,13 @@ import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
+from assisted import quantize
 from assisted.pairs import LoadedPair
 from assisted.record import Mode, RunRecord, Step
 from assisted.settings import DraftSettings, RunSettings, SettingsError, validate_prompt
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 class _DropAssistantConfigWarning(logging.Filter):
@@ -114,21 +115,25 @@ def run(
 ) -> Iterator[StepEvent | RunDone]:
     """Run one prompt in one mode, yielding a StepEvent per target step, then RunDone."""
     settings.validate()
-    draft = (draft or pair.spec.draft).validate()
+    draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
     check_length(pair, prompt_ids, settings)
     # `halt` is ours: set when the caller abandons this generator, so the worker ends
     # even if the caller's own `stop` is never set.
     halt = threading.Event()
     stopper = _StopRequested(*(e for e in (stop, halt) if e is not None))
     drafter = pair.spec.drafter if mode == "assisted" else None
-    record = RunRecord(mode=mode, drafter=drafter, prompt_tokens=len(prompt_ids))
+    # Before the clock starts: an int8 copy of the assistant is made on first use.
+    assistant, precision = _drafting_assistant(pair, draft) if drafter else (None, None)
+    record = RunRecord(
+        mode=mode, drafter=drafter, prompt_tokens=len(prompt_ids), assistant_precision=precision
+    )
     events: queue.Queue = queue.Queue()
     observer = _StepObserver(pair, record, events, len(prompt_ids))
-    kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, observer, stopper)
+    kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, observer, stopper, assistant)
 
     def work() -> None:
         try:
-            with observer.hooks(mode):
+            with observer.hooks(mode, assistant):
                 if settings.sample:
                     torch.manual_seed(settings.seed)
                 _synchronize(pair.device)
@@ -190,11 +195,14 @@ def compare(
 def warm_up(pair: LoadedPair, modes: tuple[Mode, ...], draft: DraftSettings | None = None) -> None:
     """Run each mode briefly once per loaded pair, so no timed run pays first-call costs."""
     ids = encode_prompt(pair, _WARMUP_PROMPT)
+    draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
     for mode in modes:
-        if mode not in pair.warmed_modes:
+        # Each assistant precision is its own model, with its own first-call costs.
+        key = mode if mode == "plain" else f"{mode}:{_precision_key(pair, draft)}"
+        if key not in pair.warmed_modes:
             for _ in run(pair, ids, mode, RunSettings(max_new_tokens=_WARMUP_TOKENS), draft):
                 pass
-            pair.warmed_modes.add(mode)
+            pair.warmed_modes.add(key)
 
 
 def generate_bare(
@@ -205,8 +213,9 @@ def generate_bare(
     draft: DraftSettings | None = None,
 ) -> tuple[list[int], float]:
     """One `generate()` call with no streamer, hooks or thread: the overhead baseline."""
-    draft = draft or pair.spec.draft
-    kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, None, None)
+    draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
+    assistant, _ = _drafting_assistant(pair, draft) if mode == "assisted" else (None, None)
+    kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, None, None, assistant)
     if settings.sample:
         torch.manual_seed(settings.seed)
     _synchronize(pair.device)
@@ -226,6 +235,7 @@ def _generate_kwargs(
     draft: DraftSettings,
     observer: _StepObserver | None,
     stopper: _StopRequested | None,
+    assistant: PreTrainedModel | None,
 ) -> dict:
     target_config = pair.target.generation_config
     # Explicit values for everything that shapes the output, so a checkpoint's own
@@ -252,11 +262,29 @@ def _generate_kwargs(
     if stopper is not None:
         kwargs["stopping_criteria"] = StoppingCriteriaList([stopper])
     if mode == "assisted":
-        kwargs.update(_drafter_kwargs(pair, draft))
+        kwargs.update(_drafter_kwargs(pair, draft, assistant))
     return kwargs
 
 
-def _drafter_kwargs(pair: LoadedPair, draft: DraftSettings) -> dict:
+def _drafting_assistant(
+    pair: LoadedPair, draft: DraftSettings
+) -> tuple[PreTrainedModel | None, str | None]:
+    """The assistant model that drafts with `draft`, and what it computes in ("int8", or
+    the pair's dtype); (None, None) for drafters without a model of their own."""
+    precision = _precision_key(pair, draft)
+    assistant = pair.drafting_assistant(precision)
+    if assistant is None:
+        return None, None
+    return assistant, pair.dtype_name if precision == "none" else precision
+
+
+def _precision_key(pair: LoadedPair, draft: DraftSettings) -> str:
+    return quantize.resolve(draft.assistant_quant, pair.spec.drafter, pair.device)
+
+
+def _drafter_kwargs(
+    pair: LoadedPair, draft: DraftSettings, assistant: PreTrainedModel | None
+) -> dict:
     kind = pair.spec.drafter
     if kind == "prompt-lookup":
         return {
@@ -266,13 +294,13 @@ def _drafter_kwargs(pair: LoadedPair, draft: DraftSettings) -> dict:
     # Transformers reads draft settings from the drafting model's generation_config, not
     # from generate()'s arguments, and the heuristic schedule writes its state back there:
     # set all three before every run so runs are reproducible.
-    drafter = pair.target if kind == "early-exit" else pair.assistant
+    drafter = pair.target if kind == "early-exit" else assistant
     drafter.generation_config.num_assistant_tokens = draft.num_assistant_tokens
     drafter.generation_config.num_assistant_tokens_schedule = draft.schedule
     drafter.generation_config.assistant_confidence_threshold = draft.confidence_threshold
     if kind == "early-exit":
         return {"assistant_early_exit": pair.spec.early_exit_layer}
-    kwargs = {"assistant_model": pair.assistant}
+    kwargs = {"assistant_model": assistant}
     if kind == "universal":
         kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.assistant_tokenizer)
     return kwargs
@@ -324,15 +352,15 @@ class _StepObserver(BaseStreamer):
             self.record.steps[-1] = replace(last, text=last.text + rest)
 
     # -- hooks ---------------------------------------------------------------------------
-    def hooks(self, mode: Mode) -> _Hooks:
+    def hooks(self, mode: Mode, assistant: PreTrainedModel | None) -> _Hooks:
         handles = [
             self.pair.target.register_forward_pre_hook(self._before_target, with_kwargs=True)
         ]
         if self.pair.spec.drafter == "early-exit":
             handles.append(self.pair.target.register_forward_hook(self._after_target))
-        elif mode == "assisted" and self.pair.assistant is not None:
-            handles.append(self.pair.assistant.register_forward_pre_hook(self._before_draft))
-            handles.append(self.pair.assistant.register_forward_hook(self._after_draft))
+        elif mode == "assisted" and assistant is not None:
+            handles.append(assistant.register_forward_pre_hook(self._before_draft))
+            handles.append(assistant.register_forward_hook(self._after_draft))
         return _Hooks(handles)
 
     def _before_target(self, module, args, kwargs) -> None:

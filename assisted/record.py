@@ -43,6 +43,8 @@ class RunRecord:
     # used to measure the cost ratio c of the speculative-decoding model.
     draft_forward_s: list[float] = field(default_factory=list)
     stopped: bool = False
+    # What the assistant model computed in ("int8", "bfloat16", ...); None without one.
+    assistant_precision: str | None = None
 
     @property
     def token_ids(self) -> list[int]:

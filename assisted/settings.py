@@ -13,6 +13,14 @@ MAX_PROMPT_CHARS = 32_000  # checked before tokenising; token length is checked 
 MAX_DRAFT_TOKENS = 32
 
 Schedule = Literal["constant", "heuristic"]
+# The assistant's precision: "none" is the pair's dtype, "int8" int8 weights and activations,
+# "int8-wo" int8 weights only. "auto" is int8 on CPUs and the pair's dtype on GPUs (see
+# assisted.quantize for the measurements). The target's precision never changes with it.
+AssistantQuant = Literal["auto", "none", "int8", "int8-wo"]
+ASSISTANT_QUANTS: tuple[str, ...] = ("auto", "none", "int8", "int8-wo")
+# Drafters that run a model of their own; prompt lookup copies n-grams and early exit drafts
+# with the target's own first layers, so a separate precision means nothing for them.
+ASSISTANT_MODEL_DRAFTERS = ("assistant", "universal")
 
 
 class SettingsError(ValueError):
@@ -27,6 +35,9 @@ class DraftSettings:
     heuristic schedule, which adds 2 after a fully accepted step and removes 1 otherwise).
     `confidence_threshold`: the assistant stops drafting a step early when its top
     probability falls below this (0 disables it).
+    `assistant_quant`: the assistant model's precision ("none": the pair's dtype). The target
+    verifies every candidate, so this moves the acceptance rate and the drafting cost, never
+    the output.
     """
 
     # Transformers' own default threshold; on a GPU, where verification is nearly free,
@@ -36,6 +47,7 @@ class DraftSettings:
     confidence_threshold: float = 0.4
     prompt_lookup_num_tokens: int = 10
     max_matching_ngram_size: int = 2
+    assistant_quant: AssistantQuant = "none"
 
     def validate(self) -> DraftSettings:
         _check_int("draft length", self.num_assistant_tokens, 1, MAX_DRAFT_TOKENS)
@@ -48,6 +60,22 @@ class DraftSettings:
         if not 0.0 <= self.confidence_threshold < 1.0:
             raise SettingsError(
                 f"confidence threshold must be in [0, 1), not {self.confidence_threshold}"
+            )
+        if self.assistant_quant not in ASSISTANT_QUANTS:
+            raise SettingsError(
+                f"assistant precision must be one of {', '.join(ASSISTANT_QUANTS)}, "
+                f"not {self.assistant_quant!r}"
+            )
+        return self
+
+    def validate_for(self, drafter: str) -> DraftSettings:
+        """`validate`, and refuse settings that mean nothing for this kind of drafter."""
+        self.validate()
+        quant = self.assistant_quant
+        if quant not in ("auto", "none") and drafter not in ASSISTANT_MODEL_DRAFTERS:
+            raise SettingsError(
+                f"assistant precision {quant!r} applies to assistant models; the {drafter!r} "
+                "drafter runs no separate model (choose 'auto' or 'none')"
             )
         return self
 

@@ -181,6 +181,7 @@ def summarize(record: RunRecord) -> dict:
     if record.mode == "assisted":
         summary.update(
             drafter=record.drafter,
+            assistant_precision=record.assistant_precision,
             drafted=drafted(record),
             accepted=accepted(record),
             acceptance_rate=_round(acceptance_rate(record)),

@@ -145,6 +145,8 @@ def stat_rows(summary: dict) -> list[tuple[str, str]]:
             ("acceptance rate", _percent(summary.get("acceptance_rate"))),
             ("tokens per step", _number(summary.get("tokens_per_step"), 2)),
         ]
+    if summary.get("assistant_precision"):
+        rows.append(("assistant precision", summary["assistant_precision"]))
     return rows
 
 
@@ -191,6 +193,13 @@ def why_prediction_differs(measured: float | None, predicted: float | None) -> s
     )
 
 
+def _precision_note(result: dict) -> str:
+    precision = (result.get("assisted") or {}).get("assistant_precision")
+    if not precision:
+        return ""
+    return f" with the assistant in {precision} and the target in {result.get('dtype')}"
+
+
 def summary_markdown(result: dict, *, sample: bool = False) -> str:
     """The comparison's verdict, from `stats.report(...)`."""
     plain, assisted = result.get("plain"), result.get("assisted")
@@ -204,7 +213,8 @@ def summary_markdown(result: dict, *, sample: bool = False) -> str:
         f"**predicted: {_number(predicted, 2, '×')}** from acceptance rate "
         f"{_percent(assisted.get('acceptance_rate'))} (α ≈ {_number(result.get('alpha'), 2)}), "
         f"mean draft length γ = {_number(result.get('mean_drafted'), 1)} and cost ratio "
-        f"c = {_number(result.get('cost_ratio'), 2)} (Leviathan et al. 2023).",
+        f"c = {_number(result.get('cost_ratio'), 2)}{_precision_note(result)} "
+        "(Leviathan et al. 2023).",
         why_prediction_differs(measured, predicted),
     ]
     divergence = result.get("first_divergence")

@@ -108,6 +108,19 @@ def test_an_assistant_equal_to_the_target_accepts_everything(client):
     assert result["assisted"]["tokens_per_step"] > 1
 
 
+def test_an_int8_assistant_is_named_in_the_result_the_card_and_the_summary(client):
+    final = client.predict(**settings(assistant_quant="int8"), api_name="/compare")
+    result = final[-1]
+    assert result["assisted"]["assistant_precision"] == "int8" and result["identical"] is True
+    assert "assistant precision" in final[4] and "int8" in final[4]
+    assert "assistant in int8 and the target in float32" in final[5]
+
+
+def test_int8_is_refused_for_prompt_lookup(client):
+    with pytest.raises(gradio_client.exceptions.AppError, match="runs no separate model"):
+        client.predict(**settings(pair="tiny-lookup", assistant_quant="int8"), api_name="/compare")
+
+
 def test_prompt_lookup_and_sampling_runs_complete(client):
     lookup = client.predict(**settings(pair="tiny-lookup", draft_length=3), api_name="/compare")
     assert lookup[-1]["assisted"]["drafter"] == "prompt-lookup"

@@ -79,6 +79,17 @@ def test_benchmark_streams_progress_and_ends_with_the_report(client):
     assert "geometric mean" in overall and chart is not None
 
 
+def test_assistant_precisions_are_compared_with_the_same_plain_runs(client):
+    report = client.predict(
+        **inputs(drafters=["assistant"], assistant_quants=["none", "int8"]),
+        api_name="/benchmark",
+    )[-1]
+    assert set(report["drafters"]) == {"assistant quant=none", "assistant quant=int8"}
+    precisions = {row["drafter"]: row["assistant_precision"] for row in report["prompts"]}
+    assert precisions == {"assistant quant=none": "float32", "assistant quant=int8": "int8"}
+    assert report["overall"]["identical_prompts"] == 1
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [

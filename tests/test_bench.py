@@ -137,6 +137,20 @@ def test_variants_name_only_the_swept_settings():
     assert variants[2].draft == spec.draft
 
 
+def test_assistant_precisions_sweep_model_drafters_only():
+    spec = pairs.custom_pair("some/target", "some/assistant")
+    sweeps = {"assistant_quant": ["none", "int8"]}
+    variants = bench.plan_variants(spec, ["assistant", "prompt-lookup"], sweeps)
+    assert [v.name for v in variants] == [
+        "assistant quant=none",
+        "assistant quant=int8",
+        "prompt-lookup",
+    ]
+    assert [v.draft.assistant_quant for v in variants[:2]] == ["none", "int8"]
+    with pytest.raises(bench.BenchError, match="--assistant-quant does not apply"):
+        bench.plan_variants(spec, ["prompt-lookup"], sweeps)
+
+
 def test_limit_is_per_category():
     examples = [bench.Example(str(i), c, "x") for i, c in enumerate("aabbb")]
     kept = bench.select_examples(examples, ["b"], limit=2)
@@ -165,6 +179,11 @@ def no_loading(monkeypatch):
         (["--drafters", "guessing"], "unknown drafter 'guessing'"),
         (["--drafters", "early-exit", "--num-assistant-tokens", "0,4"], "draft length must be"),
         (["--num-assistant-tokens", "4"], "does not apply to the drafters here: prompt-lookup"),
+        (["--assistant-quant", "int8"], "does not apply to the drafters here: prompt-lookup"),
+        (
+            ["--assistant", "x/y", "--target", "a/b", "--assistant-quant", "none,int4"],
+            "assistant precision must be one of",
+        ),
         (["--assistant", "x/y"], "--assistant and --drafter go with --target"),
     ],
 )

@@ -58,6 +58,23 @@ def test_json_line_follows_the_schema(tiny_dirs):
     assert "acceptance rate" in output and "speedup" in output
 
 
+def test_the_json_and_the_table_name_the_assistant_precision(tiny_dirs):
+    code, output = run_cli(
+        "def add(a, b):",
+        "--target", str(tiny_dirs["target"]),
+        "--assistant", str(tiny_dirs["other"]),
+        "--max-new-tokens", "8",
+        "--dtype", "float32",
+        "--assistant-quant", "int8",
+        "--json",
+    )  # fmt: skip
+    assert code == 0
+    result = json.loads(output.strip().splitlines()[-1])
+    assert result["assisted"]["assistant_precision"] == "int8"
+    assert "assistant in int8" in output
+    assert result["identical"] is True
+
+
 def test_plain_mode_only(tiny_dirs):
     code, output = run_cli(
         "hello", "--target", str(tiny_dirs["target"]), "--assistant", str(tiny_dirs["other"]),
@@ -85,6 +102,10 @@ def test_list_pairs():
         (["hi", "--assistant", "a/b"], "go with --target"),
         (["hi", "--draft-length", "0"], "draft length"),
         (["hi", "--sample", "--temperature", "0"], "temperature"),
+        (
+            ["hi", "--pair", "embedded-prompt-lookup", "--assistant-quant", "int8"],
+            "'prompt-lookup' drafter runs no separate model",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(argv, message, capsys):

@@ -44,6 +44,19 @@ def test_greedy_assisted_output_equals_plain_in_fp32(records):
     assert "[x * x for x in xs]" in plain.text.replace("x*x", "x * x")
 
 
+def test_an_int8_assistant_keeps_the_output(pair, records):
+    done = {}
+    quantized = DraftSettings(num_assistant_tokens=5, assistant_quant="int8")
+    for event in compare(pair, PROMPT, SETTINGS, quantized, modes=("assisted",)):
+        if isinstance(event, RunDone):
+            done[event.record.mode] = event.record
+    assisted = done["assisted"]
+    assert assisted.assistant_precision == "int8"
+    assert assisted.token_ids == records["plain"].token_ids
+    # int8 rounding costs the 0.5B coder a few agreements, not most of them.
+    assert stats.acceptance_rate(assisted) > 0.5
+
+
 def test_drafted_accepted_and_steps_are_consistent(records):
     assisted = records["assisted"]
     assert stats.new_tokens(assisted) == stats.accepted(assisted) + len(assisted.steps)

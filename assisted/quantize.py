@@ -1,0 +1,100 @@
+"""The assistant's precision: int8 copies of the assistant for drafting on CPUs.
+
+MEASUREMENTS
+
+The target verifies every candidate, so the assistant's precision moves the acceptance rate
+and the cost of drafting, never the output. Quantizing the target instead would change the
+output itself: its own int8 rounding picks other tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+from torch import nn
+
+from assisted.settings import ASSISTANT_MODEL_DRAFTERS, SettingsError
+
+# What "auto" means on a CPU (see the measurements above).
+CPU_DEFAULT = "int8"
+
+
+def resolve(quant: str, drafter: str, device: torch.device) -> str:
+    """The precision a run drafts in: "none" (the pair's dtype), "int8" or "int8-wo".
+
+    "auto" means int8 on a CPU, where it measured faster, and the pair's dtype elsewhere.
+    Drafters without a model of their own draft as they are (`DraftSettings.validate_for`
+    refuses an int8 precision for them).
+    """
+    if drafter not in ASSISTANT_MODEL_DRAFTERS:
+        return "none"
+    if quant == "auto":
+        return CPU_DEFAULT if device.type == "cpu" else "none"
+    if quant != "none" and device.type != "cpu":
+        raise SettingsError(
+            f"assistant precision {quant!r} uses CPU kernels; on {device.type} the assistant "
+            "drafts in the pair's dtype (choose 'auto' or 'none')"
+        )
+    return quant
+
+
+def quantized_copy(model: nn.Module, precision: str) -> nn.Module:
+    """A copy of `model` in `precision`; the original stays as it was."""
+    if precision == "int8":
+        return quantize_int8(model)
+    if precision == "int8-wo":
+        return quantize_int8_weight_only(model)
+    raise ValueError(f"unknown assistant precision {precision!r}")
+
+
+def quantize_int8(model: nn.Module) -> nn.Module:
+    """Linear layers in int8 with activations quantized on the fly (fbgemm's x86 kernels,
+    per-tensor scales); everything else in float32."""
+    # nn.Module's own float(): Transformers' refuses models whose config names a
+    # quantization method, as a GGUF-converted one may.
+    float_copy = nn.Module.float(copy.deepcopy(model))
+    # torch.ao.quantization announces its deprecation on every call, and again for the
+    # quantized tensors it makes; its eager dynamic path is still the fastest int8 on a CPU
+    # in this torch (see the measurements above), and tests pin that it works.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", r".*quantized tensor creation", UserWarning)
+        return torch.ao.quantization.quantize_dynamic(
+            float_copy, {nn.Linear}, dtype=torch.qint8, inplace=True
+        ).eval()
+
+
+def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
+    """Linear weights in int8 (one scale per output channel), activations in the model's
+    own dtype: the product runs in `torch.ops.aten._weight_int8pack_mm`."""
+    quantized = copy.deepcopy(model)
+    for module in list(quantized.modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is nn.Linear:
+                setattr(module, name, Int8WeightOnlyLinear(child))
+    return quantized.eval()
+
+
+class Int8WeightOnlyLinear(nn.Module):
+    """`nn.Linear` with symmetric int8 weights and a float scale per output channel."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        weight = linear.weight.detach().float()
+        scales = weight.abs().amax(dim=1).clamp(min=1e-8) / 127
+        int8 = torch.round(weight / scales[:, None]).clamp(-128, 127).to(torch.int8)
+        dtype = linear.weight.dtype
+        self.register_buffer("weight", int8.contiguous())
+        self.register_buffer("scales", scales.to(dtype))
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach())
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features)
+        out = torch.ops.aten._weight_int8pack_mm(rows, self.weight, self.scales.to(x.dtype))
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], self.out_features)

@@ -1,0 +1,149 @@
+"""The assistant's precision on tiny models: int8 assistants stay lossless, the option is
+refused where no assistant model exists, the record and the JSON name the precision, and
+the torch behaviour the int8 path relies on is pinned."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from assisted import decoding, quantize, stats
+from assisted.decoding import RunDone
+from assisted.pairs import custom_pair, load_pair
+from assisted.settings import DraftSettings, RunSettings, SettingsError
+
+PROMPT = "def add(a, b):"
+GREEDY = RunSettings(max_new_tokens=24)
+
+
+def draft(quant: str) -> DraftSettings:
+    return DraftSettings(num_assistant_tokens=4, confidence_threshold=0.0, assistant_quant=quant)
+
+
+def records(pair, quant: str) -> dict:
+    done = {}
+    for event in decoding.compare(pair, PROMPT, GREEDY, draft(quant)):
+        if isinstance(event, RunDone):
+            done[event.record.mode] = event.record
+    return done
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_dirs):
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    return load_pair(spec, device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def self_pair(tiny_dirs):
+    target = str(tiny_dirs["target"])
+    return load_pair(custom_pair(target, target), device="cpu", dtype="float32")
+
+
+@pytest.mark.parametrize("quant", ["int8", "int8-wo"])
+def test_a_quantized_assistant_is_lossless(pair, quant):
+    done = records(pair, quant)
+    plain, assisted = done["plain"], done["assisted"]
+    assert stats.drafted(assisted) > 0
+    assert assisted.token_ids == plain.token_ids
+    assert assisted.assistant_precision == quant
+    assert plain.assistant_precision is None
+
+
+@pytest.mark.parametrize("quant", ["int8", "int8-wo"])
+def test_a_quantized_copy_of_the_target_drafts_what_the_target_accepts(self_pair, quant):
+    # The same weights, rounded: nearly every candidate should survive verification, and
+    # the output is the target's own whatever the assistant drafted.
+    done = records(self_pair, quant)
+    assert done["assisted"].token_ids == done["plain"].token_ids
+    assert stats.acceptance_rate(done["assisted"]) > 0.7
+
+
+def test_the_quantized_copy_is_made_once_and_the_loaded_assistant_stays(pair):
+    first = pair.drafting_assistant("int8")
+    assert pair.drafting_assistant("int8") is first
+    assert first is not pair.assistant
+    assert pair.drafting_assistant("none") is pair.assistant
+    assert all(type(m) is not nn.Linear or m.weight.dtype == torch.float32 for m in first.modules())
+    assert any(type(m) is nn.Linear for m in pair.assistant.modules())
+
+
+def test_the_drafting_time_is_measured_on_the_quantized_copy(pair):
+    assisted = records(pair, "int8")["assisted"]
+    assert assisted.draft_forward_s  # the hooks sat on the model that drafted
+    assert stats.cost_ratio(records(pair, "none")["plain"], assisted) is not None
+
+
+def test_the_report_names_the_assistant_precision(pair):
+    for quant, expected in (("int8", "int8"), ("none", "float32"), ("auto", "int8")):
+        done = records(pair, quant)
+        result = stats.report("tiny", "cpu", "float32", done["plain"], done["assisted"])
+        assert result["assisted"]["assistant_precision"] == expected
+
+
+@pytest.mark.parametrize("drafter", ["prompt-lookup", "early-exit"])
+@pytest.mark.parametrize("quant", ["int8", "int8-wo"])
+def test_drafters_without_a_model_refuse_an_int8_precision(drafter, quant):
+    with pytest.raises(
+        SettingsError,
+        match=f"'{quant}' applies to assistant models; the "
+        f"'{drafter}' drafter runs no separate model",
+    ):
+        draft(quant).validate_for(drafter)
+    # "auto" and "none" mean "as it is" for them
+    draft("auto").validate_for(drafter)
+    draft("none").validate_for(drafter)
+
+
+def test_a_prompt_lookup_run_refuses_int8_before_generating(tiny_dirs):
+    lookup = load_pair(custom_pair(str(tiny_dirs["target"]), None), "cpu", "float32")
+    ids = decoding.encode_prompt(lookup, PROMPT)
+    with pytest.raises(SettingsError, match="no separate model"):
+        next(decoding.run(lookup, ids, "assisted", GREEDY, draft("int8")))
+    run = list(decoding.run(lookup, ids, "assisted", GREEDY, draft("auto")))
+    assert run[-1].record.assistant_precision is None
+
+
+def test_auto_is_int8_on_a_cpu_and_the_pairs_dtype_on_a_gpu():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert quantize.resolve("auto", "assistant", cpu) == "int8"
+    assert quantize.resolve("auto", "universal", cuda) == "none"
+    assert quantize.resolve("none", "assistant", cpu) == "none"
+    assert quantize.resolve("int8-wo", "assistant", cpu) == "int8-wo"
+    assert quantize.resolve("auto", "prompt-lookup", cpu) == "none"
+    with pytest.raises(SettingsError, match="CPU kernels"):
+        quantize.resolve("int8", "assistant", cuda)
+
+
+def test_an_unknown_precision_is_refused():
+    with pytest.raises(SettingsError, match="assistant precision must be one of"):
+        draft("int4").validate()
+
+
+# -- the torch behaviour the int8 path relies on (an upgrade that changes it must fail here)
+
+
+def test_dynamic_int8_swaps_every_linear_layer_and_says_nothing(pair):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quantized = quantize.quantize_int8(pair.assistant)
+    assert not caught, [str(w.message) for w in caught]
+    linear = [m for m in pair.assistant.modules() if type(m) is nn.Linear]
+    dynamic = torch.ao.nn.quantized.dynamic.Linear
+    swapped = [m for m in quantized.modules() if type(m) is dynamic]
+    assert linear and len(swapped) == len(linear)
+    assert not any(type(m) is nn.Linear for m in quantized.modules())
+
+
+def test_weight_only_int8_matches_the_float_product_closely():
+    torch.manual_seed(0)
+    linear = nn.Linear(64, 32, bias=True)
+    x = torch.randn(3, 5, 64)
+    quantized = quantize.Int8WeightOnlyLinear(linear)
+    assert quantized.weight.dtype == torch.int8
+    exact, approx = linear(x), quantized(x)
+    assert approx.shape == exact.shape
+    assert (approx - exact).abs().max() < 0.05 * exact.abs().max()
