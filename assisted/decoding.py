@@ -422,13 +422,15 @@ class _Detokenizer:
 
     def add(self, token_ids: tuple[int, ...]) -> str:
         self.ids.extend(token_ids)
-        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
-        if text.endswith("\ufffd"):  # a character split across tokens: wait for the rest
-            return ""
-        return self._advance(text)
+        # A character split across tokens waits for the rest; the text before it does not.
+        return self._advance(self._decode(self.ids))
 
     def finish(self) -> str:
         return self._advance(self.tokenizer.decode(self.ids, skip_special_tokens=True))
+
+    def _decode(self, ids: list[int]) -> str:
+        """Text of `ids` without a trailing incomplete character."""
+        return self.tokenizer.decode(ids, skip_special_tokens=True).rstrip("\ufffd")
 
     def _advance(self, text: str) -> str:
         delta = text[len(self.emitted) :]
