@@ -1,5 +1,6 @@
 """Statistics on hand-made records: arithmetic and the Leviathan et al. model."""
 
+import json
 import math
 
 import pytest
@@ -131,6 +132,16 @@ def test_record_round_trips_through_dict():
     again = RunRecord.from_dict(ASSISTED.to_dict())
     assert again == ASSISTED
     assert again.text == "x" * 10
+
+
+def test_a_record_with_drafts_round_trips_through_json_and_an_old_one_still_loads():
+    step = Step((5, 6), "ab", 3, 1, 0.4, (5, 7, 8), "a", "cd", 0.1)
+    record = RunRecord("assisted", "assistant", 3, [step], total_s=0.4)
+    assert RunRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    old = record.to_dict()
+    for key in ("draft_ids", "accepted_text", "rejected_text", "draft_s"):
+        del old["steps"][0][key]
+    assert RunRecord.from_dict(old).steps[0] == Step((5, 6), "ab", 3, 1, 0.4)
 
 
 def test_geometric_mean_and_median():
