@@ -318,9 +318,9 @@ class _StepObserver(BaseStreamer):
         self.committed = prompt_len  # sequence length the target has accepted so far
         self.start = 0.0
         self.pending_draft: tuple[int, ...] = ()
-        # Drafting is timed by forward hooks, so only for drafters that run a model.
-        self.untimed_draft_s = None if record.drafter in (None, "prompt-lookup") else 0.0
-        self.pending_draft_s = self.untimed_draft_s
+        # Forward hooks time drafting, so only for drafters that run a model.
+        self.times_drafting = record.drafter not in (None, "prompt-lookup")
+        self.pending_draft_s = 0.0
         self.seen_prompt = False
         self.detokenizer = _Detokenizer(pair.tokenizer)
         self.draft_started: float | None = None
@@ -347,11 +347,11 @@ class _StepObserver(BaseStreamer):
             draft_ids=draft,
             accepted_text=accepted_text,
             rejected_text=rejected_text,
-            draft_s=self.pending_draft_s,
+            draft_s=self.pending_draft_s if self.times_drafting else None,
         )
         self.committed += len(token_ids)
         self.pending_draft = ()
-        self.pending_draft_s = self.untimed_draft_s
+        self.pending_draft_s = 0.0
         self.record.steps.append(step)
         self.events.put(StepEvent(self.record.mode, len(self.record.steps) - 1, step))
 
@@ -413,7 +413,7 @@ class _StepObserver(BaseStreamer):
             return
         elapsed = time.perf_counter() - self.draft_started
         # The step's drafting time counts every pass, the assistant's prefill included.
-        self.pending_draft_s = (self.pending_draft_s or 0.0) + elapsed
+        self.pending_draft_s += elapsed
         # The first drafting pass is the assistant's prefill of the prompt, not a draft token.
         if self.draft_prefilled:
             self.record.draft_forward_s.append(elapsed)
