@@ -4,13 +4,15 @@ Each run is one `generate()` call: plain decoding, or assisted generation with t
 drafter. We never reimplement speculative decoding; we watch it:
 - a streamer receives each step's committed tokens (`put` is called once with the prompt,
   then once per step: one token in plain decoding, accepted + 1 in assisted generation);
-- a forward pre-hook on the target sees how many positions each step verifies, which gives
-  the drafted count (Transformers does not report it);
-- forward hooks on the assistant time each drafting pass, which gives the cost ratio c.
+- a forward pre-hook on the target sees the positions each step verifies, which gives the
+  draft: the candidates' ids, hence the drafted and accepted counts (Transformers reports
+  neither);
+- forward hooks on the assistant time each drafting pass, which gives each step's drafting
+  time and the cost ratio c.
 
 `generate()` runs in a worker thread and events cross to the caller through a queue, so
 the caller (CLI, UI, benchmark) renders as tokens arrive. This module knows nothing of
-text rendering beyond the incremental detokenisation of each step.
+text rendering beyond the incremental detokenisation of each step and of its draft.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -315,7 +317,10 @@ class _StepObserver(BaseStreamer):
         self.events = events
         self.committed = prompt_len  # sequence length the target has accepted so far
         self.start = 0.0
-        self.pending_drafted = 0
+        self.pending_draft: tuple[int, ...] = ()
+        # Forward hooks time drafting, so only for drafters that run a model.
+        self.times_drafting = record.drafter not in (None, "prompt-lookup")
+        self.pending_draft_s = 0.0
         self.seen_prompt = False
         self.detokenizer = _Detokenizer(pair.tokenizer)
         self.draft_started: float | None = None
@@ -328,16 +333,25 @@ class _StepObserver(BaseStreamer):
             return
         token_ids = tuple(value.reshape(-1).tolist())
         t_s = time.perf_counter() - self.start
-        drafted = self.pending_drafted
+        draft = self.pending_draft
+        # Counted from the ids, not as len(token_ids) - 1: where EOS or the length limit
+        # ends a step, the target's own token may be missing and every token a candidate.
+        accepted = _common_prefix_length(draft, token_ids)
+        text, accepted_text, rejected_text = self.detokenizer.add_step(token_ids, draft, accepted)
         step = Step(
             token_ids=token_ids,
-            text=self.detokenizer.add(token_ids),
-            drafted=drafted,
-            accepted=min(drafted, len(token_ids) - 1),
+            text=text,
+            drafted=len(draft),
+            accepted=accepted,
             t_s=t_s,
+            draft_ids=draft,
+            accepted_text=accepted_text,
+            rejected_text=rejected_text,
+            draft_s=self.pending_draft_s if self.times_drafting else None,
         )
         self.committed += len(token_ids)
-        self.pending_drafted = 0
+        self.pending_draft = ()
+        self.pending_draft_s = 0.0
         self.record.steps.append(step)
         self.events.put(StepEvent(self.record.mode, len(self.record.steps) - 1, step))
 
@@ -373,7 +387,11 @@ class _StepObserver(BaseStreamer):
         cache = kwargs.get("past_key_values")
         cached = cache.get_seq_length() if cache is not None else 0
         # The target verifies every position past what it has committed: the candidates.
-        self.pending_drafted = max(0, cached + input_ids.shape[1] - self.committed)
+        # They follow the prompt in the first step (prefill and verification are fused),
+        # and the last committed token, which the cache does not hold yet, in later ones.
+        first = self.committed - cached
+        if input_ids.shape[1] > first:
+            self.pending_draft = tuple(input_ids[0, first:].tolist())
 
     def _after_target(self, module, args, output) -> None:
         if self._early_exit_drafting():
@@ -393,9 +411,12 @@ class _StepObserver(BaseStreamer):
         _synchronize(self.pair.device)
         if self.draft_started is None:
             return
+        elapsed = time.perf_counter() - self.draft_started
+        # The step's drafting time counts every pass, the assistant's prefill included.
+        self.pending_draft_s += elapsed
         # The first drafting pass is the assistant's prefill of the prompt, not a draft token.
         if self.draft_prefilled:
-            self.record.draft_forward_s.append(time.perf_counter() - self.draft_started)
+            self.record.draft_forward_s.append(elapsed)
         self.draft_prefilled = True
         self.draft_started = None
 
@@ -422,13 +443,39 @@ class _Detokenizer:
 
     def add(self, token_ids: tuple[int, ...]) -> str:
         self.ids.extend(token_ids)
-        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
-        if text.endswith("\ufffd"):  # a character split across tokens: wait for the rest
-            return ""
-        return self._advance(text)
+        # A character split across tokens waits for the rest; the text before it does not.
+        return self._advance(self._decode(self.ids))
+
+    def add_step(
+        self, token_ids: tuple[int, ...], draft_ids: tuple[int, ...], accepted: int
+    ) -> tuple[str, str, str]:
+        """The step's text, and its draft's text split into the accepted part and the
+        rejected remainder.
+
+        The draft is decoded after everything committed before it, as the step's text is,
+        so a token's leading space or a character spread over tokens comes out as it would
+        have in the output. The accepted part is what the step's text and the draft both
+        begin with (the accepted candidates' text); a character that the boundary splits
+        goes to the remainder."""
+        emitted = len(self.emitted)
+        before = list(self.ids)
+        text = self.add(token_ids)
+        if not draft_ids:
+            return text, "", ""
+        draft = self._decode(before + list(draft_ids))[emitted:]
+        if accepted == len(draft_ids):
+            head = draft
+        else:
+            head = self._decode(before + list(draft_ids[:accepted]))[emitted:]
+        cut = min(_common_prefix_length(text, head), _common_prefix_length(head, draft))
+        return text, text[:cut], draft[cut:]
 
     def finish(self) -> str:
         return self._advance(self.tokenizer.decode(self.ids, skip_special_tokens=True))
+
+    def _decode(self, ids: list[int]) -> str:
+        """Text of `ids` without a trailing incomplete character."""
+        return self.tokenizer.decode(ids, skip_special_tokens=True).rstrip("\ufffd")
 
     def _advance(self, text: str) -> str:
         delta = text[len(self.emitted) :]
@@ -448,6 +495,13 @@ class _StopRequested(StoppingCriteria):
         return torch.full(
             (input_ids.shape[0],), self.triggered, dtype=torch.bool, device=input_ids.device
         )
+
+
+def _common_prefix_length(a: Sequence, b: Sequence) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
 
 
 def _pad_token_id(pair: LoadedPair) -> int | None:

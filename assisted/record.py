@@ -17,9 +17,20 @@ class Step:
     """One target forward pass and the tokens it committed.
 
     `t_s` is seconds since the run started (prompt encoded, clock read after a device
-    synchronisation). `drafted` is how many candidates the target verified in this pass
-    (0 in plain decoding); `accepted` how many of them it kept. The step emits
+    synchronisation). `text` is what the step committed, as it streamed.
+
+    `draft_ids` are the candidates the target verified in this pass, in the target's token
+    ids (empty in plain decoding); `drafted` is their count and `accepted` how many of them
+    the step committed: the common prefix of `draft_ids` and `token_ids`. The step emits
     `accepted + 1` tokens unless EOS or the length limit cuts it.
+
+    The draft's text, decoded after the text committed before this step, is
+    `accepted_text + rejected_text`: the first part is also the start of `text`, the second
+    is the remainder the step did not commit ("" when it committed every candidate).
+    `draft_s` is the seconds the drafter's forward passes took for this step; None where
+    drafting is not timed apart (plain decoding, prompt lookup).
+
+    The fields after `t_s` default to empty, so records made before drafts were kept load.
     """
 
     token_ids: tuple[int, ...]
@@ -27,6 +38,10 @@ class Step:
     drafted: int
     accepted: int
     t_s: float
+    draft_ids: tuple[int, ...] = ()
+    accepted_text: str = ""
+    rejected_text: str = ""
+    draft_s: float | None = None
 
 
 @dataclass
@@ -59,5 +74,10 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, data: dict) -> RunRecord:
-        steps = [Step(**{**s, "token_ids": tuple(s["token_ids"])}) for s in data.get("steps", [])]
-        return cls(**{**data, "steps": steps})
+        return cls(**{**data, "steps": [_step_from_dict(s) for s in data.get("steps", [])]})
+
+
+def _step_from_dict(data: dict) -> Step:
+    # JSON turns tuples into lists; a step keeps its ids as tuples.
+    ids = {key: tuple(data[key]) for key in ("token_ids", "draft_ids") if key in data}
+    return Step(**{**data, **ids})

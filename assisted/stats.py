@@ -6,13 +6,28 @@ Terms (one definition each, used everywhere):
 
 - **step**: one target forward pass that verifies candidates. Plain decoding makes one
   step per token.
+- **draft**: the candidates the target verified in a step, as the target's token ids (for
+  universal assisted generation, already translated from the assistant's tokens).
 - **drafted** (γ): candidates the drafter proposed in a step. **accepted**: those the
-  target agreed with. A step emits accepted + 1 tokens (the +1 is the target's own token)
-  unless EOS or the length limit cuts it.
+  step committed, the common prefix of the draft and the step's tokens. A step emits
+  accepted + 1 tokens (the +1 is the target's own token) unless EOS or the length limit
+  cuts it.
+- **rejected**: drafted − accepted, the candidates a step did not commit: the target
+  disagreed with the first of them, or EOS or the length limit ended the step before it.
+- **accepted text**, **rejected text**: the draft's text, decoded after the text committed
+  before the step, split at the first rejection. The accepted text is also the start of
+  the step's text.
 - **new tokens**: tokens generated after the prompt.
 - **ttft_s** (time to first token): seconds from the start of the run to the first step's
   tokens; it includes the prompt's prefill.
 - **total_s**: seconds from the start of the run to the end of generation.
+- **step_s** (step time): seconds from the previous step's tokens to this step's; for the
+  first step, from the start of the run, so it includes the prefill.
+- **draft_s** (drafting time): seconds of the drafter's forward passes in a step, the
+  assistant's prefill and catch-up included. Timed for assistant models and early exit;
+  not for prompt lookup, whose drafting is a search of the token ids.
+- **target_s** (target time): step time − drafting time, the target's forward pass and
+  the loop around it; the whole step where drafting is not timed apart.
 - **tokens_per_s**: new tokens / total_s (end to end, prefill included).
 - **decode_tokens_per_s**: tokens after the first step / (total_s − ttft_s): the steady
   decoding rate with the prefill left out.
@@ -20,7 +35,8 @@ Terms (one definition each, used everywhere):
 - **tokens per step**: new tokens / steps (1.0 for plain decoding).
 - **accept histogram**: entry k counts the steps that accepted exactly k candidates.
 - **position acceptance**: entry i is the share of steps that drafted at least i + 1
-  candidates in which candidate i + 1 was accepted.
+  candidates in which candidate i + 1 was accepted: it shows where in a draft the first
+  rejection falls.
 - **speedup**: assisted tokens_per_s / plain tokens_per_s. For runs of equal length this is
   plain total_s / assisted total_s.
 - **cost ratio c**: time of one drafter forward pass per token / time of one plain target
@@ -101,6 +117,19 @@ def position_acceptance(record: RunRecord) -> list[float]:
     return rates
 
 
+def step_s(record: RunRecord) -> list[float]:
+    times = [step.t_s for step in record.steps]
+    return [t - previous for previous, t in zip([0.0, *times], times, strict=False)]
+
+
+def step_times(record: RunRecord) -> list[tuple[float | None, float]]:
+    """(draft_s, target_s) of each step; draft_s is None where drafting is not timed."""
+    return [
+        (step.draft_s, seconds - (step.draft_s or 0.0))
+        for step, seconds in zip(record.steps, step_s(record), strict=True)
+    ]
+
+
 def speedup(plain: RunRecord, assisted: RunRecord) -> float | None:
     plain_rate = tokens_per_s(plain)
     return tokens_per_s(assisted) / plain_rate if plain_rate > 0 else None
@@ -166,8 +195,27 @@ def predicted_speedup(alpha: float, gamma: float, c: float) -> float:
     return expected_tokens_per_step(alpha, gamma) / (gamma * c + 1)
 
 
+def per_step(record: RunRecord) -> list[dict]:
+    """One object per step: what it committed and when; in assisted runs also its draft,
+    as the accepted text (the start of `text`) and the rejected remainder."""
+    rows = []
+    for step, seconds in zip(record.steps, step_s(record), strict=True):
+        row = {"text": step.text, "t_s": _round(step.t_s), "step_s": _round(seconds)}
+        if record.mode == "assisted":
+            row.update(
+                drafted=step.drafted,
+                accepted=step.accepted,
+                accepted_text=step.accepted_text,
+                rejected_text=step.rejected_text,
+                draft_s=_round(step.draft_s),
+            )
+        rows.append(row)
+    return rows
+
+
 def summarize(record: RunRecord) -> dict:
-    """The per-run figures of the CLI's and the API's JSON."""
+    """The per-run figures of the CLI's and the API's JSON. `steps` is the count of steps;
+    `per_step` lists them."""
     summary = {
         "text": record.text,
         "new_tokens": new_tokens(record),
@@ -176,6 +224,7 @@ def summarize(record: RunRecord) -> dict:
         "tokens_per_s": _round(tokens_per_s(record)),
         "decode_tokens_per_s": _round(decode_tokens_per_s(record)),
         "steps": len(record.steps),
+        "per_step": per_step(record),
         "stopped": record.stopped,
     }
     if record.mode == "assisted":

@@ -3,8 +3,8 @@ summary, chart rows and the race replay's timeline. Imports neither torch nor gr
 
 Every figure comes from `assisted.stats` (a `summarize`/`compare`/`report` dict); this
 module only formats. The one thing it derives itself is where a step's text splits into
-the accepted candidates and the target's own token, because a `Step` carries the text of
-the whole step only (see `StepSplitter`).
+the accepted candidates and the target's own token (see `StepSplitter`); steps recorded
+since drafts are kept also carry that split, as `Step.accepted_text`.
 """
 
 from __future__ import annotations
@@ -262,6 +262,26 @@ def histogram_rows(accept_histogram: Sequence[int]) -> list[dict]:
     """Rows (accepted, steps) from `stats.accept_histogram`; `accepted` is a label so the
     chart shows one bar per count."""
     return [{"accepted": str(k), "steps": n} for k, n in enumerate(accept_histogram)]
+
+
+def position_rows(position_acceptance: Sequence[float]) -> list[dict]:
+    """Rows (position, accepted) from `stats.position_acceptance`: the share of steps whose
+    candidate at that position of the draft was accepted; `position` is a label, 1 first."""
+    return [
+        {"position": str(i + 1), "accepted": share} for i, share in enumerate(position_acceptance)
+    ]
+
+
+def step_time_rows(runs: dict[str, Sequence[tuple[float | None, float]]]) -> list[dict]:
+    """Rows (run, step, part, s) from `stats.step_times` of each run, to stack per step:
+    "drafting" where drafting was timed apart, then "target" (the rest of the step)."""
+    rows = []
+    for name, times in runs.items():
+        for index, (draft_s, target_s) in enumerate(times):
+            if draft_s is not None:
+                rows.append({"run": name, "step": index + 1, "part": "drafting", "s": draft_s})
+            rows.append({"run": name, "step": index + 1, "part": "target", "s": target_s})
+    return rows
 
 
 # -- race replay ---------------------------------------------------------------------------

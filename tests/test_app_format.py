@@ -108,6 +108,19 @@ def test_chart_rows_count_tokens_and_histogram_bars():
                                              (0.2, "plain", 2)]  # fmt: skip
 
 
+def test_rows_of_acceptance_by_position_and_of_time_per_step():
+    assert ui_format.position_rows([0.75, 0.5]) == [
+        {"position": "1", "accepted": 0.75},
+        {"position": "2", "accepted": 0.5},
+    ]
+    rows = ui_format.step_time_rows({"plain": [(None, 0.4)], "assisted": [(0.1, 0.6)]})
+    assert rows == [
+        {"run": "plain", "step": 1, "part": "target", "s": 0.4},
+        {"run": "assisted", "step": 1, "part": "drafting", "s": 0.1},
+        {"run": "assisted", "step": 1, "part": "target", "s": 0.6},
+    ]
+
+
 def test_chunks_survive_the_round_trip_through_state():
     chunk = Chunk(0.1, "a", "b", 2, 3, 1)
     assert ui_format.chunks_from_dicts([chunk.to_dict()]) == [chunk]

@@ -58,6 +58,36 @@ def test_json_line_follows_the_schema(tiny_dirs):
     assert "acceptance rate" in output and "speedup" in output
 
 
+def test_json_lists_each_step_with_its_draft(tiny_dirs):
+    code, output = run_cli(
+        "def add(a, b):",
+        "--target", str(tiny_dirs["target"]),
+        "--assistant", str(tiny_dirs["other"]),
+        "--max-new-tokens", "12",
+        "--draft-length", "4",
+        "--confidence-threshold", "0",
+        "--dtype", "float32",
+        "--json",
+    )  # fmt: skip
+    assert code == 0
+    result = json.loads(output.strip().splitlines()[-1])
+    plain, assisted = result["plain"], result["assisted"]
+    timing = {"text", "t_s", "step_s"}
+    assert [set(step) for step in plain["per_step"]] == [timing] * plain["steps"]
+    drafts = timing | {"drafted", "accepted", "accepted_text", "rejected_text", "draft_s"}
+    assert [set(step) for step in assisted["per_step"]] == [drafts] * assisted["steps"]
+    for run in (plain, assisted):
+        assert "".join(step["text"] for step in run["per_step"]) == run["text"]
+    for step in assisted["per_step"]:
+        # The draft is its accepted part, which the step committed, then the rest.
+        assert step["text"].startswith(step["accepted_text"])
+        assert 0 <= step["accepted"] <= step["drafted"] <= 4
+        assert step["rejected_text"] == "" or step["accepted"] < step["drafted"]
+        assert step["draft_s"] >= 0
+    assert sum(step["drafted"] for step in assisted["per_step"]) == assisted["drafted"]
+    assert any(step["rejected_text"] for step in assisted["per_step"])  # a random assistant
+
+
 def test_the_json_and_the_table_name_the_assistant_precision(tiny_dirs):
     code, output = run_cli(
         "def add(a, b):",

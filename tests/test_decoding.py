@@ -12,6 +12,7 @@ from transformers.generation.streamers import BaseStreamer
 from assisted import decoding, stats
 from assisted.decoding import RunDone, StepEvent
 from assisted.pairs import custom_pair, load_pair
+from assisted.record import RunRecord
 from assisted.settings import MAX_NEW_TOKENS_CAP, DraftSettings, RunSettings, SettingsError
 
 PROMPT = "def add(a, b):"
@@ -144,11 +145,94 @@ def test_steps_account_for_every_token(pair):
     times = [step.t_s for step in assisted.steps]
     assert times == sorted(times) and times[-1] <= assisted.total_s
     assert assisted.draft_forward_s and all(t > 0 for t in assisted.draft_forward_s)
+    # Each step's drafting time covers its passes, the assistant's prefill included.
+    assert all(step.draft_s is not None and step.draft_s >= 0 for step in assisted.steps)
+    assert sum(step.draft_s for step in assisted.steps) > sum(assisted.draft_forward_s)
 
 
 def test_plain_steps_are_single_tokens(pair):
     plain = records(pair, modes=("plain",))["plain"]
     assert all(len(s.token_ids) == 1 and s.drafted == 0 for s in plain.steps)
+    assert all(s.draft_ids == () and s.draft_s is None for s in plain.steps)
+
+
+def draft_in_context(tokenizer, before: list[int], draft: tuple[int, ...]) -> str:
+    """The draft's text as it would continue the output committed before it."""
+
+    def decode(ids):
+        return tokenizer.decode(ids, skip_special_tokens=True).rstrip("\ufffd")
+
+    return decode(before + list(draft))[len(decode(before)) :]
+
+
+def check_drafts(record, tokenizer) -> None:
+    """Every step's draft is what the target verified, split where the step stopped
+    agreeing with it: accepted part + rejected part = the draft's text."""
+    before: list[int] = []
+    for step in record.steps:
+        draft, committed = step.draft_ids, step.token_ids
+        assert step.drafted == len(draft)
+        assert committed[: step.accepted] == draft[: step.accepted]
+        if step.accepted < min(len(draft), len(committed)):
+            assert committed[step.accepted] != draft[step.accepted]
+        assert step.text.startswith(step.accepted_text)
+        assert step.accepted_text + step.rejected_text == draft_in_context(tokenizer, before, draft)
+        if step.accepted == step.drafted:
+            assert step.rejected_text == ""
+        before += committed
+
+
+def test_each_step_keeps_the_draft_the_target_verified(pair):
+    assisted = records(pair, modes=("assisted",))["assisted"]
+    check_drafts(assisted, pair.tokenizer)
+    assert any(step.rejected_text for step in assisted.steps)  # a random assistant errs
+
+
+def test_an_identical_assistant_drafting_eos_has_every_candidate_accepted(self_pair, monkeypatch):
+    ids = decoding.encode_prompt(self_pair, PROMPT)
+    plain = next(e for e in decoding.run(self_pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
+    # Make the target's third token its EOS: the assistant drafts up to it, the target
+    # agrees, and the step ends there, with no token of the target's own after the draft.
+    eos = plain.record.token_ids[2]
+    monkeypatch.setattr(self_pair.target.generation_config, "eos_token_id", eos)
+    events = decoding.run(self_pair, ids, "assisted", GREEDY, DRAFT)
+    (step,) = [e.step for e in events if isinstance(e, StepEvent)]
+    assert step.token_ids == step.draft_ids == tuple(plain.record.token_ids[:3])
+    assert step.drafted == step.accepted == 3
+    assert step.rejected_text == "" and step.accepted_text == step.text
+
+
+@pytest.fixture
+def lookup_pair(tiny_dirs):
+    """Prompt lookup on a target that always predicts one token, `repeat`: drafts copied
+    from a prompt of that token repeated are all accepted."""
+    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    repeat = lookup.tokenizer("a")["input_ids"][0]
+
+    def always_repeat(module, args, logits):
+        forced = torch.zeros_like(logits)
+        forced[..., repeat] = 1.0
+        return forced
+
+    handle = lookup.target.lm_head.register_forward_hook(always_repeat)
+    yield lookup, repeat
+    handle.remove()
+
+
+def test_a_step_the_length_limit_cuts_counts_every_committed_candidate(lookup_pair):
+    lookup, repeat = lookup_pair
+    lookup_draft = DraftSettings(prompt_lookup_num_tokens=4)
+    # 7 new tokens: a full step of 4 candidates + the target's own, then 2 of the next 4
+    # candidates fit; the limit cuts the step before the target's own token.
+    events = decoding.run(
+        lookup, [repeat] * 8, "assisted", RunSettings(max_new_tokens=7), lookup_draft
+    )
+    steps = [e.step for e in events if isinstance(e, StepEvent)]
+    assert [(s.drafted, s.accepted, len(s.token_ids)) for s in steps] == [(4, 4, 5), (4, 2, 2)]
+    assert steps[1].rejected_text == "aa"  # the two candidates past the limit
+    assert all(step.draft_s is None for step in steps)  # a lookup is not timed apart
+    record = RunRecord(mode="assisted", drafter="prompt-lookup", prompt_tokens=8, steps=steps)
+    check_drafts(record, lookup.tokenizer)
 
 
 def test_prompt_lookup_is_lossless(tiny_dirs):

@@ -1,5 +1,6 @@
 """Statistics on hand-made records: arithmetic and the Leviathan et al. model."""
 
+import json
 import math
 
 import pytest
@@ -127,10 +128,76 @@ def test_compare_and_report_schema():
     assert only_plain["assisted"] is None and only_plain["speedup"] is None
 
 
+# Two steps with their drafts: the first drafted "de f" and committed "de" and its own "x";
+# the second committed its whole draft "g", then its own "h".
+DRAFTED = RunRecord(
+    "assisted",
+    "assistant",
+    7,
+    [
+        Step((1, 2), "dex", 3, 1, 0.5, (1, 5, 6), "de", " f", 0.2),
+        Step((7, 8), "gh", 1, 1, 0.8, (7,), "g", "", 0.1),
+    ],
+    total_s=0.8,
+)
+
+
+def test_step_times_split_drafting_from_the_target():
+    assert stats.step_s(DRAFTED) == pytest.approx([0.5, 0.3])
+    (draft_1, target_1), (draft_2, target_2) = stats.step_times(DRAFTED)
+    assert (draft_1, draft_2) == (0.2, 0.1)
+    assert (target_1, target_2) == pytest.approx((0.3, 0.2))
+    # Plain steps and prompt lookup's are not split: the whole step is the target's.
+    lookup = make_record([(2, 3, 1, 1.0), (1, 3, 0, 1.5)], drafter="prompt-lookup")
+    assert stats.step_times(lookup) == [(None, 1.0), (None, 0.5)]
+    assert [d for d, _ in stats.step_times(PLAIN)] == [None] * 9
+
+
+def test_the_summary_lists_each_step_beside_the_count_of_steps():
+    result = stats.report("pair", "cpu", "float32", PLAIN, DRAFTED)
+    plain, assisted = result["plain"], result["assisted"]
+    assert plain["steps"] == len(plain["per_step"]) == 9
+    assert plain["per_step"][1] == {"text": "x", "t_s": 1.5, "step_s": 0.5}
+    assert assisted["steps"] == 2
+    assert assisted["per_step"] == [
+        {
+            "text": "dex",
+            "t_s": 0.5,
+            "step_s": 0.5,
+            "drafted": 3,
+            "accepted": 1,
+            "accepted_text": "de",
+            "rejected_text": " f",
+            "draft_s": 0.2,
+        },
+        {
+            "text": "gh",
+            "t_s": 0.8,
+            "step_s": 0.3,
+            "drafted": 1,
+            "accepted": 1,
+            "accepted_text": "g",
+            "rejected_text": "",
+            "draft_s": 0.1,
+        },
+    ]
+    assert json.loads(json.dumps(result)) == result
+
+
 def test_record_round_trips_through_dict():
     again = RunRecord.from_dict(ASSISTED.to_dict())
     assert again == ASSISTED
     assert again.text == "x" * 10
+
+
+def test_a_record_with_drafts_round_trips_through_json_and_an_old_one_still_loads():
+    step = Step((5, 6), "ab", 3, 1, 0.4, (5, 7, 8), "a", "cd", 0.1)
+    record = RunRecord("assisted", "assistant", 3, [step], total_s=0.4)
+    assert RunRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    old = record.to_dict()
+    for key in ("draft_ids", "accepted_text", "rejected_text", "draft_s"):
+        del old["steps"][0][key]
+    assert RunRecord.from_dict(old).steps[0] == Step((5, 6), "ab", 3, 1, 0.4)
 
 
 def test_geometric_mean_and_median():
