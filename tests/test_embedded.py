@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from assisted import embedded, pairs
+from assisted import embedded, fetch, pairs
 from assisted.embedded import EmbeddedModel, EmbeddedModelError
 
 PARTS = [b"GGUF first part ", b"second part ", b"and the third"]
@@ -179,6 +179,7 @@ def test_loading_the_cached_pair_logs_no_gguf_warning(
     messages.clear()
     monkeypatch.setitem(embedded.MODELS, "embedded:target", fake_model)
     monkeypatch.setattr(pairs, "_loaded", OrderedDict())
+    monkeypatch.setattr(fetch, "_fetched", {})  # the real embedded pair is not this one
     spec = pairs.PairSpec("embedded-test", "embedded:target", "prompt-lookup")
     pair = pairs.load_pair(spec, device="cpu", dtype="bfloat16")
     assert pair.dtype == torch.bfloat16
