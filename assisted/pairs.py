@@ -293,10 +293,11 @@ def fetch_pair(
             progress(message, fraction)
 
 
-def is_loaded(spec: PairSpec, device: str = "auto", dtype: str = "auto") -> bool:
-    """Whether `spec` is in memory for this device and dtype (a quick look; loads nothing)."""
+def loaded(spec: PairSpec, device: str = "auto", dtype: str = "auto") -> LoadedPair | None:
+    """`spec`'s pair if it is in memory for this device and dtype; loads nothing."""
     torch_device = choose_device(device)
-    return (spec, str(torch_device), str(choose_dtype(torch_device, dtype))) in _loaded
+    with _lock:
+        return _cached((spec, str(torch_device), str(choose_dtype(torch_device, dtype))))
 
 
 def loaded_pairs() -> list[str]:
