@@ -9,6 +9,8 @@ Environment:
 - ASSISTED_DEVICE, ASSISTED_DTYPE: where and in what precision pairs load (default "auto").
 - ASSISTED_ALLOW_LOCAL=1: accept local model folders as custom ids. Off by default, so a
   public Space never loads files from its own disk on a visitor's request.
+- ASSISTED_ALLOW_CUSTOM=0: offer no custom pairs (the inputs are hidden, the API refuses them).
+- ASSISTED_PAIRS: the registry pairs to offer, as a comma list (default: all of them).
 - SPACE_ID (set by Hugging Face Spaces): load the default pair at import, as ZeroGPU wants.
 """
 
@@ -85,14 +87,32 @@ class AppConfig:
     device: str = "auto"
     dtype: str = "auto"
     allow_local: bool = False
+    allow_custom: bool = True
 
     @classmethod
     def from_env(cls) -> "AppConfig":
+        registry = offered_pairs(os.environ.get("ASSISTED_PAIRS", ""))
+        default = pairs.DEFAULT_PAIR if pairs.DEFAULT_PAIR in registry else next(iter(registry))
         return cls(
+            registry=registry,
+            default_pair=default,
             device=os.environ.get("ASSISTED_DEVICE", "auto"),
             dtype=os.environ.get("ASSISTED_DTYPE", "auto"),
             allow_local=os.environ.get("ASSISTED_ALLOW_LOCAL", "") == "1",
+            allow_custom=os.environ.get("ASSISTED_ALLOW_CUSTOM", "1") != "0",
         )
+
+
+def offered_pairs(names: str) -> dict[str, PairSpec]:
+    """The registry pairs named in a comma list (ASSISTED_PAIRS), in its order; empty: all."""
+    chosen = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in pairs.PAIRS]
+    if unknown:
+        raise ValueError(
+            f"ASSISTED_PAIRS names unknown pairs: {', '.join(unknown)}; "
+            f"known pairs: {', '.join(pairs.PAIRS)}"
+        )
+    return {name: pairs.PAIRS[name] for name in chosen} if chosen else dict(pairs.PAIRS)
 
 
 # Stop requests, by session: the Stop button sets the event of its session's running
@@ -444,6 +464,11 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
 
     def spec_for(pair: str, custom_target: str, custom_assistant: str) -> tuple[PairSpec, bool]:
         """The spec to load and whether local folders are allowed for it."""
+        if pair == CUSTOM and not config.allow_custom:  # the page's Load pair button, hidden
+            raise gr.Error(
+                "Custom pairs are turned off on this server (ASSISTED_ALLOW_CUSTOM=0).",
+                title="Pair",
+            )
         if pair == CUSTOM:
             if not (custom_target or "").strip():
                 raise gr.Error("Enter a target model id for the custom pair.", title="Pair")
@@ -798,9 +823,10 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         except (TypeError, ValueError):  # a field being typed into
             return gr.skip()
 
-    pair_choices = [(name, name) for name in registry] + [
-        ("custom: enter target / assistant ids", CUSTOM)
-    ]
+    pair_choices = [(name, name) for name in registry]
+    # Without the choice, Gradio itself refuses "custom" from API clients, naming the choices.
+    if config.allow_custom:
+        pair_choices.append(("custom: enter target / assistant ids", CUSTOM))
 
     with gr.Blocks(title="Assisted generation, side by side") as demo:
         gr.Markdown(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import gradio as gr
 import pytest
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -105,3 +106,51 @@ def test_a_failed_download_is_an_error_and_the_pairs_in_memory_stay_usable(serve
     assert fetch.fetched("tiny-hub/broken") is None and not fetch._jobs
     assert not [name for name in pairs.loaded_pairs() if "broken" in name]
     assert comparer.predict(**settings(), api_name="/compare")[-1]["identical"] is True
+
+
+def test_custom_pairs_can_be_turned_off(registry):
+    config = app.AppConfig(
+        registry=registry, default_pair="tiny", dtype="float32", allow_custom=False
+    )
+    demo, url = launch(config)
+    try:
+        client = gradio_client.Client(url, verbose=False)
+        custom = settings(pair="custom", custom_target=HUB_ID)
+        refused = r"custom is not in the list of choices: \['tiny'\]"
+        with pytest.raises(gradio_client.exceptions.AppError, match=refused):
+            client.predict(**custom, api_name="/compare")
+        assert client.predict(**settings(), api_name="/compare")[-1]["identical"] is True
+    finally:
+        demo.close()
+    # The page's Load pair button is hidden, and its handler refuses too.
+    [load_custom] = [block.fn for block in demo.fns.values() if block.name == "load_custom"]
+    with pytest.raises(gr.Error, match="ASSISTED_ALLOW_CUSTOM=0"):
+        next(load_custom(HUB_ID, ""))
+
+
+def dropdown_choices(demo, elem_id: str) -> list[str]:
+    [dropdown] = [block for block in demo.blocks.values() if block.elem_id == elem_id]
+    return [value for _, value in dropdown.choices]
+
+
+def test_operator_settings_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ASSISTED_PAIRS", " smollm2-1.7b, embedded-prompt-lookup ")
+    monkeypatch.setenv("ASSISTED_ALLOW_CUSTOM", "0")
+    config = app.AppConfig.from_env()
+    assert list(config.registry) == ["smollm2-1.7b", "embedded-prompt-lookup"]
+    assert config.default_pair == "smollm2-1.7b"  # the embedded pair is not offered
+    assert config.allow_custom is False and config.allow_local is False
+    demo = app.build_demo(config)
+    assert dropdown_choices(demo, "pair") == ["smollm2-1.7b", "embedded-prompt-lookup"]
+    assert dropdown_choices(demo, "bench-pair") == ["smollm2-1.7b", "embedded-prompt-lookup"]
+
+    monkeypatch.setenv("ASSISTED_PAIRS", "embedded,no-such-pair")
+    with pytest.raises(ValueError, match="unknown pairs: no-such-pair"):
+        app.AppConfig.from_env()
+
+    monkeypatch.delenv("ASSISTED_PAIRS")
+    monkeypatch.delenv("ASSISTED_ALLOW_CUSTOM")
+    config = app.AppConfig.from_env()
+    assert config.registry == pairs.PAIRS and config.default_pair == pairs.DEFAULT_PAIR
+    assert config.allow_custom is True
+    assert dropdown_choices(app.build_demo(config), "pair")[-1] == app.CUSTOM
