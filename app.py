@@ -541,6 +541,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         confidence_threshold: float,
         chat_template: bool,
         request: gr.Request,
+        event: gr.EventData,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
     ) -> Iterator[tuple]:
         """Run plain decoding, then assisted generation, on one prompt; stream both.
@@ -548,6 +549,10 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         Every yield carries all outputs; the last one carries the JSON result (the schema
         of the CLI's --json)."""
         if not (prompt or "").strip():
+            if event.target is None:  # an API call, not a click: an error, like any bad input
+                raise gr.Error(
+                    "the prompt is empty: type something to generate from", title="Settings"
+                )
             gr.Warning("Type a prompt first: nothing was run.", title="Empty prompt")
             yield ("Nothing ran: the prompt is empty.", *[gr.skip()] * (len(outputs) - 1))
             return
