@@ -154,3 +154,20 @@ def test_operator_settings_from_the_environment(monkeypatch):
     assert config.registry == pairs.PAIRS and config.default_pair == pairs.DEFAULT_PAIR
     assert config.allow_custom is True
     assert dropdown_choices(app.build_demo(config), "pair")[-1] == app.CUSTOM
+
+
+def test_a_request_waiting_for_the_device_sees_its_place_and_can_stop(server):
+    client = gradio_client.Client(server, verbose=False)
+    holder = app._device.turn()
+    list(holder.waiting())  # another request is using the device
+    try:
+        job = client.submit(**settings(), api_name="/compare")
+        for values in job:
+            if "Waiting for the device" in values[0]:
+                break
+        assert "1 request ahead" in values[0]
+        app._stops[client.session_hash].set()  # what the Stop button does for this session
+        final = job.result()
+    finally:
+        holder.leave()
+    assert "Stopped" in final[0] and final[-1] is None
