@@ -18,6 +18,7 @@ on a pair already in memory.
 
 from __future__ import annotations
 
+import atexit
 import io
 import os
 import threading
@@ -34,6 +35,7 @@ Check = Callable[[str, Path], None]
 """Raises if the model whose config is in the folder cannot be used."""
 
 POLL_S = 1.0  # how often a waiter reports progress, and notices that it should stop waiting
+EXIT_WAIT_S = 10.0  # at exit, how long cancelled jobs get to notice and clean up
 CONFIG_FILES = ["config.json"]
 # What from_pretrained reads from a repository: configs, tokenizer files and the weights, as
 # safetensors. A repository without safetensors falls back to pickled .bin weights, which
@@ -78,6 +80,7 @@ class _Job:
 _jobs: dict[str, _Job] = {}
 _fetched: dict[str, Path] = {}  # finished jobs: ref → folder
 _jobs_lock = threading.Lock()
+_exiting = threading.Event()  # set at exit: no new jobs
 
 
 def fetching(ref: str, check: Check) -> Generator[tuple[str, float | None], None, Path]:
@@ -129,11 +132,13 @@ def hub_files(repo_id: str, patterns: list[str], progress: ByteProgress) -> Path
 
 def _join(ref: str, check: Check) -> _Job:
     with _jobs_lock:
+        if _exiting.is_set():
+            raise FetchCancelled(f"the program is exiting: {ref} was not fetched")
         job = _jobs.get(ref)
         if job is None:
             job = _jobs[ref] = _Job(ref, f"Fetching {ref}")
             thread = threading.Thread(target=_run, args=(job, check), name=f"fetch {ref}")
-            thread.daemon = True  # an exiting CLI does not wait for a download
+            thread.daemon = True  # an exiting program cancels it instead (_cancel_at_exit)
             thread.start()
         job.waiters += 1
         job.cancelled.clear()  # someone waits again: carry on, unless it is too late
@@ -145,6 +150,19 @@ def _leave(job: _Job) -> None:
         job.waiters -= 1
         if job.waiters == 0 and not job.folder.done():
             job.cancelled.set()
+
+
+@atexit.register
+def _cancel_at_exit() -> None:
+    """Cancel the jobs still running, and give them a moment to delete their partial files.
+    Downloads and the assembly of GGUF parts stop at their next progress report; a GGUF
+    conversion inside Transformers reports none, and leaves its scratch folder."""
+    with _jobs_lock:
+        _exiting.set()
+        jobs = list(_jobs.values())
+    for job in jobs:
+        job.cancelled.set()
+    wait([job.folder for job in jobs], timeout=EXIT_WAIT_S)
 
 
 def _run(job: _Job, check: Check) -> None:

@@ -119,6 +119,16 @@ def test_a_download_no_one_waits_for_is_cancelled_and_leaves_nothing(hub):
     assert fetch.fetched(REPO) is None
 
 
+def test_an_exiting_program_cancels_its_downloads(hub, monkeypatch):
+    thread, outcome = in_background(pairs.fetch_pair, custom_pair(REPO, None))
+    wait_for(lambda: waiters(REPO) == 1)
+    monkeypatch.setattr(fetch, "_exiting", threading.Event())
+    fetch._cancel_at_exit()  # what atexit runs, with the waiter still there
+    assert isinstance(hub.ended_by, fetch.FetchCancelled) and not fetch._jobs
+    thread.join(10)
+    assert "exiting" in str(outcome["error"])
+
+
 def test_a_download_goes_on_while_anyone_still_waits(hub, tiny_dirs):
     leaving = pairs.fetching(custom_pair(REPO, None))
     next(leaving)
