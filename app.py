@@ -9,12 +9,15 @@ Environment:
 - ASSISTED_DEVICE, ASSISTED_DTYPE: where and in what precision pairs load (default "auto").
 - ASSISTED_ALLOW_LOCAL=1: accept local model folders as custom ids. Off by default, so a
   public Space never loads files from its own disk on a visitor's request.
+- ASSISTED_ALLOW_CUSTOM=0: offer no custom pairs (the inputs are hidden, the API refuses them).
+- ASSISTED_PAIRS: the registry pairs to offer, as a comma list (default: all of them).
 - SPACE_ID (set by Hugging Face Spaces): load the default pair at import, as ZeroGPU wants.
 """
 
 import spaces  # first: on ZeroGPU it must patch CUDA before anything touches it
 
 # isort: split
+import itertools
 import os
 import threading
 import time
@@ -25,6 +28,7 @@ import gradio as gr
 import pandas as pd
 
 from assisted import bench, decoding, pairs, stats
+from assisted.device_queue import DeviceQueue, Turn
 from assisted.examples import Example, load_folder
 from assisted.pairs import PairError, PairSpec
 from assisted.record import RunRecord, Step
@@ -63,6 +67,9 @@ CUSTOM = "custom"  # the dropdown's choice for user-supplied target/assistant id
 MODES = ("plain", "assisted")
 DEFAULT_MAX_NEW_TOKENS = 64
 QUEUE_MAX_SIZE = 16  # requests waiting for the device; more are turned away
+# Requests past Gradio's queue at once. Each fetches its pair's files, then waits for its
+# turn on the device (`_device`), so a download holds up no one whose pair is in memory.
+VISITORS_AT_ONCE = 8
 YIELD_EVERY_S = 0.08  # stream at most this often while steps arrive (phases always stream)
 REPLAY_FRAME_S = 0.05
 GPU_MAX_S = 240  # ZeroGPU budget for one comparison
@@ -82,19 +89,41 @@ class AppConfig:
     device: str = "auto"
     dtype: str = "auto"
     allow_local: bool = False
+    allow_custom: bool = True
 
     @classmethod
     def from_env(cls) -> "AppConfig":
+        registry = offered_pairs(os.environ.get("ASSISTED_PAIRS", ""))
+        default = pairs.DEFAULT_PAIR if pairs.DEFAULT_PAIR in registry else next(iter(registry))
         return cls(
+            registry=registry,
+            default_pair=default,
             device=os.environ.get("ASSISTED_DEVICE", "auto"),
             dtype=os.environ.get("ASSISTED_DTYPE", "auto"),
             allow_local=os.environ.get("ASSISTED_ALLOW_LOCAL", "") == "1",
+            allow_custom=os.environ.get("ASSISTED_ALLOW_CUSTOM", "1") != "0",
         )
+
+
+def offered_pairs(names: str) -> dict[str, PairSpec]:
+    """The registry pairs named in a comma list (ASSISTED_PAIRS), in its order; empty: all."""
+    chosen = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in pairs.PAIRS]
+    if unknown:
+        raise ValueError(
+            f"ASSISTED_PAIRS names unknown pairs: {', '.join(unknown)}; "
+            f"known pairs: {', '.join(pairs.PAIRS)}"
+        )
+    return {name: pairs.PAIRS[name] for name in chosen} if chosen else dict(pairs.PAIRS)
 
 
 # Stop requests, by session: the Stop button sets the event of its session's running
 # comparison, and the backend ends the run within one step.
 _stops: dict[str, threading.Event] = {}
+# One request at a time uses the device, in order of arrival: timed runs, and loading pairs
+# into memory, which would slow a timed run down. Requests join only once their files are
+# fetched.
+_device = DeviceQueue()
 
 EXPLANATION = """
 **Assisted generation** (speculative decoding) pairs the large *target* model with a small
@@ -309,6 +338,30 @@ def _histogram_frame(histogram: list[int]) -> pd.DataFrame:
     return frame.astype({"accepted": str, "steps": int})
 
 
+def _idle_frame(status: str) -> tuple:
+    """Every output's value before the runs start (files fetched, or waiting for the device)."""
+    return (
+        status,
+        run_html([], "plain", placeholder="Plain decoding runs first…"),
+        run_html([], "assisted", placeholder="Assisted generation runs after plain decoding…"),
+        stat_card_html(None, empty="runs once the device is free"),
+        stat_card_html(None, empty="runs after plain decoding"),
+        "The comparison appears here once both runs have finished.",
+        _timeline_frame({mode: [] for mode in MODES}),
+        _histogram_frame([]),
+        None,
+        None,
+    )
+
+
+def _waiting_status(ahead: int) -> str:
+    requests = "request" if ahead == 1 else "requests"
+    return (
+        f"**Waiting for the device:** {ahead} {requests} ahead of yours. Runs take turns, "
+        "so each is timed alone."
+    )
+
+
 def _gpu_duration(spec, device, dtype, allow_local, prompt, settings, draft, stop_key) -> int:
     # Warm-up plus two runs; a generous per-token allowance for a shared GPU.
     return min(GPU_MAX_S, 30 + int(0.25 * 2 * settings.max_new_tokens))
@@ -427,6 +480,11 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
 
     def spec_for(pair: str, custom_target: str, custom_assistant: str) -> tuple[PairSpec, bool]:
         """The spec to load and whether local folders are allowed for it."""
+        if pair == CUSTOM and not config.allow_custom:  # the page's Load pair button, hidden
+            raise gr.Error(
+                "Custom pairs are turned off on this server (ASSISTED_ALLOW_CUSTOM=0).",
+                title="Pair",
+            )
         if pair == CUSTOM:
             if not (custom_target or "").strip():
                 raise gr.Error("Enter a target model id for the custom pair.", title="Pair")
@@ -451,11 +509,38 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                 spec, config.device, config.dtype, progress=report, allow_local=allow_local
             )
         except Exception as error:  # the previously loaded pairs stay loaded
-            raise gr.Error(
-                f"Could not load {spec.name}: {error}. The pairs already in memory "
-                f"({', '.join(pairs.loaded_pairs()) or 'none'}) are still usable.",
-                title="Pair not loaded",
-            ) from error
+            raise not_loaded(spec, error) from error
+
+    def not_loaded(spec: PairSpec, error: Exception) -> gr.Error:
+        return gr.Error(
+            f"Could not load {spec.name}: {error}. The pairs already in memory "
+            f"({', '.join(pairs.loaded_pairs()) or 'none'}) are still usable.",
+            title="Pair not loaded",
+        )
+
+    def fetch_status(spec: PairSpec, allow_local: bool) -> Iterator[str]:
+        """Status lines while the pair's files are fetched (nothing if they are here)."""
+        try:
+            for message, fraction in pairs.fetching(spec, allow_local):
+                done = f" ({fraction:.0%})" if fraction is not None else ""
+                yield (
+                    f"**{message}**{done}. Comparisons on the pairs in memory go on "
+                    "meanwhile; yours runs once the files are here."
+                )
+        except Exception as error:
+            raise not_loaded(spec, error) from error
+
+    def until_ready(
+        spec: PairSpec, allow_local: bool, turn: Turn, stop: threading.Event
+    ) -> Iterator[str]:
+        """Status lines while the pair's files are fetched, then while the request waits for
+        its turn on the device; ends early when Stop is pressed. The download comes first,
+        outside the line, so it holds up no one comparing on a pair in memory."""
+        waiting = map(_waiting_status, turn.waiting())  # joins the line once fetched
+        for status in itertools.chain(fetch_status(spec, allow_local), waiting):
+            if stop.is_set():
+                return
+            yield status
 
     def compare(
         prompt: str,
@@ -473,6 +558,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         chat_template: bool,
         assistant_quant: str,
         request: gr.Request,
+        event: gr.EventData,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
     ) -> Iterator[tuple]:
         """Run plain decoding, then assisted generation, on one prompt; stream both.
@@ -480,6 +566,10 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         Every yield carries all outputs; the last one carries the JSON result (the schema
         of the CLI's --json)."""
         if not (prompt or "").strip():
+            if event.target is None:  # an API call, not a click: an error, like any bad input
+                raise gr.Error(
+                    "the prompt is empty: type something to generate from", title="Settings"
+                )
             gr.Warning("Type a prompt first: nothing was run.", title="Empty prompt")
             yield ("Nothing ran: the prompt is empty.", *[gr.skip()] * (len(outputs) - 1))
             return
@@ -514,14 +604,21 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             ).validate_for(spec.drafter)
         except SettingsError as error:
             raise gr.Error(str(error), title="Settings") from error
-        load(spec, allow_local, progress)
         stop_key = request.session_hash or str(id(request))
         stop = _stops[stop_key] = threading.Event()
+        turn = _device.turn()
         try:
+            for status in until_ready(spec, allow_local, turn, stop):
+                yield _idle_frame(status)
+            if stop.is_set():
+                yield _idle_frame("**Stopped** before the timed runs started.")
+                return
+            load(spec, allow_local, progress)
             yield from stream_comparison(
                 spec, config.device, config.dtype, allow_local, prompt, settings, draft, stop_key
             )
         finally:
+            turn.leave()
             if _stops.get(stop_key) is stop:
                 del _stops[stop_key]
 
@@ -584,18 +681,37 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             draft.assistant_quant,
         )
 
-    def load_chosen(pair: str, progress: gr.Progress = gr.Progress()) -> str:  # noqa: B008
+    def load_chosen(pair: str, progress: gr.Progress = gr.Progress()) -> Iterator[str]:  # noqa: B008
         if pair == CUSTOM:
-            return (
+            yield (
                 "Enter a target id and an assistant id (or leave the assistant empty for "
                 "prompt lookup), then press **Load pair**."
             )
+            return
         spec, allow_local = spec_for(pair, "", "")
-        return _pair_status(load(spec, allow_local, progress))
+        yield from load_into_memory(spec, allow_local, progress)
 
-    def load_custom(target: str, assistant: str, progress: gr.Progress = gr.Progress()) -> str:  # noqa: B008
+    def load_custom(
+        target: str,
+        assistant: str,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008
+    ) -> Iterator[str]:
         spec, allow_local = spec_for(CUSTOM, target, assistant)
-        return _pair_status(load(spec, allow_local, progress))
+        yield from load_into_memory(spec, allow_local, progress)
+
+    def load_into_memory(spec: PairSpec, allow_local: bool, progress: gr.Progress) -> Iterator[str]:
+        """The pair's status lines: fetched, then loaded on the device's turn (the turn is
+        skipped for a pair already in memory)."""
+        turn = _device.turn()
+        try:
+            yield from fetch_status(spec, allow_local)
+            pair = pairs.loaded(spec, config.device, config.dtype)
+            if pair is None:
+                yield from map(_waiting_status, turn.waiting())
+                pair = load(spec, allow_local, progress)
+            yield _pair_status(pair)
+        finally:
+            turn.leave()
 
     def toggle_sampling(mode: str):
         return gr.update(visible=mode == "sampling")
@@ -658,7 +774,13 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         yield (f"**Loading** `{spec.name}`…", *empty)
         stop_key = f"{request.session_hash or id(request)}:benchmark"
         stop = _stops[stop_key] = threading.Event()
+        turn = _device.turn()
         try:
+            for status in until_ready(spec, True, turn, stop):
+                yield (status, *empty)
+            if stop.is_set():
+                yield ("**Stopped** before the timed runs started: no report.", *empty)
+                return
             load(spec, True, progress)
             start = time.perf_counter()
             done = total = 0
@@ -700,6 +822,7 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             else:
                 yield ("The benchmark ended without a report.", *empty)
         finally:
+            turn.leave()
             if _stops.get(stop_key) is stop:
                 del _stops[stop_key]
 
@@ -738,9 +861,10 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         except (TypeError, ValueError):  # a field being typed into
             return gr.skip()
 
-    pair_choices = [(name, name) for name in registry] + [
-        ("custom: enter target / assistant ids", CUSTOM)
-    ]
+    pair_choices = [(name, name) for name in registry]
+    # Without the choice, Gradio itself refuses "custom" from API clients, naming the choices.
+    if config.allow_custom:
+        pair_choices.append(("custom: enter target / assistant ids", CUSTOM))
 
     with gr.Blocks(title="Assisted generation, side by side") as demo:
         gr.Markdown(
@@ -1048,8 +1172,9 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             ],
             outputs=outputs,
             api_name="compare",
-            concurrency_limit=1,
-            concurrency_id="device",
+            # Many at once: each fetches its files, then takes its turn on the device.
+            concurrency_limit=VISITORS_AT_ONCE,
+            concurrency_id="visitors",
             # One progress display, on the status line: ten spinners would be noise, and a
             # browser on the server's own CPU would repaint them while runs are timed.
             show_progress="minimal",
@@ -1087,16 +1212,16 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             inputs=pair,
             outputs=pair_status,
             api_visibility="private",
-            concurrency_id="device",
-            concurrency_limit=1,
+            concurrency_id="pair-status",
+            concurrency_limit=VISITORS_AT_ONCE,
         )
         load_btn.click(
             load_custom,
             inputs=[custom_target, custom_assistant],
             outputs=pair_status,
             api_visibility="private",
-            concurrency_id="device",
-            concurrency_limit=1,
+            concurrency_id="pair-status",
+            concurrency_limit=VISITORS_AT_ONCE,
         )
         bench_btn.click(
             run_benchmark,
@@ -1118,8 +1243,8 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
                 bench_report,
             ],
             api_name="benchmark",
-            concurrency_limit=1,
-            concurrency_id="device",  # shared with Compare: one device, timings never race
+            concurrency_limit=VISITORS_AT_ONCE,
+            concurrency_id="visitors",  # like Compare: it takes its turn on the device
             show_progress="minimal",
             show_progress_on=bench_status,
         )
@@ -1161,8 +1286,8 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             inputs=pair,
             outputs=pair_status,
             api_visibility="private",
-            concurrency_id="device",
-            concurrency_limit=1,
+            concurrency_id="pair-status",
+            concurrency_limit=VISITORS_AT_ONCE,
         )
     demo.queue(max_size=QUEUE_MAX_SIZE)
     return demo

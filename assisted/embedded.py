@@ -5,6 +5,11 @@ The parts are installed by requirements.txt as plain data packages. We locate th
 refuse a sha256 mismatch, convert the GGUF with Transformers (through the `gguf` package)
 and save safetensors + config + tokenizer under the cache folder. A later start loads the
 converted folder like any local model, in seconds.
+
+The saved config leaves out the GGUF `quantization_config` that the conversion's model
+carries: the cached weights are plain, dequantized float32, and Transformers 5.23 would take
+a folder whose config still names GGUF for a packed GGUF checkpoint (it warns on every load
+in bf16). A cache written before this fix is repaired in place on its first load.
 """
 
 from __future__ import annotations
@@ -109,6 +114,7 @@ def converted_dir(model: EmbeddedModel, progress: Progress | None = None) -> Pat
     """The cached Transformers folder for `model`, converted from the GGUF parts if needed."""
     folder = cache_root() / f"{model.name}-{model.sha256[:12]}"
     if _is_complete(folder):
+        _repair(folder)
         return folder
     if folder.exists():
         shutil.rmtree(folder)  # partial or corrupt: rebuild from the parts
@@ -124,6 +130,7 @@ def converted_dir(model: EmbeddedModel, progress: Progress | None = None) -> Pat
         output = scratch_path / "model"
         _convert(gguf_path, output)
         gguf_path.unlink()
+        _drop_gguf_quantization(output)
         files = {p.name: p.stat().st_size for p in output.iterdir()}
         (output / _MARKER).write_text(json.dumps({"sha256": model.sha256, "files": files}))
         output.rename(folder)
@@ -148,6 +155,34 @@ def _convert(gguf_path: Path, output: Path) -> None:
     model.config.save_pretrained(output)
     model.generation_config.save_pretrained(output)
     tokenizer.save_pretrained(output)
+
+
+def _drop_gguf_quantization(folder: Path) -> bool:
+    """Remove the GGUF `quantization_config` from the folder's config.json; False if absent."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    if (config.get("quantization_config") or {}).get("quant_method") != "gguf":
+        return False
+    del config["quantization_config"]
+    _replace_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return True
+
+
+def _repair(folder: Path) -> None:
+    """Fix a cache written before conversion dropped the GGUF quantization_config."""
+    if _drop_gguf_quantization(folder):
+        # The marker records each file's size, and config.json's just changed. (Were we
+        # stopped before this write, the next start would convert again: slow, never wrong.)
+        marker = json.loads((folder / _MARKER).read_text())
+        marker["files"]["config.json"] = (folder / "config.json").stat().st_size
+        _replace_text(folder / _MARKER, json.dumps(marker))
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Write beside `path`, then rename: an interrupted write leaves the old file whole."""
+    scratch = path.with_name(f".{path.name}.new")
+    scratch.write_text(text)
+    scratch.replace(path)
 
 
 def _is_complete(folder: Path) -> bool:

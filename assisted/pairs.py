@@ -18,11 +18,12 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from assisted import embedded
+from assisted import embedded, fetch
 from assisted.settings import DraftSettings
 
 if TYPE_CHECKING:
@@ -238,7 +239,8 @@ def cpu_has_native_bf16() -> bool:
 
 
 # Loaded pairs, most recently used last. Loading happens under the lock so two requests for
-# one pair load it once; a failed load leaves the cache as it was.
+# one pair load it once; a failed load leaves the cache as it was. Fetching the files comes
+# first and takes no lock, so a download holds up no one using the pairs in memory.
 _loaded: OrderedDict[tuple, LoadedPair] = OrderedDict()
 _lock = threading.Lock()
 
@@ -250,21 +252,21 @@ def load_pair(
     progress: embedded.Progress | None = None,
     allow_local: bool = True,
 ) -> LoadedPair:
-    """Validate then load `spec` (cached: at most MAX_LOADED_PAIRS stay in memory)."""
+    """Validate, fetch, then load `spec` (cached: at most MAX_LOADED_PAIRS stay in memory)."""
     torch_device = choose_device(device)
     torch_dtype = choose_dtype(torch_device, dtype)
     target_ref = resolve_model_ref(spec.target, allow_local)
     assistant_ref = resolve_model_ref(spec.assistant, allow_local) if spec.assistant else None
     key = (spec, str(torch_device), str(torch_dtype))
     with _lock:
-        if key in _loaded:
-            _loaded.move_to_end(key)
-            return _loaded[key]
-        refs = [r for r in (target_ref, assistant_ref) if r]
-        _check_sizes(refs)
-        # Check what can be checked from the configs before anything is evicted, so a bad
-        # request costs the pairs in memory nothing.
-        sources = {ref: _checked_source(ref, progress) for ref in refs}
+        if (pair := _cached(key)) is not None:
+            return pair
+    # Checked from the configs before anything is evicted, so a bad request costs the pairs
+    # in memory nothing.
+    sources = fetch_pair(spec, progress, allow_local)
+    with _lock:
+        if (pair := _cached(key)) is not None:  # loaded by another request meanwhile
+            return pair
         while len(_loaded) >= MAX_LOADED_PAIRS:
             _evict_oldest()
         pair = _load(spec, sources, target_ref, assistant_ref, torch_device, torch_dtype, progress)
@@ -272,8 +274,60 @@ def load_pair(
         return pair
 
 
+def fetching(
+    spec: PairSpec, allow_local: bool = True
+) -> Generator[tuple[str, float | None], None, dict[str, str]]:
+    """Put the pair's files on local disk, checked, without loading them.
+
+    Yields (message, fraction done or None) while a download or conversion runs, and
+    returns each model's local folder. Files fetched earlier cost nothing."""
+    refs = [resolve_model_ref(spec.target, allow_local)]
+    if spec.assistant:
+        refs.append(resolve_model_ref(spec.assistant, allow_local))
+    if any(fetch.fetched(ref) is None for ref in refs):
+        _check_sizes(refs)
+    sources = {}
+    for ref in refs:
+        try:
+            sources[ref] = str((yield from fetch.fetching(ref, _check_config)))
+        except PairError:
+            raise
+        except (OSError, ValueError) as error:
+            raise PairError(f"cannot fetch {ref!r}: {_first_line(error)}") from error
+    return sources
+
+
+def fetch_pair(
+    spec: PairSpec, progress: embedded.Progress | None = None, allow_local: bool = True
+) -> dict[str, str]:
+    """`fetching`, blocking: each model's local folder, with progress reported as it comes."""
+    steps = fetching(spec, allow_local)
+    while True:
+        try:
+            message, fraction = next(steps)
+        except StopIteration as done:
+            return done.value
+        if progress:
+            progress(message, fraction)
+
+
+def loaded(spec: PairSpec, device: str = "auto", dtype: str = "auto") -> LoadedPair | None:
+    """`spec`'s pair if it is in memory for this device and dtype; loads nothing."""
+    torch_device = choose_device(device)
+    with _lock:
+        return _cached((spec, str(torch_device), str(choose_dtype(torch_device, dtype))))
+
+
 def loaded_pairs() -> list[str]:
     return [pair.spec.name for pair in _loaded.values()]
+
+
+def _cached(key: tuple) -> LoadedPair | None:
+    """The pair loaded under `key`, now the most recently used (call it holding _lock)."""
+    if key in _loaded:
+        _loaded.move_to_end(key)
+        return _loaded[key]
+    return None
 
 
 def _load(
@@ -307,17 +361,12 @@ def _load(
     return LoadedPair(spec, target, tokenizer, assistant, assistant_tokenizer, device, dtype)
 
 
-def _checked_source(ref: str, progress: embedded.Progress | None) -> str:
-    """Where `ref` loads from, once its config shows a causal LM with a croppable cache."""
+def _check_config(ref: str, folder: Path) -> None:
+    """Refuse `ref` unless its config (in `folder`) shows a causal LM with a croppable cache."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    source = (
-        str(embedded.converted_dir(embedded.MODELS[ref], progress))
-        if ref in embedded.MODELS
-        else ref
-    )
     try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     except (OSError, ValueError) as error:
         raise PairError(f"cannot load the config of {ref!r}: {_first_line(error)}") from error
     model_class = AutoModelForCausalLM._model_mapping.get(type(config), None)
@@ -329,7 +378,6 @@ def _checked_source(ref: str, progress: embedded.Progress | None) -> str:
             "to the accepted tokens, so it cannot verify drafts (assisted decoding needs a "
             "croppable cache)"
         )
-    return source
 
 
 def _load_model(

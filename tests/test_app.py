@@ -131,10 +131,10 @@ def test_prompt_lookup_and_sampling_runs_complete(client):
     assert sampled[-1]["plain"]["new_tokens"] > 0 and "Done" in sampled[0]
 
 
-def test_an_empty_prompt_warns_and_runs_nothing(client):
-    outputs = client.predict(**settings(prompt="   "), api_name="/compare")
-    assert "prompt is empty" in outputs[0]
-    assert not isinstance(outputs[-1], dict) or "pair" not in outputs[-1]
+def test_an_empty_prompt_is_a_clear_error(client):
+    # Like any invalid input (the browser shows a warning instead: test_app_browser).
+    with pytest.raises(gradio_client.exceptions.AppError, match="prompt is empty"):
+        client.predict(**settings(prompt="   "), api_name="/compare")
 
 
 @pytest.mark.parametrize(

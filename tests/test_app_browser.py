@@ -122,6 +122,8 @@ def test_an_empty_prompt_in_the_browser_shows_a_warning(page):
     page.locator("#compare").click()
     sync_api.expect(page.get_by_text("Type a prompt first").first).to_be_visible()
     sync_api.expect(page.locator("#status")).to_contain_text("prompt is empty")
+    # A warning, not an error (over the API, the same request is an error: test_app).
+    sync_api.expect(page.get_by_text("Error", exact=True)).to_have_count(0)
 
 
 def choose_pair(page, label: str) -> None:
@@ -142,3 +144,31 @@ def test_pairs_load_on_demand_and_a_bad_custom_pair_keeps_the_loaded_one(page):
     choose_pair(page, "tiny-other")
     sync_api.expect(status).to_contain_text("Ready", timeout=TIMEOUT_MS)
     sync_api.expect(status).to_contain_text("other")
+
+
+@pytest.fixture(scope="module")
+def url_without_custom_pairs(tiny_dirs):
+    target = str(tiny_dirs["target"])
+    registry = {"tiny": pairs.custom_pair(target, target)}
+    config = app.AppConfig(
+        registry=registry, default_pair="tiny", dtype="float32", allow_custom=False
+    )
+    demo, url = launch(config)
+    yield url
+    demo.close()
+
+
+def test_without_custom_pairs_the_inputs_are_hidden(browser, url_without_custom_pairs):
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.set_default_timeout(20_000)
+    try:
+        page.goto(url_without_custom_pairs)
+        expect = sync_api.expect
+        expect(page.locator("#pair-status")).to_contain_text("Ready", timeout=TIMEOUT_MS)
+        page.locator("#pair input").click()
+        expect(page.get_by_role("option")).to_have_count(1)  # no "custom" choice
+        expect(page.get_by_role("option", name="tiny")).to_be_visible()
+        expect(page.get_by_label("Target model id")).to_be_hidden()
+        expect(page.get_by_role("button", name="Load pair")).to_be_hidden()
+    finally:
+        page.close()

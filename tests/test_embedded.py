@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
+import shutil
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
+import torch
+from transformers import AutoModelForCausalLM
 
-from assisted import embedded
+from assisted import embedded, fetch, pairs
 from assisted.embedded import EmbeddedModel, EmbeddedModelError
 
 PARTS = [b"GGUF first part ", b"second part ", b"and the third"]
@@ -111,3 +117,101 @@ def test_a_failed_conversion_leaves_no_folder_that_looks_complete(
     with pytest.raises(RuntimeError, match="out of memory"):
         embedded.converted_dir(fake_model)
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+GGUF_QUANTIZATION = {"dequantize": False, "gguf_file": "model.gguf", "quant_method": "gguf"}
+
+
+def stale_config(folder: Path) -> None:
+    """What conversion used to save: the GGUF quantization_config, over plain weights."""
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(
+        json.dumps({**config, "quantization_config": GGUF_QUANTIZATION}, indent=2)
+    )
+
+
+def test_conversion_saves_a_config_without_the_gguf_quantization(fake_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("ASSISTED_CACHE", str(tmp_path / "cache"))
+
+    def convert_like_transformers(gguf_path: Path, output: Path) -> None:
+        output.mkdir()
+        (output / "model.safetensors").write_bytes(b"weights")
+        (output / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+        stale_config(output)
+
+    monkeypatch.setattr(embedded, "_convert", convert_like_transformers)
+    folder = embedded.converted_dir(fake_model)
+    assert json.loads((folder / "config.json").read_text()) == {"model_type": "qwen2"}
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "config.json",
+        "converted.json",
+        "model.safetensors",
+    ]
+
+
+def test_a_stale_cache_is_repaired_in_place_without_converting_again(
+    fake_model, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("ASSISTED_CACHE", str(tmp_path / "cache"))
+    folder = cache_of_an_earlier_version(fake_model, source=None)
+
+    def refuse(gguf_path: Path, output: Path) -> None:
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(embedded, "_convert", refuse)
+    assert embedded.converted_dir(fake_model) == folder
+    config = json.loads((folder / "config.json").read_text())
+    assert "quantization_config" not in config and config["model_type"] == "qwen2"
+    assert embedded._is_complete(folder)  # the marker follows the new config.json
+    assert embedded.converted_dir(fake_model) == folder  # and the next start agrees
+
+
+def test_loading_the_cached_pair_logs_no_gguf_warning(
+    fake_model, tiny_dirs, tmp_path, monkeypatch, transformers_messages
+):
+    monkeypatch.setenv("ASSISTED_CACHE", str(tmp_path / "cache"))
+    folder = cache_of_an_earlier_version(fake_model, source=tiny_dirs["target"])
+    messages = transformers_messages
+    # The premise, pinned: Transformers 5.23 takes such a folder for a packed GGUF checkpoint.
+    AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16)
+    assert any("GGUF" in message for message in messages)
+
+    messages.clear()
+    monkeypatch.setitem(embedded.MODELS, "embedded:target", fake_model)
+    monkeypatch.setattr(pairs, "_loaded", OrderedDict())
+    monkeypatch.setattr(fetch, "_fetched", {})  # the real embedded pair is not this one
+    spec = pairs.PairSpec("embedded-test", "embedded:target", "prompt-lookup")
+    pair = pairs.load_pair(spec, device="cpu", dtype="bfloat16")
+    assert pair.dtype == torch.bfloat16
+    assert not [message for message in messages if "GGUF" in message]
+
+
+def cache_of_an_earlier_version(model: EmbeddedModel, source: Path | None) -> Path:
+    """A complete cache folder as conversion used to leave it: the stale key, and a marker
+    recording the stale config's size. `source`: a model folder to copy, else a stub."""
+    folder = embedded.cache_root() / f"{model.name}-{model.sha256[:12]}"
+    if source is None:
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"weights")
+        (folder / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    else:
+        shutil.copytree(source, folder)
+    stale_config(folder)
+    files = {p.name: p.stat().st_size for p in folder.iterdir()}
+    (folder / "converted.json").write_text(json.dumps({"sha256": model.sha256, "files": files}))
+    return folder
+
+
+@pytest.fixture
+def transformers_messages():
+    """Every message Transformers logs during the test (its loggers do not propagate)."""
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    handler = Collect()
+    logging.getLogger("transformers").addHandler(handler)
+    yield messages
+    logging.getLogger("transformers").removeHandler(handler)
