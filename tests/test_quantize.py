@@ -62,6 +62,14 @@ def test_a_quantized_copy_of_the_target_drafts_what_the_target_accepts(self_pair
     assert stats.acceptance_rate(done["assisted"]) > 0.7
 
 
+def test_a_universal_assistant_with_its_own_tokenizer_takes_int8_too(tiny_dirs):
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other_tokenizer"]), "universal")
+    universal = load_pair(spec, device="cpu", dtype="float32")
+    done = records(universal, "int8")
+    assert done["assisted"].assistant_precision == "int8"
+    assert done["assisted"].token_ids == done["plain"].token_ids
+
+
 def test_the_quantized_copy_is_made_once_and_the_loaded_assistant_stays(pair):
     first = pair.drafting_assistant("int8")
     assert pair.drafting_assistant("int8") is first
