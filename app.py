@@ -3,7 +3,7 @@ Benchmark tab times the examples set by category (`assisted.bench`).
 
 `python app.py` loads the embedded pair and serves the app (GRADIO_SERVER_NAME, default
 127.0.0.1; GRADIO_SERVER_PORT). This file is the UI only: `assisted/` loads pairs, decodes
-and computes every figure; `assisted.ui_format` turns them into HTML, text and chart rows.
+and computes every figure; `assisted.ui.format` turns them into HTML, text and chart rows.
 
 Environment:
 - ASSISTED_DEVICE, ASSISTED_DTYPE: where and in what precision pairs load (default "auto").
@@ -42,7 +42,7 @@ from assisted.settings import (
     SettingsError,
     validate_prompt,
 )
-from assisted.ui_format import (
+from assisted.ui.format import (
     CATEGORY_HEADERS,
     LEGEND_HTML,
     PROMPT_HEADERS,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from assisted import ui_format
 from assisted.record import RunRecord, Step
 from assisted.stats import report
-from assisted.ui_format import Chunk, StepSplitter
+from assisted.ui import format as ui_format
+from assisted.ui.format import Chunk, StepSplitter
 
 WORDS = {1: "a", 2: "b", 3: "c", 4: "<d>", 5: "é"}
 
@@ -139,7 +139,8 @@ def test_ui_modules_import_neither_torch_nor_each_others_frameworks():
                 names.add(node.module.split(".")[0])
         return names
 
-    assert not imported(root / "assisted" / "ui_format.py") & {"torch", "gradio", "transformers"}
+    frameworks = {"torch", "gradio", "transformers"}
+    assert not imported(root / "assisted" / "ui" / "format.py") & frameworks
     app_imports = imported(root / "app.py")
     assert "torch" not in app_imports
     first = ast.parse((root / "app.py").read_text()).body[1]  # after the docstring
