@@ -1,0 +1,183 @@
+"""A comparison as it streams: the value of every Compare output, from the events of
+`assisted.decoding.compare`. Values only (strings, data frames, dicts), so they pickle
+across ZeroGPU's process boundary."""
+
+import threading
+
+import pandas as pd
+
+from assisted import decoding, pairs, stats
+from assisted.record import RunRecord, Step
+from assisted.settings import RunSettings
+from assisted.ui.format import (
+    Chunk,
+    StepSplitter,
+    histogram_rows,
+    run_html,
+    stat_card_html,
+    summary_markdown,
+    timeline_rows,
+)
+
+MODES = ("plain", "assisted")
+WAITING = {
+    "plain": "Plain decoding runs first…",
+    "assisted": "Assisted generation runs after plain decoding…",
+}
+SUMMARY_LATER = "The comparison appears here once both runs have finished."
+
+
+class Live:
+    """Chunks and records of one comparison as it streams, rendered to every output."""
+
+    def __init__(
+        self,
+        pair: pairs.LoadedPair,
+        prompt_tokens: int,
+        settings: RunSettings,
+        stop: threading.Event,
+    ):
+        decode = lambda ids: pair.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+        self.pair = pair
+        self.prompt_tokens = prompt_tokens
+        self.settings = settings
+        self.stop = stop
+        self.splitters = {mode: StepSplitter(decode) for mode in MODES}
+        self.chunks: dict[str, list[Chunk]] = {mode: [] for mode in MODES}
+        self.steps: dict[str, list[Step]] = {mode: [] for mode in MODES}
+        self.records: dict[str, RunRecord] = {}
+        self.phase = "warmup"
+
+    def add(self, event: decoding.Event) -> None:
+        if isinstance(event, decoding.Phase):
+            self.phase = event.name
+        elif isinstance(event, decoding.StepEvent):
+            self.steps[event.mode].append(event.step)
+            self.chunks[event.mode].append(self.splitters[event.mode].add(event.step))
+        elif isinstance(event, decoding.RunDone):
+            record = event.record
+            self.records[record.mode] = record
+            # The record's final steps may carry text held back for a split character.
+            splitter = StepSplitter(self.splitters[record.mode].decode)
+            self.chunks[record.mode] = [splitter.add(step) for step in record.steps]
+
+    def record(self, mode: str) -> RunRecord | None:
+        """The finished record, or a snapshot of the run so far (timed to its last step)."""
+        if mode in self.records:
+            return self.records[mode]
+        steps = self.steps[mode]
+        if not steps:
+            return None
+        drafter = self.pair.spec.drafter if mode == "assisted" else None
+        return RunRecord(mode, drafter, self.prompt_tokens, list(steps), total_s=steps[-1].t_s)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether Stop cut the comparison short (the run it ended is marked in its record)."""
+        cut = self.stop.is_set() and len(self.records) < len(MODES)
+        return cut or any(record.stopped for record in self.records.values())
+
+    def frame(self, done: bool = False) -> tuple:
+        runs = {mode: self.record(mode) for mode in MODES}
+        result = stats.report(
+            self.pair.spec.name,
+            str(self.pair.device),
+            self.pair.dtype_name,
+            runs["plain"],
+            runs["assisted"],
+        )
+        return (
+            self._status(done),
+            self._text("plain", done),
+            self._text("assisted", done),
+            self._card("plain", result, done),
+            self._card("assisted", result, done),
+            self._summary(result, done),
+            timeline_frame(self.chunks),
+            histogram_frame(stats.accept_histogram(runs["assisted"]) if runs["assisted"] else []),
+            result,
+            self._race() if done else None,
+        )
+
+    def _status(self, done: bool) -> str:
+        where = f"{self.pair.device} · {self.pair.dtype_name}"
+        if done and self.stopped and not self.records:
+            return "**Stopped** before the timed runs started."
+        if done and self.stopped:
+            return f"**Stopped** during the {self.phase} run; what was produced is kept ({where})."
+        if done:
+            return (
+                f"**Done** on {where}. Plain ran first, then assisted, one after the other, "
+                "so each was timed alone. **Replay race** shows both at their recorded pace."
+            )
+        return {
+            "warmup": "**Warming up** (one short untimed run per mode, once per pair)… "
+            "Then plain decoding runs first and assisted second, one after the other on one "
+            "device, so each is timed alone.",
+            "plain": "**Running plain decoding** (1 of 2). Assisted generation runs next, "
+            "on its own, so the timings stay honest.",
+            "assisted": "**Running assisted generation** (2 of 2). Plain decoding has finished.",
+        }.get(self.phase, "")
+
+    def _text(self, mode: str, done: bool) -> str:
+        record = self.records.get(mode)
+        waiting = WAITING[mode]
+        if done and not self.chunks[mode]:
+            waiting = "Not run: the comparison was stopped." if self.stopped else "No tokens."
+        return run_html(
+            self.chunks[mode],
+            mode,
+            running=self.phase == mode and record is None and not done,
+            stopped=bool(record and record.stopped),
+            placeholder=waiting,
+        )
+
+    def _card(self, mode: str, result: dict, done: bool) -> str:
+        summary = result[mode]
+        record = self.records.get(mode)
+        if record is not None:
+            return stat_card_html(summary, state="stopped" if record.stopped else "done")
+        if summary is not None or (self.phase == mode and not done):
+            return stat_card_html(summary, state="running", empty="waiting for the first step…")
+        return stat_card_html(None, empty="not run" if done else "runs after plain decoding")
+
+    def _summary(self, result: dict, done: bool) -> str:
+        if done:
+            return summary_markdown(result, sample=self.settings.sample)
+        return SUMMARY_LATER
+
+    def _race(self) -> dict:
+        return {
+            mode: {
+                "chunks": [chunk.to_dict() for chunk in self.chunks[mode]],
+                "stopped": bool(self.records.get(mode) and self.records[mode].stopped),
+            }
+            for mode in MODES
+        }
+
+
+def timeline_frame(chunks: dict[str, list[Chunk]]) -> pd.DataFrame:
+    # Typed columns even when empty: the chart fixes its axis types from the first value.
+    frame = pd.DataFrame(timeline_rows(chunks), columns=["run", "t_s", "tokens"])
+    return frame.astype({"run": str, "t_s": float, "tokens": int})
+
+
+def histogram_frame(histogram: list[int]) -> pd.DataFrame:
+    frame = pd.DataFrame(histogram_rows(histogram), columns=["accepted", "steps"])
+    return frame.astype({"accepted": str, "steps": int})
+
+
+def idle_frame(status: str) -> tuple:
+    """Every output's value before the runs start (files fetched, or waiting for the device)."""
+    return (
+        status,
+        run_html([], "plain", placeholder=WAITING["plain"]),
+        run_html([], "assisted", placeholder=WAITING["assisted"]),
+        stat_card_html(None, empty="runs once the device is free"),
+        stat_card_html(None, empty="runs after plain decoding"),
+        SUMMARY_LATER,
+        timeline_frame({mode: [] for mode in MODES}),
+        histogram_frame([]),
+        None,
+        None,
+    )
