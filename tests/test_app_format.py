@@ -1,4 +1,4 @@
-"""The UI's pure formatting: step splitting, HTML, stat cards, summary and chart rows."""
+"""The UI's pure formatting: chunks of steps, HTML, stat cards, summary and chart rows."""
 
 from __future__ import annotations
 
@@ -8,33 +8,22 @@ from pathlib import Path
 from assisted.record import RunRecord, Step
 from assisted.stats import report
 from assisted.ui import format as ui_format
-from assisted.ui.format import Chunk, StepSplitter
-
-WORDS = {1: "a", 2: "b", 3: "c", 4: "<d>", 5: "é"}
+from assisted.ui.format import Chunk
 
 
-def decode(ids: list[int]) -> str:
-    return "".join(WORDS[i] for i in ids)
-
-
-def step(ids: tuple[int, ...], drafted: int, accepted: int, t_s: float) -> Step:
-    return Step(ids, decode(list(ids)), drafted, accepted, t_s)
-
-
-def test_splitter_puts_accepted_candidates_before_the_targets_own_token():
-    splitter = StepSplitter(decode)
-    first = splitter.add(step((1,), 0, 0, 0.1))
-    second = splitter.add(step((2, 3, 4), 3, 2, 0.2))
+def test_a_chunk_splits_its_step_where_the_accepted_candidates_end():
+    steps = [
+        Step((1,), "a", 0, 0, 0.1),
+        # Accepted "bc"; the draft went on with "x", then the target chose "<d>".
+        Step((2, 3, 4), "bc<d>", 3, 2, 0.2, (2, 3, 9), "bc", "x"),
+        # Text held back for a character split across steps: nothing to show yet.
+        Step((5, 6), "", 1, 1, 0.3, (5,), "", ""),
+    ]
+    first, second, held = ui_format.chunks(RunRecord("assisted", "assistant", 3, steps))
     assert (first.accepted_text, first.own_text) == ("", "a")
-    assert (second.accepted_text, second.own_text) == ("bc", "<d>")
-    assert second.tokens == 3
-
-
-def test_splitter_keeps_a_split_character_on_the_own_side():
-    # A step whose text was held back (empty delta) never produces a negative cut.
-    splitter = StepSplitter(lambda ids: "x" * len(ids) + "\ufffd")
-    chunk = splitter.add(Step((1, 2), "", 1, 1, 0.1))
-    assert (chunk.accepted_text, chunk.own_text) == ("", "")
+    assert (second.accepted_text, second.own_text, second.tokens) == ("bc", "<d>", 3)
+    assert (held.accepted_text, held.own_text) == ("", "")
+    assert ui_format.chunks(None) == []
 
 
 def test_run_html_escapes_and_marks_steps():

@@ -1,27 +1,26 @@
 """What the web UI shows, as plain strings and rows: coloured run text, stat cards, the
 summary, chart rows and the race replay's timeline. Imports neither torch nor gradio.
 
-Every figure comes from `assisted.stats` (a `summarize`/`compare`/`report` dict); this
-module only formats. The one thing it derives itself is where a step's text splits into
-the accepted candidates and the target's own token (see `StepSplitter`); steps recorded
-since drafts are kept also carry that split, as `Step.accepted_text`.
+Every figure comes from `assisted.stats` (a `summarize`/`compare`/`report` dict, or its
+functions of a record); this module only formats.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from assisted.record import Step
-
-Decode = Callable[[list[int]], str]
-"""Token ids → text, as the run's own detokeniser decodes them (special tokens skipped)."""
+from assisted.record import RunRecord
 
 
 @dataclass(frozen=True)
 class Chunk:
-    """One step's text, split: candidates the target accepted, then its own token."""
+    """One step as the UI shows it: the candidates the target accepted, then its own token.
+
+    The text splits where the step's draft does (`Step.accepted_text` is the start of the
+    step's text). Chunks are plain values, so a finished run keeps them in the page's
+    state for the race replay."""
 
     t_s: float
     accepted_text: str
@@ -38,36 +37,21 @@ class Chunk:
         return asdict(self)
 
 
-class StepSplitter:
-    """Splits each step's text at the boundary between accepted candidates and the target's
-    own token, by decoding the run's ids up to that boundary.
-
-    A step emits `accepted + 1` tokens (fewer only where EOS or the length limit cuts it);
-    its text is one delta for all of them, so the split needs the tokenizer. A multi-byte
-    character spread over the boundary goes to the own token's side.
-    """
-
-    def __init__(self, decode: Decode):
-        self.decode = decode
-        self.ids: list[int] = []
-        self.emitted = 0  # characters of the run's text so far
-
-    def add(self, step: Step) -> Chunk:
-        cut = 0
-        if step.accepted > 0:
-            head = self.decode(self.ids + list(step.token_ids[: step.accepted]))
-            cut = len(head.rstrip("\ufffd")) - self.emitted
-            cut = min(max(cut, 0), len(step.text))
-        self.ids.extend(step.token_ids)
-        self.emitted += len(step.text)
-        return Chunk(
+def chunks(record: RunRecord | None) -> list[Chunk]:
+    """A chunk per step of the run (none before its first step)."""
+    if record is None:
+        return []
+    return [
+        Chunk(
             step.t_s,
-            step.text[:cut],
-            step.text[cut:],
+            step.accepted_text,
+            step.text[len(step.accepted_text) :],
             len(step.token_ids),
             step.drafted,
             step.accepted,
         )
+        for step in record.steps
+    ]
 
 
 # -- run text ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from assisted.record import RunRecord, Step
 from assisted.settings import RunSettings
 from assisted.ui.format import (
     Chunk,
-    StepSplitter,
+    chunks,
     histogram_rows,
     run_html,
     stat_card_html,
@@ -28,7 +28,7 @@ SUMMARY_LATER = "The comparison appears here once both runs have finished."
 
 
 class Live:
-    """Chunks and records of one comparison as it streams, rendered to every output."""
+    """The steps and records of one comparison as it streams, rendered to every output."""
 
     def __init__(
         self,
@@ -37,13 +37,10 @@ class Live:
         settings: RunSettings,
         stop: threading.Event,
     ):
-        decode = lambda ids: pair.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
         self.pair = pair
         self.prompt_tokens = prompt_tokens
         self.settings = settings
         self.stop = stop
-        self.splitters = {mode: StepSplitter(decode) for mode in MODES}
-        self.chunks: dict[str, list[Chunk]] = {mode: [] for mode in MODES}
         self.steps: dict[str, list[Step]] = {mode: [] for mode in MODES}
         self.records: dict[str, RunRecord] = {}
         self.phase = "warmup"
@@ -53,13 +50,9 @@ class Live:
             self.phase = event.name
         elif isinstance(event, decoding.StepEvent):
             self.steps[event.mode].append(event.step)
-            self.chunks[event.mode].append(self.splitters[event.mode].add(event.step))
         elif isinstance(event, decoding.RunDone):
-            record = event.record
-            self.records[record.mode] = record
-            # The record's final steps may carry text held back for a split character.
-            splitter = StepSplitter(self.splitters[record.mode].decode)
-            self.chunks[record.mode] = [splitter.add(step) for step in record.steps]
+            # Its last step may carry text held back for a character split across steps.
+            self.records[event.record.mode] = event.record
 
     def record(self, mode: str) -> RunRecord | None:
         """The finished record, or a snapshot of the run so far (timed to its last step)."""
@@ -79,6 +72,7 @@ class Live:
 
     def frame(self, done: bool = False) -> tuple:
         runs = {mode: self.record(mode) for mode in MODES}
+        shown = {mode: chunks(runs[mode]) for mode in MODES}
         result = stats.report(
             self.pair.spec.name,
             str(self.pair.device),
@@ -88,15 +82,15 @@ class Live:
         )
         return (
             self._status(done),
-            self._text("plain", done),
-            self._text("assisted", done),
+            self._text("plain", shown["plain"], done),
+            self._text("assisted", shown["assisted"], done),
             self._card("plain", result, done),
             self._card("assisted", result, done),
             self._summary(result, done),
-            timeline_frame(self.chunks),
+            timeline_frame(shown),
             histogram_frame(stats.accept_histogram(runs["assisted"]) if runs["assisted"] else []),
             result,
-            self._race() if done else None,
+            self._race(shown) if done else None,
         )
 
     def _status(self, done: bool) -> str:
@@ -119,13 +113,13 @@ class Live:
             "assisted": "**Running assisted generation** (2 of 2). Plain decoding has finished.",
         }.get(self.phase, "")
 
-    def _text(self, mode: str, done: bool) -> str:
+    def _text(self, mode: str, shown: list[Chunk], done: bool) -> str:
         record = self.records.get(mode)
         waiting = WAITING[mode]
-        if done and not self.chunks[mode]:
+        if done and not shown:
             waiting = "Not run: the comparison was stopped." if self.stopped else "No tokens."
         return run_html(
-            self.chunks[mode],
+            shown,
             mode,
             running=self.phase == mode and record is None and not done,
             stopped=bool(record and record.stopped),
@@ -146,10 +140,10 @@ class Live:
             return summary_markdown(result, sample=self.settings.sample)
         return SUMMARY_LATER
 
-    def _race(self) -> dict:
+    def _race(self, shown: dict[str, list[Chunk]]) -> dict:
         return {
             mode: {
-                "chunks": [chunk.to_dict() for chunk in self.chunks[mode]],
+                "chunks": [chunk.to_dict() for chunk in shown[mode]],
                 "stopped": bool(self.records.get(mode) and self.records[mode].stopped),
             }
             for mode in MODES
