@@ -19,11 +19,12 @@ def test_a_chunk_splits_its_step_where_the_accepted_candidates_end():
         # Text held back for a character split across steps: nothing to show yet.
         Step((5, 6), "", 1, 1, 0.3, (5,), "", ""),
     ]
-    first, second, held = ui_format.chunks(RunRecord("assisted", "assistant", 3, steps))
+    first, second, held = ui_format.chunks_of(RunRecord("assisted", "assistant", 3, steps))
     assert (first.accepted_text, first.own_text) == ("", "a")
     assert (second.accepted_text, second.own_text, second.tokens) == ("bc", "<d>", 3)
+    assert (second.rejected_text, second.step_s) == ("x", 0.1)
     assert (held.accepted_text, held.own_text) == ("", "")
-    assert ui_format.chunks(None) == []
+    assert ui_format.chunks_of(None) == []
 
 
 def test_run_html_escapes_and_marks_steps():
@@ -34,6 +35,26 @@ def test_run_html_escapes_and_marks_steps():
     plain = ui_format.run_html(chunks, "plain", running=True)
     assert 'class="acc"' not in plain and "cursor" in plain
     assert "waiting" in ui_format.run_html([], "plain", placeholder="waiting")
+
+
+def test_an_assisted_step_shows_its_rejected_draft_and_its_details():
+    first = Chunk(0.1, "", "z", 1, 0, 0, step_s=0.1)
+    second = Chunk(0.3, "a", "<d>", 2, 4, 1, "<b>\n" + "x" * 40, step_s=0.183, draft_s=0.061)
+    page = ui_format.run_html([first, second], "assisted")
+    # Struck through right after the accepted part, before the target's own token.
+    assert page.index('"acc">a<') < page.index('<s class="rej">') < page.index('"own">&lt;d&gt;<')
+    # Escaped, on one line, and clipped; the whole draft is in the step's details.
+    assert '<s class="rej">&lt;b&gt;↵' + "x" * 20 + "…</s>" in page
+    assert ui_format.step_details(2, second) == [
+        "step 2 · drafted 4 · accepted 1 · 183 ms (61 ms drafting)",
+        "rejected 3: “<b>↵" + "x" * 40 + "”",
+        "then the target's own token: “<d>”",
+    ]
+    assert "rejected 3: “&lt;b&gt;↵" + "x" * 40 + "”" in page
+    assert page.count('tabindex="0"') == page.count('role="tooltip"') == 2
+    assert ui_format.step_details(1, first)[1] == "nothing drafted: the target alone"
+    everything = Chunk(0.1, "ab", "c", 3, 2, 2, step_s=0.1)
+    assert ui_format.step_details(1, everything)[1] == "every candidate accepted"
 
 
 def test_stat_card_shows_assisted_figures_only_for_assisted_runs():
@@ -111,7 +132,7 @@ def test_rows_of_acceptance_by_position_and_of_time_per_step():
 
 
 def test_chunks_survive_the_round_trip_through_state():
-    chunk = Chunk(0.1, "a", "b", 2, 3, 1)
+    chunk = Chunk(0.1, "a", "b", 2, 3, 1, "x", 0.1, 0.02)
     assert ui_format.chunks_from_dicts([chunk.to_dict()]) == [chunk]
 
 

@@ -11,7 +11,7 @@ from assisted.record import RunRecord, Step
 from assisted.settings import RunSettings
 from assisted.ui.format import (
     Chunk,
-    chunks,
+    chunks_of,
     histogram_rows,
     run_html,
     stat_card_html,
@@ -72,7 +72,7 @@ class Live:
 
     def frame(self, done: bool = False) -> tuple:
         runs = {mode: self.record(mode) for mode in MODES}
-        shown = {mode: chunks(runs[mode]) for mode in MODES}
+        shown = {mode: chunks_of(runs[mode]) for mode in MODES}
         result = stats.report(
             self.pair.spec.name,
             str(self.pair.device),

@@ -42,10 +42,29 @@ CSS = """
 .run-text.empty { color: var(--body-text-color-subdued); font-family: var(--font); }
 .run-text .step { border-radius: 3px; box-shadow: inset 0 0 0 1px rgba(16, 122, 87, 0.35);
   margin-right: 1px; }
+.run-text .step:hover, .run-text .step:focus { outline: 2px solid var(--color-accent);
+  outline-offset: 1px; }
 .run-text .acc, .legend .acc { background: rgba(16, 185, 129, 0.30); }
 .run-text .own, .legend .own { background: rgba(99, 102, 241, 0.16); }
+.run-text .rej, .legend .rej { text-decoration: line-through;
+  color: var(--body-text-color-subdued); }
+.run-text .rej { opacity: 0.75; user-select: none; }
+/* "show rejected drafts" unticked: the remainders go (a step's details still name them). */
+body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
+/* A step's details, on hover and keyboard focus: just below the text box, positioned from
+   .run-box so the text's scrolling does not clip them (ui.format.run_html). */
+.run-box { position: relative; }
+.run-text .tip { display: none; position: absolute; z-index: 30; left: 0; right: 0;
+  top: calc(100% + 0.3rem); padding: 0.4rem 0.6rem; font-family: var(--font);
+  font-size: 0.8rem; line-height: 1.5; color: var(--body-text-color);
+  background: var(--background-fill-primary); border: 1px solid var(--border-color-primary);
+  border-radius: var(--radius-md); box-shadow: var(--shadow-drop-lg); pointer-events: none; }
+.run-text .step:hover .tip, .run-text .step:focus .tip { display: block; }
+/* Both legends take the assisted one's three lines, so the two texts start level. */
 .legend { font-size: 0.8rem; color: var(--body-text-color-subdued); margin: 0.2rem 0 0.4rem;
-  min-height: 2.6em; }
+  line-height: 1.7; min-height: 5.1em; }
+@media (max-width: 640px) { .legend { min-height: 0; } }  /* the columns stack */
+.legend .toggle { color: var(--body-text-color); cursor: pointer; }
 .legend .tok { padding: 0 0.3rem; border-radius: 3px; color: var(--body-text-color); }
 .cursor { animation: blink 1s steps(1) infinite; color: var(--color-accent); }
 @keyframes blink { 50% { opacity: 0; } }
