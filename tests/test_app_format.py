@@ -129,6 +129,8 @@ def test_rows_of_acceptance_by_position_and_of_time_per_step():
         {"run": "assisted", "step": 1, "part": "drafting", "s": 0.1},
         {"run": "assisted", "step": 1, "part": "target", "s": 0.6},
     ]
+    assert ui_format.step_time_label("assisted", 3.25) == "assisted: 3.25 tokens/step"
+    assert ui_format.step_time_label("plain", None) == "plain: — tokens/step"  # not run yet
 
 
 def test_chunks_survive_the_round_trip_through_state():

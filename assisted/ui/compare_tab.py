@@ -29,7 +29,14 @@ from assisted.ui.format import (
     run_html,
     stat_card_html,
 )
-from assisted.ui.live import MODES, histogram_frame, idle_frame, timeline_frame
+from assisted.ui.live import (
+    MODES,
+    histogram_frame,
+    idle_frame,
+    position_frame,
+    step_time_frame,
+    timeline_frame,
+)
 from assisted.ui.shared import CUSTOM, VISITORS_AT_ONCE, PairLoader, Stops, whole
 
 DEFAULT_MAX_NEW_TOKENS = 64
@@ -390,36 +397,31 @@ def _outputs() -> list[gr.components.Component]:
                 stat_card_html(None), elem_id="assisted-card", label="assisted_stats"
             )
     summary = gr.Markdown(elem_id="summary", label="summary")
-    timeline, histogram = _charts()
+    charts = _charts()
     with gr.Accordion("Result as JSON (the CLI's --json schema)", open=False):
         result = gr.JSON(label="result")
-    return [
-        status,
-        plain_text,
-        assisted_text,
-        plain_card,
-        assisted_card,
-        summary,
-        timeline,
-        histogram,
-        result,
-    ]
+    return [status, plain_text, assisted_text, plain_card, assisted_card, summary, *charts, result]
 
 
-def _charts() -> tuple[gr.LinePlot, gr.BarPlot]:
+def _charts() -> list[gr.LinePlot | gr.BarPlot]:
+    """Tokens over time and accepted per step; acceptance by draft position and the time of
+    a step, with its drafting stacked under the target's part."""
+    colors = {"plain": "#6366f1", "assisted": "#10b981"}
+    # The same colours as the text: green for drafting, lilac for the target's own work.
+    parts = {"drafting": colors["assisted"], "target": colors["plain"]}
+    common = {"show_label": False, "height": 260}
     with gr.Row():
         timeline = gr.LinePlot(
             timeline_frame({mode: [] for mode in MODES}),
             x="t_s",
             y="tokens",
             color="run",
-            color_map={"plain": "#6366f1", "assisted": "#10b981"},
+            color_map=colors,
             title="New tokens over time",
             label="tokens_over_time",
-            show_label=False,
             x_title="seconds since the run started",
             y_title="new tokens",
-            height=260,
+            **common,
         )
         histogram = gr.BarPlot(
             histogram_frame([]),
@@ -427,13 +429,40 @@ def _charts() -> tuple[gr.LinePlot, gr.BarPlot]:
             y="steps",
             title="Accepted candidates per step (assisted)",
             label="accept_histogram",
-            show_label=False,
             x_title="accepted in the step",
             y_title="steps",
             y_lim=[0, None],
-            height=260,
+            **common,
         )
-    return timeline, histogram
+    with gr.Row():
+        positions = gr.BarPlot(
+            position_frame([]),
+            x="position",
+            y="accepted",
+            title="Acceptance by draft position (assisted)",
+            label="acceptance_by_position",
+            x_title="candidate's position in the draft",
+            y_title="steps that accepted it",
+            y_lim=[0, 1],
+            y_axis_format=".0%",
+            **common,
+        )
+        step_times = gr.BarPlot(
+            step_time_frame(dict.fromkeys(MODES)),
+            x="run",
+            y="s",
+            color="part",
+            color_map=parts,
+            y_aggregate="mean",
+            sort="-x",  # plain first: its name sorts after "assisted"
+            title="Time per step: what a step costs, and what it commits",
+            label="time_per_step",
+            x_title="the first step includes the prefill",
+            y_title="mean seconds per step",
+            y_lim=[0, None],
+            **common,
+        )
+    return [timeline, histogram, positions, step_times]
 
 
 def build_compare_tab(

@@ -312,8 +312,9 @@ def position_rows(position_acceptance: Sequence[float]) -> list[dict]:
 
 
 def step_time_rows(runs: dict[str, Sequence[tuple[float | None, float]]]) -> list[dict]:
-    """Rows (run, step, part, s) from `stats.step_times` of each run, to stack per step:
-    "drafting" where drafting was timed apart, then "target" (the rest of the step)."""
+    """Rows (run, step, part, s) from `stats.step_times` of each run, a row per part of a
+    step: "drafting" where drafting was timed apart, then "target" (the rest of the step).
+    The time-per-step chart stacks each run's mean parts."""
     rows = []
     for name, times in runs.items():
         for index, (draft_s, target_s) in enumerate(times):
@@ -321,6 +322,12 @@ def step_time_rows(runs: dict[str, Sequence[tuple[float | None, float]]]) -> lis
                 rows.append({"run": name, "step": index + 1, "part": "drafting", "s": draft_s})
             rows.append({"run": name, "step": index + 1, "part": "target", "s": target_s})
     return rows
+
+
+def step_time_label(run: str, tokens_per_step: float | None) -> str:
+    """A run's name in the time-per-step chart, with what its steps commit: the bar shows
+    what a step costs, the name what it buys."""
+    return f"{run}: {_number(tokens_per_step, 2)} tokens/step"
 
 
 # -- race replay ---------------------------------------------------------------------------

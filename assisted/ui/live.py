@@ -13,8 +13,11 @@ from assisted.ui.format import (
     Chunk,
     chunks_of,
     histogram_rows,
+    position_rows,
     run_html,
     stat_card_html,
+    step_time_label,
+    step_time_rows,
     summary_markdown,
     timeline_rows,
 )
@@ -73,6 +76,7 @@ class Live:
     def frame(self, done: bool = False) -> tuple:
         runs = {mode: self.record(mode) for mode in MODES}
         shown = {mode: chunks_of(runs[mode]) for mode in MODES}
+        assisted = runs["assisted"]
         result = stats.report(
             self.pair.spec.name,
             str(self.pair.device),
@@ -88,7 +92,9 @@ class Live:
             self._card("assisted", result, done),
             self._summary(result, done),
             timeline_frame(shown),
-            histogram_frame(stats.accept_histogram(runs["assisted"]) if runs["assisted"] else []),
+            histogram_frame(stats.accept_histogram(assisted) if assisted else []),
+            position_frame(stats.position_acceptance(assisted) if assisted else []),
+            step_time_frame(runs),
             result,
             self._race(shown) if done else None,
         )
@@ -161,6 +167,27 @@ def histogram_frame(histogram: list[int]) -> pd.DataFrame:
     return frame.astype({"accepted": str, "steps": int})
 
 
+def position_frame(position_acceptance: list[float]) -> pd.DataFrame:
+    frame = pd.DataFrame(position_rows(position_acceptance), columns=["position", "accepted"])
+    return frame.astype({"position": str, "accepted": float})
+
+
+def step_time_frame(runs: dict[str, RunRecord | None]) -> pd.DataFrame:
+    """Each run's steps, split into drafting and the target's part, under the run's name
+    and tokens per step (the chart shows each run's mean step).
+
+    A run without steps yet shows zero bars of both parts: Gradio's bar chart fixes its
+    colours from its first value, which must name every part."""
+    times = {
+        step_time_label(mode, stats.tokens_per_step(record) if record else None): (
+            stats.step_times(record) if record else [(0.0, 0.0)]
+        )
+        for mode, record in runs.items()
+    }
+    frame = pd.DataFrame(step_time_rows(times), columns=["run", "step", "part", "s"])
+    return frame.astype({"run": str, "step": int, "part": str, "s": float})
+
+
 def idle_frame(status: str) -> tuple:
     """Every output's value before the runs start (files fetched, or waiting for the device)."""
     return (
@@ -172,6 +199,8 @@ def idle_frame(status: str) -> tuple:
         SUMMARY_LATER,
         timeline_frame({mode: [] for mode in MODES}),
         histogram_frame([]),
+        position_frame([]),
+        step_time_frame(dict.fromkeys(MODES)),
         None,
         None,
     )
