@@ -84,6 +84,12 @@ class Live:
             runs["plain"],
             runs["assisted"],
         )
+        if not done:
+            # Each update carries the whole result; `per_step` grows with the run, so only
+            # the last update carries it.
+            for summary in (result["plain"], result["assisted"]):
+                if summary is not None:
+                    del summary["per_step"]
         return (
             self._status(done),
             self._text("plain", shown["plain"], done),
