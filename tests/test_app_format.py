@@ -138,25 +138,43 @@ def test_chunks_survive_the_round_trip_through_state():
     assert ui_format.chunks_from_dicts([chunk.to_dict()]) == [chunk]
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def imported(path: Path) -> set[str]:
+    """The modules a file imports, by full name (`from a import b` names a and a.b)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def packages(names: set[str]) -> set[str]:
+    return {name.split(".")[0] for name in names}
+
+
 def test_ui_modules_import_neither_torch_nor_each_others_frameworks():
-    root = Path(__file__).resolve().parent.parent
-
-    def imported(path: Path) -> set[str]:
-        tree = ast.parse(path.read_text())
-        names = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names.add(node.module.split(".")[0])
-        return names
-
     frameworks = {"torch", "gradio", "transformers"}
-    assert not imported(root / "assisted" / "ui" / "format.py") & frameworks
-    app_imports = imported(root / "app.py")
-    assert "torch" not in app_imports
-    first = ast.parse((root / "app.py").read_text()).body[1]  # after the docstring
+    assert not packages(imported(ROOT / "assisted" / "ui" / "format.py")) & frameworks
+    assert "torch" not in packages(imported(ROOT / "app.py"))
+    first = ast.parse((ROOT / "app.py").read_text()).body[1]  # after the docstring
     assert isinstance(first, ast.Import) and first.names[0].name == "spaces"
+    # Only app.py loads the web UI: the CLI and the benchmark never import Gradio.
+    for path in (ROOT / "assisted").glob("*.py"):
+        names = imported(path)
+        assert "gradio" not in packages(names), path
+        assert not [name for name in names if name.startswith("assisted.ui")], path
+
+
+def test_app_py_is_a_short_composition_root_and_no_ui_function_is_long():
+    assert len((ROOT / "app.py").read_text().splitlines()) < 400
+    for path in [ROOT / "app.py", *(ROOT / "assisted" / "ui").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                assert node.end_lineno - node.lineno < 80, f"{path.name}: {node.name}"
 
 
 def _bench_report():
