@@ -74,6 +74,8 @@ class Live:
         return cut or any(record.stopped for record in self.records.values())
 
     def frame(self, done: bool = False) -> tuple:
+        """Every Compare output's value, then the race replay's state (the last frame only:
+        `done`)."""
         runs = {mode: self.record(mode) for mode in MODES}
         shown = {mode: chunks_of(runs[mode]) for mode in MODES}
         assisted = runs["assisted"]
@@ -82,7 +84,7 @@ class Live:
             str(self.pair.device),
             self.pair.dtype_name,
             runs["plain"],
-            runs["assisted"],
+            assisted,
         )
         if not done:
             # Each update carries the whole result; `per_step` grows with the run, so only
