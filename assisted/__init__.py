@@ -3,5 +3,6 @@
 Modules: `pairs` (model pairs, loading), `fetch` (model files onto disk, shared downloads),
 `decoding` (runs that stream per-step events), `stats` (pure statistics), `record` (the raw
 per-run record), `settings`, `examples`, `embedded` (the offline default pair),
-`device_queue` (turns on the device, for the app), `cli`, `bench`.
+`device_queue` (turns on the device, for the app), `cli`, `bench`, and `ui` (the web
+app's tabs, which only `app.py` imports).
 """

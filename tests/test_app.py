@@ -10,6 +10,8 @@ import pytest
 
 gradio_client = pytest.importorskip("gradio_client")
 
+from transformers import AutoTokenizer  # noqa: E402
+
 import app  # noqa: E402
 from assisted import decoding, pairs  # noqa: E402
 from tests.serve import launch  # noqa: E402
@@ -20,6 +22,9 @@ RESULT_KEYS = {
 }  # fmt: skip
 RUN_KEYS = {"text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps", "stopped"}
 ASSISTED_KEYS = {"drafted", "accepted", "acceptance_rate", "tokens_per_step", "accept_histogram"}
+STEP_KEYS = {"text", "t_s", "step_s"}
+DRAFT_KEYS = {"drafted", "accepted", "accepted_text", "rejected_text", "draft_s"}
+RUNS = ("plain", "assisted")
 PROMPT = "def add(a, b):"
 
 
@@ -100,6 +105,54 @@ def test_compare_streams_and_ends_with_the_json_result(client):
     assert "target steps" in final[3] and "acceptance rate" in final[4]
     assert "speedup" in final[5].lower()
     assert final[6]["data"] and final[7]["data"]  # both charts carry rows
+
+
+def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
+    client, tiny_dirs, monkeypatch
+):
+    drafts: list[tuple] = []  # each assisted step's (token ids, draft ids), as recorded
+    compare = decoding.compare
+
+    def recording(*args, **kwargs):
+        for event in compare(*args, **kwargs):
+            if isinstance(event, decoding.StepEvent) and event.mode == "assisted":
+                drafts.append((event.step.token_ids, event.step.draft_ids))
+            yield event
+
+    monkeypatch.setattr(decoding, "compare", recording)
+    job = client.submit(**settings(), api_name="/compare")
+    *streamed, final = list(job)
+    # Updates as the runs stream leave the growing list out; the last one carries it.
+    partial = [values[-1][run] for values in streamed if values[-1] for run in RUNS]
+    assert any(partial) and all("per_step" not in run for run in partial if run)
+    result = final[-1]
+    plain, assisted = result["plain"], result["assisted"]
+    assert len(plain["per_step"]) == plain["steps"]
+    assert len(assisted["per_step"]) == assisted["steps"]
+    assert all(set(step) == STEP_KEYS for step in plain["per_step"])
+    assert all(set(step) == STEP_KEYS | DRAFT_KEYS for step in assisted["per_step"])
+    assert "".join(step["text"] for step in assisted["per_step"]) == assisted["text"]
+    assert sum(step["drafted"] for step in assisted["per_step"]) == assisted["drafted"]
+    assert sum(step["accepted"] for step in assisted["per_step"]) == assisted["accepted"]
+
+    # Each step's draft, decoded after the text committed before it, as the app decodes it.
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dirs["target"])
+
+    def text(ids: list[int]) -> str:
+        return tokenizer.decode(ids, skip_special_tokens=True).rstrip("\ufffd")
+
+    committed: list[int] = []
+    assert len(drafts) == assisted["steps"]
+    for step, (token_ids, draft_ids) in zip(assisted["per_step"], drafts, strict=True):
+        draft = text(committed + list(draft_ids))[len(text(committed)) :]
+        assert step["accepted_text"] + step["rejected_text"] == draft
+        assert step["text"].startswith(step["accepted_text"])
+        assert step["rejected_text"] == "" or step["accepted"] < step["drafted"]
+        assert step["draft_s"] >= 0  # an assistant model: its drafting is timed
+        committed += token_ids
+    # Two different random models: some drafts are rejected.
+    assert any(step["rejected_text"] for step in assisted["per_step"])
+    assert final[8]["data"] and final[9]["data"]  # acceptance by position, time per step
 
 
 def test_an_assistant_equal_to_the_target_accepts_everything(client):

@@ -7,6 +7,7 @@ to `screenshots/` (git-ignored).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -144,6 +145,71 @@ def test_pairs_load_on_demand_and_a_bad_custom_pair_keeps_the_loaded_one(page):
     choose_pair(page, "tiny-other")
     sync_api.expect(status).to_contain_text("Ready", timeout=TIMEOUT_MS)
     sync_api.expect(status).to_contain_text("other")
+
+
+def compare_on_the_other_pair(page, max_new_tokens: int = 24) -> None:
+    """A finished comparison on `tiny-other`: two random models, so most drafts are rejected."""
+    choose_pair(page, "tiny-other")
+    sync_api.expect(page.locator("#pair-status")).to_contain_text("other", timeout=TIMEOUT_MS)
+    set_max_new_tokens(page, max_new_tokens)
+    page.locator("#prompt textarea").fill("def add(a, b):")
+    page.locator("#compare").click()
+    sync_api.expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+
+
+def test_rejected_drafts_are_struck_through_and_a_steps_details_show_on_hover(page):
+    compare_on_the_other_pair(page)
+    expect = sync_api.expect
+    rejected = page.locator("#assisted-text .rej")
+    expect(rejected.first).to_be_visible()
+    step = page.locator("#assisted-text .step").filter(has=page.locator(".rej")).first
+    details = step.locator(".tip")
+    expect(details).to_be_hidden()
+    step.hover()
+    expect(details).to_be_visible()
+    expect(details).to_contain_text(re.compile(r"step \d+ · drafted \d+ · accepted \d+ · \d+ ms"))
+    expect(details).to_contain_text("rejected")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "browser-rejected-drafts.png"), full_page=True)
+    page.mouse.move(0, 0)
+    expect(details).to_be_hidden()
+    step.focus()  # the keyboard reaches every step, and its details show
+    expect(details).to_be_visible()
+
+
+def test_the_toggle_hides_rejected_drafts_without_a_rerun_and_through_the_replay(page):
+    compare_on_the_other_pair(page)
+    expect = sync_api.expect
+    rejected = page.locator("#assisted-text .rej")
+    toggle = page.locator("#show-rejected")
+    expect(toggle).to_be_checked()
+    expect(rejected.first).to_be_visible()
+    toggle.uncheck()
+    expect(rejected.first).to_be_hidden()
+    expect(page.locator("#status")).to_contain_text("Done")  # nothing ran again
+    page.locator("#replay").click()
+    expect(page.locator("#status")).to_contain_text("Race replayed", timeout=TIMEOUT_MS)
+    expect(rejected).not_to_have_count(0)
+    expect(rejected.first).to_be_hidden()
+    toggle.check()
+    expect(rejected.first).to_be_visible()
+
+
+def test_on_a_phone_the_columns_stack_and_the_text_wraps(browser, url):
+    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
+    page.set_default_timeout(20_000)
+    try:
+        page.goto(url)
+        sync_api.expect(page.locator("#pair-status")).to_contain_text("Ready", timeout=TIMEOUT_MS)
+        compare_on_the_other_pair(page)
+        plain_card = page.locator("#plain-card").bounding_box()
+        assisted = page.locator("#assisted-text").bounding_box()
+        assert assisted["y"] > plain_card["y"] + plain_card["height"]  # one column under the other
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing runs off
+        SCREENSHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "browser-phone.png"), full_page=True)
+    finally:
+        page.close()
 
 
 @pytest.fixture(scope="module")

@@ -1,40 +1,30 @@
-"""The UI's pure formatting: step splitting, HTML, stat cards, summary and chart rows."""
+"""The UI's pure formatting: chunks of steps, HTML, stat cards, summary and chart rows."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from assisted import ui_format
 from assisted.record import RunRecord, Step
 from assisted.stats import report
-from assisted.ui_format import Chunk, StepSplitter
-
-WORDS = {1: "a", 2: "b", 3: "c", 4: "<d>", 5: "é"}
-
-
-def decode(ids: list[int]) -> str:
-    return "".join(WORDS[i] for i in ids)
+from assisted.ui import format as ui_format
+from assisted.ui.format import Chunk
 
 
-def step(ids: tuple[int, ...], drafted: int, accepted: int, t_s: float) -> Step:
-    return Step(ids, decode(list(ids)), drafted, accepted, t_s)
-
-
-def test_splitter_puts_accepted_candidates_before_the_targets_own_token():
-    splitter = StepSplitter(decode)
-    first = splitter.add(step((1,), 0, 0, 0.1))
-    second = splitter.add(step((2, 3, 4), 3, 2, 0.2))
+def test_a_chunk_splits_its_step_where_the_accepted_candidates_end():
+    steps = [
+        Step((1,), "a", 0, 0, 0.1),
+        # Accepted "bc"; the draft went on with "x", then the target chose "<d>".
+        Step((2, 3, 4), "bc<d>", 3, 2, 0.2, (2, 3, 9), "bc", "x"),
+        # Text held back for a character split across steps: nothing to show yet.
+        Step((5, 6), "", 1, 1, 0.3, (5,), "", ""),
+    ]
+    first, second, held = ui_format.chunks_of(RunRecord("assisted", "assistant", 3, steps))
     assert (first.accepted_text, first.own_text) == ("", "a")
-    assert (second.accepted_text, second.own_text) == ("bc", "<d>")
-    assert second.tokens == 3
-
-
-def test_splitter_keeps_a_split_character_on_the_own_side():
-    # A step whose text was held back (empty delta) never produces a negative cut.
-    splitter = StepSplitter(lambda ids: "x" * len(ids) + "\ufffd")
-    chunk = splitter.add(Step((1, 2), "", 1, 1, 0.1))
-    assert (chunk.accepted_text, chunk.own_text) == ("", "")
+    assert (second.accepted_text, second.own_text, second.tokens) == ("bc", "<d>", 3)
+    assert (second.rejected_text, second.step_s) == ("x", 0.1)
+    assert (held.accepted_text, held.own_text) == ("", "")
+    assert ui_format.chunks_of(None) == []
 
 
 def test_run_html_escapes_and_marks_steps():
@@ -45,6 +35,26 @@ def test_run_html_escapes_and_marks_steps():
     plain = ui_format.run_html(chunks, "plain", running=True)
     assert 'class="acc"' not in plain and "cursor" in plain
     assert "waiting" in ui_format.run_html([], "plain", placeholder="waiting")
+
+
+def test_an_assisted_step_shows_its_rejected_draft_and_its_details():
+    first = Chunk(0.1, "", "z", 1, 0, 0, step_s=0.1)
+    second = Chunk(0.3, "a", "<d>", 2, 4, 1, "<b>\n" + "x" * 40, step_s=0.183, draft_s=0.061)
+    page = ui_format.run_html([first, second], "assisted")
+    # Struck through right after the accepted part, before the target's own token.
+    assert page.index('"acc">a<') < page.index('<s class="rej">') < page.index('"own">&lt;d&gt;<')
+    # Escaped, on one line, and clipped; the whole draft is in the step's details.
+    assert '<s class="rej">&lt;b&gt;↵' + "x" * 20 + "…</s>" in page
+    assert ui_format.step_details(2, second) == [
+        "step 2 · drafted 4 · accepted 1 · 183 ms (61 ms drafting)",
+        "rejected 3: “<b>↵" + "x" * 40 + "”",
+        "then the target's own token: “<d>”",
+    ]
+    assert "rejected 3: “&lt;b&gt;↵" + "x" * 40 + "”" in page
+    assert page.count('tabindex="0"') == page.count('role="tooltip"') == 2
+    assert ui_format.step_details(1, first)[1] == "nothing drafted: the target alone"
+    everything = Chunk(0.1, "ab", "c", 3, 2, 2, step_s=0.1)
+    assert ui_format.step_details(1, everything)[1] == "every candidate accepted"
 
 
 def test_stat_card_shows_assisted_figures_only_for_assisted_runs():
@@ -119,31 +129,52 @@ def test_rows_of_acceptance_by_position_and_of_time_per_step():
         {"run": "assisted", "step": 1, "part": "drafting", "s": 0.1},
         {"run": "assisted", "step": 1, "part": "target", "s": 0.6},
     ]
+    assert ui_format.step_time_label("assisted", 3.25) == "assisted: 3.25 tokens/step"
+    assert ui_format.step_time_label("plain", None) == "plain: — tokens/step"  # not run yet
 
 
 def test_chunks_survive_the_round_trip_through_state():
-    chunk = Chunk(0.1, "a", "b", 2, 3, 1)
+    chunk = Chunk(0.1, "a", "b", 2, 3, 1, "x", 0.1, 0.02)
     assert ui_format.chunks_from_dicts([chunk.to_dict()]) == [chunk]
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def imported(path: Path) -> set[str]:
+    """The modules a file imports, by full name (`from a import b` names a and a.b)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def packages(names: set[str]) -> set[str]:
+    return {name.split(".")[0] for name in names}
+
+
 def test_ui_modules_import_neither_torch_nor_each_others_frameworks():
-    root = Path(__file__).resolve().parent.parent
-
-    def imported(path: Path) -> set[str]:
-        tree = ast.parse(path.read_text())
-        names = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names.add(node.module.split(".")[0])
-        return names
-
-    assert not imported(root / "assisted" / "ui_format.py") & {"torch", "gradio", "transformers"}
-    app_imports = imported(root / "app.py")
-    assert "torch" not in app_imports
-    first = ast.parse((root / "app.py").read_text()).body[1]  # after the docstring
+    frameworks = {"torch", "gradio", "transformers"}
+    assert not packages(imported(ROOT / "assisted" / "ui" / "format.py")) & frameworks
+    assert "torch" not in packages(imported(ROOT / "app.py"))
+    first = ast.parse((ROOT / "app.py").read_text()).body[1]  # after the docstring
     assert isinstance(first, ast.Import) and first.names[0].name == "spaces"
+    # Only app.py loads the web UI: the CLI and the benchmark never import Gradio.
+    for path in (ROOT / "assisted").glob("*.py"):
+        names = imported(path)
+        assert "gradio" not in packages(names), path
+        assert not [name for name in names if name.startswith("assisted.ui")], path
+
+
+def test_app_py_is_a_short_composition_root_and_no_ui_function_is_long():
+    assert len((ROOT / "app.py").read_text().splitlines()) < 400
+    for path in [ROOT / "app.py", *(ROOT / "assisted" / "ui").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                assert node.end_lineno - node.lineno < 80, f"{path.name}: {node.name}"
 
 
 def _bench_report():

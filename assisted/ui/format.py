@@ -1,27 +1,29 @@
 """What the web UI shows, as plain strings and rows: coloured run text, stat cards, the
 summary, chart rows and the race replay's timeline. Imports neither torch nor gradio.
 
-Every figure comes from `assisted.stats` (a `summarize`/`compare`/`report` dict); this
-module only formats. The one thing it derives itself is where a step's text splits into
-the accepted candidates and the target's own token (see `StepSplitter`); steps recorded
-since drafts are kept also carry that split, as `Step.accepted_text`.
+Every figure comes from `assisted.stats` (a `summarize`/`compare`/`report` dict, or its
+functions of a record); this module only formats.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from assisted.record import Step
-
-Decode = Callable[[list[int]], str]
-"""Token ids → text, as the run's own detokeniser decodes them (special tokens skipped)."""
+from assisted import stats
+from assisted.record import RunRecord
 
 
 @dataclass(frozen=True)
 class Chunk:
-    """One step's text, split: candidates the target accepted, then its own token."""
+    """One step as the UI shows it: the candidates the target accepted, the rest of the
+    draft (rejected), then the target's own token.
+
+    The text splits where the step's draft does (`Step.accepted_text` is the start of the
+    step's text). `step_s` and `draft_s` are the step's time and its drafting time
+    (`stats.step_s`, `Step.draft_s`). Chunks are plain values, so a finished run keeps them
+    in the page's state for the race replay."""
 
     t_s: float
     accepted_text: str
@@ -29,6 +31,9 @@ class Chunk:
     tokens: int
     drafted: int
     accepted: int
+    rejected_text: str = ""
+    step_s: float = 0.0
+    draft_s: float | None = None
 
     @property
     def text(self) -> str:
@@ -38,47 +43,86 @@ class Chunk:
         return asdict(self)
 
 
-class StepSplitter:
-    """Splits each step's text at the boundary between accepted candidates and the target's
-    own token, by decoding the run's ids up to that boundary.
-
-    A step emits `accepted + 1` tokens (fewer only where EOS or the length limit cuts it);
-    its text is one delta for all of them, so the split needs the tokenizer. A multi-byte
-    character spread over the boundary goes to the own token's side.
-    """
-
-    def __init__(self, decode: Decode):
-        self.decode = decode
-        self.ids: list[int] = []
-        self.emitted = 0  # characters of the run's text so far
-
-    def add(self, step: Step) -> Chunk:
-        cut = 0
-        if step.accepted > 0:
-            head = self.decode(self.ids + list(step.token_ids[: step.accepted]))
-            cut = len(head.rstrip("\ufffd")) - self.emitted
-            cut = min(max(cut, 0), len(step.text))
-        self.ids.extend(step.token_ids)
-        self.emitted += len(step.text)
-        return Chunk(
+def chunks_of(record: RunRecord | None) -> list[Chunk]:
+    """A chunk per step of the run (none before its first step)."""
+    if record is None:
+        return []
+    return [
+        Chunk(
             step.t_s,
-            step.text[:cut],
-            step.text[cut:],
+            step.accepted_text,
+            step.text[len(step.accepted_text) :],
             len(step.token_ids),
             step.drafted,
             step.accepted,
+            step.rejected_text,
+            seconds,
+            step.draft_s,
         )
+        for step, seconds in zip(record.steps, stats.step_s(record), strict=True)
+    ]
 
 
 # -- run text ------------------------------------------------------------------------------
 
+# The toggle is a plain checkbox that the page's style sheet reads: hiding the rejected
+# drafts re-runs nothing and needs no round trip, and it holds through streaming and replay.
 LEGEND_HTML = (
     '<div class="legend">'
-    '<span class="tok acc">drafted by the assistant, accepted by the target</span> '
-    '<span class="tok own">the target\'s own token (one per step)</span> '
-    "— each step is one target forward pass; tokens in one box landed together"
+    '<span class="tok acc">drafted, accepted</span> '
+    '<span class="tok rej">drafted, rejected</span> '
+    '<span class="tok own">the target\'s own token</span> '
+    "— one box per target step; hover over or tab to a step for its details.<br>"
+    '<label class="toggle"><input type="checkbox" id="show-rejected" checked> '
+    "show rejected drafts</label>"
     "</div>"
 )
+# A rejected remainder is shown up to this many characters, about four tokens of code: enough
+# to see what the assistant guessed, short enough not to bury the text the target wrote.
+# The step's details show all of it.
+REJECTED_SHOWN_CHARS = 24
+
+
+def _visible(text: str) -> str:
+    """Text that was never committed, on one line: a newline shows as ↵ instead of
+    breaking the committed text around it."""
+    return text.replace("\n", "↵")
+
+
+def step_details(number: int, chunk: Chunk) -> list[str]:
+    """Lines about one assisted step: its number, counts and time, its whole rejected
+    draft, and the target's own token."""
+    timing = f"{chunk.step_s * 1000:.0f} ms"
+    if chunk.draft_s is not None:
+        timing += f" ({chunk.draft_s * 1000:.0f} ms drafting)"
+    lines = [f"step {number} · drafted {chunk.drafted} · accepted {chunk.accepted} · {timing}"]
+    if chunk.drafted == 0:
+        lines.append("nothing drafted: the target alone")
+    elif chunk.accepted == chunk.drafted:
+        lines.append("every candidate accepted")
+    else:
+        rejected = chunk.drafted - chunk.accepted
+        lines.append(f"rejected {rejected}: “{_visible(chunk.rejected_text)}”")
+    if chunk.own_text:
+        lines.append(f"then the target's own token: “{_visible(chunk.own_text)}”")
+    return lines
+
+
+def _step_html(number: int, chunk: Chunk) -> str:
+    """An assisted step as a box: accepted candidates, the rejected remainder (struck
+    through, clipped), the target's own token, and its details, shown on hover and focus."""
+    parts = []
+    if chunk.accepted_text:
+        parts.append(f'<span class="acc">{html.escape(chunk.accepted_text)}</span>')
+    if chunk.rejected_text:
+        shown = _visible(chunk.rejected_text)
+        if len(shown) > REJECTED_SHOWN_CHARS:
+            shown = shown[:REJECTED_SHOWN_CHARS] + "…"
+        parts.append(f'<s class="rej">{html.escape(shown)}</s>')
+    parts.append(f'<span class="own">{html.escape(chunk.own_text)}</span>')
+    details = "<br>".join(html.escape(line) for line in step_details(number, chunk))
+    parts.append(f'<span class="tip" role="tooltip">{details}</span>')
+    return f'<span class="step" tabindex="0">{"".join(parts)}</span>'
 
 
 def run_html(
@@ -89,29 +133,24 @@ def run_html(
     stopped: bool = False,
     placeholder: str = "",
 ) -> str:
-    """The run's text as HTML. Assisted runs show each step as a box: accepted candidates,
-    then the target's own token. Plain runs show plain text."""
+    """The run's text as HTML. Assisted runs show each step as a box (`_step_html`); plain
+    runs show plain text.
+
+    The box sits in a positioned wrapper outside the scrolling text, so a step's details
+    show just below the box: positioned from the wrapper, they escape the text's scroll
+    clipping, which the step's own position would not."""
     if not chunks and not running:
-        return f'<div class="run-text empty">{html.escape(placeholder)}</div>'
-    parts = []
-    for chunk in chunks:
-        if mode == "assisted":
-            accepted = (
-                f'<span class="acc">{html.escape(chunk.accepted_text)}</span>'
-                if chunk.accepted_text
-                else ""
-            )
-            parts.append(
-                f'<span class="step">{accepted}'
-                f'<span class="own">{html.escape(chunk.own_text)}</span></span>'
-            )
-        else:
-            parts.append(html.escape(chunk.text))
+        body = f'<div class="run-text empty">{html.escape(placeholder)}</div>'
+        return f'<div class="run-box">{body}</div>'
+    if mode == "assisted":
+        parts = [_step_html(number, chunk) for number, chunk in enumerate(chunks, start=1)]
+    else:
+        parts = [html.escape(chunk.text) for chunk in chunks]
     if running:
         parts.append('<span class="cursor">▍</span>')
     if stopped:
         parts.append('<span class="badge stopped">■ stopped</span>')
-    return f'<div class="run-text {mode}">{"".join(parts)}</div>'
+    return f'<div class="run-box"><div class="run-text {mode}">{"".join(parts)}</div></div>'
 
 
 # -- stat cards ----------------------------------------------------------------------------
@@ -273,8 +312,9 @@ def position_rows(position_acceptance: Sequence[float]) -> list[dict]:
 
 
 def step_time_rows(runs: dict[str, Sequence[tuple[float | None, float]]]) -> list[dict]:
-    """Rows (run, step, part, s) from `stats.step_times` of each run, to stack per step:
-    "drafting" where drafting was timed apart, then "target" (the rest of the step)."""
+    """Rows (run, step, part, s) from `stats.step_times` of each run, a row per part of a
+    step: "drafting" where drafting was timed apart, then "target" (the rest of the step).
+    The time-per-step chart stacks each run's mean parts."""
     rows = []
     for name, times in runs.items():
         for index, (draft_s, target_s) in enumerate(times):
@@ -282,6 +322,12 @@ def step_time_rows(runs: dict[str, Sequence[tuple[float | None, float]]]) -> lis
                 rows.append({"run": name, "step": index + 1, "part": "drafting", "s": draft_s})
             rows.append({"run": name, "step": index + 1, "part": "target", "s": target_s})
     return rows
+
+
+def step_time_label(run: str, tokens_per_step: float | None) -> str:
+    """A run's name in the time-per-step chart, with what its steps commit: the bar shows
+    what a step costs, the name what it buys."""
+    return f"{run}: {_number(tokens_per_step, 2)} tokens/step"
 
 
 # -- race replay ---------------------------------------------------------------------------

@@ -1,0 +1,369 @@
+"""The Benchmark tab: `assisted.bench` on the example prompts, category by category, with
+progress; its last output is the report that `python -m assisted.bench` prints.
+
+`build_benchmark_tab` lays the tab out and wires its events; its handlers are
+`Benchmarking`'s methods.
+"""
+
+import time
+from collections.abc import Callable, Iterator
+
+import gradio as gr
+import pandas as pd
+
+from assisted import bench
+from assisted.examples import Example
+from assisted.pairs import PairSpec
+from assisted.settings import (
+    ASSISTANT_MODEL_DRAFTERS,
+    ASSISTANT_QUANTS,
+    MAX_NEW_TOKENS_CAP,
+    RunSettings,
+    SettingsError,
+)
+from assisted.ui.format import (
+    CATEGORY_HEADERS,
+    PROMPT_HEADERS,
+    bench_category_rows,
+    bench_overall_markdown,
+    bench_plan_markdown,
+    bench_progress_markdown,
+    bench_prompt_rows,
+    bench_warning,
+)
+from assisted.ui.shared import VISITORS_AT_ONCE, PairLoader, Stops, whole
+
+BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens
+BENCH_MAX_PROMPTS = 2  # prompts per category (examples/ has two)
+BENCH_MAX_REPEATS = 3
+NOTE = """
+Times the example prompts, category by category: each prompt runs plain and with each chosen
+drafter, and the **speedup** is assisted tokens/s ÷ plain tokens/s (greedy decoding). Runs
+are **sequential** on one device, after a short untimed warm-up per prompt, and they
+**alternate** which goes first (plain then the drafters, next time the reverse), so a slow
+drift of the machine falls on both sides alike. On this 2-core CPU the full set takes many
+minutes: start with one category. The device is busy for Compare until the benchmark ends.
+"""
+
+StreamBenchmark = Callable[
+    [PairSpec, str, str, bool, list[Example], list[bench.Variant], RunSettings, int, str],
+    Iterator[bench.Progress | dict],
+]
+"""`app.stream_benchmark`, the GPU work: (spec, device, dtype, allow_local, examples,
+variants, settings, repeats, stop_key) → Progress events, then the report."""
+
+
+def quant_sweep(drafters: list[str], quants: list[str] | None) -> list[str]:
+    """The assistant precisions to compare: none chosen means the pair's own; drafters
+    without a model of their own take none."""
+    if not any(d in ASSISTANT_MODEL_DRAFTERS for d in drafters):
+        return []
+    return list(dict.fromkeys(quants or []))
+
+
+def _empty() -> tuple:
+    """Every output but the status line, before a report exists."""
+    return (
+        pd.DataFrame(columns=CATEGORY_HEADERS),
+        pd.DataFrame(columns=PROMPT_HEADERS),
+        "The overall speedup appears here once every run has finished.",
+        None,
+        None,
+    )
+
+
+def _finished(report: dict, total: int, elapsed_s: float) -> tuple:
+    """Every output's value once the report is in."""
+    return (
+        f"**Done**: {total} timed runs in {elapsed_s:.0f} s, one after the other on one device.",
+        pd.DataFrame(bench_category_rows(report), columns=CATEGORY_HEADERS),
+        pd.DataFrame(bench_prompt_rows(report), columns=PROMPT_HEADERS),
+        bench_overall_markdown(report),
+        bench.draw_chart(report),
+        report,
+    )
+
+
+class Benchmarking:
+    """The tab's handlers: run and stop a benchmark, and keep its choices consistent."""
+
+    def __init__(
+        self, loader: PairLoader, stops: Stops, stream: StreamBenchmark, examples: list[Example]
+    ):
+        self.loader = loader
+        self.stops = stops
+        self.stream = stream
+        self.examples = examples
+
+    def _checked(
+        self, pair: str, categories: list[str], drafters: list[str], prompts: float, repeats: float
+    ) -> tuple[PairSpec, int, int]:
+        """The pair, prompts per category and repeats; a gr.Error names what is wrong."""
+        registry = self.loader.config.registry
+        if pair not in registry:
+            known = ", ".join(registry)
+            raise gr.Error(f"Unknown pair {pair!r}; choose one of {known}.", title="Pair")
+        if not categories:
+            raise gr.Error("Choose at least one category: nothing was run.", title="Benchmark")
+        if not drafters:
+            raise gr.Error("Choose at least one drafter: nothing was run.", title="Benchmark")
+        limit, repeats = whole(prompts), whole(repeats)
+        if not isinstance(limit, int) or not 1 <= limit <= BENCH_MAX_PROMPTS:
+            raise gr.Error(
+                f"Prompts per category must be 1 to {BENCH_MAX_PROMPTS}, not {limit}.",
+                title="Benchmark",
+            )
+        if not isinstance(repeats, int) or not 1 <= repeats <= BENCH_MAX_REPEATS:
+            raise gr.Error(
+                f"Repeats must be 1 to {BENCH_MAX_REPEATS}, not {repeats}.", title="Benchmark"
+            )
+        return registry[pair], limit, repeats
+
+    def run_benchmark(
+        self,
+        pair: str,
+        categories: list[str],
+        prompts_per_category: int,
+        max_new_tokens: int,
+        repeats: int,
+        drafters: list[str],
+        assistant_quants: list[str],
+        request: gr.Request,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
+    ) -> Iterator[tuple]:
+        """Time the chosen examples plain and with each drafter (an assistant model once in
+        each chosen precision); stream progress.
+
+        The last yield carries the tables, the chart and the report (the JSON that
+        `python -m assisted.bench` prints)."""
+        spec, limit, repeats = self._checked(
+            pair, categories, drafters, prompts_per_category, repeats
+        )
+        try:
+            settings = RunSettings(max_new_tokens=whole(max_new_tokens)).validate()
+            chosen = bench.select_examples(self.examples, categories, limit)
+            sweep = {"assistant_quant": quant_sweep(drafters, assistant_quants)}
+            variants = bench.plan_variants(spec, drafters, sweep)
+        except (SettingsError, bench.BenchError) as error:
+            raise gr.Error(str(error), title="Benchmark") from error
+        gr.Warning(
+            bench_warning(len(chosen), len(variants), repeats, settings.max_new_tokens),
+            title="Benchmark started",
+        )
+        yield (f"**Loading** `{spec.name}`…", *_empty())
+        key = f"{request.session_hash or id(request)}:benchmark"
+        with self.loader.request(self.stops, key) as (turn, stop):
+            for status in self.loader.until_ready(spec, True, turn, stop):
+                yield (status, *_empty())
+            if stop.is_set():
+                yield ("**Stopped** before the timed runs started: no report.", *_empty())
+                return
+            self.loader.load(spec, True, progress)
+            config = self.loader.config
+            items = self.stream(
+                spec, config.device, config.dtype, True, chosen, variants, settings, repeats, key
+            )
+            start = time.perf_counter()
+            done = total = 0
+            for item in items:
+                elapsed = time.perf_counter() - start
+                if not isinstance(item, bench.Progress):
+                    yield _finished(item, total, elapsed)
+                    return
+                done, total = item.done, item.total
+                status = bench_progress_markdown(done, total, item.label, elapsed)
+                yield (status, *[gr.skip()] * 5)
+            if stop.is_set():
+                yield (f"**Stopped** after {done} of {total} timed runs: no report.", *_empty())
+            else:
+                yield ("The benchmark ended without a report.", *_empty())
+
+    def request_stop(self, request: gr.Request) -> None:
+        event = self.stops.get(f"{request.session_hash}:benchmark")
+        if event is not None:
+            event.set()
+
+    def drafters_for(self, pair: str) -> tuple[dict, dict]:
+        """The pair's own drafter, and prompt lookup beside an assistant model; the
+        precisions where the pair has an assistant model."""
+        spec = self.loader.config.registry.get(pair)
+        if spec is None:
+            return gr.update(choices=[], value=[]), gr.update(visible=False)
+        choices = [spec.drafter] + (["prompt-lookup"] if spec.drafter != "prompt-lookup" else [])
+        quants = gr.update(
+            visible=spec.drafter in ASSISTANT_MODEL_DRAFTERS, value=[spec.draft.assistant_quant]
+        )
+        return gr.update(choices=choices, value=[spec.drafter]), quants
+
+    def plan(
+        self,
+        chosen: list[str],
+        prompts: float,
+        max_new_tokens: float,
+        repeats: float,
+        drafters: list,
+        quants: list,
+    ) -> str:
+        """What the chosen benchmark runs, and about how long it takes."""
+        try:
+            limit = max(1, int(prompts))
+            count = len(bench.select_examples(self.examples, chosen, limit)) if chosen else 0
+            variants = sum(
+                len(quants or []) if d in ASSISTANT_MODEL_DRAFTERS else 1 for d in drafters or []
+            )
+            return bench_plan_markdown(count, variants, int(repeats), int(max_new_tokens))
+        except (TypeError, ValueError):  # a field being typed into
+            return gr.skip()
+
+
+# -- layout --------------------------------------------------------------------------------
+
+
+def _choices(
+    handlers: Benchmarking, categories: list[str]
+) -> tuple[gr.Dropdown, gr.CheckboxGroup, gr.CheckboxGroup, gr.CheckboxGroup]:
+    """The pair, categories, drafters and assistant precisions to benchmark."""
+    config = handlers.loader.config
+    spec = config.registry[config.default_pair]
+    pair = gr.Dropdown(
+        list(config.registry),
+        value=config.default_pair,
+        label="Model pair",
+        info="custom pairs: python -m assisted.bench --target … --assistant …",
+        elem_id="bench-pair",
+    )
+    chosen = gr.CheckboxGroup(
+        categories, value=categories, label="Categories", elem_id="bench-categories"
+    )
+    drafters = gr.CheckboxGroup(
+        handlers.drafters_for(config.default_pair)[0]["choices"],
+        value=[spec.drafter],
+        label="Drafters (each compared with the same plain runs)",
+        elem_id="bench-drafters",
+    )
+    quants = gr.CheckboxGroup(
+        list(ASSISTANT_QUANTS),
+        value=[spec.draft.assistant_quant],
+        label="Assistant precisions (each compared with the same plain runs)",
+        info="none: the pair's dtype · int8: weights and activations · "
+        "int8-wo: weights only · auto: int8 on a CPU",
+        visible=spec.drafter in ASSISTANT_MODEL_DRAFTERS,
+        elem_id="bench-quants",
+    )
+    return pair, chosen, drafters, quants
+
+
+def _sizes() -> tuple[gr.Slider, gr.Slider, gr.Slider]:
+    """Prompts per category, new tokens per run and repeats."""
+    prompts = gr.Slider(
+        1,
+        BENCH_MAX_PROMPTS,
+        value=1,
+        step=1,
+        precision=0,
+        label="Prompts per category",
+        elem_id="bench-prompts",
+    )
+    max_new_tokens = gr.Slider(
+        1,
+        MAX_NEW_TOKENS_CAP,
+        value=BENCH_MAX_NEW_TOKENS,
+        step=1,
+        precision=0,
+        label="Max new tokens",
+        elem_id="bench-max-new-tokens",
+    )
+    repeats = gr.Slider(
+        1,
+        BENCH_MAX_REPEATS,
+        value=1,
+        step=1,
+        precision=0,
+        label="Repeats (the median of three shrugs off one outlier)",
+        elem_id="bench-repeats",
+    )
+    return prompts, max_new_tokens, repeats
+
+
+def _outputs() -> list[gr.components.Component]:
+    """The tab's outputs, laid out, in the order of the /benchmark endpoint's outputs."""
+    status = gr.Markdown(
+        "Press **Run benchmark**; progress shows here.", elem_id="bench-status", label="status"
+    )
+    overall = gr.Markdown(elem_id="bench-overall", label="overall")
+    categories = gr.Dataframe(
+        pd.DataFrame(columns=CATEGORY_HEADERS),
+        label="Per category",
+        interactive=False,
+        wrap=True,
+        elem_id="bench-categories-table",
+    )
+    chart = gr.Plot(label="Speedup per category", elem_id="bench-chart")
+    prompts = gr.Dataframe(
+        pd.DataFrame(columns=PROMPT_HEADERS),
+        label="Per prompt",
+        interactive=False,
+        wrap=True,
+        # Wide enough that no header breaks inside a word.
+        column_widths=["13%", "14%", "11%", "8%", "9%", "9%", "9%", "8%", "9%", "10%"],
+        elem_id="bench-prompts-table",
+    )
+    with gr.Accordion("Report as JSON (python -m assisted.bench's)", open=False):
+        report = gr.JSON(label="report")
+    return [status, categories, prompts, overall, chart, report]
+
+
+def build_benchmark_tab(
+    loader: PairLoader, stops: Stops, stream: StreamBenchmark, examples: list[Example]
+) -> None:
+    """The tab's components and events, inside the caller's `gr.Tab`."""
+    handlers = Benchmarking(loader, stops, stream, examples)
+    categories = list(dict.fromkeys(example.category for example in examples))
+    spec = loader.config.registry[loader.config.default_pair]
+    gr.Markdown(NOTE)
+    with gr.Row(equal_height=False):
+        with gr.Column():
+            pair, chosen, drafters, quants = _choices(handlers, categories)
+        with gr.Column():
+            prompts, max_new_tokens, repeats = _sizes()
+    plan_inputs = [chosen, prompts, max_new_tokens, repeats, drafters, quants]
+    first_plan = handlers.plan(
+        categories, 1, BENCH_MAX_NEW_TOKENS, 1, [spec.drafter], [spec.draft.assistant_quant]
+    )
+    plan = gr.Markdown(first_plan, elem_id="bench-plan")
+    with gr.Row():
+        run = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
+        stop = gr.Button("Stop", variant="stop", elem_id="bench-stop")
+    outputs = _outputs()
+    run.click(
+        handlers.run_benchmark,
+        inputs=[pair, chosen, prompts, max_new_tokens, repeats, drafters, quants],
+        outputs=outputs,
+        api_name="benchmark",
+        concurrency_limit=VISITORS_AT_ONCE,
+        concurrency_id="visitors",  # like Compare: it takes its turn on the device
+        show_progress="minimal",
+        show_progress_on=outputs[0],
+    )
+    stop.click(
+        handlers.request_stop,
+        api_visibility="private",
+        concurrency_limit=None,
+        show_progress="hidden",
+    )
+    pair.change(
+        handlers.drafters_for,
+        inputs=pair,
+        outputs=[drafters, quants],
+        api_visibility="private",
+        queue=False,
+    )
+    gr.on(
+        [component.change for component in plan_inputs],
+        handlers.plan,
+        inputs=plan_inputs,
+        outputs=plan,
+        api_visibility="private",
+        queue=False,
+        show_progress="hidden",
+    )

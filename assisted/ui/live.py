@@ -1,0 +1,214 @@
+"""A comparison as it streams: the value of every Compare output, from the events of
+`assisted.decoding.compare`. Values only (strings, data frames, dicts), so they pickle
+across ZeroGPU's process boundary."""
+
+import threading
+
+import pandas as pd
+
+from assisted import decoding, pairs, stats
+from assisted.record import RunRecord, Step
+from assisted.settings import RunSettings
+from assisted.ui.format import (
+    Chunk,
+    chunks_of,
+    histogram_rows,
+    position_rows,
+    run_html,
+    stat_card_html,
+    step_time_label,
+    step_time_rows,
+    summary_markdown,
+    timeline_rows,
+)
+
+MODES = ("plain", "assisted")
+WAITING = {
+    "plain": "Plain decoding runs first…",
+    "assisted": "Assisted generation runs after plain decoding…",
+}
+SUMMARY_LATER = "The comparison appears here once both runs have finished."
+
+
+class Live:
+    """The steps and records of one comparison as it streams, rendered to every output."""
+
+    def __init__(
+        self,
+        pair: pairs.LoadedPair,
+        prompt_tokens: int,
+        settings: RunSettings,
+        stop: threading.Event,
+    ):
+        self.pair = pair
+        self.prompt_tokens = prompt_tokens
+        self.settings = settings
+        self.stop = stop
+        self.steps: dict[str, list[Step]] = {mode: [] for mode in MODES}
+        self.records: dict[str, RunRecord] = {}
+        self.phase = "warmup"
+
+    def add(self, event: decoding.Event) -> None:
+        if isinstance(event, decoding.Phase):
+            self.phase = event.name
+        elif isinstance(event, decoding.StepEvent):
+            self.steps[event.mode].append(event.step)
+        elif isinstance(event, decoding.RunDone):
+            # Its last step may carry text held back for a character split across steps.
+            self.records[event.record.mode] = event.record
+
+    def record(self, mode: str) -> RunRecord | None:
+        """The finished record, or a snapshot of the run so far (timed to its last step)."""
+        if mode in self.records:
+            return self.records[mode]
+        steps = self.steps[mode]
+        if not steps:
+            return None
+        drafter = self.pair.spec.drafter if mode == "assisted" else None
+        return RunRecord(mode, drafter, self.prompt_tokens, list(steps), total_s=steps[-1].t_s)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether Stop cut the comparison short (the run it ended is marked in its record)."""
+        cut = self.stop.is_set() and len(self.records) < len(MODES)
+        return cut or any(record.stopped for record in self.records.values())
+
+    def frame(self, done: bool = False) -> tuple:
+        """Every Compare output's value, then the race replay's state (the last frame only:
+        `done`)."""
+        runs = {mode: self.record(mode) for mode in MODES}
+        shown = {mode: chunks_of(runs[mode]) for mode in MODES}
+        assisted = runs["assisted"]
+        result = stats.report(
+            self.pair.spec.name,
+            str(self.pair.device),
+            self.pair.dtype_name,
+            runs["plain"],
+            assisted,
+        )
+        if not done:
+            # Each update carries the whole result; `per_step` grows with the run, so only
+            # the last update carries it.
+            for summary in (result["plain"], result["assisted"]):
+                if summary is not None:
+                    del summary["per_step"]
+        return (
+            self._status(done),
+            self._text("plain", shown["plain"], done),
+            self._text("assisted", shown["assisted"], done),
+            self._card("plain", result, done),
+            self._card("assisted", result, done),
+            self._summary(result, done),
+            timeline_frame(shown),
+            histogram_frame(stats.accept_histogram(assisted) if assisted else []),
+            position_frame(stats.position_acceptance(assisted) if assisted else []),
+            step_time_frame(runs),
+            result,
+            self._race(shown) if done else None,
+        )
+
+    def _status(self, done: bool) -> str:
+        where = f"{self.pair.device} · {self.pair.dtype_name}"
+        if done and self.stopped and not self.records:
+            return "**Stopped** before the timed runs started."
+        if done and self.stopped:
+            return f"**Stopped** during the {self.phase} run; what was produced is kept ({where})."
+        if done:
+            return (
+                f"**Done** on {where}. Plain ran first, then assisted, one after the other, "
+                "so each was timed alone. **Replay race** shows both at their recorded pace."
+            )
+        return {
+            "warmup": "**Warming up** (one short untimed run per mode, once per pair)… "
+            "Then plain decoding runs first and assisted second, one after the other on one "
+            "device, so each is timed alone.",
+            "plain": "**Running plain decoding** (1 of 2). Assisted generation runs next, "
+            "on its own, so the timings stay honest.",
+            "assisted": "**Running assisted generation** (2 of 2). Plain decoding has finished.",
+        }.get(self.phase, "")
+
+    def _text(self, mode: str, shown: list[Chunk], done: bool) -> str:
+        record = self.records.get(mode)
+        waiting = WAITING[mode]
+        if done and not shown:
+            waiting = "Not run: the comparison was stopped." if self.stopped else "No tokens."
+        return run_html(
+            shown,
+            mode,
+            running=self.phase == mode and record is None and not done,
+            stopped=bool(record and record.stopped),
+            placeholder=waiting,
+        )
+
+    def _card(self, mode: str, result: dict, done: bool) -> str:
+        summary = result[mode]
+        record = self.records.get(mode)
+        if record is not None:
+            return stat_card_html(summary, state="stopped" if record.stopped else "done")
+        if summary is not None or (self.phase == mode and not done):
+            return stat_card_html(summary, state="running", empty="waiting for the first step…")
+        return stat_card_html(None, empty="not run" if done else "runs after plain decoding")
+
+    def _summary(self, result: dict, done: bool) -> str:
+        if done:
+            return summary_markdown(result, sample=self.settings.sample)
+        return SUMMARY_LATER
+
+    def _race(self, shown: dict[str, list[Chunk]]) -> dict:
+        return {
+            mode: {
+                "chunks": [chunk.to_dict() for chunk in shown[mode]],
+                "stopped": bool(self.records.get(mode) and self.records[mode].stopped),
+            }
+            for mode in MODES
+        }
+
+
+def timeline_frame(chunks: dict[str, list[Chunk]]) -> pd.DataFrame:
+    # Typed columns even when empty: the chart fixes its axis types from the first value.
+    frame = pd.DataFrame(timeline_rows(chunks), columns=["run", "t_s", "tokens"])
+    return frame.astype({"run": str, "t_s": float, "tokens": int})
+
+
+def histogram_frame(histogram: list[int]) -> pd.DataFrame:
+    frame = pd.DataFrame(histogram_rows(histogram), columns=["accepted", "steps"])
+    return frame.astype({"accepted": str, "steps": int})
+
+
+def position_frame(position_acceptance: list[float]) -> pd.DataFrame:
+    frame = pd.DataFrame(position_rows(position_acceptance), columns=["position", "accepted"])
+    return frame.astype({"position": str, "accepted": float})
+
+
+def step_time_frame(runs: dict[str, RunRecord | None]) -> pd.DataFrame:
+    """Each run's steps, split into drafting and the target's part, under the run's name
+    and tokens per step (the chart shows each run's mean step).
+
+    A run without steps yet shows zero bars of both parts: Gradio's bar chart fixes its
+    colours from its first value, which must name every part."""
+    times = {
+        step_time_label(mode, stats.tokens_per_step(record) if record else None): (
+            stats.step_times(record) if record else [(0.0, 0.0)]
+        )
+        for mode, record in runs.items()
+    }
+    frame = pd.DataFrame(step_time_rows(times), columns=["run", "step", "part", "s"])
+    return frame.astype({"run": str, "step": int, "part": str, "s": float})
+
+
+def idle_frame(status: str) -> tuple:
+    """Every output's value before the runs start (files fetched, or waiting for the device)."""
+    return (
+        status,
+        run_html([], "plain", placeholder=WAITING["plain"]),
+        run_html([], "assisted", placeholder=WAITING["assisted"]),
+        stat_card_html(None, empty="runs once the device is free"),
+        stat_card_html(None, empty="runs after plain decoding"),
+        SUMMARY_LATER,
+        timeline_frame({mode: [] for mode in MODES}),
+        histogram_frame([]),
+        position_frame([]),
+        step_time_frame(dict.fromkeys(MODES)),
+        None,
+        None,
+    )

@@ -1,0 +1,201 @@
+"""What both tabs share: the configuration they read, stop requests, and the way from a
+pair's name to a pair in memory.
+
+A request fetches its pair's files first, outside the line for the device, so a download
+holds up no one comparing on a pair in memory. Only then does it take its turn
+(`assisted.device_queue`): timed runs, and loading pairs into memory, which would slow a
+timed run down, use the device one at a time.
+"""
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Iterator
+from typing import Protocol
+
+import gradio as gr
+
+from assisted import pairs
+from assisted.device_queue import DeviceQueue, Turn
+from assisted.pairs import PairError, PairSpec
+
+CUSTOM = "custom"  # the pair dropdown's choice for user-supplied target/assistant ids
+# Requests past Gradio's queue at once. Each fetches its pair's files, then waits for its
+# turn on the device, so a download holds up no one whose pair is in memory.
+VISITORS_AT_ONCE = 8
+
+Stops = dict[str, threading.Event]
+"""Stop requests by key (the session, and the tab): a Stop button sets its request's event,
+and the backend ends the run within one step."""
+
+
+class Config(Protocol):
+    """What the tabs read from the app's configuration (`app.AppConfig`)."""
+
+    @property
+    def registry(self) -> dict[str, PairSpec]: ...
+    @property
+    def default_pair(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def allow_local(self) -> bool: ...
+    @property
+    def allow_custom(self) -> bool: ...
+
+
+def whole(value):
+    """Sliders and the client send floats; whole ones become ints, others fail validation."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def waiting_status(ahead: int) -> str:
+    requests = "request" if ahead == 1 else "requests"
+    return (
+        f"**Waiting for the device:** {ahead} {requests} ahead of yours. Runs take turns, "
+        "so each is timed alone."
+    )
+
+
+def pair_status(pair: pairs.LoadedPair) -> str:
+    note = f" — {pair.spec.note}" if pair.spec.note else ""
+    return (
+        f"**Ready:** `{pair.spec.name}`{note} · {pair.device} · {pair.dtype_name}. "
+        f"In memory: {', '.join(pairs.loaded_pairs())} (at most {pairs.MAX_LOADED_PAIRS})."
+    )
+
+
+def _not_loaded(spec: PairSpec, error: Exception) -> gr.Error:
+    return gr.Error(
+        f"Could not load {spec.name}: {error}. The pairs already in memory "
+        f"({', '.join(pairs.loaded_pairs()) or 'none'}) are still usable.",
+        title="Pair not loaded",
+    )
+
+
+class PairLoader:
+    """From a pair's name to the pair in memory, for both tabs: the spec a request names,
+    its files fetched, then loading on the device's turn. `load_chosen` and `load_custom`
+    are the page's handlers for the pair status line."""
+
+    def __init__(self, config: Config, queue: DeviceQueue):
+        self.config = config
+        self.queue = queue
+
+    def spec_for(
+        self, pair: str, custom_target: str, custom_assistant: str
+    ) -> tuple[PairSpec, bool]:
+        """The spec to load and whether local folders are allowed for it."""
+        config = self.config
+        if pair == CUSTOM and not config.allow_custom:  # the page's Load pair button, hidden
+            raise gr.Error(
+                "Custom pairs are turned off on this server (ASSISTED_ALLOW_CUSTOM=0).",
+                title="Pair",
+            )
+        if pair == CUSTOM:
+            if not (custom_target or "").strip():
+                raise gr.Error("Enter a target model id for the custom pair.", title="Pair")
+            try:
+                spec = pairs.custom_pair(
+                    custom_target.strip(), (custom_assistant or "").strip() or None
+                )
+            except PairError as error:
+                raise gr.Error(str(error), title="Pair") from error
+            return spec, config.allow_local
+        if pair not in config.registry:
+            known = ", ".join([*config.registry, CUSTOM])
+            raise gr.Error(f"Unknown pair {pair!r}; choose one of {known}.", title="Pair")
+        return config.registry[pair], True
+
+    def load(self, spec: PairSpec, allow_local: bool, progress: gr.Progress) -> pairs.LoadedPair:
+        def report(message: str, fraction: float | None) -> None:
+            progress(fraction, desc=message)
+
+        try:
+            return pairs.load_pair(
+                spec,
+                self.config.device,
+                self.config.dtype,
+                progress=report,
+                allow_local=allow_local,
+            )
+        except Exception as error:  # the previously loaded pairs stay loaded
+            raise _not_loaded(spec, error) from error
+
+    def fetch_status(self, spec: PairSpec, allow_local: bool) -> Iterator[str]:
+        """Status lines while the pair's files are fetched (nothing if they are here)."""
+        try:
+            for message, fraction in pairs.fetching(spec, allow_local):
+                done = f" ({fraction:.0%})" if fraction is not None else ""
+                yield (
+                    f"**{message}**{done}. Comparisons on the pairs in memory go on "
+                    "meanwhile; yours runs once the files are here."
+                )
+        except Exception as error:
+            raise _not_loaded(spec, error) from error
+
+    def until_ready(
+        self, spec: PairSpec, allow_local: bool, turn: Turn, stop: threading.Event
+    ) -> Iterator[str]:
+        """Status lines while the pair's files are fetched, then while the request waits for
+        its turn on the device; ends early when Stop is pressed. The download comes first,
+        outside the line, so it holds up no one comparing on a pair in memory."""
+        waiting = map(waiting_status, turn.waiting())  # joins the line once fetched
+        for status in itertools.chain(self.fetch_status(spec, allow_local), waiting):
+            if stop.is_set():
+                return
+            yield status
+
+    @contextlib.contextmanager
+    def request(self, stops: Stops, key: str) -> Iterator[tuple[Turn, threading.Event]]:
+        """A request's place in the line for the device and its Stop event (under `key` in
+        `stops`), both given up when the request ends."""
+        stop = stops[key] = threading.Event()
+        turn = self.queue.turn()
+        try:
+            yield turn, stop
+        finally:
+            turn.leave()
+            if stops.get(key) is stop:
+                del stops[key]
+
+    def load_chosen(
+        self,
+        pair: str,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
+    ) -> Iterator[str]:
+        if pair == CUSTOM:
+            yield (
+                "Enter a target id and an assistant id (or leave the assistant empty for "
+                "prompt lookup), then press **Load pair**."
+            )
+            return
+        spec, allow_local = self.spec_for(pair, "", "")
+        yield from self._load_into_memory(spec, allow_local, progress)
+
+    def load_custom(
+        self,
+        target: str,
+        assistant: str,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008
+    ) -> Iterator[str]:
+        spec, allow_local = self.spec_for(CUSTOM, target, assistant)
+        yield from self._load_into_memory(spec, allow_local, progress)
+
+    def _load_into_memory(
+        self, spec: PairSpec, allow_local: bool, progress: gr.Progress
+    ) -> Iterator[str]:
+        """The pair's status lines: fetched, then loaded on the device's turn (the turn is
+        skipped for a pair already in memory)."""
+        turn = self.queue.turn()
+        try:
+            yield from self.fetch_status(spec, allow_local)
+            pair = pairs.loaded(spec, self.config.device, self.config.dtype)
+            if pair is None:
+                yield from map(waiting_status, turn.waiting())
+                pair = self.load(spec, allow_local, progress)
+            yield pair_status(pair)
+        finally:
+            turn.leave()
