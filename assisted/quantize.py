@@ -17,10 +17,10 @@ alone, 32 greedy tokens after a 108-token prompt, medians of 3:
 | int8 dynamic, per-tensor weight scales (fbgemm) ← "int8"   |     44.4 |
 
 In assisted generation against the bf16 target (`python -m assisted.bench --repeats 3
---max-new-tokens 64 --assistant-quant none,int8,int8-wo`, every example), the geometric-mean
-speedup was 1.41x with the bf16 assistant, 1.85x with "int8" and 1.70x with "int8-wo":
-int8 lowers acceptance a little (76% → 72%) and the cost ratio c much more (median 0.41 →
-0.19; 0.24 for "int8-wo").
+--max-new-tokens 64 --assistant-quant none,int8,int8-wo`, every example, one plain baseline),
+the geometric-mean speedup was 1.35x with the bf16 assistant, 1.67x with "int8" and 1.63x
+with "int8-wo": int8 lowers acceptance a little (77% → 72%) and the cost ratio c much more
+(median 0.41 → 0.22; 0.24 for "int8-wo").
 Per-channel scales were no faster and followed the bf16 assistant's greedy text no longer
 in one probe (it diverged at token 1, per-tensor at token 8), so "int8" keeps fbgemm's
 per-tensor default. Weight-only int8 is slow with fp32 activations, so it is no default for

@@ -25,3 +25,20 @@ def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
     small_tokenizer = build_tokenizer(root / "tokenizer-small", vocab_size=300)
     build_model(root / "other_tokenizer", small_tokenizer, seed=3)
     return {name: root / name for name in ("target", "other", "other_tokenizer")}
+
+
+@pytest.fixture
+def slow_steps(monkeypatch):
+    """Every decoding step takes 30 ms longer. Tiny models otherwise finish 200 steps in about
+    a second, and on a busy machine a Stop pressed mid-run could arrive after the run ended."""
+    import time
+
+    from assisted import decoding
+
+    put = decoding._StepObserver.put
+
+    def slow_put(self, value):
+        put(self, value)
+        time.sleep(0.03)
+
+    monkeypatch.setattr(decoding._StepObserver, "put", slow_put)

@@ -241,7 +241,7 @@ def test_a_public_app_refuses_local_folders(tiny_registry, tiny_dirs):
         demo.close()
 
 
-def test_stop_keeps_what_was_produced_and_marks_it_stopped(client):
+def test_stop_keeps_what_was_produced_and_marks_it_stopped(client, slow_steps):
     job = client.submit(**settings(max_new_tokens=200), api_name="/compare")
     for values in job:
         if "Running plain" in values[0] and "cursor" in values[1]:

@@ -105,7 +105,7 @@ def test_compare_in_the_browser_fills_both_columns_and_stat_cards(page):
     expect(page.locator("#assisted-text .step")).not_to_have_count(0)
 
 
-def test_stop_in_the_browser_keeps_the_text_and_marks_it_stopped(page):
+def test_stop_in_the_browser_keeps_the_text_and_marks_it_stopped(page, slow_steps):
     set_max_new_tokens(page, 220)
     page.locator("#prompt textarea").fill("def add(a, b):")
     page.locator("#compare").click()

@@ -58,19 +58,24 @@ def test_json_line_follows_the_schema(tiny_dirs):
     assert "acceptance rate" in output and "speedup" in output
 
 
-def test_json_lists_each_step_with_its_draft(tiny_dirs):
+def run_tiny_pair(tiny_dirs, *argv: str) -> tuple[str, dict]:
+    """The CLI on the tiny pair in fp32 with --json: its output and the JSON line."""
     code, output = run_cli(
         "def add(a, b):",
         "--target", str(tiny_dirs["target"]),
         "--assistant", str(tiny_dirs["other"]),
-        "--max-new-tokens", "12",
-        "--draft-length", "4",
-        "--confidence-threshold", "0",
         "--dtype", "float32",
         "--json",
+        *argv,
     )  # fmt: skip
     assert code == 0
-    result = json.loads(output.strip().splitlines()[-1])
+    return output, json.loads(output.strip().splitlines()[-1])
+
+
+def test_json_lists_each_step_with_its_draft(tiny_dirs):
+    _, result = run_tiny_pair(
+        tiny_dirs, "--max-new-tokens", "12", "--draft-length", "4", "--confidence-threshold", "0"
+    )
     plain, assisted = result["plain"], result["assisted"]
     timing = {"text", "t_s", "step_s"}
     assert [set(step) for step in plain["per_step"]] == [timing] * plain["steps"]
@@ -89,17 +94,7 @@ def test_json_lists_each_step_with_its_draft(tiny_dirs):
 
 
 def test_the_json_and_the_table_name_the_assistant_precision(tiny_dirs):
-    code, output = run_cli(
-        "def add(a, b):",
-        "--target", str(tiny_dirs["target"]),
-        "--assistant", str(tiny_dirs["other"]),
-        "--max-new-tokens", "8",
-        "--dtype", "float32",
-        "--assistant-quant", "int8",
-        "--json",
-    )  # fmt: skip
-    assert code == 0
-    result = json.loads(output.strip().splitlines()[-1])
+    output, result = run_tiny_pair(tiny_dirs, "--max-new-tokens", "8", "--assistant-quant", "int8")
     assert result["assisted"]["assistant_precision"] == "int8"
     assert "assistant in int8" in output
     assert result["identical"] is True
