@@ -24,7 +24,8 @@ Figures (terms as defined in `assisted.stats`):
 stdout: a card for people, then one line of JSON:
     {"pair", "device", "dtype", "settings", "drafter",
      "overall": {"speedup_geomean", "speedup_median", "acceptance_rate", "tokens_per_step",
-                 "predicted_speedup", "prompts", "identical_prompts", "overhead_pct"},
+                 "predicted_speedup", "prompts", "identical_prompts", "overhead_pct",
+                 "assisted_overhead_pct"},
      "categories": {NAME: {"speedup", "speedup_geomean", "acceptance_rate", ...}},
      "prompts": [{"question_id", "category", "drafter", "speedup", "plain_tokens_per_s",
                   "assisted_tokens_per_s", "acceptance_rate", "identical", ...}],
@@ -283,24 +284,32 @@ def benchmark(
     for ids in prompt_ids:
         decoding.check_length(pair, ids, settings)
 
-    total = len(examples) * repeats * (1 + len(variants)) + (2 * repeats if overhead else 0)
+    # The overhead is measured in plain decoding and with the first variant.
+    overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
+    total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
     done = 0
     yield Progress(done, total, "warming up")
     decoding.warm_up(pair, ("plain",))
     for variant in variants:
         decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
 
-    overhead_pct = None
+    overheads: dict[str, float | None] = {}
     if overhead and examples:
-        bare_s, run_s = [], []
-        for repeat in range(repeats):
-            # Alternate which goes first, as for the prompts.
-            for which in ("bare", "run") if repeat % 2 == 0 else ("run", "bare"):
-                seconds = _time_plain(pair, prompt_ids[0], settings, bare=which == "bare")
-                (bare_s if which == "bare" else run_s).append(seconds)
-                done += 1
-                yield Progress(done, total, f"overhead: {which}")
-        overhead_pct = _overhead_pct(bare_s, run_s)
+        measured = [(None, pair)] + [(v, drafting[v.drafter]) for v in variants[:1]]
+        for variant, drafter in measured:
+            mode = "plain" if variant is None else "assisted"
+            draft = variant.draft if variant else None
+            bare_s, run_s = [], []
+            for repeat in range(repeats):
+                # Alternate which goes first, as for the prompts.
+                for which in ("bare", "run") if repeat % 2 == 0 else ("run", "bare"):
+                    seconds = _time_per_token(
+                        drafter, prompt_ids[0], settings, mode, draft, bare=which == "bare"
+                    )
+                    (bare_s if which == "bare" else run_s).append(seconds)
+                    done += 1
+                    yield Progress(done, total, f"overhead, {mode}: {which}")
+            overheads[mode] = _overhead_pct(bare_s, run_s)
 
     warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
     runs: list[Run] = []
@@ -332,7 +341,9 @@ def benchmark(
                 yield Progress(done, total, f"{example.label}: {name or 'plain'}")
 
     info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
-    result = report(runs, variants, info, settings, repeats, overhead_pct)
+    result = report(
+        runs, variants, info, settings, repeats, overheads.get("plain"), overheads.get("assisted")
+    )
     yield Finished(result, runs)
 
 
@@ -345,9 +356,17 @@ def _drain(events) -> RunRecord:
     return record
 
 
-def _time_plain(pair: LoadedPair, ids: list[int], settings: RunSettings, bare: bool) -> float:
+def _time_per_token(
+    pair: LoadedPair,
+    ids: list[int],
+    settings: RunSettings,
+    mode: str,
+    draft: DraftSettings | None,
+    bare: bool,
+) -> float:
     """Seconds per new token, seen from the caller: the streamed run pays for its queue,
-    streamer and hooks; the bare generate() for none of them.
+    streamer and hooks (and, assisted, for reading and decoding each step's draft); the
+    bare generate() for none of them.
 
     The bare call runs in a worker thread too, as `run()`'s generate() does: on a CPU,
     OpenMP behaves differently on the main thread (the tiny test models ran 10× slower
@@ -358,7 +377,7 @@ def _time_plain(pair: LoadedPair, ids: list[int], settings: RunSettings, bare: b
     if bare:
         result: list = []
         worker = threading.Thread(
-            target=lambda: result.append(decoding.generate_bare(pair, ids, "plain", settings))
+            target=lambda: result.append(decoding.generate_bare(pair, ids, mode, settings, draft))
         )
         worker.start()
         worker.join()
@@ -367,7 +386,7 @@ def _time_plain(pair: LoadedPair, ids: list[int], settings: RunSettings, bare: b
         tokens, seconds = result[0]
         return seconds / max(1, len(tokens))
     start = time.perf_counter()
-    record = _drain(decoding.run(pair, ids, "plain", settings))
+    record = _drain(decoding.run(pair, ids, mode, settings, draft))
     return (time.perf_counter() - start) / max(1, stats.new_tokens(record))
 
 
@@ -446,6 +465,7 @@ def report(
     settings: RunSettings,
     repeats: int,
     overhead_pct: float | None = None,
+    assisted_overhead_pct: float | None = None,
 ) -> dict:
     """The whole benchmark as one JSON-ready dict (shape in the module docstring)."""
     prompts: dict[tuple[str, str], dict[str | None, list[RunRecord]]] = {}
@@ -469,6 +489,9 @@ def report(
         # Overall, the headline is the geometric mean; the median is named as such.
         overall["speedup_median"] = overall.pop("speedup")
         overall["overhead_pct"] = overhead_pct
+        # Measured with the first variant only.
+        first = variant is variants[0]
+        overall["assisted_overhead_pct"] = assisted_overhead_pct if first else None
         drafters[variant.name] = {
             "drafter_kind": variant.drafter,
             "draft": dataclasses.asdict(variant.draft),
@@ -563,6 +586,12 @@ def render(result: dict) -> str:
         lines.append(
             f"Backend overhead: {overhead:+.1f}% per token (streamed run() vs bare generate(), "
             "plain, first prompt, medians)"
+        )
+    overhead = result["overall"].get("assisted_overhead_pct")
+    if overhead is not None:
+        lines.append(
+            f"Backend overhead, assisted: {overhead:+.1f}% per token (the same, with "
+            f"{result['drafter']})"
         )
     return "\n".join(lines)
 

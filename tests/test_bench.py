@@ -278,7 +278,8 @@ def test_examples_folder_end_to_end_with_overhead(capsys, models, tmp_path):
     assert list(result["categories"]) == ["edit-code"]
     assert result["prompts"][0]["question_id"] == "add"
     assert isinstance(result["overall"]["overhead_pct"], float)
-    assert "Backend overhead" in stdout
+    assert isinstance(result["overall"]["assisted_overhead_pct"], float)
+    assert "Backend overhead:" in stdout and "Backend overhead, assisted:" in stdout
 
 
 def test_prompt_lookup_shares_the_loaded_target(models):
