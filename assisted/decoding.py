@@ -10,6 +10,12 @@ drafter. We never reimplement speculative decoding; we watch it:
 - forward hooks on the assistant time each drafting pass, which gives each step's drafting
   time and the cost ratio c.
 
+Under the `auto` schedule, one seam more: the target's `_get_candidate_generator` is
+overridden on the instance for the run, wrapping the candidate generator Transformers
+built so that `assisted.policy` sets its draft length before each step (0: a plain target
+step). Transformers still drafts, verifies and accepts; hooks on the target time each
+verification to refine the policy's cost model.
+
 `generate()` runs in a worker thread and events cross to the caller through a queue, so
 the caller (CLI, UI, benchmark) renders as tokens arrive. This module knows nothing of
 text rendering beyond the incremental detokenisation of each step and of its draft.
@@ -19,18 +25,26 @@ from __future__ import annotations
 
 import logging
 import queue
+import statistics
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
+from transformers.generation.candidate_generator import (
+    AssistedCandidateGenerator,
+    CandidateGenerator,
+    PromptLookupCandidateGenerator,
+)
 from transformers.generation.streamers import BaseStreamer
 
 from assisted import quantize
 from assisted.pairs import LoadedPair
+from assisted.policy import DraftPolicy
 from assisted.record import Mode, RunRecord, Step
 from assisted.settings import DraftSettings, RunSettings, SettingsError, validate_prompt
 
@@ -56,6 +70,9 @@ _WARMUP_TOKENS = 8
 # thread that competes with the math library's threads on a small CPU (measured: +4% per
 # token on 2 cores with 0.05 s).
 _POLL_S = 1.0
+# Calibration of the `auto` policy: each timing is the median of this many forward passes,
+# after one untimed pass, over the cached warm-up prompt.
+_CALIBRATION_REPEATS = 3
 
 
 @dataclass(frozen=True)
@@ -126,16 +143,19 @@ def run(
     drafter = pair.spec.drafter if mode == "assisted" else None
     # Before the clock starts: an int8 copy of the assistant is made on first use.
     assistant, precision = _drafting_assistant(pair, draft) if drafter else (None, None)
+    # Before the clock starts too: the policy's calibration, timed once per pair.
+    policy = _auto_policy(pair, draft, assistant) if drafter else None
     record = RunRecord(
         mode=mode, drafter=drafter, prompt_tokens=len(prompt_ids), assistant_precision=precision
     )
     events: queue.Queue = queue.Queue()
-    observer = _StepObserver(pair, record, events, len(prompt_ids))
+    observer = _StepObserver(pair, record, events, len(prompt_ids), policy)
     kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, observer, stopper, assistant)
+    seam = drafting_policy(pair.target, policy) if policy else nullcontext()
 
     def work() -> None:
         try:
-            with observer.hooks(mode, assistant):
+            with observer.hooks(mode, assistant), seam:
                 if settings.sample:
                     torch.manual_seed(settings.seed)
                 _synchronize(pair.device)
@@ -145,6 +165,8 @@ def run(
                 _synchronize(pair.device)
                 record.total_s = time.perf_counter() - observer.start
             observer.flush()
+            if policy is not None:
+                record.verify_cost_s = policy.verify_curve()
             record.stopped = stopper.triggered
             events.put(RunDone(record))
         except BaseException as error:  # surfaced in the caller's thread, never swallowed
@@ -295,10 +317,13 @@ def _drafter_kwargs(
         }
     # Transformers reads draft settings from the drafting model's generation_config, not
     # from generate()'s arguments, and the heuristic schedule writes its state back there:
-    # set all three before every run so runs are reproducible.
+    # set all three before every run so runs are reproducible. Transformers knows no `auto`
+    # schedule: under it the generator runs a constant one whose length the policy sets.
     drafter = pair.target if kind == "early-exit" else assistant
     drafter.generation_config.num_assistant_tokens = draft.num_assistant_tokens
-    drafter.generation_config.num_assistant_tokens_schedule = draft.schedule
+    drafter.generation_config.num_assistant_tokens_schedule = (
+        "constant" if draft.schedule == "auto" else draft.schedule
+    )
     drafter.generation_config.assistant_confidence_threshold = draft.confidence_threshold
     if kind == "early-exit":
         return {"assistant_early_exit": pair.spec.early_exit_layer}
@@ -308,10 +333,134 @@ def _drafter_kwargs(
     return kwargs
 
 
+def _auto_policy(
+    pair: LoadedPair, draft: DraftSettings, assistant: PreTrainedModel | None
+) -> DraftPolicy | None:
+    """A fresh policy for one `auto` run, seeded by the pair's calibration; None under the
+    other schedules."""
+    if draft.schedule != "auto":
+        return None
+    lookup = pair.spec.drafter == "prompt-lookup"
+    cap = draft.prompt_lookup_num_tokens if lookup else draft.num_assistant_tokens
+    verify_s, drafter_s = calibrate(pair, assistant, _precision_key(pair, draft), cap)
+    return DraftPolicy(cap, verify_s, drafter_s, catch_up=not lookup)
+
+
+def calibrate(
+    pair: LoadedPair, assistant: PreTrainedModel | None, precision: str, cap: int
+) -> tuple[dict[int, float], float]:
+    """T(k), the target's seconds to verify k rows for k = 1 … cap + 1, and the assistant's
+    seconds per drafted token (0 without an assistant model), each timed once per pair."""
+    measured = pair.calibration_s
+    ids = torch.tensor([encode_prompt(pair, _WARMUP_PROMPT)], device=_input_device(pair))
+    missing = [k for k in range(1, cap + 2) if ("verify", k) not in measured]
+    if missing:
+        for k, seconds in _time_forwards(pair.target, ids, missing, pair.device).items():
+            measured["verify", k] = seconds
+    if assistant is not None and ("draft", precision) not in measured:
+        # One row, as the assistant drafts one token per forward pass.
+        measured["draft", precision] = _time_forwards(assistant, ids, [1], pair.device)[1]
+    verify_s = {k: measured["verify", k] for k in range(1, cap + 2)}
+    return verify_s, measured["draft", precision] if assistant is not None else 0.0
+
+
+def _time_forwards(
+    model: PreTrainedModel, prefix: torch.Tensor, rows: list[int], device: torch.device
+) -> dict[int, float]:
+    """Median seconds of one forward pass over `k` new rows on a cache holding `prefix`, for
+    each k in `rows`; the cache is cropped back after each pass."""
+    timings = {}
+    with torch.inference_mode():
+        cache = model(input_ids=prefix, use_cache=True).past_key_values
+        for k in rows:
+            block = prefix[:, -1:].repeat(1, k)  # the ids do not change the time
+            times = []
+            for repeat in range(_CALIBRATION_REPEATS + 1):
+                _synchronize(device)
+                start = time.perf_counter()
+                model(input_ids=block, past_key_values=cache, use_cache=True)
+                _synchronize(device)
+                if repeat:  # the first pass of a shape pays one-off costs
+                    times.append(time.perf_counter() - start)
+                cache.crop(-k)  # 5.23: a negative count removes that many tokens
+            timings[k] = statistics.median(times)
+    return timings
+
+
+# The attribute each candidate generator reads its draft length from, at every step.
+_DRAFT_LENGTHS = {
+    AssistedCandidateGenerator: "num_assistant_tokens",
+    PromptLookupCandidateGenerator: "num_output_tokens",
+}
+
+
+@contextmanager
+def drafting_policy(target: PreTrainedModel, policy: DraftPolicy) -> Iterator[None]:
+    """Within the block, `target.generate()` drafts as `policy` chooses.
+
+    Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
+    (tests/test_decoding.py pins it), wrapping the generator Transformers builds."""
+    build = type(target)._get_candidate_generator
+
+    def get_candidate_generator(*args, **kwargs) -> CandidateGenerator:
+        return _PolicyDrafter(build(target, *args, **kwargs), policy)
+
+    target._get_candidate_generator = get_candidate_generator
+    try:
+        yield
+    finally:
+        del target._get_candidate_generator
+
+
+class _PolicyDrafter(CandidateGenerator):
+    """Transformers' own candidate generator with the draft length set before each step.
+
+    Both generators read their length at each `get_candidates`: the assistant's
+    `num_assistant_tokens` (0 returns the input unchanged and runs no assistant pass; the
+    next drafting pass prefills what the assistant's cache lacks, but see `_minimum`) and
+    prompt lookup's
+    `num_output_tokens` (0 finds no candidates). Zero candidates make the target verify one
+    row: a plain step."""
+
+    def __init__(self, generator: CandidateGenerator, policy: DraftPolicy):
+        # Exact types: subclasses (universal, early exit, MTP) read their length elsewhere.
+        if type(generator) not in _DRAFT_LENGTHS:
+            raise TypeError(f"the auto schedule cannot drive {type(generator).__name__}")
+        self.generator = generator
+        self.length = _DRAFT_LENGTHS[type(generator)]
+        self.policy = policy
+
+    def get_candidates(self, input_ids: torch.LongTensor, **kwargs):
+        setattr(self.generator, self.length, self.policy.choose(self._minimum()))
+        return self.generator.get_candidates(input_ids, **kwargs)
+
+    def _minimum(self) -> int:
+        # The assistant extends its attention mask only once it has a cache: a first step of
+        # 0 leaves the mask a token short, and its next drafting pass fails on the shapes.
+        # So its first step drafts, which is also its prefill of the prompt.
+        if self.length == "num_assistant_tokens":
+            return 0 if self.generator.assistant_kwargs.get("past_key_values") else 1
+        return 0
+
+    def update_candidate_strategy(
+        self, input_ids: torch.LongTensor, scores: torch.Tensor, num_matches: int
+    ) -> None:
+        self.generator.update_candidate_strategy(input_ids, scores, num_matches)
+        # `scores` holds one row per candidate plus the target's own token.
+        self.policy.observe(scores.shape[1] - 1, num_matches)
+
+
 class _StepObserver(BaseStreamer):
     """Streamer plus hooks: turns Transformers' callbacks into Step events."""
 
-    def __init__(self, pair: LoadedPair, record: RunRecord, events: queue.Queue, prompt_len: int):
+    def __init__(
+        self,
+        pair: LoadedPair,
+        record: RunRecord,
+        events: queue.Queue,
+        prompt_len: int,
+        policy: DraftPolicy | None = None,
+    ):
         self.pair = pair
         self.record = record
         self.events = events
@@ -325,6 +474,9 @@ class _StepObserver(BaseStreamer):
         self.detokenizer = _Detokenizer(pair.tokenizer)
         self.draft_started: float | None = None
         self.draft_prefilled = False
+        self.policy = policy
+        self.verify_rows = 0  # rows of the verification being timed; 0 when not timed
+        self.verify_started = 0.0
 
     # -- streamer ------------------------------------------------------------------------
     def put(self, value: torch.Tensor) -> None:
@@ -348,7 +500,12 @@ class _StepObserver(BaseStreamer):
             accepted_text=accepted_text,
             rejected_text=rejected_text,
             draft_s=self.pending_draft_s if self.times_drafting else None,
+            chosen=self.policy.choice if self.policy else None,
         )
+        # The first step's drafting time holds the assistant's prefill of the prompt.
+        if self.policy and self.times_drafting and self.record.steps:
+            after_zero = self.record.steps[-1].drafted == 0
+            self.policy.observe_draft(len(draft), self.pending_draft_s, after_zero)
         self.committed += len(token_ids)
         self.pending_draft = ()
         self.pending_draft_s = 0.0
@@ -375,7 +532,26 @@ class _StepObserver(BaseStreamer):
         elif mode == "assisted" and assistant is not None:
             handles.append(assistant.register_forward_pre_hook(self._before_draft))
             handles.append(assistant.register_forward_hook(self._after_draft))
+        if self.policy is not None:
+            target = self.pair.target
+            handles.append(target.register_forward_pre_hook(self._before_verify, with_kwargs=True))
+            handles.append(target.register_forward_hook(self._after_verify))
         return _Hooks(handles)
+
+    def _before_verify(self, module, args, kwargs) -> None:
+        cache = kwargs.get("past_key_values")
+        # The first step's pass is fused with the prompt's prefill: not a verification time.
+        cached = cache.get_seq_length() if cache is not None else 0
+        input_ids = kwargs.get("input_ids")
+        self.verify_rows = input_ids.shape[1] if cached and input_ids is not None else 0
+        _synchronize(self.pair.device)
+        self.verify_started = time.perf_counter()
+
+    def _after_verify(self, module, args, output) -> None:
+        if self.verify_rows:
+            _synchronize(self.pair.device)
+            elapsed = time.perf_counter() - self.verify_started
+            self.policy.observe_verify(self.verify_rows, elapsed)
 
     def _before_target(self, module, args, kwargs) -> None:
         if self._early_exit_drafting():

@@ -144,6 +144,10 @@ class LoadedPair:
     # Copies of the assistant in other precisions, made on first use and shared by the
     # pair's siblings (the benchmark's drafter variants), so one target serves them all.
     assistant_copies: dict[str, PreTrainedModel] = field(default_factory=dict)
+    # The `auto` policy's calibration, timed once per loaded pair (so per device and dtype):
+    # ("verify", k) -> the target's seconds to verify k rows; ("draft", precision) -> the
+    # assistant's seconds per drafted token in that precision.
+    calibration_s: dict[tuple[str, int | str], float] = field(default_factory=dict)
 
     @property
     def dtype_name(self) -> str:

@@ -63,12 +63,12 @@ class DraftPolicy:
         self.zero_steps = 0  # γ = 0 steps in a row
         self.choice = 0  # the γ of the latest `choose`
 
-    def choose(self) -> int:
-        """γ for the next step."""
+    def choose(self, minimum: int = 0) -> int:
+        """γ for the next step, at least `minimum`."""
         if self.zero_steps >= PROBE_AFTER:
-            self.choice = 1
+            self.choice = max(1, minimum)
         else:
-            self.choice = max(range(self.cap + 1), key=self.rate)
+            self.choice = max(range(minimum, self.cap + 1), key=self.rate)
         self.zero_steps = self.zero_steps + 1 if self.choice == 0 else 0
         return self.choice
 

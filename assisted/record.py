@@ -29,6 +29,9 @@ class Step:
     is the remainder the step did not commit ("" when it committed every candidate).
     `draft_s` is the seconds the drafter's forward passes took for this step; None where
     drafting is not timed apart (plain decoding, prompt lookup).
+    `chosen` is the γ the `auto` policy asked for at this step (None under other schedules);
+    `drafted` can fall short of it where the assistant's confidence threshold stops it,
+    prompt lookup finds a shorter match, or the length limit is near.
 
     The fields after `t_s` default to empty, so records made before drafts were kept load.
     """
@@ -42,6 +45,7 @@ class Step:
     accepted_text: str = ""
     rejected_text: str = ""
     draft_s: float | None = None
+    chosen: int | None = None
 
 
 @dataclass
@@ -60,6 +64,9 @@ class RunRecord:
     stopped: bool = False
     # What the assistant model computed in ("int8", "bfloat16", ...); None without one.
     assistant_precision: str | None = None
+    # Under the `auto` schedule: the target's seconds to verify k rows, as (k, seconds) for
+    # k = 1 … cap + 1, calibrated before the run and refined by its timed steps.
+    verify_cost_s: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def token_ids(self) -> list[int]:
@@ -74,7 +81,9 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, data: dict) -> RunRecord:
-        return cls(**{**data, "steps": [_step_from_dict(s) for s in data.get("steps", [])]})
+        steps = [_step_from_dict(s) for s in data.get("steps", [])]
+        curve = [(int(k), s) for k, s in data.get("verify_cost_s", [])]
+        return cls(**{**data, "steps": steps, "verify_cost_s": curve})
 
 
 def _step_from_dict(data: dict) -> Step:

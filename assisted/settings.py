@@ -12,7 +12,11 @@ MAX_NEW_TOKENS_CAP = 1024  # longer runs tie the device up for minutes on a CPU
 MAX_PROMPT_CHARS = 32_000  # checked before tokenising; token length is checked against the model
 MAX_DRAFT_TOKENS = 32
 
-Schedule = Literal["constant", "heuristic"]
+Schedule = Literal["constant", "heuristic", "auto"]
+SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")
+# The drafters the `auto` policy can drive: it sets the draft length of Transformers' own
+# assistant and prompt-lookup candidate generators.
+AUTO_DRAFTERS = ("assistant", "prompt-lookup")
 # The assistant's precision: "none" is the pair's dtype, "int8" int8 weights and activations,
 # "int8-wo" int8 weights only. "auto" is int8 on CPUs and the pair's dtype on GPUs (see
 # assisted.quantize for the measurements). The target's precision never changes with it.
@@ -32,7 +36,9 @@ class DraftSettings:
     """How the drafter proposes candidates. Applied where Transformers reads them.
 
     `num_assistant_tokens` is the draft length γ per step (the starting value under the
-    heuristic schedule, which adds 2 after a fully accepted step and removes 1 otherwise).
+    heuristic schedule, which adds 2 after a fully accepted step and removes 1 otherwise;
+    the cap under `auto`, which picks γ in 0 … cap at each step from measured costs, see
+    assisted.policy; for prompt lookup the cap is `prompt_lookup_num_tokens`).
     `confidence_threshold`: the assistant stops drafting a step early when its top
     probability falls below this (0 disables it).
     `assistant_quant`: the assistant model's precision ("none": the pair's dtype). The target
@@ -53,9 +59,9 @@ class DraftSettings:
         _check_int("draft length", self.num_assistant_tokens, 1, MAX_DRAFT_TOKENS)
         _check_int("prompt-lookup tokens", self.prompt_lookup_num_tokens, 1, MAX_DRAFT_TOKENS)
         _check_int("prompt-lookup n-gram size", self.max_matching_ngram_size, 1, 8)
-        if self.schedule not in ("constant", "heuristic"):
+        if self.schedule not in SCHEDULES:
             raise SettingsError(
-                f"schedule must be 'constant' or 'heuristic', not {self.schedule!r}"
+                f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}"
             )
         if not 0.0 <= self.confidence_threshold < 1.0:
             raise SettingsError(
@@ -76,6 +82,10 @@ class DraftSettings:
             raise SettingsError(
                 f"assistant precision {quant!r} applies to assistant models; the {drafter!r} "
                 "drafter runs no separate model (choose 'auto' or 'none')"
+            )
+        if self.schedule == "auto" and drafter not in AUTO_DRAFTERS:
+            raise SettingsError(
+                f"the auto schedule drives {' and '.join(AUTO_DRAFTERS)} drafters, not {drafter!r}"
             )
         return self
 

@@ -48,6 +48,11 @@ Terms (one definition each, used everywhere):
   under the paper's i.i.d. model it equals α(1 − α^γ) / (γ(1 − α)). We solve that for α,
   with γ the mean drafted per step (an approximation when the draft length varies).
   The model ignores verification cost growing with γ, which is real on CPUs.
+- **chosen** (`auto` schedule only): the γ the drafting policy asked for at a step;
+  drafted can fall short of it (confidence threshold, a shorter prompt-lookup match).
+- **verify_cost_s** (`auto` schedule only): T(k), the target's seconds to verify k rows
+  (the last committed token + k − 1 candidates), as [k, seconds] for k = 1 … cap + 1:
+  calibrated before the run, refined by its timed steps (see assisted.policy).
 """
 
 from __future__ import annotations
@@ -209,6 +214,8 @@ def per_step(record: RunRecord) -> list[dict]:
                 rejected_text=step.rejected_text,
                 draft_s=_round(step.draft_s),
             )
+            if step.chosen is not None:
+                row["chosen"] = step.chosen
         rows.append(row)
     return rows
 
@@ -238,6 +245,8 @@ def summarize(record: RunRecord) -> dict:
             accept_histogram=accept_histogram(record),
             position_acceptance=[_round(r) for r in position_acceptance(record)],
         )
+        if record.verify_cost_s:
+            summary["verify_cost_s"] = [[k, _round(s, 6)] for k, s in record.verify_cost_s]
     return summary
 
 

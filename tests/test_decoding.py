@@ -3,15 +3,22 @@ and the Transformers behaviour the observer relies on."""
 
 from __future__ import annotations
 
+import inspect
 import threading
 
 import pytest
 import torch
+from transformers.generation.candidate_generator import (
+    AssistedCandidateGenerator,
+    PromptLookupCandidateGenerator,
+)
 from transformers.generation.streamers import BaseStreamer
+from transformers.generation.utils import GenerationMixin
 
 from assisted import decoding, stats
 from assisted.decoding import RunDone, StepEvent
 from assisted.pairs import custom_pair, load_pair
+from assisted.policy import DraftPolicy
 from assisted.record import RunRecord
 from assisted.settings import MAX_NEW_TOKENS_CAP, DraftSettings, RunSettings, SettingsError
 
@@ -268,6 +275,181 @@ def test_heuristic_schedule_is_reset_between_runs(self_pair):
     first = drafted_per_step()
     assert first[0] == 2 and max(first) > 2  # it grew (everything is accepted)
     assert drafted_per_step() == first  # and starts again from 2
+
+
+# -- the auto schedule ---------------------------------------------------------------------
+
+AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
+
+
+class Scripted(DraftPolicy):
+    """A policy that drafts the lengths it is given, in turn, and remembers what it saw."""
+
+    def __init__(self, lengths):
+        super().__init__(8, {k: 0.01 for k in range(1, 10)}, 0.0, catch_up=True)
+        self.lengths = lengths
+        self.seen: list[tuple[int, int]] = []
+
+    def choose(self, minimum=0):
+        self.choice = max(minimum, self.lengths[len(self.seen) % len(self.lengths)])
+        return self.choice
+
+    def observe(self, drafted, accepted):
+        self.seen.append((drafted, accepted))
+
+
+def generate_with(pair, policy, prompt=PROMPT, **kwargs):
+    """Greedy ids of one generate() under `policy`, and the rows of each target pass."""
+    rows = []
+    hook = pair.target.register_forward_pre_hook(
+        lambda module, args, kw: rows.append(kw["input_ids"].shape[1]), with_kwargs=True
+    )
+    ids = torch.tensor([decoding.encode_prompt(pair, prompt)])
+    try:
+        with decoding.drafting_policy(pair.target, policy):
+            out = pair.target.generate(ids, max_new_tokens=16, do_sample=False, **kwargs)
+    finally:
+        hook.remove()
+    return out[0, ids.shape[1] :].tolist(), rows[1:]  # rows[0] is the prompt's prefill
+
+
+def plain_ids(pair, prompt=PROMPT):
+    ids = torch.tensor([decoding.encode_prompt(pair, prompt)])
+    out = pair.target.generate(ids, max_new_tokens=16, do_sample=False)
+    return out[0, ids.shape[1] :].tolist()
+
+
+def test_get_candidate_generator_is_the_seam_the_auto_schedule_overrides():
+    """Pin: Transformers builds the candidate generator in this private method, calls it
+    on the instance with these arguments, and reads the draft length from these
+    attributes at every step. An upgrade that changes any of it must fail here."""
+    seam = inspect.signature(GenerationMixin._get_candidate_generator)
+    assert list(seam.parameters) == [
+        "self",
+        "generation_config",
+        "input_ids",
+        "inputs_tensor",
+        "logits_processor",
+        "model_kwargs",
+        "assistant_model",
+        "target_tokenizer",
+        "assistant_tokenizer",
+    ]
+    assert "self._get_candidate_generator(" in inspect.getsource(GenerationMixin._assisted_decoding)
+    assert "self.num_assistant_tokens" in inspect.getsource(
+        AssistedCandidateGenerator._calculate_new_tokens
+    )
+    assert "self.num_output_tokens" in inspect.getsource(
+        PromptLookupCandidateGenerator.get_candidates
+    )
+
+
+def test_the_seam_drives_each_step_and_is_removed_afterwards(pair):
+    pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
+    pair.assistant.generation_config.assistant_confidence_threshold = 0.0
+    policy = Scripted([3])
+    _, rows = generate_with(pair, policy, assistant_model=pair.assistant)
+    # Near the length limit Transformers drafts fewer: the last steps are left out.
+    assert len(policy.seen) > 5 and all(drafted == 3 for drafted, _ in policy.seen[:-3])
+    assert all(r == 4 for r in rows[:-3])  # last committed token + 3 candidates
+    assert "_get_candidate_generator" not in vars(pair.target)
+
+
+def test_zero_candidates_make_a_plain_target_step(pair):
+    """γ = 0 at every step after the first: the target verifies one row a step, the
+    assistant runs only for the first step's draft, and the output is plain decoding's."""
+    pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
+    passes = []
+    hook = pair.assistant.register_forward_pre_hook(lambda *args: passes.append(1))
+    try:
+        ids, rows = generate_with(pair, Scripted([0]), assistant_model=pair.assistant)
+    finally:
+        hook.remove()
+    assert set(rows) == {1}
+    assert passes == [1]  # the first step: the assistant's prefill drafts its one candidate
+    assert ids == plain_ids(pair)
+
+
+def test_the_assistants_first_step_always_drafts(pair):
+    """Transformers extends the assistant's attention mask only once the assistant has a
+    cache: a first step of 0 candidates would break its next drafting pass."""
+    policy = Scripted([0, 3])
+    ids, _ = generate_with(pair, policy, assistant_model=pair.assistant)
+    assert policy.seen[0][0] == 1 and ids == plain_ids(pair)
+
+
+@pytest.mark.parametrize("lengths", [[0, 3], [4, 0, 0, 2, 1], [0, 0, 0, 4]])
+def test_switching_between_zero_and_k_within_one_generate_is_lossless(self_pair, pair, lengths):
+    for model_pair in (self_pair, pair):  # all accepted; almost nothing accepted
+        model_pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
+        model_pair.assistant.generation_config.assistant_confidence_threshold = 0.0
+        policy = Scripted(lengths)
+        ids, rows = generate_with(model_pair, policy, assistant_model=model_pair.assistant)
+        assert ids == plain_ids(model_pair)
+        assert 1 in rows and max(rows) > 1
+
+
+def test_switching_prompt_lookup_between_zero_and_k_is_lossless(tiny_dirs):
+    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    prompt = "def add(a, b):\n    return a + b\n" * 3
+    policy = Scripted([0, 4])
+    ids, rows = generate_with(lookup, policy, prompt=prompt, prompt_lookup_num_tokens=4)
+    assert ids == plain_ids(lookup, prompt)
+    assert {drafted for drafted, _ in policy.seen[1::2]} - {0}  # it drafted
+    assert all(drafted == 0 for drafted, _ in policy.seen[::2])
+    assert set(rows[1::2]) == {1}  # the γ = 0 steps after the first: one row each
+
+
+def test_the_auto_schedule_is_lossless_and_records_its_choices(pair):
+    done = records(pair, draft=AUTO)
+    plain, assisted = done["plain"], done["assisted"]
+    assert assisted.token_ids == plain.token_ids
+    assert all(step.chosen is not None and 0 <= step.chosen <= 4 for step in assisted.steps)
+    assert all(step.drafted <= step.chosen for step in assisted.steps)
+    assert [k for k, _ in assisted.verify_cost_s] == [1, 2, 3, 4, 5]
+    assert all(seconds > 0 for _, seconds in assisted.verify_cost_s)
+    summary = stats.summarize(assisted)
+    assert len(summary["verify_cost_s"]) == 5
+    assert "chosen" in summary["per_step"][0]
+    assert RunRecord.from_dict(assisted.to_dict()) == assisted
+    assert "verify_cost_s" not in stats.summarize(plain)
+
+
+def test_the_auto_schedule_drafts_long_when_drafts_are_free_and_right(lookup_pair):
+    # Prompt lookup drafts for free, the tiny target's T(k) is nearly flat on a CPU, and
+    # every candidate is accepted: the cap is the best choice.
+    lookup, repeat = lookup_pair
+    auto = DraftSettings(prompt_lookup_num_tokens=6, schedule="auto")
+    settings = RunSettings(max_new_tokens=40)
+    events = decoding.run(lookup, [repeat] * 8, "assisted", settings, auto)
+    steps = [e.step for e in events if isinstance(e, StepEvent)]
+    # Timings of sub-millisecond passes are noisy on a busy machine: long, not always 6.
+    chosen = [step.chosen for step in steps]
+    assert max(chosen) == 6 and sum(chosen) / len(chosen) >= 3
+    assert all(step.accepted == step.drafted for step in steps[:-1])  # the limit cuts the last
+
+
+def test_the_auto_schedule_drives_prompt_lookup_losslessly(tiny_dirs):
+    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    prompt = "def add(a, b):\n    return a + b\n" * 3
+    auto = DraftSettings(prompt_lookup_num_tokens=6, schedule="auto")
+    done = records(lookup, prompt=prompt, draft=auto)
+    assert done["assisted"].token_ids == done["plain"].token_ids
+    assert len(done["assisted"].verify_cost_s) == 7
+
+
+def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
+    decoding.calibrate(pair, pair.assistant, "none", 4)
+    timed = []
+    monkeypatch.setattr(decoding, "_time_forwards", lambda *args: timed.append(args) or {})
+    verify_s, drafter_s = decoding.calibrate(pair, pair.assistant, "none", 4)
+    assert timed == [] and sorted(verify_s) == [1, 2, 3, 4, 5] and drafter_s > 0
+
+
+def test_the_auto_schedule_is_refused_for_drafters_it_cannot_drive(tiny_dirs):
+    universal = load(tiny_dirs, assistant="other_tokenizer", drafter="universal")
+    with pytest.raises(SettingsError, match="auto"):
+        list(decoding.compare(universal, PROMPT, GREEDY, AUTO))
 
 
 # -- events, stop, errors ---------------------------------------------------------------
