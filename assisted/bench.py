@@ -410,6 +410,7 @@ def summarize_prompt(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) 
     accepted = sum(stats.accepted(r) for r in assisted)
     tokens = sum(stats.new_tokens(r) for r in assisted)
     steps = sum(len(r.steps) for r in assisted)
+    curve = assisted[-1].verify_cost_s if assisted else []
     return {
         "speedup": _ratio(assisted_rate, plain_rate),
         "plain_tokens_per_s": _round(plain_rate),
@@ -431,6 +432,8 @@ def summarize_prompt(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) 
         "accepted": accepted,
         "steps": steps,
         "assisted_tokens": tokens,
+        # The `auto` schedule's T(k) after the last repeat ([] under the others).
+        "verify_cost_s": [[k, _round(s, 6)] for k, s in curve],
     }
 
 
@@ -708,7 +711,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "draft settings (default: the pair's own; a comma list sweeps the values)"
     )
     sweep.add_argument("--num-assistant-tokens", type=_list(int), metavar="N[,N...]")
-    sweep.add_argument("--schedule", type=_list(str), metavar="constant|heuristic")
+    sweep.add_argument("--schedule", type=_list(str), metavar="constant|heuristic|auto")
     sweep.add_argument("--confidence-threshold", type=_list(float), metavar="T[,T...]")
     sweep.add_argument("--prompt-lookup-num-tokens", type=_list(int), metavar="N[,N...]")
     sweep.add_argument("--max-matching-ngram-size", type=_list(int), metavar="N[,N...]")

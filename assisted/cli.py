@@ -29,7 +29,9 @@ from assisted.pairs import (
 from assisted.record import RunRecord
 from assisted.settings import (
     ASSISTANT_QUANTS,
+    AUTO_CAP,
     MAX_NEW_TOKENS_CAP,
+    SCHEDULES,
     DraftSettings,
     RunSettings,
     SettingsError,
@@ -55,8 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = add_run_options(parser)
     run.add_argument("--mode", choices=tuple(MODES), default="both")
     draft = parser.add_argument_group("draft (defaults: the pair's)")
-    draft.add_argument("--draft-length", type=int, help="candidates per step (γ)")
-    draft.add_argument("--schedule", choices=("constant", "heuristic"))
+    draft.add_argument(
+        "--draft-length", type=int, help=f"candidates per step (γ); the cap under auto ({AUTO_CAP})"
+    )
+    draft.add_argument(
+        "--schedule", choices=SCHEDULES, help="auto: γ per step from measured costs, up to the cap"
+    )
     draft.add_argument(
         "--confidence-threshold", type=float, help="stop drafting below this probability; 0 = off"
     )
@@ -233,8 +239,11 @@ def format_table(result: dict) -> str:
 
 
 def _draft_settings(args: argparse.Namespace, spec: PairSpec) -> DraftSettings:
+    draft_length = args.draft_length
+    if draft_length is None and args.schedule == "auto":
+        draft_length = AUTO_CAP
     overrides = {
-        "num_assistant_tokens": args.draft_length,
+        "num_assistant_tokens": draft_length,
         "schedule": args.schedule,
         "confidence_threshold": args.confidence_threshold,
         "prompt_lookup_num_tokens": args.prompt_lookup_tokens,

@@ -11,6 +11,7 @@ from typing import Literal
 MAX_NEW_TOKENS_CAP = 1024  # longer runs tie the device up for minutes on a CPU
 MAX_PROMPT_CHARS = 32_000  # checked before tokenising; token length is checked against the model
 MAX_DRAFT_TOKENS = 32
+AUTO_CAP = 8  # the draft length cap under `auto` where none is given
 
 Schedule = Literal["constant", "heuristic", "auto"]
 SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")

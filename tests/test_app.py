@@ -161,6 +161,12 @@ def test_an_assistant_equal_to_the_target_accepts_everything(client):
     assert result["assisted"]["tokens_per_step"] > 1
 
 
+def test_the_auto_schedule_runs_and_returns_its_cost_curve(client):
+    result = client.predict(**settings(schedule="auto"), api_name="/compare")[-1]
+    assert [k for k, _ in result["assisted"]["verify_cost_s"]] == [1, 2, 3, 4, 5]
+    assert result["identical"] is True
+
+
 def test_an_int8_assistant_is_named_in_the_result_the_card_and_the_summary(client):
     final = client.predict(**settings(assistant_quant="int8"), api_name="/compare")
     result = final[-1]

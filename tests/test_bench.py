@@ -119,6 +119,20 @@ def test_prompt_speedup_is_ratio_of_medians_over_repeats():
     assert row["repeats"] == 3
 
 
+def test_a_prompt_row_carries_the_auto_schedules_cost_curve():
+    assisted = record("assisted", [(2, 1, 1)] * 5, 0.5)
+    assert bench.summarize_prompt([plain(1.0)], [assisted])["verify_cost_s"] == []
+    assisted.verify_cost_s = [(1, 0.01), (2, 0.0123456)]
+    row = bench.summarize_prompt([plain(1.0)], [assisted])
+    assert row["verify_cost_s"] == [[1, 0.01], [2, 0.012346]]
+
+
+def test_auto_is_a_schedule_the_benchmark_sweeps():
+    spec = pairs.custom_pair("some/target", "some/assistant")
+    variants = bench.plan_variants(spec, ["assistant"], {"schedule": ["constant", "auto"]})
+    assert [v.draft.schedule for v in variants] == ["constant", "auto"]
+
+
 def test_identical_needs_every_repeat_to_match_its_plain_run():
     same = record("assisted", [(1, 0, 0)] * 10, 1.0)
     other = record("assisted", [(1, 0, 0)] * 9, 1.0)  # stops one token early

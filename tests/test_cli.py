@@ -100,6 +100,14 @@ def test_the_json_and_the_table_name_the_assistant_precision(tiny_dirs):
     assert result["identical"] is True
 
 
+def test_the_auto_schedule_caps_at_8_and_carries_its_choices_and_t_of_k(tiny_dirs):
+    _, result = run_tiny_pair(tiny_dirs, "--max-new-tokens", "12", "--schedule", "auto")
+    assisted = result["assisted"]
+    assert [k for k, _ in assisted["verify_cost_s"]] == list(range(1, 10))  # cap 8 + 1
+    assert all(0 <= step["chosen"] <= 8 for step in assisted["per_step"])
+    assert "verify_cost_s" not in result["plain"] and result["identical"] is True
+
+
 def test_plain_mode_only(tiny_dirs):
     code, output = run_cli(
         "hello", "--target", str(tiny_dirs["target"]), "--assistant", str(tiny_dirs["other"]),

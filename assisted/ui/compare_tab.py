@@ -17,6 +17,7 @@ from assisted.settings import (
     ASSISTANT_QUANTS,
     MAX_DRAFT_TOKENS,
     MAX_NEW_TOKENS_CAP,
+    SCHEDULES,
     DraftSettings,
     RunSettings,
     SettingsError,
@@ -331,10 +332,11 @@ def _settings(spec: PairSpec) -> _Settings:
             label="Draft length γ (candidates per step)",
         )
         schedule = gr.Radio(
-            ["constant", "heuristic"],
+            list(SCHEDULES),
             value=spec.draft.schedule,
             label="Draft length schedule",
-            info="heuristic: +2 after a fully accepted step, −1 otherwise",
+            info="heuristic: +2 after a fully accepted step, −1 otherwise; "
+            "auto: γ per step from measured costs, the draft length its cap",
         )
         confidence_threshold = gr.Slider(
             0.0,
