@@ -3,6 +3,7 @@ and the Transformers behaviour the observer relies on."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import threading
 
@@ -436,6 +437,21 @@ def test_the_auto_schedule_drives_prompt_lookup_losslessly(tiny_dirs):
     done = records(lookup, prompt=prompt, draft=auto)
     assert done["assisted"].token_ids == done["plain"].token_ids
     assert len(done["assisted"].verify_cost_s) == 7
+
+
+def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monkeypatch):
+    fresh = dataclasses.replace(pair, calibration_s={})
+    timed = []
+
+    def fake(model, prefix, rows, device):
+        timed.append(rows)
+        return {k: 0.01 * k for k in rows}
+
+    monkeypatch.setattr(decoding, "_time_forwards", fake)
+    verify_s, drafter_s = decoding.calibrate(fresh, pair.assistant, "none", 4)
+    assert timed == [[1, 5], [1]]  # the target's two ends, the assistant's one row
+    assert verify_s == pytest.approx({k: 0.01 * k for k in range(1, 6)})
+    assert drafter_s == 0.01
 
 
 def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
