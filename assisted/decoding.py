@@ -236,15 +236,18 @@ def generate_bare(
     settings: RunSettings,
     draft: DraftSettings | None = None,
 ) -> tuple[list[int], float]:
-    """One `generate()` call with no streamer, hooks or thread: the overhead baseline."""
+    """One `generate()` call with no streamer, hooks or thread: the overhead baseline.
+    Under `auto` the policy still chooses each step's γ, from its calibration and the
+    acceptance it sees (no timed verifications refine it here)."""
     draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
     assistant, _ = _drafting_assistant(pair, draft) if mode == "assisted" else (None, None)
     kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, None, None, assistant)
+    policy = _auto_policy(pair, draft, assistant) if mode == "assisted" else None
     if settings.sample:
         torch.manual_seed(settings.seed)
     _synchronize(pair.device)
     start = time.perf_counter()
-    with torch.inference_mode():
+    with torch.inference_mode(), drafting_policy(pair.target, policy) if policy else nullcontext():
         output = pair.target.generate(**kwargs)
     _synchronize(pair.device)
     elapsed = time.perf_counter() - start

@@ -439,6 +439,18 @@ def test_the_auto_schedule_drives_prompt_lookup_losslessly(tiny_dirs):
     assert len(done["assisted"].verify_cost_s) == 7
 
 
+def test_the_auto_schedule_samples_and_runs_bare(pair):
+    sampled = RunSettings(max_new_tokens=12, sample=True, temperature=1.0, top_p=0.95, seed=3)
+    ids = decoding.encode_prompt(pair, PROMPT)
+    (done,) = [
+        e for e in decoding.run(pair, ids, "assisted", sampled, AUTO) if isinstance(e, RunDone)
+    ]
+    assert stats.new_tokens(done.record) == 12
+    bare, _ = decoding.generate_bare(pair, ids, "assisted", GREEDY, AUTO)
+    assert bare == records(pair, modes=("plain",))["plain"].token_ids
+    assert "_get_candidate_generator" not in vars(pair.target)
+
+
 def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monkeypatch):
     fresh = dataclasses.replace(pair, calibration_s={})
     timed = []
