@@ -521,6 +521,7 @@ class _StepObserver(BaseStreamer):
             rejected_text=rejected_text,
             draft_s=self.pending_draft_s if self.times_drafting else None,
             chosen=self.policy.choice if self.policy else None,
+            source=self.record.drafter if draft else None,
         )
         # The first step's drafting time holds the assistant's prefill of the prompt.
         if self.policy and self.times_drafting and self.record.steps:

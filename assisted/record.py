@@ -32,6 +32,9 @@ class Step:
     `chosen` is the γ the `auto` policy asked for at this step (None under other schedules);
     `drafted` can fall short of it where the assistant's confidence threshold stops it,
     prompt lookup finds a shorter match, or the length limit is near.
+    `source` is where the step's candidates came from: the drafter's kind ("assistant",
+    "prompt-lookup", ...), which under `auto` can change from step to step (a prompt-lookup
+    match instead of the assistant's draft); None for a step that drafted nothing.
 
     The fields after `t_s` default to empty, so records made before drafts were kept load.
     """
@@ -46,6 +49,7 @@ class Step:
     rejected_text: str = ""
     draft_s: float | None = None
     chosen: int | None = None
+    source: str | None = None
 
 
 @dataclass
