@@ -12,9 +12,13 @@ drafter. We never reimplement speculative decoding; we watch it:
 
 Under the `auto` schedule, one seam more: the target's `_get_candidate_generator` is
 overridden on the instance for the run, wrapping the candidate generator Transformers
-built so that `assisted.policy` sets its draft length before each step (0: a plain target
-step). Transformers still drafts, verifies and accepts; hooks on the target time each
+built so that `assisted.policy` chooses, before each step, the source of the candidates (the
+assistant, or a prompt-lookup match) and their number (0: a plain target step).
+Transformers still drafts, verifies and accepts; hooks on the target time each
 verification to refine the policy's cost model.
+
+On a GPU, passes are timed with CUDA events read once per step, not by synchronising the
+device around each pass, which would stall the very runs being compared.
 
 `generate()` runs in a worker thread and events cross to the caller through a queue, so
 the caller (CLI, UI, benchmark) renders as tokens arrive. This module knows nothing of
@@ -39,6 +43,8 @@ from transformers.generation.candidate_generator import (
     AssistedCandidateGenerator,
     CandidateGenerator,
     PromptLookupCandidateGenerator,
+    _prepare_attention_mask,
+    _prepare_position_ids,
 )
 from transformers.generation.streamers import BaseStreamer
 
@@ -73,6 +79,10 @@ _POLL_S = 1.0
 # Calibration of the `auto` policy: each timing is the median of this many forward passes,
 # after one untimed pass, over the cached warm-up prompt.
 _CALIBRATION_REPEATS = 3
+_PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
+# The `auto` policy's names for its draft sources.
+ASSISTANT = "assistant"
+LOOKUP = "prompt-lookup"
 
 
 @dataclass(frozen=True)
@@ -151,7 +161,7 @@ def run(
     events: queue.Queue = queue.Queue()
     observer = _StepObserver(pair, record, events, len(prompt_ids), policy)
     kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, observer, stopper, assistant)
-    seam = drafting_policy(pair.target, policy) if policy else nullcontext()
+    seam = drafting_policy(pair.target, policy, draft) if policy else nullcontext()
 
     def work() -> None:
         try:
@@ -167,6 +177,7 @@ def run(
             observer.flush()
             if policy is not None:
                 record.verify_cost_s = policy.verify_curve()
+                _keep_learnt(pair, draft, policy)
             record.stopped = stopper.triggered
             events.put(RunDone(record))
         except BaseException as error:  # surfaced in the caller's thread, never swallowed
@@ -247,7 +258,8 @@ def generate_bare(
         torch.manual_seed(settings.seed)
     _synchronize(pair.device)
     start = time.perf_counter()
-    with torch.inference_mode(), drafting_policy(pair.target, policy) if policy else nullcontext():
+    seam = drafting_policy(pair.target, policy, draft) if policy else nullcontext()
+    with torch.inference_mode(), seam:
         output = pair.target.generate(**kwargs)
     _synchronize(pair.device)
     elapsed = time.perf_counter() - start
@@ -339,26 +351,46 @@ def _drafter_kwargs(
 def _auto_policy(
     pair: LoadedPair, draft: DraftSettings, assistant: PreTrainedModel | None
 ) -> DraftPolicy | None:
-    """A fresh policy for one `auto` run, seeded by the pair's calibration; None under the
-    other schedules."""
+    """A fresh policy for one `auto` run, seeded by the pair's calibration and by the
+    acceptance its earlier runs saw; None under the other schedules.
+
+    A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
+    matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
     if draft.schedule != "auto":
         return None
-    lookup = pair.spec.drafter == "prompt-lookup"
-    cap = draft.prompt_lookup_num_tokens if lookup else draft.num_assistant_tokens
-    verify_s, drafter_s = calibrate(pair, assistant, _precision_key(pair, draft), cap)
-    return DraftPolicy(cap, verify_s, drafter_s, catch_up=not lookup)
+    precision = _precision_key(pair, draft)
+    if pair.spec.drafter == "prompt-lookup":
+        cap, drafter_s, model = draft.prompt_lookup_num_tokens, {LOOKUP: 0.0}, None
+        verify_s, _, _ = calibrate(pair, None, precision, cap)
+        prefill_s = 0.0
+    else:
+        cap, model = draft.num_assistant_tokens, ASSISTANT
+        verify_s, per_token_s, prefill_s = calibrate(pair, assistant, precision, cap)
+        drafter_s = {ASSISTANT: per_token_s, LOOKUP: 0.0}
+    history = pair.acceptance_history.get(precision)
+    return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
+
+
+def _keep_learnt(pair: LoadedPair, draft: DraftSettings, policy: DraftPolicy) -> None:
+    """What an `auto` run learnt, for the pair's next runs: acceptance per source, and the
+    assistant's prefill time per token if the run timed one."""
+    precision = _precision_key(pair, draft)
+    pair.acceptance_history[precision] = policy.history()
+    if policy.model_source is not None:
+        pair.calibration_s["prefill", precision] = policy.prefill_s
 
 
 def calibrate(
     pair: LoadedPair, assistant: PreTrainedModel | None, precision: str, cap: int
-) -> tuple[dict[int, float], float]:
-    """T(k), the target's seconds to verify k rows for k = 1 … cap + 1, and the assistant's
-    seconds per drafted token (0 without an assistant model), each timed once per pair.
+) -> tuple[dict[int, float], float, float]:
+    """T(k), the target's seconds to verify k rows for k = 1 … cap + 1; the assistant's
+    seconds per drafted token; and its seconds per token of a prefill (both 0 without an
+    assistant model). Each is timed once per pair.
 
     Only T(1) and T(cap + 1) are timed, and the rows between are interpolated linearly:
     timing all nine rows of cap 8 took 20 s on the embedded pair in fp32 on 2 busy CPU
     cores (T(1) 0.3 s), these two and the assistant's row 5.6 s. The run's own
-    verifications then refine each T(k) it uses."""
+    verifications then refine each T(k) it uses, and its prefill the prefill time."""
     measured = pair.calibration_s
     ids = torch.tensor([encode_prompt(pair, _WARMUP_PROMPT)], device=_input_device(pair))
     missing = [k for k in (1, cap + 1) if ("verify", k) not in measured]
@@ -366,11 +398,16 @@ def calibrate(
         for k, seconds in _time_forwards(pair.target, ids, missing, pair.device).items():
             measured["verify", k] = seconds
     if assistant is not None and ("draft", precision) not in measured:
-        # One row, as the assistant drafts one token per forward pass.
-        measured["draft", precision] = _time_forwards(assistant, ids, [1], pair.device)[1]
+        # One row, as the assistant drafts one token per forward pass; a block of rows for
+        # the prefill, whose time per token is flatter than a single row's.
+        timed = _time_forwards(assistant, ids, [1, _PREFILL_ROWS], pair.device)
+        measured["draft", precision] = timed[1]
+        measured.setdefault(("prefill", precision), timed[_PREFILL_ROWS] / _PREFILL_ROWS)
     timed = {k: seconds for (kind, k), seconds in measured.items() if kind == "verify"}
     verify_s = {k: _interpolate(timed, k) for k in range(1, cap + 2)}
-    return verify_s, measured["draft", precision] if assistant is not None else 0.0
+    if assistant is None:
+        return verify_s, 0.0, 0.0
+    return verify_s, measured["draft", precision], measured["prefill", precision]
 
 
 def _interpolate(points: dict[int, float], k: int) -> float:
@@ -407,23 +444,36 @@ def _time_forwards(
     return timings
 
 
-# The attribute each candidate generator reads its draft length from, at every step.
-_DRAFT_LENGTHS = {
-    AssistedCandidateGenerator: "num_assistant_tokens",
-    PromptLookupCandidateGenerator: "num_output_tokens",
-}
-
-
 @contextmanager
-def drafting_policy(target: PreTrainedModel, policy: DraftPolicy) -> Iterator[None]:
+def drafting_policy(
+    target: PreTrainedModel, policy: DraftPolicy, draft: DraftSettings | None = None
+) -> Iterator[None]:
     """Within the block, `target.generate()` drafts as `policy` chooses.
 
     Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
-    (tests/test_decoding.py pins it), wrapping the generator Transformers builds."""
+    (tests/test_decoding.py pins it), wrapping the generator Transformers builds. Where it
+    builds an assistant's generator, a prompt-lookup generator joins it as a second source,
+    with `draft`'s n-gram size."""
     build = type(target)._get_candidate_generator
+    ngram = (draft or DraftSettings()).max_matching_ngram_size
 
     def get_candidate_generator(*args, **kwargs) -> CandidateGenerator:
-        return _PolicyDrafter(build(target, *args, **kwargs), policy)
+        generator = build(target, *args, **kwargs)
+        config = kwargs["generation_config"]
+        if type(generator) is PromptLookupCandidateGenerator:
+            return _PolicyDrafter(None, generator, policy, config.max_length)
+        if type(generator) is not AssistedCandidateGenerator:
+            # Subclasses (universal, early exit, MTP) draft and read their length elsewhere.
+            raise TypeError(f"the auto schedule cannot drive {type(generator).__name__}")
+        lookup = PromptLookupCandidateGenerator(
+            eos_token_id=config._eos_token_tensor,
+            num_output_tokens=policy.cap,
+            max_matching_ngram_size=ngram,
+            max_length=config.max_length,
+            logits_processor=kwargs["logits_processor"],
+            vocab_size=target.config.get_text_config().vocab_size,
+        )
+        return _PolicyDrafter(generator, lookup, policy, config.max_length)
 
     target._get_candidate_generator = get_candidate_generator
     try:
@@ -433,39 +483,55 @@ def drafting_policy(target: PreTrainedModel, policy: DraftPolicy) -> Iterator[No
 
 
 class _PolicyDrafter(CandidateGenerator):
-    """Transformers' own candidate generator with the draft length set before each step.
+    """Transformers' own candidate generators, one chosen per step with its draft length.
 
-    Both generators read their length at each `get_candidates`: the assistant's
-    `num_assistant_tokens` (0 returns the input unchanged and runs no assistant pass; the
-    next drafting pass prefills what the assistant's cache lacks, but see `_minimum`) and
-    prompt lookup's
-    `num_output_tokens` (0 finds no candidates). Zero candidates make the target verify one
-    row: a plain step."""
+    Before each step, prompt lookup searches for a match (up to the cap; an n-gram search,
+    far cheaper than a forward pass), and the policy weighs it against the assistant's
+    draft and a plain step. The assistant's generator reads `num_assistant_tokens` at each
+    `get_candidates`; a step without it leaves its cache behind, and its next drafting pass
+    reads the tokens it missed first (Transformers crops and extends the cache from the
+    ids). Zero candidates make the target verify one row: a plain step."""
 
-    def __init__(self, generator: CandidateGenerator, policy: DraftPolicy):
-        # Exact types: subclasses (universal, early exit, MTP) read their length elsewhere.
-        if type(generator) not in _DRAFT_LENGTHS:
-            raise TypeError(f"the auto schedule cannot drive {type(generator).__name__}")
-        self.generator = generator
-        self.length = _DRAFT_LENGTHS[type(generator)]
+    def __init__(
+        self,
+        assistant: AssistedCandidateGenerator | None,
+        lookup: PromptLookupCandidateGenerator,
+        policy: DraftPolicy,
+        max_length: int,
+    ):
+        self.assistant = assistant
+        self.lookup = lookup
         self.policy = policy
+        self.max_length = max_length
 
     def get_candidates(self, input_ids: torch.LongTensor, **kwargs):
-        setattr(self.generator, self.length, self.policy.choose(self._minimum()))
-        return self.generator.get_candidates(input_ids, **kwargs)
-
-    def _minimum(self) -> int:
-        # The assistant extends its attention mask only once it has a cache: a first step of
-        # 0 leaves the mask a token short, and its next drafting pass fails on the shapes.
-        # So its first step drafts, which is also its prefill of the prompt.
-        if self.length == "num_assistant_tokens":
-            return 0 if self.generator.assistant_kwargs.get("past_key_values") else 1
-        return 0
+        length = input_ids.shape[1]
+        matched, _ = self.lookup.get_candidates(input_ids)
+        offers = {LOOKUP: matched.shape[1] - length}
+        if self.assistant is not None:
+            # The target adds a token of its own to the candidates: leave room for it.
+            offers[ASSISTANT] = self.max_length - length - 1
+        choice = self.policy.choose(offers, tokens_left=self.max_length - length, context=length)
+        if choice.source == LOOKUP:
+            return matched[:, : length + choice.gamma], None
+        if choice.source == ASSISTANT:
+            self.assistant.num_assistant_tokens = choice.gamma
+            if self.assistant.assistant_kwargs.get("past_key_values") is None:
+                # Transformers extends the assistant's attention mask and position ids only
+                # once it has a cache; an assistant that starts after the first step needs
+                # them as long as the ids it prefills.
+                kwargs_ = self.assistant.assistant_kwargs
+                kwargs_ = _prepare_attention_mask(kwargs_, length, is_encoder_decoder=False)
+                kwargs_ = _prepare_position_ids(kwargs_, length, is_encoder_decoder=False)
+                self.assistant.assistant_kwargs = kwargs_
+            return self.assistant.get_candidates(input_ids, **kwargs)
+        return input_ids, None
 
     def update_candidate_strategy(
         self, input_ids: torch.LongTensor, scores: torch.Tensor, num_matches: int
     ) -> None:
-        self.generator.update_candidate_strategy(input_ids, scores, num_matches)
+        if self.policy.choice.source == ASSISTANT:
+            self.assistant.update_candidate_strategy(input_ids, scores, num_matches)
         # `scores` holds one row per candidate plus the target's own token.
         self.policy.observe(scores.shape[1] - 1, num_matches)
 
@@ -492,11 +558,11 @@ class _StepObserver(BaseStreamer):
         self.pending_draft_s = 0.0
         self.seen_prompt = False
         self.detokenizer = _Detokenizer(pair.tokenizer)
-        self.draft_started: float | None = None
+        self.draft_timer = _PassTimer(pair.device)
         self.draft_prefilled = False
         self.policy = policy
-        self.verify_rows = 0  # rows of the verification being timed; 0 when not timed
-        self.verify_started = 0.0
+        self.verify_timer = _PassTimer(pair.device)
+        self.verify_rows: list[int] = []  # rows of each verification timed since the last step
 
     # -- streamer ------------------------------------------------------------------------
     def put(self, value: torch.Tensor) -> None:
@@ -505,6 +571,7 @@ class _StepObserver(BaseStreamer):
             return
         token_ids = tuple(value.reshape(-1).tolist())
         t_s = time.perf_counter() - self.start
+        self._read_timers()
         draft = self.pending_draft
         # Counted from the ids, not as len(token_ids) - 1: where EOS or the length limit
         # ends a step, the target's own token may be missing and every token a candidate.
@@ -520,13 +587,11 @@ class _StepObserver(BaseStreamer):
             accepted_text=accepted_text,
             rejected_text=rejected_text,
             draft_s=self.pending_draft_s if self.times_drafting else None,
-            chosen=self.policy.choice if self.policy else None,
-            source=self.record.drafter if draft else None,
+            chosen=self.policy.choice.gamma if self.policy else None,
+            source=self._source(draft),
         )
-        # The first step's drafting time holds the assistant's prefill of the prompt.
-        if self.policy and self.times_drafting and self.record.steps:
-            after_zero = self.record.steps[-1].drafted == 0
-            self.policy.observe_draft(len(draft), self.pending_draft_s, after_zero)
+        if self.policy and self.times_drafting:
+            self.policy.observe_draft(self.policy.choice, len(draft), self.pending_draft_s)
         self.committed += len(token_ids)
         self.pending_draft = ()
         self.pending_draft_s = 0.0
@@ -535,6 +600,25 @@ class _StepObserver(BaseStreamer):
 
     def end(self) -> None:
         pass
+
+    def _source(self, draft: tuple[int, ...]) -> str | None:
+        if not draft:
+            return None
+        return self.policy.choice.source if self.policy else self.record.drafter
+
+    def _read_timers(self) -> None:
+        """Turn the passes timed since the last step into drafting and verification times
+        (on a GPU, one wait for the step's last event instead of one per pass)."""
+        for elapsed in self.draft_timer.read():
+            # The step's drafting time counts every pass, the assistant's prefill included.
+            self.pending_draft_s += elapsed
+            # The first drafting pass is the assistant's prefill, not a draft token.
+            if self.draft_prefilled:
+                self.record.draft_forward_s.append(elapsed)
+            self.draft_prefilled = True
+        for rows, elapsed in zip(self.verify_rows, self.verify_timer.read(), strict=True):
+            self.policy.observe_verify(rows, elapsed)
+        self.verify_rows = []
 
     def flush(self) -> None:
         """Attach text held back for an incomplete character to the last step."""
@@ -564,15 +648,12 @@ class _StepObserver(BaseStreamer):
         # The first step's pass is fused with the prompt's prefill: not a verification time.
         cached = cache.get_seq_length() if cache is not None else 0
         input_ids = kwargs.get("input_ids")
-        self.verify_rows = input_ids.shape[1] if cached and input_ids is not None else 0
-        _synchronize(self.pair.device)
-        self.verify_started = time.perf_counter()
+        if cached and input_ids is not None:
+            self.verify_rows.append(input_ids.shape[1])
+            self.verify_timer.start()
 
     def _after_verify(self, module, args, output) -> None:
-        if self.verify_rows:
-            _synchronize(self.pair.device)
-            elapsed = time.perf_counter() - self.verify_started
-            self.policy.observe_verify(self.verify_rows, elapsed)
+        self.verify_timer.stop()
 
     def _before_target(self, module, args, kwargs) -> None:
         if self._early_exit_drafting():
@@ -601,21 +682,46 @@ class _StepObserver(BaseStreamer):
         return base.config.num_hidden_layers == self.pair.spec.early_exit_layer
 
     def _before_draft(self, module, args) -> None:
-        _synchronize(self.pair.device)
-        self.draft_started = time.perf_counter()
+        self.draft_timer.start()
 
     def _after_draft(self, module, args, output) -> None:
-        _synchronize(self.pair.device)
-        if self.draft_started is None:
+        self.draft_timer.stop()
+
+
+class _PassTimer:
+    """Times forward passes on `device`: CUDA events recorded around each pass and read
+    together once per step, or the CPU's clock."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.started: torch.cuda.Event | float | None = None
+        self.timed: list = []  # CUDA: (start, end) event pairs; CPU: seconds
+
+    def start(self) -> None:
+        if self.cuda:
+            self.started = torch.cuda.Event(enable_timing=True)
+            self.started.record()
+        else:
+            self.started = time.perf_counter()
+
+    def stop(self) -> None:
+        if self.started is None:
             return
-        elapsed = time.perf_counter() - self.draft_started
-        # The step's drafting time counts every pass, the assistant's prefill included.
-        self.pending_draft_s += elapsed
-        # The first drafting pass is the assistant's prefill of the prompt, not a draft token.
-        if self.draft_prefilled:
-            self.record.draft_forward_s.append(elapsed)
-        self.draft_prefilled = True
-        self.draft_started = None
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.timed.append((self.started, end))
+        else:
+            self.timed.append(time.perf_counter() - self.started)
+        self.started = None
+
+    def read(self) -> list[float]:
+        """Seconds of each pass timed since the last read, in order."""
+        timed, self.timed = self.timed, []
+        if not self.cuda or not timed:
+            return timed
+        timed[-1][1].synchronize()  # the last pass's end: every earlier event has happened
+        return [start.elapsed_time(end) / 1000 for start, end in timed]
 
 
 @dataclass

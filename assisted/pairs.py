@@ -148,6 +148,11 @@ class LoadedPair:
     # ("verify", k) -> the target's seconds to verify k rows; ("draft", precision) -> the
     # assistant's seconds per drafted token in that precision.
     calibration_s: dict[tuple[str, int | str], float] = field(default_factory=dict)
+    # What the `auto` policy's runs saw accepted, per assistant precision: per source,
+    # (accepted, tried) counts by draft position; a new run starts from them, lightly.
+    acceptance_history: dict[str, dict[str, tuple[list[float], list[float]]]] = field(
+        default_factory=dict
+    )
 
     @property
     def dtype_name(self) -> str:

@@ -1,138 +1,274 @@
-"""The `auto` drafting policy: how many candidates to draft at each step, from measured costs.
+"""The `auto` drafting policy: where each step's candidates come from and how many, from
+measured costs.
 
-Transformers keeps verification and acceptance; this module only picks γ, the number of
-candidates the drafter proposes for the next step, from 0 (a plain target step) to a cap.
+Transformers keeps verification and acceptance; this module only picks, before each step,
+a source (the assistant model, or a prompt-lookup match: an n-gram of the prompt or of the
+output so far) and γ, the number of candidates it proposes, from 0 (a plain target step)
+to a cap.
 
-The model, per step:
+The model, per step and source:
 - expected committed tokens E(γ) = 1 + Σ_{j=1..γ} Π_{i=1..j} p_i, where p_i is the chance
   that candidate i is accepted given that the ones before it were (the 1 is the target's
   own token, committed whatever happens);
-- cost(γ) = drafter_s·γ + T(γ + 1) (+ catch_up_s for an assistant model drafting again
-  after a γ = 0 step: its cache then lacks the tokens it did not see);
-- choose the γ in 0 … cap that maximises E(γ) / cost(γ). γ = 0 costs T(1) and yields 1.
+- cost(γ) = drafter_s·γ + T(γ + 1), plus catch_up_s for an assistant model that skipped
+  the steps before (its cache then lacks the tokens it did not see);
+- choose the source and γ that maximise E(γ) / cost(γ). γ = 0 costs T(1) and yields 1.
 
 T(k) is the target's time to verify k rows. It is seeded by a calibration (see
 `decoding.calibrate`: T(1) and T(cap + 1) timed, linear between) and refined by an
-exponential moving average of the timed verifications. drafter_s is the drafter's time
-per drafted token, refined the same way (0 for prompt lookup, whose drafting is an n-gram
-search). p_i are smoothed counts: a Beta(1, 1) prior, with old evidence decaying so the
-estimate follows the text.
+exponential moving average of the timed verifications. drafter_s is a source's time per
+drafted token, refined the same way. Prompt lookup's is 0: its n-gram search runs at every
+step whatever is chosen, so choosing it costs only the verification. p_i are smoothed
+counts per source: a Beta(1, 1) prior, with old evidence decaying so the estimate follows
+the text. A run may start from what the pair's earlier runs saw, counted as a few
+observations only (`HISTORY_WEIGHT`), so that the text at hand soon outweighs it.
+
+An assistant model must first read the whole context (its prefill) before it drafts at all.
+That is weighed once, before it first drafts: it starts only if the time it is expected to
+save over the tokens left to generate repays the prefill. A 17-token answer after a
+700-token prompt cannot. The tokens left are the run's remaining budget (max new tokens),
+an upper bound: the policy cannot know that an answer will end early.
 
 After `PROBE_AFTER` γ = 0 steps in a row the policy drafts one candidate, so that drafting
 resumes when the text becomes predictable again.
 
-Bookkeeping cost, measured with `python -m assisted.policy` (2 CPU cores): 5–6 µs per
-step at cap 8 (choose + the three observations). An auto run of the embedded pair in fp32
-on the same cores averaged 441 ms a step: 0.001%, far under the 1% it is allowed (and
-under 1% of a 1 ms step too).
+Bookkeeping cost, measured with `python -m assisted.policy` (2 CPU cores): see
+`measure_bookkeeping_s`; a few µs per step against steps of tens of milliseconds or more.
 
-No torch here: numbers in, a number out.
+No torch here: numbers in, a choice out.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass
 
 PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
 EMA = 0.1  # weight of a new timing in the moving averages
 DECAY = 0.98  # weight kept by old acceptance evidence at each observation
 PRIOR = 1.0  # Beta(PRIOR, PRIOR) on each position's acceptance
+HISTORY_WEIGHT = 4.0  # observations that a pair's earlier runs count for in a new run
+
+Counts = tuple[list[float], list[float]]  # (accepted, tried) per draft position
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What one step drafts: `gamma` candidates from `source` (None: a plain step).
+    `catch_up` and `prefill` say what the assistant model must read first: the tokens of
+    the steps it skipped, or the whole context because it has not drafted yet."""
+
+    source: str | None
+    gamma: int
+    catch_up: bool = False
+    prefill: bool = False
+
+
+PLAIN = Choice(None, 0)
+
+
+class Acceptance:
+    """Per-position acceptance of one draft source: decayed counts under a Beta prior."""
+
+    def __init__(self, cap: int, history: Counts | None = None):
+        self.accepted = [0.0] * cap  # decayed count of accepted candidates at position i
+        self.tried = [0.0] * cap  # decayed count of candidates verified at position i
+        if history is not None:
+            accepted, tried = history
+            scale = min(1.0, HISTORY_WEIGHT / tried[0]) if tried and tried[0] > 0 else 0.0
+            for i in range(min(cap, len(tried))):
+                self.accepted[i] = accepted[i] * scale
+                self.tried[i] = tried[i] * scale
+
+    def expected_tokens(self, gamma: int, optimistic: bool = False) -> float:
+        """E(γ) from the posterior means; `optimistic` takes each position's mean plus one
+        standard deviation, so that little evidence reads as a reason to try."""
+        tokens, reach = 1.0, 1.0
+        for i in range(gamma):
+            n = self.tried[i] + 2 * PRIOR
+            mean = (self.accepted[i] + PRIOR) / n
+            if optimistic:
+                mean = min(1.0, mean + math.sqrt(mean * (1 - mean) / (n + 1)))
+            reach *= mean
+            tokens += reach
+        return tokens
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        """A step verified `drafted` candidates and accepted the first `accepted`."""
+        for i in range(len(self.tried)):
+            self.accepted[i] *= DECAY
+            self.tried[i] *= DECAY
+        # Positions past the first rejection tell nothing: they were conditional on it.
+        for i in range(min(accepted + 1, drafted, len(self.tried))):
+            self.tried[i] += 1.0
+            self.accepted[i] += 1.0 if i < accepted else 0.0
+
+    def counts(self) -> Counts:
+        return list(self.accepted), list(self.tried)
 
 
 class DraftPolicy:
-    """Chooses γ per step and learns from what each step drafted, accepted and cost."""
+    """Chooses each step's source and γ, and learns from what each step drafted, accepted
+    and cost."""
 
     def __init__(
         self,
         cap: int,
         verify_s: dict[int, float],
-        drafter_s: float,
-        catch_up: bool,
+        drafter_s: dict[str, float],
+        model_source: str | None = None,
+        prefill_s: float = 0.0,
+        history: dict[str, Counts] | None = None,
     ):
         """`verify_s` maps rows k to the target's seconds to verify them, for k = 1 … cap + 1;
-        `drafter_s` is the seconds per drafted token; `catch_up` says whether drafting after
-        a γ = 0 step costs an assistant's catch-up."""
+        `drafter_s` maps each source to its seconds per drafted token; `model_source` names
+        the source that runs a model with a cache of its own (it pays a prefill before its
+        first draft and a catch-up after skipped steps), and `prefill_s` is that model's
+        seconds per token of context it prefills; `history` holds acceptance counts per
+        source from the pair's earlier runs."""
         missing = [k for k in range(1, cap + 2) if k not in verify_s]
         if missing:
             raise ValueError(f"verification times are missing for rows {missing}")
         self.cap = cap
         self.verify_s = dict(verify_s)
-        self.drafter_s = drafter_s
-        self.catch_up = catch_up
+        self.drafter_s = dict(drafter_s)
+        self.model_source = model_source
+        self.prefill_s = prefill_s
         self.catch_up_s = 0.0
-        self.accepted = [0.0] * cap  # decayed count of accepted candidates at position i
-        self.tried = [0.0] * cap  # decayed count of candidates verified at position i
+        history = history or {}
+        self.acceptance = {name: Acceptance(cap, history.get(name)) for name in drafter_s}
+        self.started = False  # the model source has drafted, so it has a cache
+        self.behind = False  # ... and the step before did not use it
         self.zero_steps = 0  # γ = 0 steps in a row
-        self.choice = 0  # the γ of the latest `choose`
+        self.choice = PLAIN  # the latest `choose`
+        self.context = 0  # the context of the latest `choose`
 
-    def choose(self, minimum: int = 0) -> int:
-        """γ for the next step, at least `minimum`."""
-        if self.zero_steps >= PROBE_AFTER:
-            self.choice = max(1, minimum)
+    def choose(self, offers: dict[str, int], tokens_left: int, context: int) -> Choice:
+        """The next step's choice. `offers` maps each source able to draft now to the most
+        candidates it can give (a lookup match's length, the room before the length limit);
+        `tokens_left` is the most tokens the run can still commit and `context` the tokens
+        an assistant model would prefill if it started now."""
+        self.context = context
+        offers = {name: min(most, self.cap) for name, most in offers.items() if most > 0}
+        if self.model_source in offers and not self._model_pays(offers, tokens_left, context):
+            del offers[self.model_source]
+        if self.zero_steps >= PROBE_AFTER and offers:
+            source = max(offers, key=lambda name: self.rate(name, 1))
+            choice = self._choice(source, 1)
         else:
-            self.choice = max(range(minimum, self.cap + 1), key=self.rate)
-        self.zero_steps = self.zero_steps + 1 if self.choice == 0 else 0
-        return self.choice
+            choice, best = PLAIN, self.rate(None, 0)
+            for source, most in offers.items():
+                gamma, rate = self.best(source, most)
+                if rate > best:
+                    choice, best = self._choice(source, gamma), rate
+        self.zero_steps = self.zero_steps + 1 if choice.gamma == 0 else 0
+        self.choice = choice
+        return choice
 
-    def rate(self, gamma: int) -> float:
-        """Expected committed tokens per second when drafting `gamma` candidates."""
-        return self.expected_tokens(gamma) / self.cost_s(gamma)
+    def rate(self, source: str | None, gamma: int, optimistic: bool = False) -> float:
+        """Expected committed tokens per second when `source` drafts `gamma` candidates."""
+        if source is None or gamma == 0:
+            return 1.0 / self.verify_s[1]
+        tokens = self.acceptance[source].expected_tokens(gamma, optimistic)
+        return tokens / self.cost_s(source, gamma)
 
-    def expected_tokens(self, gamma: int) -> float:
-        tokens, reach = 1.0, 1.0
-        for i in range(gamma):
-            reach *= (self.accepted[i] + PRIOR) / (self.tried[i] + 2 * PRIOR)
-            tokens += reach
-        return tokens
+    def best(self, source: str, most: int, optimistic: bool = False) -> tuple[int, float]:
+        """The γ in 1 … `most` with the highest rate for `source`, and that rate."""
+        rates = ((g, self.rate(source, g, optimistic)) for g in range(1, most + 1))
+        return max(rates, key=lambda pair: pair[1])
 
-    def cost_s(self, gamma: int) -> float:
-        cost = self.drafter_s * gamma + self.verify_s[gamma + 1]
-        if gamma and self.catch_up and self.zero_steps:
+    def expected_tokens(self, source: str | None, gamma: int) -> float:
+        return 1.0 if source is None else self.acceptance[source].expected_tokens(gamma)
+
+    def cost_s(self, source: str | None, gamma: int) -> float:
+        if source is None or gamma == 0:
+            return self.verify_s[1]
+        cost = self.drafter_s[source] * gamma + self.verify_s[gamma + 1]
+        if source == self.model_source and self.started and self.behind:
             cost += self.catch_up_s
         return cost
 
+    def _model_pays(self, offers: dict[str, int], tokens_left: int, context: int) -> bool:
+        """Whether the model source may draft: always once it has a cache; before that, only
+        if the time it saves over `tokens_left` tokens repays prefilling `context` tokens.
+        Its acceptance is taken optimistically here: until it drafts, the run has no
+        evidence of its own, and a pessimistic start would never gather any."""
+        if self.started:
+            return True
+        model = self.model_source
+        _, with_model = self.best(model, offers[model], optimistic=True)
+        without = max(
+            [self.rate(None, 0)]
+            + [self.best(name, most)[1] for name, most in offers.items() if name != model]
+        )
+        if with_model <= without:
+            return False
+        saved_s = tokens_left * (1.0 / without - 1.0 / with_model)
+        return saved_s > self.prefill_s * context
+
+    def _choice(self, source: str, gamma: int) -> Choice:
+        model = source == self.model_source
+        return Choice(
+            source,
+            gamma,
+            catch_up=model and self.started and self.behind,
+            prefill=model and not self.started,
+        )
+
     def observe(self, drafted: int, accepted: int) -> None:
-        """A step verified `drafted` candidates and accepted the first `accepted`."""
-        if not drafted:
-            return
-        for i in range(self.cap):
-            self.accepted[i] *= DECAY
-            self.tried[i] *= DECAY
-        # Positions past the first rejection tell nothing: they were conditional on it.
-        for i in range(min(accepted + 1, drafted, self.cap)):
-            self.tried[i] += 1.0
-            self.accepted[i] += 1.0 if i < accepted else 0.0
+        """The step of the latest choice verified `drafted` candidates and accepted the
+        first `accepted`."""
+        source = self.choice.source
+        if source is not None and drafted:
+            self.acceptance[source].observe(drafted, accepted)
+        if source is not None and source == self.model_source:
+            self.started, self.behind = True, False
+        else:
+            self.behind = self.started
 
     def observe_verify(self, rows: int, seconds: float) -> None:
         """The target verified `rows` rows (last committed token + candidates) in `seconds`."""
         if rows in self.verify_s:
             self.verify_s[rows] += EMA * (seconds - self.verify_s[rows])
 
-    def observe_draft(self, drafted: int, seconds: float, after_zero: bool) -> None:
-        """The drafter produced `drafted` candidates in `seconds`; `after_zero` says the
-        step before was a γ = 0 step, so the time includes the assistant's catch-up."""
-        if not drafted:
+    def observe_draft(self, choice: Choice, drafted: int, seconds: float) -> None:
+        """The model source drafted `drafted` candidates for `choice` in `seconds`. A first
+        draft's excess over the drafting is the prefill of the context, which becomes the
+        prefill time per token (for the pair's next runs); a catch-up's excess refines
+        `catch_up_s`; any other draft refines the time per drafted token."""
+        if not drafted or choice.source != self.model_source:
             return
-        if after_zero and self.catch_up:
-            extra = max(seconds - self.drafter_s * drafted, 0.0)
+        per_token = self.drafter_s[choice.source]
+        if choice.prefill:
+            self.prefill_s = max(seconds - per_token * drafted, 0.0) / max(self.context, 1)
+        elif choice.catch_up:
+            extra = max(seconds - per_token * drafted, 0.0)
             self.catch_up_s += EMA * (extra - self.catch_up_s)
         else:
-            self.drafter_s += EMA * (seconds / drafted - self.drafter_s)
+            self.drafter_s[choice.source] += EMA * (seconds / drafted - per_token)
 
     def verify_curve(self) -> list[tuple[int, float]]:
         """T(k) as (rows, seconds), rows ascending."""
         return sorted(self.verify_s.items())
 
+    def history(self) -> dict[str, Counts]:
+        """Acceptance counts per source, for the pair's next run."""
+        return {name: acceptance.counts() for name, acceptance in self.acceptance.items()}
+
 
 def measure_bookkeeping_s(cap: int = 8, steps: int = 2000) -> float:
-    """Seconds of policy bookkeeping per step (choose + the three observations)."""
-    policy = DraftPolicy(cap, {k: 0.03 + 0.001 * k for k in range(1, cap + 2)}, 0.005, True)
+    """Seconds of policy bookkeeping per step (choose + the three observations), with two
+    sources on offer at every step."""
+    verify_s = {k: 0.03 + 0.001 * k for k in range(1, cap + 2)}
+    policy = DraftPolicy(cap, verify_s, {"assistant": 0.005, "prompt-lookup": 0.0}, "assistant")
+    offers = {"assistant": cap, "prompt-lookup": cap // 2}
     start = time.perf_counter()
     for step in range(steps):
-        gamma = policy.choose()
-        policy.observe(gamma, step % (gamma + 1))
-        policy.observe_verify(gamma + 1, 0.031)
-        policy.observe_draft(gamma, 0.005 * gamma, after_zero=False)
+        choice = policy.choose(offers, tokens_left=1000, context=100)
+        policy.observe(choice.gamma, step % (choice.gamma + 1))
+        policy.observe_verify(choice.gamma + 1, 0.031)
+        policy.observe_draft(choice, choice.gamma, 0.005 * choice.gamma)
     return (time.perf_counter() - start) / steps
 
 

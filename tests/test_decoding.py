@@ -19,7 +19,7 @@ from transformers.generation.utils import GenerationMixin
 from assisted import decoding, stats
 from assisted.decoding import RunDone, StepEvent
 from assisted.pairs import custom_pair, load_pair
-from assisted.policy import DraftPolicy
+from assisted.policy import Choice, DraftPolicy
 from assisted.record import RunRecord
 from assisted.settings import MAX_NEW_TOKENS_CAP, DraftSettings, RunSettings, SettingsError
 
@@ -284,15 +284,26 @@ AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_thresho
 
 
 class Scripted(DraftPolicy):
-    """A policy that drafts the lengths it is given, in turn, and remembers what it saw."""
+    """A policy that drafts the lengths it is given, in turn, from the sources it is given
+    in turn (by default the assistant where one is offered), and remembers what it saw."""
 
-    def __init__(self, lengths):
-        super().__init__(8, {k: 0.01 for k in range(1, 10)}, 0.0, catch_up=True)
+    def __init__(self, lengths, sources=(None,)):
+        sources_s = {decoding.ASSISTANT: 0.0, decoding.LOOKUP: 0.0}
+        super().__init__(8, {k: 0.01 for k in range(1, 10)}, sources_s, decoding.ASSISTANT)
         self.lengths = lengths
+        self.sources = sources
         self.seen: list[tuple[int, int]] = []
+        self.offered: list[dict[str, int]] = []
 
-    def choose(self, minimum=0):
-        self.choice = max(minimum, self.lengths[len(self.seen) % len(self.lengths)])
+    def choose(self, offers, tokens_left, context):
+        step = len(self.seen)
+        gamma = self.lengths[step % len(self.lengths)]
+        source = self.sources[step % len(self.sources)]
+        if source is None:
+            source = decoding.ASSISTANT if decoding.ASSISTANT in offers else decoding.LOOKUP
+        gamma = min(gamma, offers.get(source, 0))
+        self.offered.append(offers)
+        self.choice = Choice(source, gamma) if gamma else Choice(None, 0)
         return self.choice
 
     def observe(self, drafted, accepted):
@@ -357,8 +368,8 @@ def test_the_seam_drives_each_step_and_is_removed_afterwards(pair):
 
 
 def test_zero_candidates_make_a_plain_target_step(pair):
-    """γ = 0 at every step after the first: the target verifies one row a step, the
-    assistant runs only for the first step's draft, and the output is plain decoding's."""
+    """γ = 0 at every step: the target verifies one row a step, the assistant never runs,
+    and the output is plain decoding's."""
     pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
     passes = []
     hook = pair.assistant.register_forward_pre_hook(lambda *args: passes.append(1))
@@ -367,16 +378,32 @@ def test_zero_candidates_make_a_plain_target_step(pair):
     finally:
         hook.remove()
     assert set(rows) == {1}
-    assert passes == [1]  # the first step: the assistant's prefill drafts its one candidate
+    assert passes == []
     assert ids == plain_ids(pair)
 
 
-def test_the_assistants_first_step_always_drafts(pair):
+@pytest.mark.parametrize("first", [[0, 0, 3], [0, 3], [2]])
+def test_the_assistant_can_start_after_the_first_step(pair, first):
     """Transformers extends the assistant's attention mask only once the assistant has a
-    cache: a first step of 0 candidates would break its next drafting pass."""
-    policy = Scripted([0, 3])
-    ids, _ = generate_with(pair, policy, assistant_model=pair.assistant)
-    assert policy.seen[0][0] == 1 and ids == plain_ids(pair)
+    cache; the drafter extends it for an assistant that starts late."""
+    pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
+    policy = Scripted(first + [3] * 20)
+    ids, rows = generate_with(pair, policy, assistant_model=pair.assistant)
+    assert [drafted for drafted, _ in policy.seen[: len(first)]] == first
+    assert ids == plain_ids(pair) and max(rows) == 4
+
+
+def test_lookup_matches_and_assistant_drafts_mix_losslessly(self_pair, pair):
+    prompt = "def add(a, b):\n    return a + b\n" * 3
+    lookup, assistant = decoding.LOOKUP, decoding.ASSISTANT
+    for model_pair in (self_pair, pair):
+        model_pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
+        model_pair.assistant.generation_config.assistant_confidence_threshold = 0.0
+        policy = Scripted([3, 2, 0], sources=(lookup, assistant, lookup, lookup))
+        ids, _ = generate_with(model_pair, policy, prompt, assistant_model=model_pair.assistant)
+        assert ids == plain_ids(model_pair, prompt)
+        assert all(offers[assistant] > 0 for offers in policy.offered[:8])
+        assert any(offers[lookup] for offers in policy.offered)  # the prompt repeats itself
 
 
 @pytest.mark.parametrize("lengths", [[0, 3], [4, 0, 0, 2, 1], [0, 0, 0, 4]])
@@ -460,18 +487,19 @@ def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monke
         return {k: 0.01 * k for k in rows}
 
     monkeypatch.setattr(decoding, "_time_forwards", fake)
-    verify_s, drafter_s = decoding.calibrate(fresh, pair.assistant, "none", 4)
-    assert timed == [[1, 5], [1]]  # the target's two ends, the assistant's one row
+    verify_s, drafter_s, prefill_s = decoding.calibrate(fresh, pair.assistant, "none", 4)
+    # The target's two ends; the assistant's one row and its block of prefill rows.
+    assert timed == [[1, 5], [1, decoding._PREFILL_ROWS]]
     assert verify_s == pytest.approx({k: 0.01 * k for k in range(1, 6)})
-    assert drafter_s == 0.01
+    assert drafter_s == 0.01 and prefill_s == pytest.approx(0.01)
 
 
 def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
     decoding.calibrate(pair, pair.assistant, "none", 4)
     timed = []
     monkeypatch.setattr(decoding, "_time_forwards", lambda *args: timed.append(args) or {})
-    verify_s, drafter_s = decoding.calibrate(pair, pair.assistant, "none", 4)
-    assert timed == [] and sorted(verify_s) == [1, 2, 3, 4, 5] and drafter_s > 0
+    verify_s, drafter_s, prefill_s = decoding.calibrate(pair, pair.assistant, "none", 4)
+    assert timed == [] and sorted(verify_s) == [1, 2, 3, 4, 5] and drafter_s > 0 < prefill_s
 
 
 def test_the_auto_schedule_is_refused_for_drafters_it_cannot_drive(tiny_dirs):

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from assisted.policy import PROBE_AFTER, DraftPolicy, measure_bookkeeping_s
+from assisted.policy import (
+    HISTORY_WEIGHT,
+    PROBE_AFTER,
+    Acceptance,
+    Choice,
+    DraftPolicy,
+    measure_bookkeeping_s,
+)
 
 CAP = 8
+A, L = "assistant", "prompt-lookup"
+ROOM = {A: CAP}  # the assistant can draft up to the cap; no lookup match
+FAR = {"tokens_left": 1000, "context": 50}  # a long budget and a short prompt
 
 
-def policy(verify_s: dict[int, float], drafter_s: float = 0.001, catch_up: bool = True):
-    return DraftPolicy(CAP, verify_s, drafter_s, catch_up)
+def policy(verify_s: dict[int, float], drafter_s: float = 0.001, prefill_s: float = 0.0):
+    return DraftPolicy(CAP, verify_s, {A: drafter_s, L: 0.0}, A, prefill_s)
 
 
 def flat() -> dict[int, float]:
@@ -23,56 +33,113 @@ def steep() -> dict[int, float]:
     return {k: 0.020 * k for k in range(1, CAP + 2)}
 
 
-def teach(p: DraftPolicy, accepted: int, steps: int = 50) -> None:
+def teach(p: DraftPolicy, accepted: int, source: str = A, steps: int = 50) -> None:
     for _ in range(steps):
+        p.choice = Choice(source, CAP)
         p.observe(CAP, accepted)
 
 
 def test_flat_verification_and_high_acceptance_draft_long():
     p = policy(flat())
     teach(p, accepted=CAP)
-    assert p.choose() == CAP
+    assert p.choose(ROOM, **FAR) == Choice(A, CAP)
 
 
 def test_steep_verification_drafts_nothing():
     p = policy(steep(), drafter_s=0.002)
     teach(p, accepted=CAP // 2)
-    assert p.choose() == 0
+    assert p.choose(ROOM, **FAR).gamma == 0
 
 
 def test_low_acceptance_drafts_nothing():
     p = policy(flat(), drafter_s=0.004)
     teach(p, accepted=0)
-    assert p.choose() == 0
+    assert p.choose(ROOM, **FAR).gamma == 0
 
 
 def test_a_middling_acceptance_drafts_a_middling_length():
     p = policy({k: 0.020 + 0.002 * k for k in range(1, CAP + 2)}, drafter_s=0.002)
     teach(p, accepted=3)  # every step accepts 3 and rejects the 4th
-    assert 1 <= p.choose() <= 4
+    assert 1 <= p.choose(ROOM, **FAR).gamma <= 4
 
 
 def test_zero_steps_are_followed_by_a_probe():
     p = policy(flat(), drafter_s=0.004)
     teach(p, accepted=0)
-    choices = [p.choose() for _ in range(PROBE_AFTER + 1)]
+    choices = [p.choose(ROOM, **FAR).gamma for _ in range(PROBE_AFTER + 1)]
     assert choices == [0] * PROBE_AFTER + [1]
-    assert p.choose() == 0  # the probe found nothing new: back to plain steps
+    assert p.choose(ROOM, **FAR).gamma == 0  # the probe found nothing new: plain steps again
+
+
+def test_a_free_lookup_match_beats_a_costly_assistant():
+    p = policy({k: 0.020 + 0.005 * k for k in range(1, CAP + 2)}, drafter_s=0.010)
+    teach(p, accepted=CAP, source=A)
+    teach(p, accepted=CAP, source=L)
+    assert p.choose({A: CAP, L: 3}, **FAR).source == L
+    assert p.choose({A: CAP}, **FAR).source != L  # no match: no lookup
+
+
+def test_the_assistant_beats_a_lookup_match_the_target_rejects():
+    p = policy(flat())
+    teach(p, accepted=0, source=L)
+    teach(p, accepted=CAP, source=A)
+    assert p.choose({A: CAP, L: CAP}, **FAR) == Choice(A, CAP)
+
+
+def test_offers_bound_the_draft_length():
+    p = policy(flat(), drafter_s=0.0)
+    teach(p, accepted=CAP, source=L)
+    assert p.choose({L: 2}, **FAR) == Choice(L, 2)
+    assert p.choose({A: 0, L: 0}, **FAR) == Choice(None, 0)
+
+
+def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
+    # 700 tokens of context at 2 ms each cost 1.4 s; at this acceptance the assistant saves
+    # about 10 ms a token on a 20 ms step.
+    p = policy(flat(), drafter_s=0.002, prefill_s=0.002)
+    p.acceptance[A] = Acceptance(CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP))
+    assert p.choose(ROOM, tokens_left=17, context=700).source is None
+    choice = p.choose(ROOM, tokens_left=1000, context=700)
+    assert choice.source == A and choice.prefill and choice.gamma > 1
+
+
+def test_catch_up_weighs_on_the_assistant_after_a_step_without_it():
+    p = policy(flat())
+    p.catch_up_s = 1.0
+    assert p.cost_s(A, 2) < 1.0  # not started: nothing to catch up on
+    p.choice = Choice(A, 2)
+    p.observe(2, 2)
+    assert p.cost_s(A, 2) < 1.0
+    p.choice = Choice(L, 2)
+    p.observe(2, 2)
+    assert p.cost_s(A, 2) > 1.0 and p.cost_s(L, 2) < 1.0 and p.cost_s(None, 0) < 1.0
+    assert p.choose({A: CAP, L: 2}, **FAR).catch_up is False  # the lookup is chosen
 
 
 def test_acceptance_counts_stop_at_the_first_rejection():
     p = policy(flat())
+    p.choice = Choice(A, 5)
     p.observe(drafted=5, accepted=2)
-    assert p.tried == [1, 1, 1, 0, 0, 0, 0, 0]
-    assert p.accepted == [1, 1, 0, 0, 0, 0, 0, 0]
+    assert p.acceptance[A].tried == [1, 1, 1, 0, 0, 0, 0, 0]
+    assert p.acceptance[A].accepted == [1, 1, 0, 0, 0, 0, 0, 0]
+    p.choice = Choice(None, 0)
     p.observe(drafted=0, accepted=0)  # a plain step says nothing about drafts
-    assert sum(p.tried) == 3
+    assert sum(p.acceptance[A].tried) == 3 and sum(p.acceptance[L].tried) == 0
 
 
 def test_expected_tokens_count_the_targets_own_token():
     p = policy(flat())
-    assert p.expected_tokens(0) == 1.0
-    assert p.expected_tokens(2) == pytest.approx(1 + 0.5 + 0.25)  # the Beta(1, 1) prior
+    assert p.expected_tokens(None, 0) == 1.0
+    assert p.expected_tokens(A, 2) == pytest.approx(1 + 0.5 + 0.25)  # the Beta(1, 1) prior
+
+
+def test_a_runs_history_counts_for_a_few_observations_only():
+    seen = Acceptance(CAP, ([90.0] * CAP, [100.0] * CAP))
+    assert seen.tried[0] == pytest.approx(HISTORY_WEIGHT)
+    assert seen.accepted[0] / seen.tried[0] == pytest.approx(0.9)
+    p = DraftPolicy(CAP, flat(), {A: 0.001}, A, history={A: seen.counts()})
+    assert p.expected_tokens(A, 1) > 1.7
+    assert Acceptance(CAP, ([0.0] * CAP, [0.0] * CAP)).tried == [0.0] * CAP
 
 
 def test_timings_refine_the_cost_model():
@@ -80,27 +147,20 @@ def test_timings_refine_the_cost_model():
     before = p.verify_s[3]
     p.observe_verify(3, 1.0)
     assert before < p.verify_s[3] < 1.0
-    p.observe_draft(4, 4.0, after_zero=False)
-    assert 0.001 < p.drafter_s < 1.0
-    p.observe_draft(4, 10.0, after_zero=True)
+    p.observe_draft(Choice(A, 4), 4, 4.0)
+    assert 0.001 < p.drafter_s[A] < 1.0
+    p.observe_draft(Choice(A, 4, catch_up=True), 4, 10.0)
     assert p.catch_up_s > 0
+    p.choose(ROOM, tokens_left=1000, context=100)
+    p.observe_draft(Choice(A, 1, prefill=True), 1, 0.5)
+    assert p.prefill_s == pytest.approx((0.5 - p.drafter_s[A]) / 100)
+    p.observe_draft(Choice(L, 4), 4, 9.0)  # lookup drafting is never timed
     assert p.verify_curve()[0][0] == 1 and len(p.verify_curve()) == CAP + 1
-
-
-def test_catch_up_cost_only_weighs_on_drafting_after_a_zero_step():
-    p = policy(flat())
-    p.catch_up_s = 1.0
-    assert p.cost_s(2) < 1.0
-    p.zero_steps = 1
-    assert p.cost_s(2) > 1.0 and p.cost_s(0) < 1.0
-    lookup = policy(flat(), drafter_s=0.0, catch_up=False)
-    lookup.catch_up_s, lookup.zero_steps = 1.0, 1
-    assert lookup.cost_s(2) < 1.0
 
 
 def test_missing_verification_times_are_refused():
     with pytest.raises(ValueError, match="rows"):
-        DraftPolicy(CAP, {1: 0.01}, 0.0, False)
+        DraftPolicy(CAP, {1: 0.01}, {L: 0.0})
 
 
 def test_bookkeeping_costs_under_one_percent_of_a_ten_ms_step():
