@@ -96,7 +96,7 @@ def test_assistant_precisions_are_compared_with_the_same_plain_runs(client):
         ({"categories": []}, "at least one category"),
         ({"drafters": []}, "at least one drafter"),
         ({"categories": ["poetry"]}, "poetry"),
-        ({"prompts_per_category": 3}, "maximum value 2"),
+        ({"prompts_per_category": 4}, "maximum value 3"),
         ({"max_new_tokens": 5000}, "5000"),
     ],
 )

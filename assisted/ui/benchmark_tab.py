@@ -34,7 +34,7 @@ from assisted.ui.format import (
 from assisted.ui.shared import VISITORS_AT_ONCE, PairLoader, Stops, whole
 
 BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens
-BENCH_MAX_PROMPTS = 2  # prompts per category (examples/ has two)
+BENCH_MAX_PROMPTS = 3  # prompts per category (examples/ has three)
 BENCH_MAX_REPEATS = 3
 NOTE = """
 Times the example prompts, category by category: each prompt runs plain and with each chosen
