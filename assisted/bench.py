@@ -41,6 +41,7 @@ loaded pair, then `render()` and `draw_chart()` on the report.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import itertools
 import json
@@ -210,6 +211,42 @@ def plan_variants(
     return variants
 
 
+def parse_variant(spec: PairSpec, text: str, default_drafter: str) -> Variant:
+    """One variant from "KEY=VALUE,..." (keys: `drafter` and the sweepable settings, with
+    dashes or underscores: "schedule=constant,num-assistant-tokens=2"). Settings not given
+    keep the pair's own values; the variant is named by the ones given."""
+    changes: dict = {}
+    kind = default_drafter
+    for item in _names(text):
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not value.strip():
+            raise BenchError(f"--variant {text!r}: expected KEY=VALUE, not {item!r}")
+        if key == "drafter":
+            kind = value.strip()
+            continue
+        if key not in SWEEPS:
+            keys = ", ".join(["drafter", *(k.replace("_", "-") for k in SWEEPS)])
+            raise BenchError(f"--variant {text!r}: unknown setting {key!r} (one of {keys})")
+        kind_of = type(getattr(spec.draft, key))
+        try:
+            changes[key] = kind_of(value.strip())
+        except ValueError:
+            what = "a whole number" if kind_of is int else "a number"
+            raise BenchError(f"--variant {text!r}: {key} must be {what}") from None
+    check_drafter(spec, kind)
+    unused = [key for key in changes if key not in _fields(kind)]
+    if unused:
+        raise BenchError(f"--variant {text!r}: {', '.join(unused)} does not apply to {kind}")
+    draft = dataclasses.replace(spec.draft, **changes)
+    try:
+        draft.validate_for(kind)
+    except SettingsError as error:
+        raise BenchError(f"{kind}: {error}") from None
+    label = " ".join(f"{SWEEPS[key]}={value}" for key, value in changes.items())
+    return Variant(f"{kind} {label}".strip(), kind, draft)
+
+
 def check_drafter(spec: PairSpec, kind: str) -> None:
     """Prompt lookup and early exit need only the target; model drafters need the pair's
     assistant, and an assistant with its own tokenizer only drafts as "universal"."""
@@ -314,6 +351,10 @@ def benchmark(
     warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
     runs: list[Run] = []
     for index, (example, ids) in enumerate(zip(examples, prompt_ids, strict=True)):
+        # The `auto` policy starts each run from the acceptance the pair's earlier runs saw.
+        # Every timed run of this prompt starts from what the earlier prompts taught, never
+        # from this prompt's own warm-up or repeats, as a new prompt in the app would.
+        learnt = copy.deepcopy(pair.acceptance_history)
         yield Progress(done, total, f"{example.label}: warm-up")
         _drain(decoding.run(pair, ids, "plain", warmup, stop=stop))
         for variant in variants:
@@ -329,6 +370,8 @@ def benchmark(
                 if variant is None:
                     events = decoding.run(pair, ids, "plain", settings, stop=stop)
                 else:
+                    pair.acceptance_history.clear()
+                    pair.acceptance_history.update(copy.deepcopy(learnt))
                     events = decoding.run(
                         drafting[variant.drafter], ids, "assisted", settings, variant.draft, stop
                     )
@@ -721,6 +764,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "changes",
     )  # fmt: skip
     parser.add_argument(
+        "--variant", action="append", metavar="KEY=VALUE[,KEY=VALUE...]",
+        help="one variant with exactly these settings, instead of the sweep's product; "
+        "repeatable (e.g. --variant schedule=constant,num-assistant-tokens=2 "
+        "--variant schedule=auto,num-assistant-tokens=8)",
+    )  # fmt: skip
+    parser.add_argument(
         "--overhead", action="store_true",
         help="also time streamed run() against a bare generate() on the first prompt",
     )  # fmt: skip
@@ -757,7 +806,18 @@ def prepare(args: argparse.Namespace) -> tuple[PairSpec, list[Example], list[Var
     examples = select_examples(examples, args.categories, args.limit)
     spec = pair_spec(args)
     sweeps = {field: getattr(args, field) for field in SWEEPS}
-    variants = plan_variants(spec, args.drafters or [spec.drafter], sweeps)
+    if args.variant:
+        swept = [field for field, values in sweeps.items() if values]
+        if swept or args.drafters:
+            flags = ["--" + field.replace("_", "-") for field in swept]
+            flags += ["--drafters"] if args.drafters else []
+            raise BenchError(f"--variant names each variant's settings: drop {', '.join(flags)}")
+        variants = [parse_variant(spec, text, spec.drafter) for text in args.variant]
+        names = [variant.name for variant in variants]
+        if len(set(names)) < len(names):
+            raise BenchError("--variant: two variants have the same settings")
+    else:
+        variants = plan_variants(spec, args.drafters or [spec.drafter], sweeps)
     return spec, examples, variants, run_settings(args)
 
 

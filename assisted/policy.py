@@ -23,11 +23,16 @@ counts per source: a Beta(1, 1) prior, with old evidence decaying so the estimat
 the text. A run may start from what the pair's earlier runs saw, counted as a few
 observations only (`HISTORY_WEIGHT`), so that the text at hand soon outweighs it.
 
-An assistant model must first read the whole context (its prefill) before it drafts at all.
-That is weighed once, before it first drafts: it starts only if the time it is expected to
-save over the tokens left to generate repays the prefill. A 17-token answer after a
-700-token prompt cannot. The tokens left are the run's remaining budget (max new tokens),
-an upper bound: the policy cannot know that an answer will end early.
+An assistant model must first read the whole context (its prefill) before it drafts at all,
+and nobody knows in advance how long the answer will be: the run's remaining budget (max
+new tokens) is only an upper bound. So the prefill is weighed as in the ski-rental problem.
+The assistant never starts if the time it would save over the whole remaining budget
+cannot repay the prefill; otherwise it starts once the time it would have saved on the
+tokens committed so far (plus the next step's) reaches the prefill's cost. A 17-token answer
+after a 700-token prompt (a prefill of about a second on a CPU) thus ends before the
+assistant starts, drafting from prompt-lookup matches or not at all, while a long answer
+pays at most the prefill's cost again for the wait: never more than twice what the better
+choice in hindsight would have cost.
 
 After `PROBE_AFTER` γ = 0 steps in a row the policy drafts one candidate, so that drafting
 resumes when the text becomes predictable again.
@@ -143,6 +148,7 @@ class DraftPolicy:
         self.zero_steps = 0  # γ = 0 steps in a row
         self.choice = PLAIN  # the latest `choose`
         self.context = 0  # the context of the latest `choose`
+        self.committed = 0  # tokens the run's steps have committed
 
     def choose(self, offers: dict[str, int], tokens_left: int, context: int) -> Choice:
         """The next step's choice. `offers` maps each source able to draft now to the most
@@ -153,15 +159,14 @@ class DraftPolicy:
         offers = {name: min(most, self.cap) for name, most in offers.items() if most > 0}
         if self.model_source in offers and not self._model_pays(offers, tokens_left, context):
             del offers[self.model_source]
-        if self.zero_steps >= PROBE_AFTER and offers:
+        choice, best = PLAIN, self.rate(None, 0)
+        for source, most in offers.items():
+            gamma, rate = self.best(source, most)
+            if rate > best:
+                choice, best = self._choice(source, gamma), rate
+        if choice.gamma == 0 and self.zero_steps >= PROBE_AFTER and offers:
             source = max(offers, key=lambda name: self.rate(name, 1))
             choice = self._choice(source, 1)
-        else:
-            choice, best = PLAIN, self.rate(None, 0)
-            for source, most in offers.items():
-                gamma, rate = self.best(source, most)
-                if rate > best:
-                    choice, best = self._choice(source, gamma), rate
         self.zero_steps = self.zero_steps + 1 if choice.gamma == 0 else 0
         self.choice = choice
         return choice
@@ -191,7 +196,8 @@ class DraftPolicy:
 
     def _model_pays(self, offers: dict[str, int], tokens_left: int, context: int) -> bool:
         """Whether the model source may draft: always once it has a cache; before that, only
-        if the time it saves over `tokens_left` tokens repays prefilling `context` tokens.
+        if the time it saves over `tokens_left` tokens repays prefilling `context` tokens,
+        and once the time it would have saved so far reaches that cost (the module's note).
         Its acceptance is taken optimistically here: until it drafts, the run has no
         evidence of its own, and a pessimistic start would never gather any."""
         if self.started:
@@ -204,8 +210,11 @@ class DraftPolicy:
         )
         if with_model <= without:
             return False
-        saved_s = tokens_left * (1.0 / without - 1.0 / with_model)
-        return saved_s > self.prefill_s * context
+        saved_per_token_s = 1.0 / without - 1.0 / with_model
+        prefill_s = self.prefill_s * context
+        if tokens_left * saved_per_token_s <= prefill_s:
+            return False
+        return (self.committed + 1) * saved_per_token_s >= prefill_s
 
     def _choice(self, source: str, gamma: int) -> Choice:
         model = source == self.model_source
@@ -220,6 +229,7 @@ class DraftPolicy:
         """The step of the latest choice verified `drafted` candidates and accepted the
         first `accepted`."""
         source = self.choice.source
+        self.committed += accepted + 1
         if source is not None and drafted:
             self.acceptance[source].observe(drafted, accepted)
         if source is not None and source == self.model_source:

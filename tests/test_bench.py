@@ -4,6 +4,7 @@ every draft is accepted and the output is identical)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -163,6 +164,45 @@ def test_assistant_precisions_sweep_model_drafters_only():
     assert [v.draft.assistant_quant for v in variants[:2]] == ["none", "int8"]
     with pytest.raises(bench.BenchError, match="--assistant-quant does not apply"):
         bench.plan_variants(spec, ["prompt-lookup"], sweeps)
+
+
+def test_explicit_variants_keep_exactly_their_settings():
+    spec = pairs.custom_pair("some/target", "some/assistant")
+    texts = ["schedule=constant,num-assistant-tokens=2", "schedule=auto,num_assistant_tokens=8"]
+    variants = [bench.parse_variant(spec, text, "assistant") for text in texts]
+    assert [v.name for v in variants] == [
+        "assistant schedule=constant n=2",
+        "assistant schedule=auto n=8",
+    ]
+    assert variants[1].draft == dataclasses.replace(
+        spec.draft, schedule="auto", num_assistant_tokens=8
+    )
+    lookup = bench.parse_variant(spec, "drafter=prompt-lookup,prompt-lookup-num-tokens=4", "x")
+    assert lookup.drafter == "prompt-lookup" and lookup.draft.prompt_lookup_num_tokens == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("schedule", "expected KEY=VALUE"),
+        ("colour=red", "unknown setting 'colour'"),
+        ("num-assistant-tokens=many", "must be a whole number"),
+        ("drafter=prompt-lookup,num-assistant-tokens=3", "does not apply to prompt-lookup"),
+        ("schedule=sometimes", "schedule must be one of"),
+    ],
+)
+def test_a_malformed_variant_says_what_is_wrong(text, error):
+    spec = pairs.custom_pair("some/target", "some/assistant")
+    with pytest.raises(bench.BenchError, match=error):
+        bench.parse_variant(spec, text, "assistant")
+
+
+def test_variants_and_sweeps_do_not_mix(capsys, no_loading):
+    argv = ["--variant", "schedule=auto", "--num-assistant-tokens", "2,3"]
+    code, _, stderr = run_main(capsys, argv)
+    assert code == 2 and "drop --num-assistant-tokens" in stderr
+    code, _, stderr = run_main(capsys, ["--variant", "schedule=auto", "--variant", "schedule=auto"])
+    assert code == 2 and "same settings" in stderr
 
 
 def test_limit_is_per_category():

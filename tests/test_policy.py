@@ -99,8 +99,19 @@ def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
     p = policy(flat(), drafter_s=0.002, prefill_s=0.002)
     p.acceptance[A] = Acceptance(CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP))
     assert p.choose(ROOM, tokens_left=17, context=700).source is None
-    choice = p.choose(ROOM, tokens_left=1000, context=700)
-    assert choice.source == A and choice.prefill and choice.gamma > 1
+    # With a long budget it waits until the time it would have saved reaches the prefill's.
+    waited = 0
+    while (choice := p.choose(ROOM, tokens_left=1000, context=700)).source is None:
+        p.observe(0, 0)
+        waited += 1
+    assert choice.prefill and choice.gamma > 1
+    saved_per_token_s = 1 / p.rate(None, 0) - 1 / p.best(A, CAP, optimistic=True)[1]
+    assert waited == pytest.approx(0.002 * 700 / saved_per_token_s, abs=1.5)
+
+
+def test_a_short_prompt_starts_the_assistant_at_once():
+    p = policy(flat(), drafter_s=0.002, prefill_s=0.0001)
+    assert p.choose(ROOM, tokens_left=64, context=30).prefill
 
 
 def test_catch_up_weighs_on_the_assistant_after_a_step_without_it():
