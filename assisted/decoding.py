@@ -524,7 +524,11 @@ class _PolicyDrafter(CandidateGenerator):
                 kwargs_ = _prepare_attention_mask(kwargs_, length, is_encoder_decoder=False)
                 kwargs_ = _prepare_position_ids(kwargs_, length, is_encoder_decoder=False)
                 self.assistant.assistant_kwargs = kwargs_
-            return self.assistant.get_candidates(input_ids, **kwargs)
+            started = time.perf_counter()
+            candidates = self.assistant.get_candidates(input_ids, **kwargs)
+            # generate() has synchronised the device before returning the draft's ids.
+            self.policy.observe_call(time.perf_counter() - started)
+            return candidates
         return input_ids, None
 
     def update_candidate_strategy(

@@ -10,8 +10,9 @@ The model, per step and source:
 - expected committed tokens E(γ) = 1 + Σ_{j=1..γ} Π_{i=1..j} p_i, where p_i is the chance
   that candidate i is accepted given that the ones before it were (the 1 is the target's
   own token, committed whatever happens);
-- cost(γ) = drafter_s·γ + T(γ + 1), plus catch_up_s for an assistant model that skipped
-  the steps before (its cache then lacks the tokens it did not see);
+- cost(γ) = call_s + drafter_s·γ + T(γ + 1), plus catch_up_s for an assistant model that
+  skipped the steps before (its cache then lacks the tokens it did not see); call_s is the
+  assistant's time per drafting call outside its forward passes (its own generate() loop);
 - choose the source and γ that maximise E(γ) / cost(γ). γ = 0 costs T(1) and yields 1.
 
 T(k) is the target's time to verify k rows. It is seeded by a calibration (see
@@ -19,9 +20,10 @@ T(k) is the target's time to verify k rows. It is seeded by a calibration (see
 exponential moving average of the timed verifications. drafter_s is a source's time per
 drafted token, refined the same way. Prompt lookup's is 0: its n-gram search runs at every
 step whatever is chosen, so choosing it costs only the verification. p_i are smoothed
-counts per source: a Beta(1, 1) prior, with old evidence decaying so the estimate follows
-the text. A run may start from what the pair's earlier runs saw, counted as a few
-observations only (`HISTORY_WEIGHT`), so that the text at hand soon outweighs it.
+counts per source, each position's prior being the estimate of the position before it,
+with old evidence decaying so the estimate follows the text. A run may start from what
+the pair's earlier runs saw, counted as a few observations only (`HISTORY_WEIGHT`), so
+that the text at hand soon outweighs it.
 
 An assistant model must first read the whole context (its prefill) before it drafts at all,
 and nobody knows in advance how long the answer will be: the run's remaining budget (max
@@ -52,7 +54,7 @@ from dataclasses import dataclass
 PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
 EMA = 0.1  # weight of a new timing in the moving averages
 DECAY = 0.98  # weight kept by old acceptance evidence at each observation
-PRIOR = 1.0  # Beta(PRIOR, PRIOR) on each position's acceptance
+PRIOR_WEIGHT = 2.0  # observations a position's prior counts for (Beta(1, 1) at the first)
 HISTORY_WEIGHT = 4.0  # observations that a pair's earlier runs count for in a new run
 
 Counts = tuple[list[float], list[float]]  # (accepted, tried) per draft position
@@ -88,11 +90,17 @@ class Acceptance:
 
     def expected_tokens(self, gamma: int, optimistic: bool = False) -> float:
         """E(γ) from the posterior means; `optimistic` takes each position's mean plus one
-        standard deviation, so that little evidence reads as a reason to try."""
-        tokens, reach = 1.0, 1.0
+        standard deviation, so that little evidence reads as a reason to try.
+
+        Each position's prior is the estimate of the position before it (the first one's
+        is 1/2): a position rarely verified, because drafts seldom reach it, reads as
+        "like the one before" rather than as a coin flip, so that a well-accepted drafter
+        is tried at longer lengths and learns how far its drafts hold."""
+        tokens, reach, prior = 1.0, 1.0, 0.5
         for i in range(gamma):
-            n = self.tried[i] + 2 * PRIOR
-            mean = (self.accepted[i] + PRIOR) / n
+            n = self.tried[i] + PRIOR_WEIGHT
+            mean = (self.accepted[i] + PRIOR_WEIGHT * prior) / n
+            prior = mean
             if optimistic:
                 mean = min(1.0, mean + math.sqrt(mean * (1 - mean) / (n + 1)))
             reach *= mean
@@ -141,6 +149,8 @@ class DraftPolicy:
         self.model_source = model_source
         self.prefill_s = prefill_s
         self.catch_up_s = 0.0
+        self.call_s = 0.0  # the model source's seconds per drafting call beyond its passes
+        self.last_call_s = 0.0  # the wall time of the latest drafting call
         history = history or {}
         self.acceptance = {name: Acceptance(cap, history.get(name)) for name in drafter_s}
         self.started = False  # the model source has drafted, so it has a cache
@@ -190,8 +200,10 @@ class DraftPolicy:
         if source is None or gamma == 0:
             return self.verify_s[1]
         cost = self.drafter_s[source] * gamma + self.verify_s[gamma + 1]
-        if source == self.model_source and self.started and self.behind:
-            cost += self.catch_up_s
+        if source == self.model_source:
+            cost += self.call_s
+            if self.started and self.behind:
+                cost += self.catch_up_s
         return cost
 
     def _model_pays(self, offers: dict[str, int], tokens_left: int, context: int) -> bool:
@@ -243,12 +255,16 @@ class DraftPolicy:
             self.verify_s[rows] += EMA * (seconds - self.verify_s[rows])
 
     def observe_draft(self, choice: Choice, drafted: int, seconds: float) -> None:
-        """The model source drafted `drafted` candidates for `choice` in `seconds`. A first
+        """The model source drafted `drafted` candidates for `choice` in `seconds` of forward
+        passes; the rest of its call's wall time refines `call_s`. A first
         draft's excess over the drafting is the prefill of the context, which becomes the
         prefill time per token (for the pair's next runs); a catch-up's excess refines
         `catch_up_s`; any other draft refines the time per drafted token."""
         if not drafted or choice.source != self.model_source:
             return
+        if self.last_call_s:
+            self.call_s += EMA * (max(self.last_call_s - seconds, 0.0) - self.call_s)
+            self.last_call_s = 0.0
         per_token = self.drafter_s[choice.source]
         if choice.prefill:
             self.prefill_s = max(seconds - per_token * drafted, 0.0) / max(self.context, 1)
@@ -257,6 +273,11 @@ class DraftPolicy:
             self.catch_up_s += EMA * (extra - self.catch_up_s)
         else:
             self.drafter_s[choice.source] += EMA * (seconds / drafted - per_token)
+
+    def observe_call(self, seconds: float) -> None:
+        """The latest drafting call of the model source took `seconds` of wall time, its
+        forward passes included (they are timed apart and passed to `observe_draft`)."""
+        self.last_call_s = seconds
 
     def verify_curve(self) -> list[tuple[int, float]]:
         """T(k) as (rows, seconds), rows ascending."""
