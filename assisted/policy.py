@@ -150,6 +150,7 @@ class DraftPolicy:
         self.prefill_s = prefill_s
         self.catch_up_s = 0.0
         self.call_s = 0.0  # the model source's seconds per drafting call beyond its passes
+        self.observed_rows: set[int] = set()  # the rows k whose T(k) a verification refined
         self.last_call_s = 0.0  # the wall time of the latest drafting call
         history = history or {}
         self.acceptance = {name: Acceptance(cap, history.get(name)) for name in drafter_s}
@@ -253,6 +254,7 @@ class DraftPolicy:
         """The target verified `rows` rows (last committed token + candidates) in `seconds`."""
         if rows in self.verify_s:
             self.verify_s[rows] += EMA * (seconds - self.verify_s[rows])
+            self.observed_rows.add(rows)
 
     def observe_draft(self, choice: Choice, drafted: int, seconds: float) -> None:
         """The model source drafted `drafted` candidates for `choice` in `seconds` of forward
@@ -282,6 +284,10 @@ class DraftPolicy:
     def verify_curve(self) -> list[tuple[int, float]]:
         """T(k) as (rows, seconds), rows ascending."""
         return sorted(self.verify_s.items())
+
+    def observed_verify_s(self) -> dict[int, float]:
+        """T(k) for the rows k that this run's verifications refined."""
+        return {k: self.verify_s[k] for k in sorted(self.observed_rows)}
 
     def history(self) -> dict[str, Counts]:
         """Acceptance counts per source, for the pair's next run."""

@@ -494,6 +494,22 @@ def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monke
     assert drafter_s == 0.01 and prefill_s == pytest.approx(0.01)
 
 
+def test_a_disturbed_calibration_is_timed_again(pair, monkeypatch):
+    fresh = dataclasses.replace(pair, calibration_s={})
+    timings = iter([{1: 0.01, 5: 0.5}, {1: 0.02, 5: 0.03}])  # 5 rows at 50× one: disturbed
+    monkeypatch.setattr(decoding, "_time_forwards", lambda m, p, rows, d: next(timings))
+    verify_s, _, _ = decoding.calibrate(fresh, None, "none", 4)
+    assert verify_s[1] == 0.01 and verify_s[5] == 0.03  # the fastest of the two attempts
+
+
+def test_a_runs_verifications_refine_the_pairs_calibration(pair):
+    fresh = dataclasses.replace(pair, calibration_s={}, acceptance_history={})
+    records(fresh, draft=AUTO)
+    verified = {k for (kind, k) in fresh.calibration_s if kind == "verify"}
+    assert {1, 5} <= verified and len(verified) > 2  # timed ends + rows the run verified
+    assert set(fresh.acceptance_history["none"]) == {"assistant", "prompt-lookup"}
+
+
 def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
     decoding.calibrate(pair, pair.assistant, "none", 4)
     timed = []
