@@ -23,7 +23,7 @@ RESULT_KEYS = {
 RUN_KEYS = {"text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps", "stopped"}
 ASSISTED_KEYS = {"drafted", "accepted", "acceptance_rate", "tokens_per_step", "accept_histogram"}
 STEP_KEYS = {"text", "t_s", "step_s"}
-DRAFT_KEYS = {"drafted", "accepted", "accepted_text", "rejected_text", "draft_s"}
+DRAFT_KEYS = {"drafted", "accepted", "accepted_text", "rejected_text", "draft_s", "source"}
 RUNS = ("plain", "assisted")
 PROMPT = "def add(a, b):"
 
