@@ -133,8 +133,41 @@ def test_rows_of_acceptance_by_position_and_of_time_per_step():
     assert ui_format.step_time_label("plain", None) == "plain: — tokens/step"  # not run yet
 
 
+def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_otherwise():
+    auto = [
+        Chunk(0.1, "ab", "c", 3, 2, 2, chosen=2, source="assistant"),
+        Chunk(0.2, "", "d", 1, 0, 0, chosen=0),  # a plain step
+        Chunk(0.3, "e", "f", 2, 3, 1, chosen=4, source="prompt-lookup"),  # a shorter match
+    ]
+    rows = ui_format.draft_length_rows(auto)
+    # First, every series without a point: the chart's colours come from its first value.
+    seeds = rows[: len(ui_format.DRAFT_SOURCES)]
+    assert [row["source"] for row in seeds] == list(ui_format.DRAFT_SOURCES)
+    assert all(row["step"] is None and row["candidates"] is None for row in seeds)
+    # Then an undrawn point past the last step and above the longest draft: the chart clips
+    # the points on its edges.
+    headroom = rows[len(seeds)]
+    assert headroom["source"] == ui_format.HEADROOM
+    assert (headroom["step"], headroom["candidates"]) == (3.5, 4.5)
+    steps = rows[len(seeds) + 1 :]
+    assert [(r["step"], r["candidates"], r["source"]) for r in steps] == [
+        (1, 2, "assistant"),
+        (2, 0, ui_format.NOTHING_DRAFTED),
+        (3, 4, "prompt lookup"),
+    ]
+    assert steps[2]["drafted"] == 3 and steps[2]["accepted"] == 1
+    # Other schedules choose nothing: the chart shows what each step drafted.
+    constant = [Chunk(0.1, "a", "b", 2, 3, 1, source="early-exit"), Chunk(0.2, "", "c", 1, 0, 0)]
+    points = ui_format.draft_length_rows(constant)[len(seeds) + 1 :]
+    assert [(r["candidates"], r["source"]) for r in points] == [
+        (3, "early exit"),
+        (0, ui_format.NOTHING_DRAFTED),
+    ]
+    assert len(ui_format.draft_length_rows([])) == len(seeds) + 1
+
+
 def test_chunks_survive_the_round_trip_through_state():
-    chunk = Chunk(0.1, "a", "b", 2, 3, 1, "x", 0.1, 0.02)
+    chunk = Chunk(0.1, "a", "b", 2, 3, 1, "x", 0.1, 0.02, 3, "assistant")
     assert ui_format.chunks_from_dicts([chunk.to_dict()]) == [chunk]
 
 

@@ -22,8 +22,9 @@ class Chunk:
 
     The text splits where the step's draft does (`Step.accepted_text` is the start of the
     step's text). `step_s` and `draft_s` are the step's time and its drafting time
-    (`stats.step_s`, `Step.draft_s`). Chunks are plain values, so a finished run keeps them
-    in the page's state for the race replay."""
+    (`stats.step_s`, `Step.draft_s`); `chosen` and `source` are `Step.chosen` (the γ the
+    `auto` policy asked for) and `Step.source` (where the candidates came from). Chunks are
+    plain values, so a finished run keeps them in the page's state for the race replay."""
 
     t_s: float
     accepted_text: str
@@ -34,6 +35,8 @@ class Chunk:
     rejected_text: str = ""
     step_s: float = 0.0
     draft_s: float | None = None
+    chosen: int | None = None
+    source: str | None = None
 
     @property
     def text(self) -> str:
@@ -58,6 +61,8 @@ def chunks_of(record: RunRecord | None) -> list[Chunk]:
             step.rejected_text,
             seconds,
             step.draft_s,
+            step.chosen,
+            step.source,
         )
         for step, seconds in zip(record.steps, stats.step_s(record), strict=True)
     ]
@@ -322,6 +327,58 @@ def step_time_rows(runs: dict[str, Sequence[tuple[float | None, float]]]) -> lis
                 rows.append({"run": name, "step": index + 1, "part": "drafting", "s": draft_s})
             rows.append({"run": name, "step": index + 1, "part": "target", "s": target_s})
     return rows
+
+
+# The draft-length chart's series: where a step's candidates came from (`Step.source`), or
+# nothing drafted. The universal drafter is an assistant model with its own tokenizer.
+SOURCE_LABELS = {
+    "assistant": "assistant",
+    "universal": "assistant",
+    "prompt-lookup": "prompt lookup",
+    "early-exit": "early exit",
+}
+NOTHING_DRAFTED = "nothing drafted: a plain step"
+DRAFT_SOURCES = (*dict.fromkeys(SOURCE_LABELS.values()), NOTHING_DRAFTED)
+# An undrawn point (transparent, out of the legend) half a step after the last step and half
+# a candidate above the longest draft: the chart clips its points at its edges, so without
+# it the last step and the longest drafts would show as halves.
+HEADROOM = "headroom"
+
+
+def source_label(chunk: Chunk) -> str:
+    if chunk.drafted == 0:
+        return NOTHING_DRAFTED
+    # Records made before steps kept their source drafted with the run's drafter.
+    return SOURCE_LABELS.get(chunk.source or "assistant", chunk.source or "assistant")
+
+
+def draft_length_rows(chunks: Sequence[Chunk]) -> list[dict]:
+    """Rows (step, candidates, source, drafted, accepted) of an assisted run, a row per step:
+    `candidates` is the γ the `auto` policy chose (0: a plain step, the target alone), or
+    under the other schedules the count drafted; `source` names where the candidates came
+    from (`DRAFT_SOURCES`).
+
+    First comes a row without a step or a count for every source, which the chart does not
+    draw: Gradio's charts fix their colours from their first value, which must name every
+    series. Then a `HEADROOM` row, which the chart draws transparent, half a step after the
+    last step and half a candidate above the longest draft."""
+    rows = [
+        {"step": None, "candidates": None, "source": source, "drafted": 0, "accepted": 0}
+        for source in DRAFT_SOURCES
+    ]
+    steps = [
+        {
+            "step": number,
+            "candidates": chunk.drafted if chunk.chosen is None else chunk.chosen,
+            "source": source_label(chunk),
+            "drafted": chunk.drafted,
+            "accepted": chunk.accepted,
+        }
+        for number, chunk in enumerate(chunks, start=1)
+    ]
+    top = max((row["candidates"] for row in steps), default=0)
+    headroom = {"step": len(steps) + 0.5, "candidates": max(top, 1) + 0.5, "source": HEADROOM}
+    return [*rows, {**headroom, "drafted": 0, "accepted": 0}, *steps]
 
 
 def step_time_label(run: str, tokens_per_step: float | None) -> str:
