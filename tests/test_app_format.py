@@ -57,6 +57,24 @@ def test_an_assisted_step_shows_its_rejected_draft_and_its_details():
     assert ui_format.step_details(1, everything)[1] == "every candidate accepted"
 
 
+def test_under_auto_a_steps_details_name_the_chosen_length_and_the_source():
+    lookup = Chunk(0.1, "ab", "c", 3, 2, 2, step_s=0.1, chosen=4, source="prompt-lookup")
+    assert ui_format.step_details(1, lookup)[:3] == [
+        "step 1 · drafted 2 · accepted 2 · 100 ms",
+        "auto chose γ = 4, drafted by prompt lookup",
+        "every candidate accepted",
+    ]
+    drafted = Chunk(0.1, "a", "c", 2, 3, 1, "xy", step_s=0.1, chosen=3, source="assistant")
+    assert ui_format.step_details(2, drafted)[1] == "auto chose γ = 3, drafted by the assistant"
+    plain = Chunk(0.1, "", "c", 1, 0, 0, step_s=0.1, chosen=0)
+    assert ui_format.step_details(3, plain)[1:3] == [
+        "auto chose γ = 0",
+        "nothing drafted: the target alone",
+    ]
+    page = ui_format.run_html([lookup], "assisted")
+    assert "auto chose γ = 4, drafted by prompt lookup" in page
+
+
 def test_stat_card_shows_assisted_figures_only_for_assisted_runs():
     plain = {"ttft_s": 0.5, "tokens_per_s": 3.0, "total_s": 2.0, "steps": 6, "new_tokens": 6}
     assisted = {**plain, "drafted": 10, "accepted": 4, "acceptance_rate": 0.4,

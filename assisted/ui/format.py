@@ -95,12 +95,19 @@ def _visible(text: str) -> str:
 
 
 def step_details(number: int, chunk: Chunk) -> list[str]:
-    """Lines about one assisted step: its number, counts and time, its whole rejected
-    draft, and the target's own token."""
+    """Lines about one assisted step: its number, counts and time, under `auto` the γ the
+    policy chose and where the candidates came from, its whole rejected draft, and the
+    target's own token."""
     timing = f"{chunk.step_s * 1000:.0f} ms"
     if chunk.draft_s is not None:
         timing += f" ({chunk.draft_s * 1000:.0f} ms drafting)"
     lines = [f"step {number} · drafted {chunk.drafted} · accepted {chunk.accepted} · {timing}"]
+    if chunk.chosen is not None:
+        choice = f"auto chose γ = {chunk.chosen}"
+        if chunk.drafted:
+            source = source_label(chunk)
+            choice += f", drafted by {'the assistant' if source == 'assistant' else source}"
+        lines.append(choice)
     if chunk.drafted == 0:
         lines.append("nothing drafted: the target alone")
     elif chunk.accepted == chunk.drafted:
