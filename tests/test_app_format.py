@@ -107,6 +107,39 @@ def test_summary_says_identical_or_where_it_diverged():
     )
 
 
+def _auto_run(chosen: list[int], curve: list[tuple[int, float]]) -> dict:
+    """An auto run's summary: a step per chosen γ, and its cost curve."""
+    steps = [Step((1,) * (g + 1), "x", g, g, 0.1 * (i + 1), chosen=g) for i, g in enumerate(chosen)]
+    assisted = RunRecord("assisted", "assistant", 5, steps, 1.0, verify_cost_s=curve)
+    return report("p", "cpu", "float32", None, assisted)["assisted"]
+
+
+def test_the_cost_line_reads_a_flat_curve_as_cheap_drafts_and_a_steep_one_as_short_ones():
+    flat = [(k, 0.100 + 0.002 * (k - 1)) for k in range(1, 10)]  # a GPU, or bf16
+    line = ui_format.cost_model_line(_auto_run([8, 7, 8, 8], flat))
+    assert line == (
+        "**Cost model:** verifying 9 rows (the median draft the policy chose, 8 candidates, "
+        "+ 1) costs 1.2× one row here (116 ms against 100 ms), so long drafts are cheap."
+    )
+    steep = [(k, 0.4 * (1 + 0.45 * (k - 1))) for k in range(1, 6)]  # fp32 on a CPU
+    line = ui_format.cost_model_line(_auto_run([0, 0, 1, 0], steep))
+    assert "verifying 4 rows (a draft of 3 candidates + 1) costs 2.3× one row" in line
+    assert "(940 ms against 400 ms)" in line and "drafts short or not at all" in line
+    between = [(k, 0.4 * (1 + 0.25 * (k - 1))) for k in range(1, 6)]
+    line = ui_format.cost_model_line(_auto_run([2, 2, 3], between))
+    assert "3 rows" in line and "1.5×" in line and "most of it is accepted" in line
+    assert "2 rows (the median draft the policy chose, 1 candidate, + 1)" in (
+        ui_format.cost_model_line(_auto_run([1], between))
+    )
+    assert ui_format.cost_model_line(_auto_run([1], [])) is None  # not an auto run
+    # In the summary of a comparison, after the prediction and why it differs.
+    plain, _ = _records([1, 2, 3], [])
+    steps = [Step((1, 2, 3), "xxx", 2, 2, 0.5, chosen=2)]
+    assisted = RunRecord("assisted", "assistant", 5, steps, 0.5, verify_cost_s=steep[:3])
+    text = ui_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
+    assert "**Cost model:** verifying 3 rows (the median draft the policy chose, 2" in text
+
+
 def test_why_prediction_differs_covers_each_case():
     assert "No prediction" in ui_format.why_prediction_differs(1.2, None)
     assert "agree" in ui_format.why_prediction_differs(1.0, 1.05)

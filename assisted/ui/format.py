@@ -244,6 +244,51 @@ def why_prediction_differs(measured: float | None, predicted: float | None) -> s
     )
 
 
+# A heuristic reading of the auto schedule's cost curve, by what each row past the first
+# adds, as a share of a one-row (plain) step: up to CHEAP_ROW, long drafts cost little to
+# verify (a GPU, or bf16 on a CPU with native bf16); from COSTLY_ROW, a candidate costs a
+# good part of a plain step (fp32 on a CPU), and only a short draft that is mostly
+# accepted pays.
+CHEAP_ROW = 0.15
+COSTLY_ROW = 0.4
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 0.01 else f"{seconds * 1000:.0f} ms"
+
+
+def cost_model_line(assisted: dict) -> str | None:
+    """One line on the `auto` run's cost curve (`verify_cost_s`): what verifying a draft
+    costs in plain steps here, and so how the policy drafts. None without a curve.
+
+    It quotes the rows of `stats.reference_rows`: the median draft the policy chose, + 1,
+    or 4 rows where it mostly chose not to draft."""
+    curve = [(int(k), s) for k, s in assisted.get("verify_cost_s") or []]
+    chosen = [step["chosen"] for step in assisted.get("per_step") or [] if "chosen" in step]
+    rows = stats.reference_rows(chosen, curve)
+    ratio = stats.verify_cost_ratio(curve, rows) if rows else None
+    if ratio is None:
+        return None
+    seconds = dict(curve)
+    median = sorted(chosen)[len(chosen) // 2] if chosen else None
+    candidates = f"{rows - 1} candidate{'s' if rows > 2 else ''}"
+    if median == rows - 1:
+        which = f"the median draft the policy chose, {candidates}, + 1"
+    else:
+        which = f"a draft of {candidates} + 1"
+    per_row = (ratio - 1) / (rows - 1)
+    if per_row <= CHEAP_ROW:
+        verdict = "so long drafts are cheap"
+    elif per_row < COSTLY_ROW:
+        verdict = "so a draft pays off only where most of it is accepted"
+    else:
+        verdict = "so the policy drafts short or not at all"
+    return (
+        f"**Cost model:** verifying {rows} rows ({which}) costs {ratio:.1f}× one row here "
+        f"({_ms(seconds[rows])} against {_ms(seconds[1])}), {verdict}."
+    )
+
+
 def _precision_note(result: dict) -> str:
     precision = (result.get("assisted") or {}).get("assistant_precision")
     if not precision:
@@ -268,6 +313,9 @@ def summary_markdown(result: dict, *, sample: bool = False) -> str:
         "(Leviathan et al. 2023).",
         why_prediction_differs(measured, predicted),
     ]
+    cost = cost_model_line(assisted)
+    if cost:
+        lines.append(cost)
     divergence = result.get("first_divergence")
     if result.get("identical"):
         lines.append("**Identical**: the assisted run reproduced the plain run token for token.")
