@@ -9,6 +9,7 @@ from assisted.record import RunRecord, Step
 from assisted.stats import report
 from assisted.ui import format as ui_format
 from assisted.ui.format import Chunk
+from assisted.ui.pace import Pace, Paces
 
 
 def test_a_chunk_splits_its_step_where_the_accepted_candidates_end():
@@ -296,7 +297,43 @@ def test_benchmark_plan_and_progress_lines():
     assert "10 timed runs" in plan and "6 min" in plan
     assert "at least one category" in ui_format.bench_plan_markdown(0, 1, 1, 64)
     assert "10 timed runs" in ui_format.bench_warning(5, 1, 1, 64)
+    # Nothing measured on the pair yet: the plan says the figure is a guess.
+    assert "no run has been measured on this pair yet" in plan
+    assert "rough guess of ≈0.5 s per token" in plan
+    assert "a guess: none measured" in ui_format.bench_warning(5, 1, 1, 64)
     line = ui_format.bench_progress_markdown(2, 10, "chat / q1: plain", 20.0)
     assert "Run 2 of 10 done**: chat / q1: plain" in line and "80 s left" in line
     assert "untimed" in ui_format.bench_progress_markdown(2, 10, "chat / q2: warm-up", 20.0)
     assert "All 10 runs done" in ui_format.bench_progress_markdown(10, 10, "x: plain", 50.0)
+
+
+def test_the_benchmark_estimate_uses_the_pace_measured_on_the_pair():
+    paces = Paces()
+    assert paces.of("p") is None
+    # A comparison whose plain run decoded 20 tokens/s after its first step.
+    paces.note_comparison("p", {"plain": {"decode_tokens_per_s": 20.0}, "assisted": None})
+    pace = paces.of("p")
+    assert pace.s_per_token == 0.05 and "latest plain run on p" in pace.source
+    assert ui_format.bench_estimate_s(5, 1, 1, 64, pace.s_per_token) == (10 * 64 + 10 * 8) * 0.05
+    plan = ui_format.bench_plan_markdown(5, 1, 1, 64, pace)
+    assert "about **36 s** at ≈50 ms per token, measured in the latest plain run on p" in plan
+    assert "guess" not in plan
+    assert "about 36 s at the measured pace" in ui_format.bench_warning(5, 1, 1, 64, pace)
+    slow = Pace(0.42, "measured in the latest plain run on q here")
+    assert "≈0.42 s per token" in ui_format.bench_plan_markdown(5, 1, 1, 64, slow)
+
+
+def test_a_pairs_pace_comes_from_its_latest_plain_run_else_from_an_auto_runs_one_row_time():
+    paces = Paces()
+    # No plain figure (stopped within two steps): an auto run's T(1) stands in.
+    auto = {"plain": {"decode_tokens_per_s": None}, "assisted": {"verify_cost_s": [[1, 0.3]]}}
+    paces.note_comparison("p", auto)
+    assert paces.of("p").s_per_token == 0.3 and "one row" in paces.of("p").source
+    # The benchmark's plain runs: 1 s between the first and the last of 3 steps, 2 tokens.
+    plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.5 * t) for t in (1, 2, 3)])
+    paces.note_plain_run("p", plain)
+    assert paces.of("p").s_per_token == 0.5 and "plain run" in paces.of("p").source
+    # A plain figure is not replaced by a one-row time; assisted runs set nothing.
+    paces.note_comparison("p", auto)
+    paces.note_plain_run("p", RunRecord("assisted", "assistant", 5, plain.steps))
+    assert paces.of("p").s_per_token == 0.5 and paces.of("other") is None

@@ -38,6 +38,7 @@ from assisted.ui.live import (
     histogram_frame,
     idle_frame,
     position_frame,
+    result_of,
     step_time_frame,
     timeline_frame,
 )
@@ -164,7 +165,12 @@ class Comparing:
                 return
             self.loader.load(spec, allow_local, progress)
             device, dtype = self.loader.config.device, self.loader.config.dtype
-            yield from self.stream(spec, device, dtype, allow_local, prompt, settings, draft, key)
+            frames = self.stream(spec, device, dtype, allow_local, prompt, settings, draft, key)
+            frame = None
+            for frame in frames:
+                yield frame
+            if frame is not None and result_of(frame):  # the pair's pace, for the benchmark
+                self.loader.paces.note_comparison(spec.name, result_of(frame))
 
     def request_stop(self, request: gr.Request) -> None:
         event = self.stops.get(request.session_hash or "")

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 from assisted import stats
 from assisted.record import RunRecord
+from assisted.ui.pace import Pace
 
 
 @dataclass(frozen=True)
@@ -461,7 +462,8 @@ def chunks_from_dicts(items: Sequence[dict]) -> list[Chunk]:
 
 # -- benchmark -----------------------------------------------------------------------------
 
-# The embedded pair on this 2-core CPU: a plain run of 128 new tokens takes about a minute.
+# The guess before a pair's pace is measured (`assisted.ui.pace`): the embedded pair on a
+# 2-core CPU, where a plain run of 128 new tokens takes about a minute.
 CPU_SECONDS_PER_TOKEN = 0.5
 BENCH_WARMUP_TOKENS = 8  # per prompt and mode, untimed (assisted.bench.WARMUP_TOKENS)
 
@@ -480,12 +482,19 @@ def bench_runs(prompts: int, drafters: int, repeats: int) -> int:
     return prompts * repeats * (1 + drafters)
 
 
-def bench_estimate_s(prompts: int, drafters: int, repeats: int, max_new_tokens: int) -> float:
-    """Seconds a benchmark takes on this CPU with the embedded pair: the timed runs plus each
-    prompt's short untimed warm-up in every mode. A rough figure, for a warning."""
+def bench_estimate_s(
+    prompts: int,
+    drafters: int,
+    repeats: int,
+    max_new_tokens: int,
+    s_per_token: float = CPU_SECONDS_PER_TOKEN,
+) -> float:
+    """Seconds a benchmark takes at `s_per_token` (the pair's measured pace, or the guess):
+    the timed runs plus each prompt's short untimed warm-up in every mode, every token at the
+    plain pace. A rough figure, for a warning."""
     runs = bench_runs(prompts, drafters, repeats)
     warmup_tokens = prompts * (1 + drafters) * min(BENCH_WARMUP_TOKENS, max_new_tokens)
-    return (runs * max_new_tokens + warmup_tokens) * CPU_SECONDS_PER_TOKEN
+    return (runs * max_new_tokens + warmup_tokens) * s_per_token
 
 
 def _duration(seconds: float) -> str:
@@ -494,18 +503,39 @@ def _duration(seconds: float) -> str:
     return f"{round(seconds / 60)} min"
 
 
-def bench_plan_markdown(prompts: int, drafters: int, repeats: int, max_new_tokens: int) -> str:
-    """What a benchmark will run and how long that takes on a CPU, before it starts."""
+def _per_token(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 0.1 else f"{seconds * 1000:.2g} ms"
+
+
+def _estimate(prompts: int, drafters: int, repeats: int, tokens: int, pace: Pace | None) -> str:
+    """ "about N min", with where the pace per token comes from."""
+    if pace is None:
+        estimate = bench_estimate_s(prompts, drafters, repeats, tokens)
+        return (
+            f"about **{_duration(estimate)}**, but no run has been measured on this pair yet: "
+            f"that is a rough guess of ≈{CPU_SECONDS_PER_TOKEN} s per token, the embedded "
+            "pair on a 2-core CPU (far less on a GPU). A comparison on this pair measures it."
+        )
+    estimate = bench_estimate_s(prompts, drafters, repeats, tokens, pace.s_per_token)
+    return (
+        f"about **{_duration(estimate)}** at ≈{_per_token(pace.s_per_token)} per token, "
+        f"{pace.source}"
+    )
+
+
+def bench_plan_markdown(
+    prompts: int, drafters: int, repeats: int, max_new_tokens: int, pace: Pace | None = None
+) -> str:
+    """What a benchmark will run and about how long that takes at the pair's `pace`, before
+    it starts."""
     if prompts < 1 or drafters < 1:
         return "Choose at least one category and one drafter."
     runs = bench_runs(prompts, drafters, repeats)
-    estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens)
     return (
         f"**{runs} timed runs** ({prompts} prompt{'s' if prompts > 1 else ''} × {repeats} "
         f"repeat{'s' if repeats > 1 else ''} × (plain + {drafters} drafter"
         f"{'s' if drafters > 1 else ''})) of up to {max_new_tokens} new tokens, plus a short "
-        f"warm-up per prompt: about **{_duration(estimate)}** on this 2-core CPU with the "
-        f"embedded pair (≈{CPU_SECONDS_PER_TOKEN} s per token), far less on a GPU."
+        f"warm-up per prompt: {_estimate(prompts, drafters, repeats, max_new_tokens, pace)}."
     )
 
 
@@ -594,12 +624,19 @@ def bench_overall_markdown(report: dict) -> str:
     return "\n\n".join(lines)
 
 
-def bench_warning(prompts: int, drafters: int, repeats: int, max_new_tokens: int) -> str:
+def bench_warning(
+    prompts: int, drafters: int, repeats: int, max_new_tokens: int, pace: Pace | None = None
+) -> str:
     """The toast shown as a benchmark starts (plain text)."""
     runs = bench_runs(prompts, drafters, repeats)
-    estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens)
+    if pace is None:
+        estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens)
+        guess = f"≈{CPU_SECONDS_PER_TOKEN} s per token, a guess: none measured on this pair yet"
+        how_long = f"about {_duration(estimate)} at {guess}"
+    else:
+        estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens, pace.s_per_token)
+        how_long = f"about {_duration(estimate)} at the measured pace"
     return (
-        f"{runs} timed runs of up to {max_new_tokens} new tokens: about {_duration(estimate)} "
-        "on a 2-core CPU with the embedded pair. The device is busy until it finishes; "
-        "Stop ends it within one step, without a report."
+        f"{runs} timed runs of up to {max_new_tokens} new tokens: {how_long}. The device is "
+        "busy until it finishes; Stop ends it within one step, without a report."
     )

@@ -166,6 +166,12 @@ class Live:
         }
 
 
+def result_of(frame: tuple) -> dict | None:
+    """The JSON result in a frame of `Live.frame` or `idle_frame`: the last output, which the
+    race replay's state follows."""
+    return frame[-2]
+
+
 def timeline_frame(chunks: dict[str, list[Chunk]]) -> pd.DataFrame:
     # Typed columns even when empty: the chart fixes its axis types from the first value.
     frame = pd.DataFrame(timeline_rows(chunks), columns=["run", "t_s", "tokens"])
