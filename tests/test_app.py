@@ -162,9 +162,19 @@ def test_an_assistant_equal_to_the_target_accepts_everything(client):
 
 
 def test_the_auto_schedule_runs_and_returns_its_cost_curve(client):
-    result = client.predict(**settings(schedule="auto"), api_name="/compare")[-1]
+    final = client.predict(**settings(schedule="auto"), api_name="/compare")
+    result = final[-1]
     assert [k for k, _ in result["assisted"]["verify_cost_s"]] == [1, 2, 3, 4, 5]
     assert result["identical"] is True
+    steps = result["assisted"]["per_step"]
+    assert all(0 <= step["chosen"] <= 4 for step in steps)
+    assert all(step["source"] == ("assistant" if step["drafted"] else None) for step in steps)
+    # The summary reads the cost curve; the draft-length chart has a point per step.
+    assert "**Cost model:** verifying" in final[5] and "one row here" in final[5]
+    columns, rows = final[10]["columns"], final[10]["data"]
+    points = [dict(zip(columns, row, strict=True)) for row in rows if row[0] is not None]
+    chosen = [p["candidates"] for p in points if p["source"] != "headroom"]
+    assert chosen == [step["chosen"] for step in steps]
 
 
 def test_an_int8_assistant_is_named_in_the_result_the_card_and_the_summary(client):

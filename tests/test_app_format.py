@@ -309,10 +309,10 @@ def test_benchmark_plan_and_progress_lines():
 
 def test_the_benchmark_estimate_uses_the_pace_measured_on_the_pair():
     paces = Paces()
-    assert paces.of("p") is None
+    assert paces.of("t") is None
     # A comparison whose plain run decoded 20 tokens/s after its first step.
-    paces.note_comparison("p", {"plain": {"decode_tokens_per_s": 20.0}, "assisted": None})
-    pace = paces.of("p")
+    paces.note_comparison("t", "p", {"plain": {"decode_tokens_per_s": 20.0}, "assisted": None})
+    pace = paces.of("t")
     assert pace.s_per_token == 0.05 and "latest plain run on p" in pace.source
     assert ui_format.bench_estimate_s(5, 1, 1, 64, pace.s_per_token) == (10 * 64 + 10 * 8) * 0.05
     plan = ui_format.bench_plan_markdown(5, 1, 1, 64, pace)
@@ -323,17 +323,17 @@ def test_the_benchmark_estimate_uses_the_pace_measured_on_the_pair():
     assert "≈0.42 s per token" in ui_format.bench_plan_markdown(5, 1, 1, 64, slow)
 
 
-def test_a_pairs_pace_comes_from_its_latest_plain_run_else_from_an_auto_runs_one_row_time():
+def test_a_targets_pace_comes_from_its_latest_plain_run_else_from_an_auto_runs_one_row_time():
     paces = Paces()
     # No plain figure (stopped within two steps): an auto run's T(1) stands in.
     auto = {"plain": {"decode_tokens_per_s": None}, "assisted": {"verify_cost_s": [[1, 0.3]]}}
-    paces.note_comparison("p", auto)
-    assert paces.of("p").s_per_token == 0.3 and "one row" in paces.of("p").source
+    paces.note_comparison("t", "p", auto)
+    assert paces.of("t").s_per_token == 0.3 and "one row on p" in paces.of("t").source
     # The benchmark's plain runs: 1 s between the first and the last of 3 steps, 2 tokens.
     plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.5 * t) for t in (1, 2, 3)])
-    paces.note_plain_run("p", plain)
-    assert paces.of("p").s_per_token == 0.5 and "plain run" in paces.of("p").source
+    paces.note_plain_run("t", "q", plain)  # another pair with the same target
+    assert paces.of("t").s_per_token == 0.5 and "plain run on q" in paces.of("t").source
     # A plain figure is not replaced by a one-row time; assisted runs set nothing.
-    paces.note_comparison("p", auto)
-    paces.note_plain_run("p", RunRecord("assisted", "assistant", 5, plain.steps))
-    assert paces.of("p").s_per_token == 0.5 and paces.of("other") is None
+    paces.note_comparison("t", "p", auto)
+    paces.note_plain_run("t", "p", RunRecord("assisted", "assistant", 5, plain.steps))
+    assert paces.of("t").s_per_token == 0.5 and paces.of("other") is None

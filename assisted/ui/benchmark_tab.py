@@ -146,7 +146,7 @@ class Benchmarking:
             variants = bench.plan_variants(spec, drafters, sweep)
         except (SettingsError, bench.BenchError) as error:
             raise gr.Error(str(error), title="Benchmark") from error
-        pace = self.loader.paces.of(spec.name)
+        pace = self.loader.paces.of(spec.target)
         gr.Warning(
             bench_warning(len(chosen), len(variants), repeats, settings.max_new_tokens, pace),
             title="Benchmark started",
@@ -173,7 +173,7 @@ class Benchmarking:
                     return
                 done, total = item.done, item.total
                 if item.record is not None:  # the pair's pace, for the next estimate
-                    self.loader.paces.note_plain_run(spec.name, item.record)
+                    self.loader.paces.note_plain_run(spec.target, spec.name, item.record)
                 status = bench_progress_markdown(done, total, item.label, elapsed)
                 yield (status, *[gr.skip()] * 5)
             if stop.is_set():
@@ -216,7 +216,8 @@ class Benchmarking:
             variants = sum(
                 len(quants or []) if d in ASSISTANT_MODEL_DRAFTERS else 1 for d in drafters or []
             )
-            pace = self.loader.paces.of(pair)
+            spec = self.loader.config.registry.get(pair)
+            pace = self.loader.paces.of(spec.target) if spec else None
             return bench_plan_markdown(count, variants, int(repeats), int(max_new_tokens), pace)
         except (TypeError, ValueError):  # a field being typed into
             return gr.skip()

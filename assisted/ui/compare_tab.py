@@ -170,7 +170,7 @@ class Comparing:
             for frame in frames:
                 yield frame
             if frame is not None and result_of(frame):  # the pair's pace, for the benchmark
-                self.loader.paces.note_comparison(spec.name, result_of(frame))
+                self.loader.paces.note_comparison(spec.target, spec.name, result_of(frame))
 
     def request_stop(self, request: gr.Request) -> None:
         event = self.stops.get(request.session_hash or "")

@@ -514,7 +514,7 @@ def _estimate(prompts: int, drafters: int, repeats: int, tokens: int, pace: Pace
         return (
             f"about **{_duration(estimate)}**, but no run has been measured on this pair yet: "
             f"that is a rough guess of ≈{CPU_SECONDS_PER_TOKEN} s per token, the embedded "
-            "pair on a 2-core CPU (far less on a GPU). A comparison on this pair measures it."
+            "pair on a 2-core CPU (far less on a GPU). A comparison on this pair measures it"
         )
     estimate = bench_estimate_s(prompts, drafters, repeats, tokens, pace.s_per_token)
     return (
