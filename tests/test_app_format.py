@@ -200,7 +200,10 @@ def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_oth
     # the points on its edges.
     headroom = rows[len(seeds)]
     assert headroom["source"] == ui_format.HEADROOM
-    assert (headroom["step"], headroom["candidates"]) == (3.5, 4.5)
+    assert (headroom["step"], headroom["candidates"]) == (20.5, 4.5)  # at least 20 steps
+    long = [Chunk(0.1, "a", "b", 2, 1, 1, chosen=1, source="assistant")] * 30
+    headroom = ui_format.draft_length_rows(long)[len(seeds)]
+    assert (headroom["step"], headroom["candidates"]) == (30.5, 3.5)  # at least 3 candidates
     steps = rows[len(seeds) + 1 :]
     assert [(r["step"], r["candidates"], r["source"]) for r in steps] == [
         (1, 2, "assistant"),

@@ -513,6 +513,8 @@ def _draft_length_chart(assistant_color: str, common: dict) -> gr.ScatterPlot:
         color_title="candidates from",
         x_lim=[0, None],
         y_lim=[-0.5, None],  # the plain steps' points whole, above the bottom edge
+        x_axis_format="~g",  # "3", not "3.0"
+        y_axis_format="~g",
         tooltip=["drafted", "accepted"],
         elem_id="draft-length-chart",
         **common,

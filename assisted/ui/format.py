@@ -397,8 +397,12 @@ NOTHING_DRAFTED = "nothing drafted: a plain step"
 DRAFT_SOURCES = (*dict.fromkeys(SOURCE_LABELS.values()), NOTHING_DRAFTED)
 # An undrawn point (transparent, out of the legend) half a step after the last step and half
 # a candidate above the longest draft: the chart clips its points at its edges, so without
-# it the last step and the longest drafts would show as halves.
+# it the last step and the longest drafts would show as halves. It spans at least
+# HEADROOM_STEPS steps and HEADROOM_CANDIDATES candidates: over a shorter span the chart's
+# axes tick every half step.
 HEADROOM = "headroom"
+HEADROOM_STEPS = 20
+HEADROOM_CANDIDATES = 3
 
 
 def source_label(chunk: Chunk) -> str:
@@ -417,7 +421,7 @@ def draft_length_rows(chunks: Sequence[Chunk]) -> list[dict]:
     First comes a row without a step or a count for every source, which the chart does not
     draw: Gradio's charts fix their colours from their first value, which must name every
     series. Then a `HEADROOM` row, which the chart draws transparent, half a step after the
-    last step and half a candidate above the longest draft."""
+    last step and half a candidate above the longest draft (at least 20 steps by 3)."""
     rows = [
         {"step": None, "candidates": None, "source": source, "drafted": 0, "accepted": 0}
         for source in DRAFT_SOURCES
@@ -433,7 +437,11 @@ def draft_length_rows(chunks: Sequence[Chunk]) -> list[dict]:
         for number, chunk in enumerate(chunks, start=1)
     ]
     top = max((row["candidates"] for row in steps), default=0)
-    headroom = {"step": len(steps) + 0.5, "candidates": max(top, 1) + 0.5, "source": HEADROOM}
+    headroom = {
+        "step": max(len(steps), HEADROOM_STEPS) + 0.5,
+        "candidates": max(top, HEADROOM_CANDIDATES) + 0.5,
+        "source": HEADROOM,
+    }
     return [*rows, {**headroom, "drafted": 0, "accepted": 0}, *steps]
 
 
