@@ -484,8 +484,8 @@ def _charts() -> list[gr.LinePlot | gr.BarPlot | gr.ScatterPlot]:
 DRAFT_LENGTH_NOTE = (
     "**Draft length per step.** Under the *auto* schedule, the γ the policy chose at each "
     "step: 0 is a plain step, the target alone, and the colour says where the candidates "
-    "came from. Under the other schedules, the candidates each step drafted. Hover over a "
-    "point for what the step drafted and accepted."
+    "came from (grey, *none*: the step drafted nothing). Under the other schedules, the "
+    "candidates each step drafted. Hover over a point for what the step drafted and accepted."
 )
 
 
@@ -496,8 +496,8 @@ def _draft_length_chart(assistant_color: str, common: dict) -> gr.ScatterPlot:
     sources = {
         "assistant": assistant_color,
         "prompt lookup": "#f59e0b",
-        "early exit": "#0ea5e9",
         NOTHING_DRAFTED: "#9ca3af",
+        "early exit": "#0ea5e9",
     }
     return gr.ScatterPlot(
         draft_length_frame([]),

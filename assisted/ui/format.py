@@ -393,8 +393,9 @@ SOURCE_LABELS = {
     "prompt-lookup": "prompt lookup",
     "early-exit": "early exit",
 }
-NOTHING_DRAFTED = "nothing drafted: a plain step"
-DRAFT_SOURCES = (*dict.fromkeys(SOURCE_LABELS.values()), NOTHING_DRAFTED)
+NOTHING_DRAFTED = "none"  # the note under the chart: a plain step, the target alone
+# Early exit last: a phone's legend has room for three.
+DRAFT_SOURCES = ("assistant", "prompt lookup", NOTHING_DRAFTED, "early exit")
 # An undrawn point (transparent, out of the legend) half a step after the last step and half
 # a candidate above the longest draft: the chart clips its points at its edges, so without
 # it the last step and the longest drafts would show as halves. It spans at least
