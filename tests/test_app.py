@@ -168,7 +168,10 @@ def test_the_auto_schedule_runs_and_returns_its_cost_curve(client):
     assert result["identical"] is True
     steps = result["assisted"]["per_step"]
     assert all(0 <= step["chosen"] <= 4 for step in steps)
-    assert all(step["source"] == ("assistant" if step["drafted"] else None) for step in steps)
+    # Auto may draft from a prompt-lookup match instead of the assistant, step by step.
+    sources = [(step["source"], step["drafted"] > 0) for step in steps]
+    assert all(source in ("assistant", "prompt-lookup") if drafted else source is None
+               for source, drafted in sources)  # fmt: skip
     # The summary reads the cost curve; the draft-length chart has a point per step.
     assert "**Cost model:** verifying" in final[5] and "one row here" in final[5]
     columns, rows = final[10]["columns"], final[10]["data"]
