@@ -183,8 +183,8 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
                 build_compare_tab(demo, loader, _stops, stream_comparison, examples)
-            with gr.Tab("Benchmark", id="benchmark", elem_id="tab-benchmark"):
-                build_benchmark_tab(loader, _stops, stream_benchmark, examples)
+            with gr.Tab("Benchmark", id="benchmark", elem_id="tab-benchmark") as tab:
+                build_benchmark_tab(tab, loader, _stops, stream_benchmark, examples)
         with gr.Accordion("What is assisted generation?", open=False):
             gr.Markdown(page.EXPLANATION)
     demo.queue(max_size=QUEUE_MAX_SIZE)

@@ -139,9 +139,14 @@ class Run:
 
 @dataclass(frozen=True)
 class Progress:
+    """`done` of `total` timed runs; `label` names the run just finished or the warm-up
+    starting, and `record` is the run just finished (None for a warm-up or an overhead
+    measurement)."""
+
     done: int
     total: int
     label: str
+    record: RunRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -381,7 +386,7 @@ def benchmark(
                 name = variant.name if variant else None
                 runs.append(Run(example.question_id, example.category, name, repeat, record))
                 done += 1
-                yield Progress(done, total, f"{example.label}: {name or 'plain'}")
+                yield Progress(done, total, f"{example.label}: {name or 'plain'}", record)
 
     info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
     result = report(

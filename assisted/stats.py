@@ -53,6 +53,12 @@ Terms (one definition each, used everywhere):
 - **verify_cost_s** (`auto` schedule only): T(k), the target's seconds to verify k rows
   (the last committed token + k − 1 candidates), as [k, seconds] for k = 1 … cap + 1:
   calibrated before the run, refined by its timed steps (see assisted.policy).
+- **source**: where a step's candidates came from, the drafter's kind ("assistant",
+  "prompt-lookup", ...); under `auto` it can change from step to step. None for a step
+  that drafted nothing.
+- **verify cost ratio** at k rows: T(k) / T(1), what verifying k rows costs in one-row
+  (plain) steps. Near 1, drafts are nearly free to verify (a GPU, bf16 on a CPU with
+  native bf16); near k, each candidate costs as much as a plain step.
 """
 
 from __future__ import annotations
@@ -213,6 +219,7 @@ def per_step(record: RunRecord) -> list[dict]:
                 accepted_text=step.accepted_text,
                 rejected_text=step.rejected_text,
                 draft_s=_round(step.draft_s),
+                source=step.source,
             )
             if step.chosen is not None:
                 row["chosen"] = step.chosen
@@ -270,6 +277,29 @@ def compare(plain: RunRecord, assisted: RunRecord) -> dict:
         "identical": divergence is None,
         "first_divergence": divergence,
     }
+
+
+def verify_cost_ratio(curve: Sequence[tuple[int, float]], rows: int) -> float | None:
+    """T(rows) / T(1) from `verify_cost_s`; None where the curve lacks either."""
+    seconds = dict(curve)
+    if rows not in seconds or not seconds.get(1):
+        return None
+    return seconds[rows] / seconds[1]
+
+
+REFERENCE_ROWS = 4  # γ = 3 + the target's own row: the embedded pair's default draft
+
+
+def reference_rows(chosen: Sequence[int], curve: Sequence[tuple[int, float]]) -> int | None:
+    """The rows at which to quote the verify cost ratio of an `auto` run: the median γ the
+    policy chose, + 1, where that is a draft at all (it prices what the policy bought);
+    otherwise `REFERENCE_ROWS` (it prices the draft the policy turned down). Kept within the
+    curve; None without one."""
+    largest = max((k for k, _ in curve), default=0)
+    if largest < 2:
+        return None
+    picked = sorted(chosen)[len(chosen) // 2] + 1 if chosen else 0
+    return min(picked if picked >= 2 else REFERENCE_ROWS, largest)
 
 
 def geometric_mean(values: Sequence[float]) -> float | None:

@@ -23,7 +23,7 @@ RESULT_KEYS = {
 RUN_KEYS = {"text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps", "stopped"}
 ASSISTED_KEYS = {"drafted", "accepted", "acceptance_rate", "tokens_per_step", "accept_histogram"}
 STEP_KEYS = {"text", "t_s", "step_s"}
-DRAFT_KEYS = {"drafted", "accepted", "accepted_text", "rejected_text", "draft_s"}
+DRAFT_KEYS = {"drafted", "accepted", "accepted_text", "rejected_text", "draft_s", "source"}
 RUNS = ("plain", "assisted")
 PROMPT = "def add(a, b):"
 
@@ -162,9 +162,22 @@ def test_an_assistant_equal_to_the_target_accepts_everything(client):
 
 
 def test_the_auto_schedule_runs_and_returns_its_cost_curve(client):
-    result = client.predict(**settings(schedule="auto"), api_name="/compare")[-1]
+    final = client.predict(**settings(schedule="auto"), api_name="/compare")
+    result = final[-1]
     assert [k for k, _ in result["assisted"]["verify_cost_s"]] == [1, 2, 3, 4, 5]
     assert result["identical"] is True
+    steps = result["assisted"]["per_step"]
+    assert all(0 <= step["chosen"] <= 4 for step in steps)
+    # Auto may draft from a prompt-lookup match instead of the assistant, step by step.
+    sources = [(step["source"], step["drafted"] > 0) for step in steps]
+    assert all(source in ("assistant", "prompt-lookup") if drafted else source is None
+               for source, drafted in sources)  # fmt: skip
+    # The summary reads the cost curve; the draft-length chart has a point per step.
+    assert "**Cost model:** verifying" in final[5] and "one row here" in final[5]
+    columns, rows = final[10]["columns"], final[10]["data"]
+    points = [dict(zip(columns, row, strict=True)) for row in rows if row[0] is not None]
+    chosen = [p["candidates"] for p in points if p["source"] != "headroom"]
+    assert chosen == [step["chosen"] for step in steps]
 
 
 def test_an_int8_assistant_is_named_in_the_result_the_card_and_the_summary(client):

@@ -105,6 +105,27 @@ def test_compare_in_the_browser_fills_both_columns_and_stat_cards(page):
     expect(page.locator("#assisted-text .step")).not_to_have_count(0)
 
 
+def test_an_auto_run_charts_its_draft_lengths_and_prices_its_drafts(page):
+    set_max_new_tokens(page, 24)
+    page.locator("#schedule").get_by_label("auto").check()
+    page.locator("#prompt textarea").fill("def add(a, b):")
+    page.locator("#compare").click()
+    expect = sync_api.expect
+    expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    expect(page.locator("#summary")).to_contain_text("Cost model: verifying")
+    chart = page.locator("#draft-length-chart")
+    expect(chart).to_contain_text("Draft length per step")
+    expect(chart.locator("canvas, svg").first).to_be_visible()
+    step = page.locator("#assisted-text .step").first
+    step.hover()
+    expect(step.locator(".tip")).to_contain_text(re.compile(r"auto chose γ = \d"))
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "browser-auto.png"), full_page=True)
+    # The Benchmark tab's estimate now runs at the pace this comparison measured.
+    page.locator("#tab-benchmark-button, button[role=tab]:has-text('Benchmark')").first.click()
+    expect(page.locator("#bench-plan")).to_contain_text("measured in the latest plain run on")
+
+
 def test_stop_in_the_browser_keeps_the_text_and_marks_it_stopped(page, slow_steps):
     set_max_new_tokens(page, 220)
     page.locator("#prompt textarea").fill("def add(a, b):")

@@ -9,6 +9,7 @@ from assisted.record import RunRecord, Step
 from assisted.stats import report
 from assisted.ui import format as ui_format
 from assisted.ui.format import Chunk
+from assisted.ui.pace import Pace, Paces
 
 
 def test_a_chunk_splits_its_step_where_the_accepted_candidates_end():
@@ -57,6 +58,24 @@ def test_an_assisted_step_shows_its_rejected_draft_and_its_details():
     assert ui_format.step_details(1, everything)[1] == "every candidate accepted"
 
 
+def test_under_auto_a_steps_details_name_the_chosen_length_and_the_source():
+    lookup = Chunk(0.1, "ab", "c", 3, 2, 2, step_s=0.1, chosen=4, source="prompt-lookup")
+    assert ui_format.step_details(1, lookup)[:3] == [
+        "step 1 · drafted 2 · accepted 2 · 100 ms",
+        "auto chose γ = 4, drafted by prompt lookup",
+        "every candidate accepted",
+    ]
+    drafted = Chunk(0.1, "a", "c", 2, 3, 1, "xy", step_s=0.1, chosen=3, source="assistant")
+    assert ui_format.step_details(2, drafted)[1] == "auto chose γ = 3, drafted by the assistant"
+    plain = Chunk(0.1, "", "c", 1, 0, 0, step_s=0.1, chosen=0)
+    assert ui_format.step_details(3, plain)[1:3] == [
+        "auto chose γ = 0",
+        "nothing drafted: the target alone",
+    ]
+    page = ui_format.run_html([lookup], "assisted")
+    assert "auto chose γ = 4, drafted by prompt lookup" in page
+
+
 def test_stat_card_shows_assisted_figures_only_for_assisted_runs():
     plain = {"ttft_s": 0.5, "tokens_per_s": 3.0, "total_s": 2.0, "steps": 6, "new_tokens": 6}
     assisted = {**plain, "drafted": 10, "accepted": 4, "acceptance_rate": 0.4,
@@ -87,6 +106,39 @@ def test_summary_says_identical_or_where_it_diverged():
     assert "sampling" in ui_format.summary_markdown(
         report("p", "cpu", "float32", plain, assisted), sample=True
     )
+
+
+def _auto_run(chosen: list[int], curve: list[tuple[int, float]]) -> dict:
+    """An auto run's summary: a step per chosen γ, and its cost curve."""
+    steps = [Step((1,) * (g + 1), "x", g, g, 0.1 * (i + 1), chosen=g) for i, g in enumerate(chosen)]
+    assisted = RunRecord("assisted", "assistant", 5, steps, 1.0, verify_cost_s=curve)
+    return report("p", "cpu", "float32", None, assisted)["assisted"]
+
+
+def test_the_cost_line_reads_a_flat_curve_as_cheap_drafts_and_a_steep_one_as_short_ones():
+    flat = [(k, 0.100 + 0.002 * (k - 1)) for k in range(1, 10)]  # a GPU, or bf16
+    line = ui_format.cost_model_line(_auto_run([8, 7, 8, 8], flat))
+    assert line == (
+        "**Cost model:** verifying 9 rows (the median draft the policy chose, 8 candidates, "
+        "+ 1) costs 1.2× one row here (116 ms against 100 ms), so long drafts are cheap."
+    )
+    steep = [(k, 0.4 * (1 + 0.45 * (k - 1))) for k in range(1, 6)]  # fp32 on a CPU
+    line = ui_format.cost_model_line(_auto_run([0, 0, 1, 0], steep))
+    assert "verifying 4 rows (a draft of 3 candidates + 1) costs 2.3× one row" in line
+    assert "(940 ms against 400 ms)" in line and "drafts short or not at all" in line
+    between = [(k, 0.4 * (1 + 0.25 * (k - 1))) for k in range(1, 6)]
+    line = ui_format.cost_model_line(_auto_run([2, 2, 3], between))
+    assert "3 rows" in line and "1.5×" in line and "most of it is accepted" in line
+    assert "2 rows (the median draft the policy chose, 1 candidate, + 1)" in (
+        ui_format.cost_model_line(_auto_run([1], between))
+    )
+    assert ui_format.cost_model_line(_auto_run([1], [])) is None  # not an auto run
+    # In the summary of a comparison, after the prediction and why it differs.
+    plain, _ = _records([1, 2, 3], [])
+    steps = [Step((1, 2, 3), "xxx", 2, 2, 0.5, chosen=2)]
+    assisted = RunRecord("assisted", "assistant", 5, steps, 0.5, verify_cost_s=steep[:3])
+    text = ui_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
+    assert "**Cost model:** verifying 3 rows (the median draft the policy chose, 2" in text
 
 
 def test_why_prediction_differs_covers_each_case():
@@ -133,8 +185,45 @@ def test_rows_of_acceptance_by_position_and_of_time_per_step():
     assert ui_format.step_time_label("plain", None) == "plain: — tokens/step"  # not run yet
 
 
+def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_otherwise():
+    auto = [
+        Chunk(0.1, "ab", "c", 3, 2, 2, chosen=2, source="assistant"),
+        Chunk(0.2, "", "d", 1, 0, 0, chosen=0),  # a plain step
+        Chunk(0.3, "e", "f", 2, 3, 1, chosen=4, source="prompt-lookup"),  # a shorter match
+    ]
+    rows = ui_format.draft_length_rows(auto)
+    # First, every series without a point: the chart's colours come from its first value.
+    seeds = rows[: len(ui_format.DRAFT_SOURCES)]
+    assert [row["source"] for row in seeds] == list(ui_format.DRAFT_SOURCES)
+    assert all(row["step"] is None and row["candidates"] is None for row in seeds)
+    # Then an undrawn point past the last step and above the longest draft: the chart clips
+    # the points on its edges.
+    headroom = rows[len(seeds)]
+    assert headroom["source"] == ui_format.HEADROOM
+    assert (headroom["step"], headroom["candidates"]) == (20.5, 4.5)  # at least 20 steps
+    long = [Chunk(0.1, "a", "b", 2, 1, 1, chosen=1, source="assistant")] * 30
+    headroom = ui_format.draft_length_rows(long)[len(seeds)]
+    assert (headroom["step"], headroom["candidates"]) == (30.5, 3.5)  # at least 3 candidates
+    steps = rows[len(seeds) + 1 :]
+    assert [(r["step"], r["candidates"], r["source"]) for r in steps] == [
+        (1, 2, "assistant"),
+        (2, 0, ui_format.NOTHING_DRAFTED),
+        (3, 4, "prompt lookup"),
+    ]
+    assert steps[2]["drafted"] == 3 and steps[2]["accepted"] == 1
+    # Other schedules choose nothing: the chart shows what each step drafted.
+    constant = [Chunk(0.1, "a", "b", 2, 3, 1, source="early-exit"), Chunk(0.2, "", "c", 1, 0, 0)]
+    points = ui_format.draft_length_rows(constant)[len(seeds) + 1 :]
+    assert [(r["candidates"], r["source"]) for r in points] == [
+        (3, "early exit"),
+        (0, ui_format.NOTHING_DRAFTED),
+    ]
+    assert len(ui_format.draft_length_rows([])) == len(seeds) + 1
+    assert set(ui_format.DRAFT_SOURCES) == {*ui_format.SOURCE_LABELS.values(), "none"}
+
+
 def test_chunks_survive_the_round_trip_through_state():
-    chunk = Chunk(0.1, "a", "b", 2, 3, 1, "x", 0.1, 0.02)
+    chunk = Chunk(0.1, "a", "b", 2, 3, 1, "x", 0.1, 0.02, 3, "assistant")
     assert ui_format.chunks_from_dicts([chunk.to_dict()]) == [chunk]
 
 
@@ -212,7 +301,43 @@ def test_benchmark_plan_and_progress_lines():
     assert "10 timed runs" in plan and "6 min" in plan
     assert "at least one category" in ui_format.bench_plan_markdown(0, 1, 1, 64)
     assert "10 timed runs" in ui_format.bench_warning(5, 1, 1, 64)
+    # Nothing measured on the pair yet: the plan says the figure is a guess.
+    assert "no run has been measured on this pair yet" in plan
+    assert "rough guess of ≈0.5 s per token" in plan
+    assert "a guess: none measured" in ui_format.bench_warning(5, 1, 1, 64)
     line = ui_format.bench_progress_markdown(2, 10, "chat / q1: plain", 20.0)
     assert "Run 2 of 10 done**: chat / q1: plain" in line and "80 s left" in line
     assert "untimed" in ui_format.bench_progress_markdown(2, 10, "chat / q2: warm-up", 20.0)
     assert "All 10 runs done" in ui_format.bench_progress_markdown(10, 10, "x: plain", 50.0)
+
+
+def test_the_benchmark_estimate_uses_the_pace_measured_on_the_pair():
+    paces = Paces()
+    assert paces.of("t") is None
+    # A comparison whose plain run decoded 20 tokens/s after its first step.
+    paces.note_comparison("t", "p", {"plain": {"decode_tokens_per_s": 20.0}, "assisted": None})
+    pace = paces.of("t")
+    assert pace.s_per_token == 0.05 and "latest plain run on p" in pace.source
+    assert ui_format.bench_estimate_s(5, 1, 1, 64, pace.s_per_token) == (10 * 64 + 10 * 8) * 0.05
+    plan = ui_format.bench_plan_markdown(5, 1, 1, 64, pace)
+    assert "about **36 s** at ≈50 ms per token, measured in the latest plain run on p" in plan
+    assert "guess" not in plan
+    assert "about 36 s at the measured pace" in ui_format.bench_warning(5, 1, 1, 64, pace)
+    slow = Pace(0.42, "measured in the latest plain run on q here")
+    assert "≈0.42 s per token" in ui_format.bench_plan_markdown(5, 1, 1, 64, slow)
+
+
+def test_a_targets_pace_comes_from_its_latest_plain_run_else_from_an_auto_runs_one_row_time():
+    paces = Paces()
+    # No plain figure (stopped within two steps): an auto run's T(1) stands in.
+    auto = {"plain": {"decode_tokens_per_s": None}, "assisted": {"verify_cost_s": [[1, 0.3]]}}
+    paces.note_comparison("t", "p", auto)
+    assert paces.of("t").s_per_token == 0.3 and "one row on p" in paces.of("t").source
+    # The benchmark's plain runs: 1 s between the first and the last of 3 steps, 2 tokens.
+    plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.5 * t) for t in (1, 2, 3)])
+    paces.note_plain_run("t", "q", plain)  # another pair with the same target
+    assert paces.of("t").s_per_token == 0.5 and "plain run on q" in paces.of("t").source
+    # A plain figure is not replaced by a one-row time; assisted runs set nothing.
+    paces.note_comparison("t", "p", auto)
+    paces.note_plain_run("t", "p", RunRecord("assisted", "assistant", 5, plain.steps))
+    assert paces.of("t").s_per_token == 0.5 and paces.of("other") is None

@@ -79,7 +79,7 @@ def test_json_lists_each_step_with_its_draft(tiny_dirs):
     plain, assisted = result["plain"], result["assisted"]
     timing = {"text", "t_s", "step_s"}
     assert [set(step) for step in plain["per_step"]] == [timing] * plain["steps"]
-    drafts = timing | {"drafted", "accepted", "accepted_text", "rejected_text", "draft_s"}
+    drafts = timing | {"drafted", "accepted", "accepted_text", "rejected_text", "draft_s", "source"}
     assert [set(step) for step in assisted["per_step"]] == [drafts] * assisted["steps"]
     for run in (plain, assisted):
         assert "".join(step["text"] for step in run["per_step"]) == run["text"]

@@ -169,6 +169,7 @@ def test_the_summary_lists_each_step_beside_the_count_of_steps():
             "accepted_text": "de",
             "rejected_text": " f",
             "draft_s": 0.2,
+            "source": None,
         },
         {
             "text": "gh",
@@ -179,9 +180,33 @@ def test_the_summary_lists_each_step_beside_the_count_of_steps():
             "accepted_text": "g",
             "rejected_text": "",
             "draft_s": 0.1,
+            "source": None,
         },
     ]
     assert json.loads(json.dumps(result)) == result
+
+
+def test_each_auto_step_lists_its_chosen_length_and_the_source_of_its_candidates():
+    steps = [
+        Step((1,), "a", 0, 0, 0.1, chosen=0),
+        Step((2, 3), "bc", 2, 1, 0.3, (2, 9), "b", "x", chosen=2, source="prompt-lookup"),
+    ]
+    record = RunRecord("assisted", "assistant", 3, steps, total_s=0.3)
+    first, second = stats.per_step(record)
+    assert (first["chosen"], first["source"]) == (0, None)
+    assert (second["chosen"], second["source"]) == (2, "prompt-lookup")
+
+
+def test_the_verify_cost_ratio_is_quoted_at_the_median_chosen_draft_or_at_four_rows():
+    flat = [(1, 0.10), (2, 0.10), (3, 0.11), (4, 0.11), (5, 0.12)]
+    assert stats.verify_cost_ratio(flat, 4) == pytest.approx(1.1)
+    assert stats.verify_cost_ratio(flat, 9) is None and stats.verify_cost_ratio([], 1) is None
+    # Where the policy drafted, its median γ + 1; where it mostly did not, γ = 3's 4 rows.
+    assert stats.reference_rows([4, 1, 3, 4, 4], flat) == 5
+    assert stats.reference_rows([0, 0, 1], flat) == 4
+    assert stats.reference_rows([], flat) == 4
+    assert stats.reference_rows([0], flat[:3]) == 3  # within the curve
+    assert stats.reference_rows([2], []) is None
 
 
 def test_record_round_trips_through_dict():

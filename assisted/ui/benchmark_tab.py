@@ -146,8 +146,9 @@ class Benchmarking:
             variants = bench.plan_variants(spec, drafters, sweep)
         except (SettingsError, bench.BenchError) as error:
             raise gr.Error(str(error), title="Benchmark") from error
+        pace = self.loader.paces.of(spec.target)
         gr.Warning(
-            bench_warning(len(chosen), len(variants), repeats, settings.max_new_tokens),
+            bench_warning(len(chosen), len(variants), repeats, settings.max_new_tokens, pace),
             title="Benchmark started",
         )
         yield (f"**Loading** `{spec.name}`…", *_empty())
@@ -171,6 +172,8 @@ class Benchmarking:
                     yield _finished(item, total, elapsed)
                     return
                 done, total = item.done, item.total
+                if item.record is not None:  # the pair's pace, for the next estimate
+                    self.loader.paces.note_plain_run(spec.target, spec.name, item.record)
                 status = bench_progress_markdown(done, total, item.label, elapsed)
                 yield (status, *[gr.skip()] * 5)
             if stop.is_set():
@@ -197,6 +200,7 @@ class Benchmarking:
 
     def plan(
         self,
+        pair: str,
         chosen: list[str],
         prompts: float,
         max_new_tokens: float,
@@ -204,14 +208,17 @@ class Benchmarking:
         drafters: list,
         quants: list,
     ) -> str:
-        """What the chosen benchmark runs, and about how long it takes."""
+        """What the chosen benchmark runs, and about how long it takes at the pair's
+        measured pace."""
         try:
             limit = max(1, int(prompts))
             count = len(bench.select_examples(self.examples, chosen, limit)) if chosen else 0
             variants = sum(
                 len(quants or []) if d in ASSISTANT_MODEL_DRAFTERS else 1 for d in drafters or []
             )
-            return bench_plan_markdown(count, variants, int(repeats), int(max_new_tokens))
+            spec = self.loader.config.registry.get(pair)
+            pace = self.loader.paces.of(spec.target) if spec else None
+            return bench_plan_markdown(count, variants, int(repeats), int(max_new_tokens), pace)
         except (TypeError, ValueError):  # a field being typed into
             return gr.skip()
 
@@ -314,9 +321,14 @@ def _outputs() -> list[gr.components.Component]:
 
 
 def build_benchmark_tab(
-    loader: PairLoader, stops: Stops, stream: StreamBenchmark, examples: list[Example]
+    tab: gr.Tab,
+    loader: PairLoader,
+    stops: Stops,
+    stream: StreamBenchmark,
+    examples: list[Example],
 ) -> None:
-    """The tab's components and events, inside the caller's `gr.Tab`."""
+    """The tab's components and events, inside the caller's `tab`. Opening the tab updates
+    the time estimate, from the runs measured since (on either tab)."""
     handlers = Benchmarking(loader, stops, stream, examples)
     categories = list(dict.fromkeys(example.category for example in examples))
     spec = loader.config.registry[loader.config.default_pair]
@@ -326,9 +338,15 @@ def build_benchmark_tab(
             pair, chosen, drafters, quants = _choices(handlers, categories)
         with gr.Column():
             prompts, max_new_tokens, repeats = _sizes()
-    plan_inputs = [chosen, prompts, max_new_tokens, repeats, drafters, quants]
+    plan_inputs = [pair, chosen, prompts, max_new_tokens, repeats, drafters, quants]
     first_plan = handlers.plan(
-        categories, 1, BENCH_MAX_NEW_TOKENS, 1, [spec.drafter], [spec.draft.assistant_quant]
+        spec.name,
+        categories,
+        1,
+        BENCH_MAX_NEW_TOKENS,
+        1,
+        [spec.drafter],
+        [spec.draft.assistant_quant],
     )
     plan = gr.Markdown(first_plan, elem_id="bench-plan")
     with gr.Row():
@@ -344,6 +362,13 @@ def build_benchmark_tab(
         concurrency_id="visitors",  # like Compare: it takes its turn on the device
         show_progress="minimal",
         show_progress_on=outputs[0],
+    ).then(  # the estimate, at the pace the benchmark's plain runs measured
+        handlers.plan,
+        inputs=plan_inputs,
+        outputs=plan,
+        api_visibility="private",
+        queue=False,
+        show_progress="hidden",
     )
     stop.click(
         handlers.request_stop,
@@ -359,7 +384,7 @@ def build_benchmark_tab(
         queue=False,
     )
     gr.on(
-        [component.change for component in plan_inputs],
+        [tab.select] + [component.change for component in plan_inputs],
         handlers.plan,
         inputs=plan_inputs,
         outputs=plan,

@@ -24,7 +24,9 @@ from assisted.settings import (
     validate_prompt,
 )
 from assisted.ui.format import (
+    HEADROOM,
     LEGEND_HTML,
+    NOTHING_DRAFTED,
     chunks_from_dicts,
     race_timeline,
     run_html,
@@ -32,9 +34,11 @@ from assisted.ui.format import (
 )
 from assisted.ui.live import (
     MODES,
+    draft_length_frame,
     histogram_frame,
     idle_frame,
     position_frame,
+    result_of,
     step_time_frame,
     timeline_frame,
 )
@@ -161,7 +165,12 @@ class Comparing:
                 return
             self.loader.load(spec, allow_local, progress)
             device, dtype = self.loader.config.device, self.loader.config.dtype
-            yield from self.stream(spec, device, dtype, allow_local, prompt, settings, draft, key)
+            frames = self.stream(spec, device, dtype, allow_local, prompt, settings, draft, key)
+            frame = None
+            for frame in frames:
+                yield frame
+            if frame is not None and result_of(frame):  # the pair's pace, for the benchmark
+                self.loader.paces.note_comparison(spec.target, spec.name, result_of(frame))
 
     def request_stop(self, request: gr.Request) -> None:
         event = self.stops.get(request.session_hash or "")
@@ -337,6 +346,7 @@ def _settings(spec: PairSpec) -> _Settings:
             label="Draft length schedule",
             info="heuristic: +2 after a fully accepted step, −1 otherwise; "
             "auto: γ per step from measured costs, the draft length its cap",
+            elem_id="schedule",
         )
         confidence_threshold = gr.Slider(
             0.0,
@@ -405,9 +415,10 @@ def _outputs() -> list[gr.components.Component]:
     return [status, plain_text, assisted_text, plain_card, assisted_card, summary, *charts, result]
 
 
-def _charts() -> list[gr.LinePlot | gr.BarPlot]:
+def _charts() -> list[gr.LinePlot | gr.BarPlot | gr.ScatterPlot]:
     """Tokens over time and accepted per step; acceptance by draft position and the time of
-    a step, with its drafting stacked under the target's part."""
+    a step, with its drafting stacked under the target's part; the draft length of each
+    step, coloured by where its candidates came from."""
     colors = {"plain": "#6366f1", "assisted": "#10b981"}
     # The same colours as the text: green for drafting, lilac for the target's own work.
     parts = {"drafting": colors["assisted"], "target": colors["plain"]}
@@ -464,7 +475,50 @@ def _charts() -> list[gr.LinePlot | gr.BarPlot]:
             y_lim=[0, None],
             **common,
         )
-    return [timeline, histogram, positions, step_times]
+    with gr.Row():
+        draft_lengths = _draft_length_chart(colors["assisted"], common)
+    gr.Markdown(DRAFT_LENGTH_NOTE, elem_classes="chart-note")
+    return [timeline, histogram, positions, step_times, draft_lengths]
+
+
+DRAFT_LENGTH_NOTE = (
+    "**Draft length per step.** Under the *auto* schedule, the γ the policy chose at each "
+    "step: 0 is a plain step, the target alone, and the colour says where the candidates "
+    "came from (grey, *none*: the step drafted nothing). Under the other schedules, the "
+    "candidates each step drafted. Hover over a point for what the step drafted and accepted."
+)
+
+
+def _draft_length_chart(assistant_color: str, common: dict) -> gr.ScatterPlot:
+    """γ per step: under `auto` what the policy chose, a point at 0 for a plain step;
+    under the other schedules what was drafted. One point per step, so the plain steps show."""
+    # Grey for nothing drafted, like the muted rejected drafts; the assistant's green.
+    sources = {
+        "assistant": assistant_color,
+        "prompt lookup": "#f59e0b",
+        NOTHING_DRAFTED: "#9ca3af",
+        "early exit": "#0ea5e9",
+    }
+    return gr.ScatterPlot(
+        draft_length_frame([]),
+        x="step",
+        y="candidates",
+        color="source",
+        color_map={**sources, HEADROOM: "transparent"},
+        colors_in_legend=list(sources),
+        title="Draft length per step (assisted)",
+        label="draft_length_per_step",
+        x_title="step",
+        y_title="γ (candidates)",
+        color_title="candidates from",
+        x_lim=[0, None],
+        y_lim=[-0.5, None],  # the plain steps' points whole, above the bottom edge
+        x_axis_format="~g",  # "3", not "3.0"
+        y_axis_format="~g",
+        tooltip=["drafted", "accepted"],
+        elem_id="draft-length-chart",
+        **common,
+    )
 
 
 def build_compare_tab(

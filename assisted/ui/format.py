@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 from assisted import stats
 from assisted.record import RunRecord
+from assisted.ui.pace import Pace
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,9 @@ class Chunk:
 
     The text splits where the step's draft does (`Step.accepted_text` is the start of the
     step's text). `step_s` and `draft_s` are the step's time and its drafting time
-    (`stats.step_s`, `Step.draft_s`). Chunks are plain values, so a finished run keeps them
-    in the page's state for the race replay."""
+    (`stats.step_s`, `Step.draft_s`); `chosen` and `source` are `Step.chosen` (the γ the
+    `auto` policy asked for) and `Step.source` (where the candidates came from). Chunks are
+    plain values, so a finished run keeps them in the page's state for the race replay."""
 
     t_s: float
     accepted_text: str
@@ -34,6 +36,8 @@ class Chunk:
     rejected_text: str = ""
     step_s: float = 0.0
     draft_s: float | None = None
+    chosen: int | None = None
+    source: str | None = None
 
     @property
     def text(self) -> str:
@@ -58,6 +62,8 @@ def chunks_of(record: RunRecord | None) -> list[Chunk]:
             step.rejected_text,
             seconds,
             step.draft_s,
+            step.chosen,
+            step.source,
         )
         for step, seconds in zip(record.steps, stats.step_s(record), strict=True)
     ]
@@ -90,12 +96,19 @@ def _visible(text: str) -> str:
 
 
 def step_details(number: int, chunk: Chunk) -> list[str]:
-    """Lines about one assisted step: its number, counts and time, its whole rejected
-    draft, and the target's own token."""
+    """Lines about one assisted step: its number, counts and time, under `auto` the γ the
+    policy chose and where the candidates came from, its whole rejected draft, and the
+    target's own token."""
     timing = f"{chunk.step_s * 1000:.0f} ms"
     if chunk.draft_s is not None:
         timing += f" ({chunk.draft_s * 1000:.0f} ms drafting)"
     lines = [f"step {number} · drafted {chunk.drafted} · accepted {chunk.accepted} · {timing}"]
+    if chunk.chosen is not None:
+        choice = f"auto chose γ = {chunk.chosen}"
+        if chunk.drafted:
+            source = source_label(chunk)
+            choice += f", drafted by {'the assistant' if source == 'assistant' else source}"
+        lines.append(choice)
     if chunk.drafted == 0:
         lines.append("nothing drafted: the target alone")
     elif chunk.accepted == chunk.drafted:
@@ -232,6 +245,51 @@ def why_prediction_differs(measured: float | None, predicted: float | None) -> s
     )
 
 
+# A heuristic reading of the auto schedule's cost curve, by what each row past the first
+# adds, as a share of a one-row (plain) step: up to CHEAP_ROW, long drafts cost little to
+# verify (a GPU, or bf16 on a CPU with native bf16); from COSTLY_ROW, a candidate costs a
+# good part of a plain step (fp32 on a CPU), and only a short draft that is mostly
+# accepted pays.
+CHEAP_ROW = 0.15
+COSTLY_ROW = 0.4
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 0.01 else f"{seconds * 1000:.0f} ms"
+
+
+def cost_model_line(assisted: dict) -> str | None:
+    """One line on the `auto` run's cost curve (`verify_cost_s`): what verifying a draft
+    costs in plain steps here, and so how the policy drafts. None without a curve.
+
+    It quotes the rows of `stats.reference_rows`: the median draft the policy chose, + 1,
+    or 4 rows where it mostly chose not to draft."""
+    curve = [(int(k), s) for k, s in assisted.get("verify_cost_s") or []]
+    chosen = [step["chosen"] for step in assisted.get("per_step") or [] if "chosen" in step]
+    rows = stats.reference_rows(chosen, curve)
+    ratio = stats.verify_cost_ratio(curve, rows) if rows else None
+    if ratio is None:
+        return None
+    seconds = dict(curve)
+    median = sorted(chosen)[len(chosen) // 2] if chosen else None
+    candidates = f"{rows - 1} candidate{'s' if rows > 2 else ''}"
+    if median == rows - 1:
+        which = f"the median draft the policy chose, {candidates}, + 1"
+    else:
+        which = f"a draft of {candidates} + 1"
+    per_row = (ratio - 1) / (rows - 1)
+    if per_row <= CHEAP_ROW:
+        verdict = "so long drafts are cheap"
+    elif per_row < COSTLY_ROW:
+        verdict = "so a draft pays off only where most of it is accepted"
+    else:
+        verdict = "so the policy drafts short or not at all"
+    return (
+        f"**Cost model:** verifying {rows} rows ({which}) costs {ratio:.1f}× one row here "
+        f"({_ms(seconds[rows])} against {_ms(seconds[1])}), {verdict}."
+    )
+
+
 def _precision_note(result: dict) -> str:
     precision = (result.get("assisted") or {}).get("assistant_precision")
     if not precision:
@@ -256,6 +314,9 @@ def summary_markdown(result: dict, *, sample: bool = False) -> str:
         "(Leviathan et al. 2023).",
         why_prediction_differs(measured, predicted),
     ]
+    cost = cost_model_line(assisted)
+    if cost:
+        lines.append(cost)
     divergence = result.get("first_divergence")
     if result.get("identical"):
         lines.append("**Identical**: the assisted run reproduced the plain run token for token.")
@@ -324,6 +385,67 @@ def step_time_rows(runs: dict[str, Sequence[tuple[float | None, float]]]) -> lis
     return rows
 
 
+# The draft-length chart's series: where a step's candidates came from (`Step.source`), or
+# nothing drafted. The universal drafter is an assistant model with its own tokenizer.
+SOURCE_LABELS = {
+    "assistant": "assistant",
+    "universal": "assistant",
+    "prompt-lookup": "prompt lookup",
+    "early-exit": "early exit",
+}
+NOTHING_DRAFTED = "none"  # the note under the chart: a plain step, the target alone
+# Early exit last: a phone's legend has room for three.
+DRAFT_SOURCES = ("assistant", "prompt lookup", NOTHING_DRAFTED, "early exit")
+# An undrawn point (transparent, out of the legend) half a step after the last step and half
+# a candidate above the longest draft: the chart clips its points at its edges, so without
+# it the last step and the longest drafts would show as halves. It spans at least
+# HEADROOM_STEPS steps and HEADROOM_CANDIDATES candidates: over a shorter span the chart's
+# axes tick every half step.
+HEADROOM = "headroom"
+HEADROOM_STEPS = 20
+HEADROOM_CANDIDATES = 3
+
+
+def source_label(chunk: Chunk) -> str:
+    if chunk.drafted == 0:
+        return NOTHING_DRAFTED
+    # Records made before steps kept their source drafted with the run's drafter.
+    return SOURCE_LABELS.get(chunk.source or "assistant", chunk.source or "assistant")
+
+
+def draft_length_rows(chunks: Sequence[Chunk]) -> list[dict]:
+    """Rows (step, candidates, source, drafted, accepted) of an assisted run, a row per step:
+    `candidates` is the γ the `auto` policy chose (0: a plain step, the target alone), or
+    under the other schedules the count drafted; `source` names where the candidates came
+    from (`DRAFT_SOURCES`).
+
+    First comes a row without a step or a count for every source, which the chart does not
+    draw: Gradio's charts fix their colours from their first value, which must name every
+    series. Then a `HEADROOM` row, which the chart draws transparent, half a step after the
+    last step and half a candidate above the longest draft (at least 20 steps by 3)."""
+    rows = [
+        {"step": None, "candidates": None, "source": source, "drafted": 0, "accepted": 0}
+        for source in DRAFT_SOURCES
+    ]
+    steps = [
+        {
+            "step": number,
+            "candidates": chunk.drafted if chunk.chosen is None else chunk.chosen,
+            "source": source_label(chunk),
+            "drafted": chunk.drafted,
+            "accepted": chunk.accepted,
+        }
+        for number, chunk in enumerate(chunks, start=1)
+    ]
+    top = max((row["candidates"] for row in steps), default=0)
+    headroom = {
+        "step": max(len(steps), HEADROOM_STEPS) + 0.5,
+        "candidates": max(top, HEADROOM_CANDIDATES) + 0.5,
+        "source": HEADROOM,
+    }
+    return [*rows, {**headroom, "drafted": 0, "accepted": 0}, *steps]
+
+
 def step_time_label(run: str, tokens_per_step: float | None) -> str:
     """A run's name in the time-per-step chart, with what its steps commit: the bar shows
     what a step costs, the name what it buys."""
@@ -349,7 +471,8 @@ def chunks_from_dicts(items: Sequence[dict]) -> list[Chunk]:
 
 # -- benchmark -----------------------------------------------------------------------------
 
-# The embedded pair on this 2-core CPU: a plain run of 128 new tokens takes about a minute.
+# The guess before a pair's pace is measured (`assisted.ui.pace`): the embedded pair on a
+# 2-core CPU, where a plain run of 128 new tokens takes about a minute.
 CPU_SECONDS_PER_TOKEN = 0.5
 BENCH_WARMUP_TOKENS = 8  # per prompt and mode, untimed (assisted.bench.WARMUP_TOKENS)
 
@@ -368,12 +491,19 @@ def bench_runs(prompts: int, drafters: int, repeats: int) -> int:
     return prompts * repeats * (1 + drafters)
 
 
-def bench_estimate_s(prompts: int, drafters: int, repeats: int, max_new_tokens: int) -> float:
-    """Seconds a benchmark takes on this CPU with the embedded pair: the timed runs plus each
-    prompt's short untimed warm-up in every mode. A rough figure, for a warning."""
+def bench_estimate_s(
+    prompts: int,
+    drafters: int,
+    repeats: int,
+    max_new_tokens: int,
+    s_per_token: float = CPU_SECONDS_PER_TOKEN,
+) -> float:
+    """Seconds a benchmark takes at `s_per_token` (the pair's measured pace, or the guess):
+    the timed runs plus each prompt's short untimed warm-up in every mode, every token at the
+    plain pace. A rough figure, for a warning."""
     runs = bench_runs(prompts, drafters, repeats)
     warmup_tokens = prompts * (1 + drafters) * min(BENCH_WARMUP_TOKENS, max_new_tokens)
-    return (runs * max_new_tokens + warmup_tokens) * CPU_SECONDS_PER_TOKEN
+    return (runs * max_new_tokens + warmup_tokens) * s_per_token
 
 
 def _duration(seconds: float) -> str:
@@ -382,18 +512,39 @@ def _duration(seconds: float) -> str:
     return f"{round(seconds / 60)} min"
 
 
-def bench_plan_markdown(prompts: int, drafters: int, repeats: int, max_new_tokens: int) -> str:
-    """What a benchmark will run and how long that takes on a CPU, before it starts."""
+def _per_token(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 0.1 else f"{seconds * 1000:.2g} ms"
+
+
+def _estimate(prompts: int, drafters: int, repeats: int, tokens: int, pace: Pace | None) -> str:
+    """ "about N min", with where the pace per token comes from."""
+    if pace is None:
+        estimate = bench_estimate_s(prompts, drafters, repeats, tokens)
+        return (
+            f"about **{_duration(estimate)}**, but no run has been measured on this pair yet: "
+            f"that is a rough guess of ≈{CPU_SECONDS_PER_TOKEN} s per token, the embedded "
+            "pair on a 2-core CPU (far less on a GPU). A comparison on this pair measures it"
+        )
+    estimate = bench_estimate_s(prompts, drafters, repeats, tokens, pace.s_per_token)
+    return (
+        f"about **{_duration(estimate)}** at ≈{_per_token(pace.s_per_token)} per token, "
+        f"{pace.source}"
+    )
+
+
+def bench_plan_markdown(
+    prompts: int, drafters: int, repeats: int, max_new_tokens: int, pace: Pace | None = None
+) -> str:
+    """What a benchmark will run and about how long that takes at the pair's `pace`, before
+    it starts."""
     if prompts < 1 or drafters < 1:
         return "Choose at least one category and one drafter."
     runs = bench_runs(prompts, drafters, repeats)
-    estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens)
     return (
         f"**{runs} timed runs** ({prompts} prompt{'s' if prompts > 1 else ''} × {repeats} "
         f"repeat{'s' if repeats > 1 else ''} × (plain + {drafters} drafter"
         f"{'s' if drafters > 1 else ''})) of up to {max_new_tokens} new tokens, plus a short "
-        f"warm-up per prompt: about **{_duration(estimate)}** on this 2-core CPU with the "
-        f"embedded pair (≈{CPU_SECONDS_PER_TOKEN} s per token), far less on a GPU."
+        f"warm-up per prompt: {_estimate(prompts, drafters, repeats, max_new_tokens, pace)}."
     )
 
 
@@ -482,12 +633,19 @@ def bench_overall_markdown(report: dict) -> str:
     return "\n\n".join(lines)
 
 
-def bench_warning(prompts: int, drafters: int, repeats: int, max_new_tokens: int) -> str:
+def bench_warning(
+    prompts: int, drafters: int, repeats: int, max_new_tokens: int, pace: Pace | None = None
+) -> str:
     """The toast shown as a benchmark starts (plain text)."""
     runs = bench_runs(prompts, drafters, repeats)
-    estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens)
+    if pace is None:
+        estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens)
+        guess = f"≈{CPU_SECONDS_PER_TOKEN} s per token, a guess: none measured on this pair yet"
+        how_long = f"about {_duration(estimate)} at {guess}"
+    else:
+        estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens, pace.s_per_token)
+        how_long = f"about {_duration(estimate)} at the measured pace"
     return (
-        f"{runs} timed runs of up to {max_new_tokens} new tokens: about {_duration(estimate)} "
-        "on a 2-core CPU with the embedded pair. The device is busy until it finishes; "
-        "Stop ends it within one step, without a report."
+        f"{runs} timed runs of up to {max_new_tokens} new tokens: {how_long}. The device is "
+        "busy until it finishes; Stop ends it within one step, without a report."
     )

@@ -12,6 +12,7 @@ from assisted.settings import RunSettings
 from assisted.ui.format import (
     Chunk,
     chunks_of,
+    draft_length_rows,
     histogram_rows,
     position_rows,
     run_html,
@@ -103,6 +104,7 @@ class Live:
             histogram_frame(stats.accept_histogram(assisted) if assisted else []),
             position_frame(stats.position_acceptance(assisted) if assisted else []),
             step_time_frame(runs),
+            draft_length_frame(shown["assisted"]),
             result,
             self._race(shown) if done else None,
         )
@@ -164,6 +166,12 @@ class Live:
         }
 
 
+def result_of(frame: tuple) -> dict | None:
+    """The JSON result in a frame of `Live.frame` or `idle_frame`: the last output, which the
+    race replay's state follows."""
+    return frame[-2]
+
+
 def timeline_frame(chunks: dict[str, list[Chunk]]) -> pd.DataFrame:
     # Typed columns even when empty: the chart fixes its axis types from the first value.
     frame = pd.DataFrame(timeline_rows(chunks), columns=["run", "t_s", "tokens"])
@@ -196,6 +204,14 @@ def step_time_frame(runs: dict[str, RunRecord | None]) -> pd.DataFrame:
     return frame.astype({"run": str, "step": int, "part": str, "s": float})
 
 
+def draft_length_frame(chunks: list[Chunk]) -> pd.DataFrame:
+    columns = ["step", "candidates", "source", "drafted", "accepted"]
+    frame = pd.DataFrame(draft_length_rows(chunks), columns=columns)
+    # Float steps and counts: the rows that only name a series hold NaN, which no chart draws.
+    types = {"step": float, "candidates": float, "source": str, "drafted": int, "accepted": int}
+    return frame.astype(types)
+
+
 def idle_frame(status: str) -> tuple:
     """Every output's value before the runs start (files fetched, or waiting for the device)."""
     return (
@@ -209,6 +225,7 @@ def idle_frame(status: str) -> tuple:
         histogram_frame([]),
         position_frame([]),
         step_time_frame(dict.fromkeys(MODES)),
+        draft_length_frame([]),
         None,
         None,
     )

@@ -82,5 +82,6 @@ body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
   padding: 0.35rem 0.55rem; background: var(--background-fill-primary); }
 .stat .value { font-size: 1.05rem; font-weight: 600; font-variant-numeric: tabular-nums; }
 .stat .label { font-size: 0.72rem; color: var(--body-text-color-subdued); }
+.chart-note, .chart-note p { font-size: 0.8rem; color: var(--body-text-color-subdued); }
 .stat-empty { color: var(--body-text-color-subdued); font-size: 0.85rem; }
 """

@@ -18,6 +18,7 @@ import gradio as gr
 from assisted import pairs
 from assisted.device_queue import DeviceQueue, Turn
 from assisted.pairs import PairError, PairSpec
+from assisted.ui.pace import Paces
 
 CUSTOM = "custom"  # the pair dropdown's choice for user-supplied target/assistant ids
 # Requests past Gradio's queue at once. Each fetches its pair's files, then waits for its
@@ -78,11 +79,13 @@ def _not_loaded(spec: PairSpec, error: Exception) -> gr.Error:
 class PairLoader:
     """From a pair's name to the pair in memory, for both tabs: the spec a request names,
     its files fetched, then loading on the device's turn. `load_chosen` and `load_custom`
-    are the page's handlers for the pair status line."""
+    are the page's handlers for the pair status line. `paces` holds how fast each pair
+    decoded in the tabs' runs."""
 
     def __init__(self, config: Config, queue: DeviceQueue):
         self.config = config
         self.queue = queue
+        self.paces = Paces()
 
     def spec_for(
         self, pair: str, custom_target: str, custom_assistant: str
