@@ -513,11 +513,14 @@ class _PolicyDrafter(CandidateGenerator):
         self.lookup = lookup
         self.policy = policy
         self.max_length = max_length
+        self.length = 0  # the sequence's length before the step
+        self.matched: list[int] = []  # this step's lookup candidates
 
     def get_candidates(self, input_ids: torch.LongTensor, **kwargs):
         length = input_ids.shape[1]
         matched, _ = self.lookup.get_candidates(input_ids)
-        offers = {LOOKUP: matched.shape[1] - length}
+        self.length, self.matched = length, matched[0, length:].tolist()
+        offers = {LOOKUP: len(self.matched)}
         if self.assistant is not None:
             # The target adds a token of its own to the candidates: leave room for it.
             offers[ASSISTANT] = self.max_length - length - 1
@@ -548,6 +551,11 @@ class _PolicyDrafter(CandidateGenerator):
             self.assistant.update_candidate_strategy(input_ids, scores, num_matches)
         # `scores` holds one row per candidate plus the target's own token.
         self.policy.observe(scores.shape[1] - 1, num_matches)
+        # A match not chosen is scored against what the step committed (past the cap, a
+        # match is never verified: it counts only up to the cap).
+        committed = input_ids[0, self.length :].tolist()
+        agreed = _common_prefix_length(self.matched, committed)
+        self.policy.observe_unverified(LOOKUP, len(self.matched), agreed, len(committed))
 
 
 class _StepObserver(BaseStreamer):

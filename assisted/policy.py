@@ -21,7 +21,11 @@ exponential moving average of the timed verifications. drafter_s is a source's t
 drafted token, refined the same way. Prompt lookup's is 0: its n-gram search runs at every
 step whatever is chosen, so choosing it costs only the verification. p_i are smoothed
 counts per source, each position's prior being the estimate of the position before it,
-with old evidence decaying so the estimate follows the text. A run may start from what
+with old evidence decaying so the estimate follows the text. Each source keeps two sets:
+one for the step after its draft agreed with everything the target committed (a streak,
+as when the answer copies a passage) and one for any other step. A lookup match that was
+not chosen is scored too, against the tokens the step committed: that costs nothing, so
+the lookup's estimates stay current while the assistant drafts. A run may start from what
 the pair's earlier runs saw, counted as a few observations only (`HISTORY_WEIGHT`), so
 that the text at hand soon outweighs it.
 
@@ -153,7 +157,15 @@ class DraftPolicy:
         self.observed_rows: set[int] = set()  # the rows k whose T(k) a verification refined
         self.last_call_s = 0.0  # the wall time of the latest drafting call
         history = history or {}
-        self.acceptance = {name: Acceptance(cap, history.get(name)) for name in drafter_s}
+        # Per source, one estimate after a step where its draft agreed with every token the
+        # target committed (a streak: text it predicts well, such as a passage being copied)
+        # and one after any other step.
+        self.acceptance = {
+            (name, streak): Acceptance(cap, history.get(_history_key(name, streak)))
+            for name in drafter_s
+            for streak in (False, True)
+        }
+        self.streak = dict.fromkeys(drafter_s, False)
         self.started = False  # the model source has drafted, so it has a cache
         self.behind = False  # ... and the step before did not use it
         self.zero_steps = 0  # γ = 0 steps in a row
@@ -186,7 +198,7 @@ class DraftPolicy:
         """Expected committed tokens per second when `source` drafts `gamma` candidates."""
         if source is None or gamma == 0:
             return 1.0 / self.verify_s[1]
-        tokens = self.acceptance[source].expected_tokens(gamma, optimistic)
+        tokens = self._acceptance(source).expected_tokens(gamma, optimistic)
         return tokens / self.cost_s(source, gamma)
 
     def best(self, source: str, most: int, optimistic: bool = False) -> tuple[int, float]:
@@ -195,7 +207,10 @@ class DraftPolicy:
         return max(rates, key=lambda pair: pair[1])
 
     def expected_tokens(self, source: str | None, gamma: int) -> float:
-        return 1.0 if source is None else self.acceptance[source].expected_tokens(gamma)
+        return 1.0 if source is None else self._acceptance(source).expected_tokens(gamma)
+
+    def _acceptance(self, source: str) -> Acceptance:
+        return self.acceptance[source, self.streak[source]]
 
     def cost_s(self, source: str | None, gamma: int) -> float:
         if source is None or gamma == 0:
@@ -244,11 +259,24 @@ class DraftPolicy:
         source = self.choice.source
         self.committed += accepted + 1
         if source is not None and drafted:
-            self.acceptance[source].observe(drafted, accepted)
+            self._acceptance(source).observe(drafted, accepted)
+            self.streak[source] = accepted == drafted
         if source is not None and source == self.model_source:
             self.started, self.behind = True, False
         else:
             self.behind = self.started
+
+    def observe_unverified(self, source: str, drafted: int, agreed: int, committed: int) -> None:
+        """A source that was not chosen had `drafted` candidates ready, of which the first
+        `agreed` equal the `committed` tokens the step committed. The target verified none
+        of them, but its committed tokens say how far they would have been accepted (free
+        for prompt lookup, whose candidates exist at every step with a match): up to the
+        first disagreement, or as far as the committed tokens reach."""
+        if source == self.choice.source or not drafted:
+            return
+        seen = min(drafted, agreed + 1 if agreed < committed else agreed)
+        self._acceptance(source).observe(seen, min(agreed, seen))
+        self.streak[source] = agreed >= min(drafted, committed)
 
     def observe_verify(self, rows: int, seconds: float) -> None:
         """The target verified `rows` rows (last committed token + candidates) in `seconds`."""
@@ -290,8 +318,15 @@ class DraftPolicy:
         return {k: self.verify_s[k] for k in sorted(self.observed_rows)}
 
     def history(self) -> dict[str, Counts]:
-        """Acceptance counts per source, for the pair's next run."""
-        return {name: acceptance.counts() for name, acceptance in self.acceptance.items()}
+        """Acceptance counts per source and streak, for the pair's next run."""
+        return {
+            _history_key(name, streak): acceptance.counts()
+            for (name, streak), acceptance in self.acceptance.items()
+        }
+
+
+def _history_key(source: str, streak: bool) -> str:
+    return f"{source} streak" if streak else source
 
 
 def measure_bookkeeping_s(cap: int = 8, steps: int = 2000) -> float:

@@ -507,7 +507,12 @@ def test_a_runs_verifications_refine_the_pairs_calibration(pair):
     records(fresh, draft=AUTO)
     verified = {k for (kind, k) in fresh.calibration_s if kind == "verify"}
     assert {1, 5} <= verified and len(verified) > 2  # timed ends + rows the run verified
-    assert set(fresh.acceptance_history["none"]) == {"assistant", "prompt-lookup"}
+    assert set(fresh.acceptance_history["none"]) == {
+        "assistant",
+        "assistant streak",
+        "prompt-lookup",
+        "prompt-lookup streak",
+    }
 
 
 def test_calibration_is_timed_once_per_pair(pair, monkeypatch):

@@ -97,7 +97,7 @@ def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
     # 700 tokens of context at 2 ms each cost 1.4 s; at this acceptance the assistant saves
     # about 10 ms a token on a 20 ms step.
     p = policy(flat(), drafter_s=0.002, prefill_s=0.002)
-    p.acceptance[A] = Acceptance(CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP))
+    p.acceptance[A, False] = Acceptance(CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP))
     assert p.choose(ROOM, tokens_left=17, context=700).source is None
     # With a long budget it waits until the time it would have saved reaches the prefill's.
     waited = 0
@@ -131,11 +131,11 @@ def test_acceptance_counts_stop_at_the_first_rejection():
     p = policy(flat())
     p.choice = Choice(A, 5)
     p.observe(drafted=5, accepted=2)
-    assert p.acceptance[A].tried == [1, 1, 1, 0, 0, 0, 0, 0]
-    assert p.acceptance[A].accepted == [1, 1, 0, 0, 0, 0, 0, 0]
+    assert p.acceptance[A, False].tried == [1, 1, 1, 0, 0, 0, 0, 0]
+    assert p.acceptance[A, False].accepted == [1, 1, 0, 0, 0, 0, 0, 0]
     p.choice = Choice(None, 0)
     p.observe(drafted=0, accepted=0)  # a plain step says nothing about drafts
-    assert sum(p.acceptance[A].tried) == 3 and sum(p.acceptance[L].tried) == 0
+    assert sum(p.acceptance[A, False].tried) == 3 and sum(p.acceptance[L, False].tried) == 0
 
 
 def test_expected_tokens_count_the_targets_own_token():
@@ -176,3 +176,27 @@ def test_missing_verification_times_are_refused():
 
 def test_bookkeeping_costs_under_one_percent_of_a_ten_ms_step():
     assert measure_bookkeeping_s(CAP, steps=500) < 0.01 * 0.010
+
+
+def test_a_match_not_chosen_is_scored_against_what_the_step_committed():
+    p = policy(flat())
+    p.choice = Choice(A, 3)
+    p.observe_unverified(L, drafted=5, agreed=1, committed=3)  # rejected at its 2nd token
+    assert p.acceptance[L, False].tried[:3] == [1, 1, 0]
+    assert p.acceptance[L, False].accepted[:3] == [1, 0, 0]
+    p.observe_unverified(L, drafted=5, agreed=3, committed=3)  # agreed as far as it can tell
+    assert p.acceptance[L, False].tried[:4] == pytest.approx([1.98, 1.98, 1, 0])
+    assert p.streak[L]
+    p.observe_unverified(A, drafted=5, agreed=5, committed=5)  # the chosen source: verified
+    assert sum(p.acceptance[A, False].tried) == 0
+
+
+def test_a_streak_has_its_own_estimate():
+    p = policy(flat())
+    for accepted in [0] * 10 + [4] * 10:  # matches that fail, then a passage being copied
+        p.choice = Choice(L, 4)
+        p.observe(4, accepted)
+    assert p.streak[L] and p.expected_tokens(L, 4) > 4.0
+    p.choice = Choice(L, 4)
+    p.observe(4, 0)
+    assert not p.streak[L] and p.expected_tokens(L, 4) < 2.0
