@@ -41,7 +41,9 @@ pays at most the prefill's cost again for the wait: never more than twice what t
 choice in hindsight would have cost.
 
 After `PROBE_AFTER` γ = 0 steps in a row the policy drafts one candidate, so that drafting
-resumes when the text becomes predictable again.
+resumes when the text becomes predictable again; and an assistant model left unused for
+`PROBE_AFTER` steps drafts once at its best length, since nothing else tells how well it
+would do now (a lookup match is scored whether chosen or not; the assistant cannot be).
 
 Bookkeeping cost, measured with `python -m assisted.policy` (2 CPU cores): see
 `measure_bookkeeping_s`; a few µs per step against steps of tens of milliseconds or more.
@@ -59,6 +61,7 @@ PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
 EMA = 0.1  # weight of a new timing in the moving averages
 DECAY = 0.98  # weight kept by old acceptance evidence at each observation
 PRIOR_WEIGHT = 2.0  # observations a position's prior counts for (Beta(1, 1) at the first)
+STREAK_TOKENS = 2  # a draft agreeing on fewer tokens than this starts no streak
 HISTORY_WEIGHT = 4.0  # observations that a pair's earlier runs count for in a new run
 
 Counts = tuple[list[float], list[float]]  # (accepted, tried) per draft position
@@ -169,6 +172,7 @@ class DraftPolicy:
         self.started = False  # the model source has drafted, so it has a cache
         self.behind = False  # ... and the step before did not use it
         self.zero_steps = 0  # γ = 0 steps in a row
+        self.idle = 0  # steps in a row without the model source
         self.choice = PLAIN  # the latest `choose`
         self.context = 0  # the context of the latest `choose`
         self.committed = 0  # tokens the run's steps have committed
@@ -187,10 +191,19 @@ class DraftPolicy:
             gamma, rate = self.best(source, most)
             if rate > best:
                 choice, best = self._choice(source, gamma), rate
+        model = self.model_source
         if choice.gamma == 0 and self.zero_steps >= PROBE_AFTER and offers:
             source = max(offers, key=lambda name: self.rate(name, 1))
             choice = self._choice(source, 1)
+        elif (
+            self.started
+            and self.idle >= PROBE_AFTER
+            and choice.source != model
+            and model in offers  # not when the length limit leaves it no room
+        ):
+            choice = self._choice(model, self.best(model, offers[model])[0])
         self.zero_steps = self.zero_steps + 1 if choice.gamma == 0 else 0
+        self.idle = 0 if choice.source == model else self.idle + 1
         self.choice = choice
         return choice
 
@@ -260,7 +273,7 @@ class DraftPolicy:
         self.committed += accepted + 1
         if source is not None and drafted:
             self._acceptance(source).observe(drafted, accepted)
-            self.streak[source] = accepted == drafted
+            self.streak[source] = accepted == drafted >= STREAK_TOKENS
         if source is not None and source == self.model_source:
             self.started, self.behind = True, False
         else:
@@ -276,7 +289,7 @@ class DraftPolicy:
             return
         seen = min(drafted, agreed + 1 if agreed < committed else agreed)
         self._acceptance(source).observe(seen, min(agreed, seen))
-        self.streak[source] = agreed >= min(drafted, committed)
+        self.streak[source] = agreed >= max(min(drafted, committed), STREAK_TOKENS)
 
     def observe_verify(self, rows: int, seconds: float) -> None:
         """The target verified `rows` rows (last committed token + candidates) in `seconds`."""

@@ -200,3 +200,11 @@ def test_a_streak_has_its_own_estimate():
     p.choice = Choice(L, 4)
     p.observe(4, 0)
     assert not p.streak[L] and p.expected_tokens(L, 4) < 2.0
+
+
+def test_an_assistant_left_unused_is_tried_again():
+    p = policy(flat())
+    teach(p, accepted=0)  # it drafted badly, so plain steps win for now
+    choices = [p.choose(ROOM, **FAR) for _ in range(PROBE_AFTER + 1)]
+    assert [c.gamma for c in choices[:PROBE_AFTER]] == [0] * PROBE_AFTER
+    assert choices[-1].source == A
