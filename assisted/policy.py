@@ -13,7 +13,9 @@ The model, per step and source:
 - cost(γ) = call_s + drafter_s·γ + T(γ + 1), plus catch_up_s for an assistant model that
   skipped the steps before (its cache then lacks the tokens it did not see); call_s is the
   assistant's time per drafting call outside its forward passes (its own generate() loop);
-- choose the source and γ that maximise E(γ) / cost(γ). γ = 0 costs T(1) and yields 1.
+- choose the source and γ that maximise E(γ) / cost(γ), E taken optimistically (each p_i
+  one standard deviation above its estimate: a source seldom tried gets tried, and one
+  with much evidence is taken at its word). γ = 0 costs T(1) and yields 1.
 
 T(k) is the target's time to verify k rows. It is seeded by a calibration (see
 `decoding.calibrate`: T(1) and T(cap + 1) timed, linear between) and refined by an
@@ -188,7 +190,7 @@ class DraftPolicy:
             del offers[self.model_source]
         choice, best = PLAIN, self.rate(None, 0)
         for source, most in offers.items():
-            gamma, rate = self.best(source, most)
+            gamma, rate = self.best(source, most, optimistic=True)
             if rate > best:
                 choice, best = self._choice(source, gamma), rate
         model = self.model_source

@@ -203,7 +203,7 @@ def test_a_streak_has_its_own_estimate():
 
 
 def test_an_assistant_left_unused_is_tried_again():
-    p = policy(flat())
+    p = policy(flat(), drafter_s=0.004)
     teach(p, accepted=0)  # it drafted badly, so plain steps win for now
     choices = [p.choose(ROOM, **FAR) for _ in range(PROBE_AFTER + 1)]
     assert [c.gamma for c in choices[:PROBE_AFTER]] == [0] * PROBE_AFTER
