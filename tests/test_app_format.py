@@ -341,3 +341,14 @@ def test_a_targets_pace_comes_from_its_latest_plain_run_else_from_an_auto_runs_o
     paces.note_comparison("t", "p", auto)
     paces.note_plain_run("t", "p", RunRecord("assisted", "assistant", 5, plain.steps))
     assert paces.of("t").s_per_token == 0.5 and paces.of("other") is None
+
+
+def test_picking_auto_makes_the_draft_length_its_cap():
+    from assisted.settings import AUTO_CAP
+    from assisted.ui.compare_tab import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, on_schedule_change
+
+    auto = on_schedule_change("auto", 3.0)
+    assert auto["value"] == AUTO_CAP and auto["label"] == DRAFT_CAP_LABEL
+    assert on_schedule_change("auto", 12.0)["value"] == 12  # a longer length stays
+    constant = on_schedule_change("constant", 8.0)
+    assert "value" not in constant and constant["label"] == DRAFT_LENGTH_LABEL

@@ -15,6 +15,7 @@ from assisted.examples import Example
 from assisted.pairs import PairSpec
 from assisted.settings import (
     ASSISTANT_QUANTS,
+    AUTO_CAP,
     MAX_DRAFT_TOKENS,
     MAX_NEW_TOKENS_CAP,
     SCHEDULES,
@@ -181,9 +182,10 @@ class Comparing:
         """Show the custom inputs for a custom pair; set the draft settings to the pair's."""
         spec = self.loader.config.registry.get(pair)
         draft = spec.draft if spec else DraftSettings()
+        label = DRAFT_CAP_LABEL if draft.schedule == "auto" else DRAFT_LENGTH_LABEL
         return (
             gr.update(visible=pair == CUSTOM),
-            draft_length_default(spec),
+            gr.update(value=draft_length_default(spec), label=label),
             draft.schedule,
             draft.confidence_threshold,
             draft.assistant_quant,
@@ -235,6 +237,18 @@ def replay(race: dict | None) -> Iterator[tuple]:
 
 def toggle_sampling(mode: str) -> dict:
     return gr.update(visible=mode == "sampling")
+
+
+DRAFT_LENGTH_LABEL = "Draft length γ (candidates per step)"
+DRAFT_CAP_LABEL = "Draft length cap (auto chooses γ from 0 to this)"
+
+
+def on_schedule_change(schedule: str, length: float) -> dict:
+    """Under `auto` the draft length is the policy's cap: picking auto raises it to at
+    least the default cap, and the label says what the number means under each schedule."""
+    if schedule == "auto":
+        return gr.update(value=max(whole(length), AUTO_CAP), label=DRAFT_CAP_LABEL)
+    return gr.update(label=DRAFT_LENGTH_LABEL)
 
 
 # -- layout --------------------------------------------------------------------------------
@@ -292,6 +306,8 @@ def _prompt_column(examples: list[Example]) -> tuple[gr.Textbox, _Buttons]:
         example_labels=[example.label for example in examples],
         label="Example prompts (inputs that answers copy from are accepted most)",
         cache_examples=False,
+        # Short labels: every kind fits on one page, rather than the first few of 24.
+        examples_per_page=len(examples),
     )
     return prompt, buttons
 
@@ -338,7 +354,7 @@ def _settings(spec: PairSpec) -> _Settings:
             value=draft_length_default(spec),
             step=1,
             precision=0,
-            label="Draft length γ (candidates per step)",
+            label=DRAFT_CAP_LABEL if spec.draft.schedule == "auto" else DRAFT_LENGTH_LABEL,
         )
         schedule = gr.Radio(
             list(SCHEDULES),
@@ -623,6 +639,14 @@ def _wire_pair_and_settings(
         api_visibility="private",
         concurrency_id="pair-status",
         concurrency_limit=VISITORS_AT_ONCE,
+    )
+    # `input`, not `change`: a pair's own settings, set by `on_pair_change`, stay as they are.
+    settings.schedule.input(
+        on_schedule_change,
+        [settings.schedule, settings.draft_length],
+        settings.draft_length,
+        api_visibility="private",
+        queue=False,
     )
     settings.decoding_mode.change(
         toggle_sampling,
