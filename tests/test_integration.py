@@ -57,6 +57,19 @@ def test_an_int8_assistant_keeps_the_output(pair, records):
     assert stats.acceptance_rate(assisted) > 0.5
 
 
+def test_the_default_auto_schedule_keeps_the_output_in_fp32(pair, records):
+    done = {}
+    for event in compare(pair, PROMPT, SETTINGS, modes=("assisted",)):  # the pair's draft
+        if isinstance(event, RunDone):
+            done[event.record.mode] = event.record
+    assisted = done["assisted"]
+    assert pair.spec.draft.schedule == "auto"
+    assert assisted.token_ids == records["plain"].token_ids
+    assert all(s.chosen is not None and s.drafted <= s.chosen <= 8 for s in assisted.steps)
+    assert {s.source for s in assisted.steps if s.drafted} <= {"assistant", "prompt-lookup"}
+    assert len(assisted.steps) < len(records["plain"].steps)
+
+
 def test_drafted_accepted_and_steps_are_consistent(records):
     assisted = records["assisted"]
     assert stats.new_tokens(assisted) == stats.accepted(assisted) + len(assisted.steps)
