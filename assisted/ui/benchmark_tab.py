@@ -353,6 +353,14 @@ def build_benchmark_tab(
         run = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
         stop = gr.Button("Stop", variant="stop", elem_id="bench-stop")
     outputs = _outputs()
+    # The estimate refreshes without a queue or a spinner: it reads no model.
+    refresh_plan = {
+        "inputs": plan_inputs,
+        "outputs": plan,
+        "api_visibility": "private",
+        "queue": False,
+        "show_progress": "hidden",
+    }
     run.click(
         handlers.run_benchmark,
         inputs=[pair, chosen, prompts, max_new_tokens, repeats, drafters, quants],
@@ -362,14 +370,7 @@ def build_benchmark_tab(
         concurrency_id="visitors",  # like Compare: it takes its turn on the device
         show_progress="minimal",
         show_progress_on=outputs[0],
-    ).then(  # the estimate, at the pace the benchmark's plain runs measured
-        handlers.plan,
-        inputs=plan_inputs,
-        outputs=plan,
-        api_visibility="private",
-        queue=False,
-        show_progress="hidden",
-    )
+    ).then(handlers.plan, **refresh_plan)  # at the pace the benchmark's plain runs measured
     stop.click(
         handlers.request_stop,
         api_visibility="private",
@@ -386,9 +387,5 @@ def build_benchmark_tab(
     gr.on(
         [tab.select] + [component.change for component in plan_inputs],
         handlers.plan,
-        inputs=plan_inputs,
-        outputs=plan,
-        api_visibility="private",
-        queue=False,
-        show_progress="hidden",
+        **refresh_plan,
     )
