@@ -233,9 +233,13 @@ class DraftPolicy:
         cost = self.drafter_s[source] * gamma + self.verify_s[gamma + 1]
         if source == self.model_source:
             cost += self.call_s
-            if self.started and self.behind:
-                cost += self.catch_up_s
+        if self._catches_up(source):
+            cost += self.catch_up_s
         return cost
+
+    def _catches_up(self, source: str) -> bool:
+        """Whether `source` must first read the tokens of the steps it skipped."""
+        return source == self.model_source and self.started and self.behind
 
     def _model_pays(self, offers: dict[str, int], tokens_left: int, context: int) -> bool:
         """Whether the model source may draft: always once it has a cache; before that, only
@@ -264,7 +268,7 @@ class DraftPolicy:
         return Choice(
             source,
             gamma,
-            catch_up=model and self.started and self.behind,
+            catch_up=self._catches_up(source),
             prefill=model and not self.started,
         )
 
