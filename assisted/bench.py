@@ -57,10 +57,10 @@ from typing import TYPE_CHECKING
 
 from assisted import stats
 from assisted.cli import add_pair_options, add_run_options, pair_spec, run_settings
+from assisted.drafters import DRAFTER_NAMES, DrafterKind
 from assisted.examples import EXAMPLES_DIR, Example, ExamplesError
 from assisted.examples import load as load_examples
 from assisted.pairs import (
-    DRAFTER_KINDS,
     LoadedPair,
     PairError,
     PairSpec,
@@ -68,7 +68,6 @@ from assisted.pairs import (
 )
 from assisted.record import RunRecord
 from assisted.settings import (
-    ASSISTANT_MODEL_DRAFTERS,
     DraftSettings,
     RunSettings,
     SettingsError,
@@ -80,7 +79,6 @@ if TYPE_CHECKING:
 REPEATS = 3  # rounds per prompt; medians need at least three to shrug off one outlier
 WARMUP_TOKENS = 8  # the untimed per-prompt warm-up: enough to settle this prompt's shapes
 EARLY_EXIT_LAYER = 4  # draft layer for early exit when the pair names none (LayerSkip's)
-MODEL_DRAFTERS = ("assistant", "universal", "early-exit")  # read num_assistant_tokens etc.
 
 # Draft settings a comma list can sweep, and their short names in variant names.
 SWEEPS = {
@@ -95,11 +93,11 @@ _MODEL_FIELDS = ("num_assistant_tokens", "schedule", "confidence_threshold")
 _LOOKUP_FIELDS = ("prompt_lookup_num_tokens", "max_matching_ngram_size")
 
 
-def _fields(kind: str) -> tuple[str, ...]:
+def _fields(kind: DrafterKind) -> tuple[str, ...]:
     """The draft settings that mean something for a drafter kind."""
-    if kind == "prompt-lookup":
+    if kind is DrafterKind.PROMPT_LOOKUP:
         return _LOOKUP_FIELDS
-    if kind in ASSISTANT_MODEL_DRAFTERS:  # a model of its own, with its own precision
+    if kind.has_model:  # a model of its own, with its own precision
         return (*_MODEL_FIELDS, "assistant_quant")
     return _MODEL_FIELDS
 
@@ -113,7 +111,7 @@ class Variant:
     """One drafting strategy compared against the plain baseline."""
 
     name: str
-    drafter: str  # a DrafterKind
+    drafter: DrafterKind
     draft: DraftSettings
 
 
@@ -191,14 +189,13 @@ def plan_variants(
     ("assistant n=3", "assistant n=8"). Settings not swept keep the pair's own values.
     """
     sweeps = {k: v for k, v in (sweeps or {}).items() if v}
-    kinds = list(dict.fromkeys(drafters))
+    kinds = [check_drafter(spec, kind) for kind in dict.fromkeys(drafters)]
     for field in sweeps:
         if not any(field in _fields(kind) for kind in kinds):
             flag = "--" + field.replace("_", "-")
             raise BenchError(f"{flag} does not apply to the drafters here: {', '.join(kinds)}")
     variants = []
     for kind in kinds:
-        check_drafter(spec, kind)
         axes = [(f, sweeps.get(f, [getattr(spec.draft, f)])) for f in _fields(kind)]
         for values in itertools.product(*(vals for _, vals in axes)):
             changes = {f: v for (f, _), v in zip(axes, values, strict=True)}
@@ -239,7 +236,7 @@ def parse_variant(spec: PairSpec, text: str, default_drafter: str) -> Variant:
         except ValueError:
             what = "a whole number" if kind_of is int else "a number"
             raise BenchError(f"--variant {text!r}: {key} must be {what}") from None
-    check_drafter(spec, kind)
+    kind = check_drafter(spec, kind)
     unused = [key for key in changes if key not in _fields(kind)]
     if unused:
         raise BenchError(f"--variant {text!r}: {', '.join(unused)} does not apply to {kind}")
@@ -252,17 +249,18 @@ def parse_variant(spec: PairSpec, text: str, default_drafter: str) -> Variant:
     return Variant(f"{kind} {label}".strip(), kind, draft)
 
 
-def check_drafter(spec: PairSpec, kind: str) -> None:
-    """Prompt lookup and early exit need only the target; model drafters need the pair's
-    assistant, and an assistant with its own tokenizer only drafts as "universal"."""
-    if kind not in DRAFTER_KINDS:
-        raise BenchError(f"unknown drafter {kind!r}; choose from {', '.join(DRAFTER_KINDS)}")
-    if kind == spec.drafter or kind in ("prompt-lookup", "early-exit"):
-        return
-    if kind == "universal" and spec.assistant:
-        return
+def check_drafter(spec: PairSpec, name: str) -> DrafterKind:
+    """The drafter kind called `name`, if the pair can draft with it. Prompt lookup and
+    early exit need only the target; model drafters need the pair's assistant, and an
+    assistant with its own tokenizer only drafts as the universal kind."""
+    try:
+        kind = DrafterKind.parse(name)
+    except ValueError as error:
+        raise BenchError(str(error)) from None
+    if kind == spec.drafter or not kind.has_model or (kind.own_tokenizer and spec.assistant):
+        return kind
     raise BenchError(
-        f"the pair {spec.name!r} has no assistant model for the {kind!r} drafter; "
+        f"the pair {spec.name!r} has no assistant model for the {kind.value!r} drafter; "
         "name one with --target ID --assistant ID"
     )
 
@@ -275,10 +273,10 @@ def with_drafter(pair: LoadedPair, kind: str) -> LoadedPair:
     """
     if kind == pair.spec.drafter:
         return pair
-    check_drafter(pair.spec, kind)
-    uses_assistant = kind in ("assistant", "universal")
+    kind = check_drafter(pair.spec, kind)
+    uses_assistant = kind.has_model
     layer = pair.spec.early_exit_layer or EARLY_EXIT_LAYER
-    if kind == "early-exit":
+    if kind is DrafterKind.EARLY_EXIT:
         layers = pair.target.config.get_text_config().num_hidden_layers
         if not 0 < layer < layers:
             raise BenchError(
@@ -752,7 +750,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--drafters", type=_names, metavar="KIND[,KIND...]",
         help=f"comma list of drafters to compare with one plain baseline: "
-        f"{', '.join(DRAFTER_KINDS)} (default: the pair's own)",
+        f"{', '.join(DRAFTER_NAMES)} (default: the pair's own)",
     )  # fmt: skip
     add_run_options(parser)
     sweep = parser.add_argument_group(

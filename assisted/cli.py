@@ -14,11 +14,11 @@ from dataclasses import replace
 from typing import TextIO
 
 from assisted import stats
+from assisted.drafters import DRAFTER_NAMES
 from assisted.examples import ExamplesError
 from assisted.pairs import (
     DEFAULT_PAIR,
     DEVICES,
-    DRAFTER_KINDS,
     DTYPES,
     PAIRS,
     PairError,
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("prompt", nargs="?", help="the prompt; '-' reads it from stdin")
     parser.add_argument("--list-pairs", action="store_true", help="list the named pairs and exit")
     source = add_pair_options(parser)
-    source.add_argument("--drafter", choices=DRAFTER_KINDS, help="drafter kind for --target")
+    source.add_argument("--drafter", choices=DRAFTER_NAMES, help="drafter kind for --target")
     run = add_run_options(parser)
     run.add_argument("--mode", choices=tuple(MODES), default="both")
     draft = parser.add_argument_group("draft (defaults: the pair's)")

@@ -48,6 +48,7 @@ from transformers.generation.candidate_generator import (
 from transformers.generation.streamers import BaseStreamer
 
 from assisted import quantize
+from assisted.drafters import DrafterKind
 from assisted.pairs import LoadedPair
 from assisted.policy import DraftPolicy
 from assisted.record import Mode, RunRecord, Step
@@ -80,9 +81,9 @@ _POLL_S = 1.0
 _CALIBRATION_REPEATS = 3
 _CALIBRATION_ATTEMPTS = 3  # timings of the target's rows, while they look disturbed
 _PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
-# The `auto` policy's names for its draft sources.
-ASSISTANT = "assistant"
-LOOKUP = "prompt-lookup"
+# The `auto` policy's draft sources.
+ASSISTANT = DrafterKind.ASSISTANT
+LOOKUP = DrafterKind.PROMPT_LOOKUP
 
 
 @dataclass(frozen=True)
@@ -325,7 +326,7 @@ def _drafter_kwargs(
     pair: LoadedPair, draft: DraftSettings, assistant: PreTrainedModel | None
 ) -> dict:
     kind = pair.spec.drafter
-    if kind == "prompt-lookup":
+    if kind is LOOKUP:
         return {
             "prompt_lookup_num_tokens": draft.prompt_lookup_num_tokens,
             "max_matching_ngram_size": draft.max_matching_ngram_size,
@@ -334,16 +335,17 @@ def _drafter_kwargs(
     # from generate()'s arguments, and the heuristic schedule writes its state back there:
     # set all three before every run so runs are reproducible. Transformers knows no `auto`
     # schedule: under it the generator runs a constant one whose length the policy sets.
-    drafter = pair.target if kind == "early-exit" else assistant
+    early_exit = kind is DrafterKind.EARLY_EXIT
+    drafter = pair.target if early_exit else assistant
     drafter.generation_config.num_assistant_tokens = draft.num_assistant_tokens
     drafter.generation_config.num_assistant_tokens_schedule = (
         "constant" if draft.schedule == "auto" else draft.schedule
     )
     drafter.generation_config.assistant_confidence_threshold = draft.confidence_threshold
-    if kind == "early-exit":
+    if early_exit:
         return {"assistant_early_exit": pair.spec.early_exit_layer}
     kwargs = {"assistant_model": assistant}
-    if kind == "universal":
+    if kind.own_tokenizer:
         kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.assistant_tokenizer)
     return kwargs
 
@@ -359,7 +361,7 @@ def _auto_policy(
     if draft.schedule != "auto":
         return None
     precision = _precision_key(pair, draft)
-    if pair.spec.drafter == "prompt-lookup":
+    if pair.spec.drafter is LOOKUP:
         cap, drafter_s, model = draft.prompt_lookup_num_tokens, {LOOKUP: 0.0}, None
         verify_s, _, _ = calibrate(pair, None, precision, cap)
         prefill_s = 0.0
@@ -576,7 +578,7 @@ class _StepObserver(BaseStreamer):
         self.start = 0.0
         self.pending_draft: tuple[int, ...] = ()
         # Forward hooks time drafting, so only for drafters that run a model.
-        self.times_drafting = record.drafter not in (None, "prompt-lookup")
+        self.times_drafting = record.drafter is not None and record.drafter.times_drafting
         self.pending_draft_s = 0.0
         self.seen_prompt = False
         self.detokenizer = _Detokenizer(pair.tokenizer)
@@ -654,7 +656,7 @@ class _StepObserver(BaseStreamer):
         handles = [
             self.pair.target.register_forward_pre_hook(self._before_target, with_kwargs=True)
         ]
-        if self.pair.spec.drafter == "early-exit":
+        if self.pair.spec.drafter is DrafterKind.EARLY_EXIT:
             handles.append(self.pair.target.register_forward_hook(self._after_target))
         elif mode == "assisted" and assistant is not None:
             handles.append(assistant.register_forward_pre_hook(self._before_draft))
@@ -698,7 +700,7 @@ class _StepObserver(BaseStreamer):
             self._after_draft(module, args, output)
 
     def _early_exit_drafting(self) -> bool:
-        if self.pair.spec.drafter != "early-exit":
+        if self.pair.spec.drafter is not DrafterKind.EARLY_EXIT:
             return False
         base = getattr(self.pair.target, self.pair.target.base_model_prefix)
         return base.config.num_hidden_layers == self.pair.spec.early_exit_layer

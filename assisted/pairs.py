@@ -1,10 +1,6 @@
 """Model pairs: the registry, validation of user-supplied ids, loading, and a small cache.
 
-A pair is a target plus a drafter. Drafter kinds, all Transformers' own mechanisms:
-- "assistant": a smaller model sharing the target's tokenizer (`assistant_model=`);
-- "universal": an assistant with a different tokenizer (`tokenizer=`, `assistant_tokenizer=`);
-- "prompt-lookup": candidates copied from n-grams of the prompt (no second model);
-- "early-exit": the target's own first layers draft (`assistant_early_exit=`).
+A pair is a target plus a drafter, of one of the kinds in `assisted.drafters`.
 
 Policy: CUDA → bf16 (fp16 where bf16 is unsupported); CPU → bf16 where the CPU has native
 bf16 instructions, else fp32. Large targets on CUDA load with `device_map="auto"`, which
@@ -21,17 +17,16 @@ from collections import OrderedDict
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from assisted import embedded, fetch
+from assisted.drafters import DrafterKind
 from assisted.settings import DraftSettings
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-DrafterKind = Literal["assistant", "universal", "prompt-lookup", "early-exit"]
-DRAFTER_KINDS: tuple[str, ...] = ("assistant", "universal", "prompt-lookup", "early-exit")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -61,6 +56,10 @@ class PairSpec:
     early_exit_layer: int | None = None
     draft: DraftSettings = field(default_factory=DraftSettings)
 
+    def __post_init__(self) -> None:
+        # A kind given by its name becomes the kind itself.
+        object.__setattr__(self, "drafter", DrafterKind(self.drafter))
+
 
 PAIRS: dict[str, PairSpec] = {
     spec.name: spec
@@ -68,7 +67,7 @@ PAIRS: dict[str, PairSpec] = {
         PairSpec(
             "embedded",
             "embedded:target",
-            "assistant",
+            DrafterKind.ASSISTANT,
             "embedded:assistant",
             "Qwen2.5-Coder-1.5B-Instruct ← 0.5B, shipped offline (GGUF from PyPI)",
             # The `auto` schedule with cap 8: in one benchmark run on a 2-core AVX512-BF16
@@ -87,47 +86,47 @@ PAIRS: dict[str, PairSpec] = {
         PairSpec(
             "embedded-prompt-lookup",
             "embedded:target",
-            "prompt-lookup",
+            DrafterKind.PROMPT_LOOKUP,
             note="Qwen2.5-Coder-1.5B-Instruct drafting from n-grams of its own prompt",
         ),
         PairSpec(
             "qwen2.5-7b",
             "Qwen/Qwen2.5-7B-Instruct",
-            "assistant",
+            DrafterKind.ASSISTANT,
             "Qwen/Qwen2.5-0.5B-Instruct",
             "Qwen2.5-7B-Instruct ← 0.5B (GPU)",
         ),
         PairSpec(
             "smollm2-1.7b",
             "HuggingFaceTB/SmolLM2-1.7B-Instruct",
-            "assistant",
+            DrafterKind.ASSISTANT,
             "HuggingFaceTB/SmolLM2-135M-Instruct",
             "SmolLM2-1.7B-Instruct ← 135M",
         ),
         PairSpec(
             "llama-3.1-8b",
             "meta-llama/Llama-3.1-8B-Instruct",
-            "assistant",
+            DrafterKind.ASSISTANT,
             "meta-llama/Llama-3.2-1B-Instruct",
             "Llama-3.1-8B-Instruct ← 3.2-1B (gated: set HF_TOKEN)",
         ),
         PairSpec(
             "qwen2.5-coder-7b-prompt-lookup",
             "Qwen/Qwen2.5-Coder-7B-Instruct",
-            "prompt-lookup",
+            DrafterKind.PROMPT_LOOKUP,
             note="Qwen2.5-Coder-7B-Instruct with prompt lookup: strong on edits of given code",
         ),
         PairSpec(
             "gemma-2-9b-universal",
             "google/gemma-2-9b-it",
-            "universal",
+            DrafterKind.UNIVERSAL,
             "double7/vicuna-68m",
             "Gemma-2-9B-it ← Vicuna-68M, different tokenizers (universal assisted generation)",
         ),
         PairSpec(
             "layerskip-llama3.2-1b",
             "facebook/layerskip-llama3.2-1B",
-            "early-exit",
+            DrafterKind.EARLY_EXIT,
             note="LayerSkip Llama-3.2-1B drafting with its first 4 layers",
             early_exit_layer=4,
         ),
@@ -181,17 +180,22 @@ class LoadedPair:
         return getattr(config, "max_position_embeddings", None)
 
 
-def custom_pair(target: str, assistant: str | None, drafter: DrafterKind | None = None) -> PairSpec:
+def custom_pair(
+    target: str, assistant: str | None, drafter: DrafterKind | str | None = None
+) -> PairSpec:
     """A pair from user-supplied ids; the drafter kind defaults from what is given."""
     if drafter is None:
-        drafter = "assistant" if assistant else "prompt-lookup"
-    if drafter not in DRAFTER_KINDS:
-        raise PairError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTER_KINDS)}")
-    needs_assistant = drafter in ("assistant", "universal")
-    if needs_assistant and not assistant:
-        raise PairError(f"the {drafter!r} drafter needs an assistant model id")
-    if not needs_assistant and assistant:
-        raise PairError(f"the {drafter!r} drafter uses no assistant model; drop the assistant id")
+        drafter = DrafterKind.ASSISTANT if assistant else DrafterKind.PROMPT_LOOKUP
+    try:
+        drafter = DrafterKind.parse(drafter)
+    except ValueError as error:
+        raise PairError(str(error)) from None
+    if drafter.has_model and not assistant:
+        raise PairError(f"the {drafter.value!r} drafter needs an assistant model id")
+    if not drafter.has_model and assistant:
+        raise PairError(
+            f"the {drafter.value!r} drafter uses no assistant model; drop the assistant id"
+        )
     name = f"{target} ← {assistant}" if assistant else f"{target} ({drafter})"
     return PairSpec(name, target, drafter, assistant, "custom pair", early_exit_layer=4)
 
@@ -361,12 +365,13 @@ def _load(
         assistant, assistant_tokenizer = _load_model(
             assistant_ref, sources[assistant_ref], device, dtype, progress
         )
-        if spec.drafter == "assistant" and tokenizer.get_vocab() != assistant_tokenizer.get_vocab():
+        same_vocab = tokenizer.get_vocab() == assistant_tokenizer.get_vocab()
+        if not spec.drafter.own_tokenizer and not same_vocab:
             raise PairError(
                 f"{spec.target} and {spec.assistant} have different tokenizers; pick the "
                 "'universal' drafter (universal assisted generation) for this pair"
             )
-    if spec.drafter == "early-exit":
+    if spec.drafter is DrafterKind.EARLY_EXIT:
         layers = target.config.get_text_config().num_hidden_layers
         if not spec.early_exit_layer or not 0 < spec.early_exit_layer < layers:
             raise PairError(f"early-exit layer must be between 1 and {layers - 1}")

@@ -59,6 +59,8 @@ import math
 import time
 from dataclasses import dataclass
 
+from assisted.drafters import DrafterKind
+
 PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
 EMA = 0.1  # weight of a new timing in the moving averages
 DECAY = 0.98  # weight kept by old acceptance evidence at each observation
@@ -352,8 +354,9 @@ def measure_bookkeeping_s(cap: int = 8, steps: int = 2000) -> float:
     """Seconds of policy bookkeeping per step (choose + the three observations), with two
     sources on offer at every step."""
     verify_s = {k: 0.03 + 0.001 * k for k in range(1, cap + 2)}
-    policy = DraftPolicy(cap, verify_s, {"assistant": 0.005, "prompt-lookup": 0.0}, "assistant")
-    offers = {"assistant": cap, "prompt-lookup": cap // 2}
+    assistant, lookup = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
+    policy = DraftPolicy(cap, verify_s, {assistant: 0.005, lookup: 0.0}, assistant)
+    offers = {assistant: cap, lookup: cap // 2}
     start = time.perf_counter()
     for step in range(steps):
         choice = policy.choose(offers, tokens_left=1000, context=100)

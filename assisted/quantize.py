@@ -36,20 +36,21 @@ import warnings
 import torch
 from torch import nn
 
-from assisted.settings import ASSISTANT_MODEL_DRAFTERS, SettingsError
+from assisted.drafters import DrafterKind
+from assisted.settings import SettingsError
 
 # What "auto" means on a CPU (see the measurements above).
 CPU_DEFAULT = "int8"
 
 
-def resolve(quant: str, drafter: str, device: torch.device) -> str:
+def resolve(quant: str, drafter: DrafterKind | str, device: torch.device) -> str:
     """The precision a run drafts in: "none" (the pair's dtype), "int8" or "int8-wo".
 
     "auto" means int8 on a CPU, where it measured faster, and the pair's dtype elsewhere.
     Drafters without a model of their own draft as they are (`DraftSettings.validate_for`
     refuses an int8 precision for them).
     """
-    if drafter not in ASSISTANT_MODEL_DRAFTERS:
+    if not DrafterKind(drafter).has_model:
         return "none"
     if quant == "auto":
         return CPU_DEFAULT if device.type == "cpu" else "none"

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from assisted.drafters import DrafterKind
+
 Mode = Literal["plain", "assisted"]
 
 
@@ -32,9 +34,9 @@ class Step:
     `chosen` is the γ the `auto` policy asked for at this step (None under other schedules);
     `drafted` can fall short of it where the assistant's confidence threshold stops it,
     prompt lookup finds a shorter match, or the length limit is near.
-    `source` is where the step's candidates came from: the drafter's kind ("assistant",
-    "prompt-lookup", ...), which under `auto` can change from step to step (a prompt-lookup
-    match instead of the assistant's draft); None for a step that drafted nothing.
+    `source` is where the step's candidates came from, a `DrafterKind`; under `auto` it can
+    change from step to step (a prompt-lookup match instead of the assistant's draft); None
+    for a step that drafted nothing.
 
     The fields after `t_s` default to empty, so records made before drafts were kept load.
     """
@@ -49,7 +51,7 @@ class Step:
     rejected_text: str = ""
     draft_s: float | None = None
     chosen: int | None = None
-    source: str | None = None
+    source: DrafterKind | None = None
 
 
 @dataclass
@@ -57,7 +59,7 @@ class RunRecord:
     """Everything recorded about one run of one prompt in one mode."""
 
     mode: Mode
-    drafter: str | None
+    drafter: DrafterKind | None
     prompt_tokens: int
     steps: list[Step] = field(default_factory=list)
     # Seconds from start to the end of generate(), device synchronised.
@@ -87,10 +89,15 @@ class RunRecord:
     def from_dict(cls, data: dict) -> RunRecord:
         steps = [_step_from_dict(s) for s in data.get("steps", [])]
         curve = [(int(k), s) for k, s in data.get("verify_cost_s", [])]
-        return cls(**{**data, "steps": steps, "verify_cost_s": curve})
+        drafter = _kind(data.get("drafter"))
+        return cls(**{**data, "steps": steps, "verify_cost_s": curve, "drafter": drafter})
 
 
 def _step_from_dict(data: dict) -> Step:
     # JSON turns tuples into lists; a step keeps its ids as tuples.
     ids = {key: tuple(data[key]) for key in ("token_ids", "draft_ids") if key in data}
-    return Step(**{**data, **ids})
+    return Step(**{**data, **ids, "source": _kind(data.get("source"))})
+
+
+def _kind(name: str | None) -> DrafterKind | None:
+    return None if name is None else DrafterKind(name)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from assisted.drafters import DrafterKind
+
 MAX_NEW_TOKENS_CAP = 1024  # longer runs tie the device up for minutes on a CPU
 MAX_PROMPT_CHARS = 32_000  # checked before tokenising; token length is checked against the model
 MAX_DRAFT_TOKENS = 32
@@ -15,17 +17,11 @@ AUTO_CAP = 8  # the draft length cap under `auto` where none is given
 
 Schedule = Literal["constant", "heuristic", "auto"]
 SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")
-# The drafters the `auto` policy can drive: it sets the draft length of Transformers' own
-# assistant and prompt-lookup candidate generators.
-AUTO_DRAFTERS = ("assistant", "prompt-lookup")
 # The assistant's precision: "none" is the pair's dtype, "int8" int8 weights and activations,
 # "int8-wo" int8 weights only. "auto" is int8 on CPUs and the pair's dtype on GPUs (see
 # assisted.quantize for the measurements). The target's precision never changes with it.
 AssistantQuant = Literal["auto", "none", "int8", "int8-wo"]
 ASSISTANT_QUANTS: tuple[str, ...] = ("auto", "none", "int8", "int8-wo")
-# Drafters that run a model of their own; prompt lookup copies n-grams and early exit drafts
-# with the target's own first layers, so a separate precision means nothing for them.
-ASSISTANT_MODEL_DRAFTERS = ("assistant", "universal")
 
 
 class SettingsError(ValueError):
@@ -75,18 +71,23 @@ class DraftSettings:
             )
         return self
 
-    def validate_for(self, drafter: str) -> DraftSettings:
-        """`validate`, and refuse settings that mean nothing for this kind of drafter."""
+    def validate_for(self, drafter: DrafterKind | str) -> DraftSettings:
+        """`validate`, and refuse settings that mean nothing for this kind of drafter: a
+        precision for drafters that run no model of their own (prompt lookup copies
+        n-grams, early exit drafts with the target's own first layers), `auto` for drafters
+        it cannot drive."""
         self.validate()
+        drafter = DrafterKind(drafter)
         quant = self.assistant_quant
-        if quant not in ("auto", "none") and drafter not in ASSISTANT_MODEL_DRAFTERS:
+        if quant not in ("auto", "none") and not drafter.has_model:
             raise SettingsError(
-                f"assistant precision {quant!r} applies to assistant models; the {drafter!r} "
-                "drafter runs no separate model (choose 'auto' or 'none')"
+                f"assistant precision {quant!r} applies to assistant models; the "
+                f"{drafter.value!r} drafter runs no separate model (choose 'auto' or 'none')"
             )
-        if self.schedule == "auto" and drafter not in AUTO_DRAFTERS:
+        if self.schedule == "auto" and not drafter.auto_capable:
+            drivable = " and ".join(kind.value for kind in DrafterKind if kind.auto_capable)
             raise SettingsError(
-                f"the auto schedule drives {' and '.join(AUTO_DRAFTERS)} drafters, not {drafter!r}"
+                f"the auto schedule drives {drivable} drafters, not {drafter.value!r}"
             )
         return self
 

@@ -53,9 +53,8 @@ Terms (one definition each, used everywhere):
 - **verify_cost_s** (`auto` schedule only): T(k), the target's seconds to verify k rows
   (the last committed token + k − 1 candidates), as [k, seconds] for k = 1 … cap + 1:
   calibrated before the run, refined by its timed steps (see assisted.policy).
-- **source**: where a step's candidates came from, the drafter's kind ("assistant",
-  "prompt-lookup", ...); under `auto` it can change from step to step. None for a step
-  that drafted nothing.
+- **source**: where a step's candidates came from, a drafter kind (`assisted.drafters`);
+  under `auto` it can change from step to step. None for a step that drafted nothing.
 - **verify cost ratio** at k rows: T(k) / T(1), what verifying k rows costs in one-row
   (plain) steps. Near 1, drafts are nearly free to verify (a GPU, bf16 on a CPU with
   native bf16); near k, each candidate costs as much as a plain step.
@@ -66,6 +65,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
 
 
@@ -164,7 +164,7 @@ def target_s_per_token(plain: RunRecord) -> float | None:
 
 def cost_ratio(plain: RunRecord, assisted: RunRecord) -> float | None:
     """c = drafter seconds per drafted token / target seconds per plain decoding step."""
-    if assisted.drafter == "prompt-lookup":
+    if not DrafterKind(assisted.drafter).times_drafting:  # prompt lookup: an n-gram search
         return 0.0
     target = target_s_per_token(plain)
     if not assisted.draft_forward_s or not target:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from assisted.drafters import DrafterKind
 from assisted.record import RunRecord, Step
 from assisted.stats import report
 from assisted.ui import format as ui_format
@@ -219,7 +220,7 @@ def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_oth
         (0, ui_format.NOTHING_DRAFTED),
     ]
     assert len(ui_format.draft_length_rows([])) == len(seeds) + 1
-    assert set(ui_format.DRAFT_SOURCES) == {*ui_format.SOURCE_LABELS.values(), "none"}
+    assert set(ui_format.DRAFT_SOURCES) == {*(kind.label for kind in DrafterKind), "none"}
 
 
 def test_chunks_survive_the_round_trip_through_state():

@@ -9,6 +9,7 @@ import torch
 from transformers import MambaConfig, ViTConfig
 
 from assisted import pairs
+from assisted.drafters import DrafterKind
 from assisted.pairs import PairError, custom_pair, get_spec, load_pair, resolve_model_ref
 
 
@@ -21,7 +22,7 @@ def empty_cache():
 
 def test_registry_has_every_drafter_kind_and_an_offline_default():
     kinds = {spec.drafter for spec in pairs.PAIRS.values()}
-    assert kinds == set(pairs.DRAFTER_KINDS)
+    assert kinds == set(DrafterKind)
     default = get_spec(pairs.DEFAULT_PAIR)
     assert default.target.startswith("embedded:") and default.assistant.startswith("embedded:")
 

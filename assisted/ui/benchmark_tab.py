@@ -12,10 +12,10 @@ import gradio as gr
 import pandas as pd
 
 from assisted import bench
+from assisted.drafters import DrafterKind
 from assisted.examples import Example
 from assisted.pairs import PairSpec
 from assisted.settings import (
-    ASSISTANT_MODEL_DRAFTERS,
     ASSISTANT_QUANTS,
     MAX_NEW_TOKENS_CAP,
     RunSettings,
@@ -56,7 +56,7 @@ variants, settings, repeats, stop_key) → Progress events, then the report."""
 def quant_sweep(drafters: list[str], quants: list[str] | None) -> list[str]:
     """The assistant precisions to compare: none chosen means the pair's own; drafters
     without a model of their own take none."""
-    if not any(d in ASSISTANT_MODEL_DRAFTERS for d in drafters):
+    if not any(DrafterKind(d).has_model for d in drafters):
         return []
     return list(dict.fromkeys(quants or []))
 
@@ -192,11 +192,10 @@ class Benchmarking:
         spec = self.loader.config.registry.get(pair)
         if spec is None:
             return gr.update(choices=[], value=[]), gr.update(visible=False)
-        choices = [spec.drafter] + (["prompt-lookup"] if spec.drafter != "prompt-lookup" else [])
-        quants = gr.update(
-            visible=spec.drafter in ASSISTANT_MODEL_DRAFTERS, value=[spec.draft.assistant_quant]
-        )
-        return gr.update(choices=choices, value=[spec.drafter]), quants
+        lookup = DrafterKind.PROMPT_LOOKUP
+        choices = [spec.drafter.value] + ([lookup.value] if spec.drafter is not lookup else [])
+        quants = gr.update(visible=spec.drafter.has_model, value=[spec.draft.assistant_quant])
+        return gr.update(choices=choices, value=[spec.drafter.value]), quants
 
     def plan(
         self,
@@ -214,7 +213,7 @@ class Benchmarking:
             limit = max(1, int(prompts))
             count = len(bench.select_examples(self.examples, chosen, limit)) if chosen else 0
             variants = sum(
-                len(quants or []) if d in ASSISTANT_MODEL_DRAFTERS else 1 for d in drafters or []
+                len(quants or []) if DrafterKind(d).has_model else 1 for d in drafters or []
             )
             spec = self.loader.config.registry.get(pair)
             pace = self.loader.paces.of(spec.target) if spec else None
@@ -244,7 +243,7 @@ def _choices(
     )
     drafters = gr.CheckboxGroup(
         handlers.drafters_for(config.default_pair)[0]["choices"],
-        value=[spec.drafter],
+        value=[spec.drafter.value],
         label="Drafters (each compared with the same plain runs)",
         elem_id="bench-drafters",
     )
@@ -254,7 +253,7 @@ def _choices(
         label="Assistant precisions (each compared with the same plain runs)",
         info="none: the pair's dtype · int8: weights and activations · "
         "int8-wo: weights only · auto: int8 on a CPU",
-        visible=spec.drafter in ASSISTANT_MODEL_DRAFTERS,
+        visible=spec.drafter.has_model,
         elem_id="bench-quants",
     )
     return pair, chosen, drafters, quants

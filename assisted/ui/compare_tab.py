@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from assisted.drafters import DrafterKind
 from assisted.examples import Example
 from assisted.pairs import PairSpec
 from assisted.settings import (
@@ -89,7 +90,7 @@ def draft_settings(
     """The drafter's settings from the tab's inputs. The draft length slider sets the
     candidates per step of whichever drafter the pair has."""
     length = whole(draft_length)
-    lookup = spec.drafter == "prompt-lookup"
+    lookup = spec.drafter is DrafterKind.PROMPT_LOOKUP
     try:
         return DraftSettings(
             num_assistant_tokens=spec.draft.num_assistant_tokens if lookup else length,
@@ -105,7 +106,7 @@ def draft_settings(
 
 def draft_length_default(spec: PairSpec | None) -> int:
     draft = spec.draft if spec else DraftSettings()
-    if spec and spec.drafter == "prompt-lookup":
+    if spec and spec.drafter is DrafterKind.PROMPT_LOOKUP:
         return draft.prompt_lookup_num_tokens
     return draft.num_assistant_tokens
 
@@ -510,10 +511,10 @@ def _draft_length_chart(assistant_color: str, common: dict) -> gr.ScatterPlot:
     under the other schedules what was drafted. One point per step, so the plain steps show."""
     # Grey for nothing drafted, like the muted rejected drafts; the assistant's green.
     sources = {
-        "assistant": assistant_color,
-        "prompt lookup": "#f59e0b",
+        DrafterKind.ASSISTANT.label: assistant_color,
+        DrafterKind.PROMPT_LOOKUP.label: "#f59e0b",
         NOTHING_DRAFTED: "#9ca3af",
-        "early exit": "#0ea5e9",
+        DrafterKind.EARLY_EXIT.label: "#0ea5e9",
     }
     return gr.ScatterPlot(
         draft_length_frame([]),

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from assisted import stats
+from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
 from assisted.ui.pace import Pace
 
@@ -107,7 +108,8 @@ def step_details(number: int, chunk: Chunk) -> list[str]:
         choice = f"auto chose γ = {chunk.chosen}"
         if chunk.drafted:
             source = source_label(chunk)
-            choice += f", drafted by {'the assistant' if source == 'assistant' else source}"
+            by_assistant = source == DrafterKind.ASSISTANT.label
+            choice += f", drafted by {'the assistant' if by_assistant else source}"
         lines.append(choice)
     if chunk.drafted == 0:
         lines.append("nothing drafted: the target alone")
@@ -386,16 +388,15 @@ def step_time_rows(runs: dict[str, Sequence[tuple[float | None, float]]]) -> lis
 
 
 # The draft-length chart's series: where a step's candidates came from (`Step.source`), or
-# nothing drafted. The universal drafter is an assistant model with its own tokenizer.
-SOURCE_LABELS = {
-    "assistant": "assistant",
-    "universal": "assistant",
-    "prompt-lookup": "prompt lookup",
-    "early-exit": "early exit",
-}
+# nothing drafted.
 NOTHING_DRAFTED = "none"  # the note under the chart: a plain step, the target alone
 # Early exit last: a phone's legend has room for three.
-DRAFT_SOURCES = ("assistant", "prompt lookup", NOTHING_DRAFTED, "early exit")
+DRAFT_SOURCES = (
+    DrafterKind.ASSISTANT.label,
+    DrafterKind.PROMPT_LOOKUP.label,
+    NOTHING_DRAFTED,
+    DrafterKind.EARLY_EXIT.label,
+)
 # An undrawn point (transparent, out of the legend) half a step after the last step and half
 # a candidate above the longest draft: the chart clips its points at its edges, so without
 # it the last step and the longest drafts would show as halves. It spans at least
@@ -410,7 +411,7 @@ def source_label(chunk: Chunk) -> str:
     if chunk.drafted == 0:
         return NOTHING_DRAFTED
     # Records made before steps kept their source drafted with the run's drafter.
-    return SOURCE_LABELS.get(chunk.source or "assistant", chunk.source or "assistant")
+    return DrafterKind(chunk.source or DrafterKind.ASSISTANT).label
 
 
 def draft_length_rows(chunks: Sequence[Chunk]) -> list[dict]:
