@@ -369,7 +369,8 @@ def _load(
         if not spec.drafter.own_tokenizer and not same_vocab:
             raise PairError(
                 f"{spec.target} and {spec.assistant} have different tokenizers; pick the "
-                "'universal' drafter (universal assisted generation) for this pair"
+                f"{DrafterKind.UNIVERSAL.value!r} drafter (universal assisted generation) for "
+                "this pair"
             )
     if spec.drafter is DrafterKind.EARLY_EXIT:
         layers = target.config.get_text_config().num_hidden_layers
