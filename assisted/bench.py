@@ -68,6 +68,7 @@ from assisted.pairs import (
 )
 from assisted.record import RunRecord
 from assisted.settings import (
+    WARMUP_TOKENS,
     DraftSettings,
     RunSettings,
     SettingsError,
@@ -77,7 +78,6 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 REPEATS = 3  # rounds per prompt; medians need at least three to shrug off one outlier
-WARMUP_TOKENS = 8  # the untimed per-prompt warm-up: enough to settle this prompt's shapes
 EARLY_EXIT_LAYER = 4  # draft layer for early exit when the pair names none (LayerSkip's)
 
 # Draft settings a comma list can sweep, and their short names in variant names.

@@ -52,7 +52,13 @@ from assisted.drafters import DrafterKind
 from assisted.pairs import LoadedPair
 from assisted.policy import DraftPolicy
 from assisted.record import Mode, RunRecord, Step
-from assisted.settings import DraftSettings, RunSettings, SettingsError, validate_prompt
+from assisted.settings import (
+    WARMUP_TOKENS,
+    DraftSettings,
+    RunSettings,
+    SettingsError,
+    validate_prompt,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -70,7 +76,6 @@ class _DropAssistantConfigWarning(logging.Filter):
 logging.getLogger("transformers.generation.utils").addFilter(_DropAssistantConfigWarning())
 
 _WARMUP_PROMPT = "Write one short sentence about the sea."
-_WARMUP_TOKENS = 8
 # How long the caller's thread sleeps on the event queue before checking that the worker is
 # still alive. Events wake it at once, so this is only a safety net; a short poll wakes a
 # thread that competes with the math library's threads on a small CPU (measured: +4% per
@@ -236,7 +241,7 @@ def warm_up(pair: LoadedPair, modes: tuple[Mode, ...], draft: DraftSettings | No
         # Each assistant precision is its own model, with its own first-call costs.
         key = mode if mode == "plain" else f"{mode}:{_precision_key(pair, draft)}"
         if key not in pair.warmed_modes:
-            for _ in run(pair, ids, mode, RunSettings(max_new_tokens=_WARMUP_TOKENS), draft):
+            for _ in run(pair, ids, mode, RunSettings(max_new_tokens=WARMUP_TOKENS), draft):
                 pass
             pair.warmed_modes.add(key)
 

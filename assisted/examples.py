@@ -9,12 +9,6 @@ from pathlib import Path
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
-# Categories whose prompt carries the text the answer is grounded in (the answer copies
-# from the prompt, so drafts are accepted often). long-passage is one: its few-word answer is
-# usually a phrase of the passage. translate is not: the answer says the prompt's text in
-# another language, so few of its tokens can be copied (only code and keys it keeps as is).
-INPUT_GROUNDED = ("edit-code", "summarise", "answer-from-passage", "long-passage")
-
 
 class ExamplesError(ValueError):
     """A prompt file is malformed; the message names the file and line."""

@@ -3,7 +3,7 @@
 
 from collections import Counter
 
-from assisted.examples import EXAMPLES_DIR, INPUT_GROUNDED, load_folder, load_jsonl
+from assisted.examples import EXAMPLES_DIR, load_folder, load_jsonl
 
 JSONL = EXAMPLES_DIR / "prompts-24.jsonl"
 
@@ -29,11 +29,6 @@ def test_the_jsonl_set_loads_24_prompts_in_8_categories_with_unique_ids():
 def test_the_sets_share_no_prompt():
     folder = {example.prompt for example in load_folder()}
     assert not folder & {example.prompt for example in load_jsonl(JSONL)}
-
-
-def test_input_grounded_names_kinds_of_the_folder():
-    kinds = {example.category for example in load_folder()}
-    assert set(INPUT_GROUNDED) <= kinds
 
 
 def test_the_benchmark_tab_offers_every_prompt_of_the_largest_kind():

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from assisted import stats
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
+from assisted.settings import WARMUP_TOKENS
 from assisted.ui.pace import Pace
 
 
@@ -475,7 +476,6 @@ def chunks_from_dicts(items: Sequence[dict]) -> list[Chunk]:
 # The guess before a pair's pace is measured (`assisted.ui.pace`): the embedded pair on a
 # 2-core CPU, where a plain run of 128 new tokens takes about a minute.
 CPU_SECONDS_PER_TOKEN = 0.5
-BENCH_WARMUP_TOKENS = 8  # per prompt and mode, untimed (assisted.bench.WARMUP_TOKENS)
 
 CATEGORY_HEADERS = [
     "category", "drafter", "prompts", "speedup", "acceptance rate", "tokens per step",
@@ -503,7 +503,7 @@ def bench_estimate_s(
     the timed runs plus each prompt's short untimed warm-up in every mode, every token at the
     plain pace. A rough figure, for a warning."""
     runs = bench_runs(prompts, drafters, repeats)
-    warmup_tokens = prompts * (1 + drafters) * min(BENCH_WARMUP_TOKENS, max_new_tokens)
+    warmup_tokens = prompts * (1 + drafters) * min(WARMUP_TOKENS, max_new_tokens)
     return (runs * max_new_tokens + warmup_tokens) * s_per_token
 
 
