@@ -2,6 +2,7 @@
 
 import json
 import math
+import random
 
 import pytest
 
@@ -65,11 +66,19 @@ def test_first_divergence():
     assert stats.first_divergence([], []) is None
 
 
-def test_expected_tokens_per_step_matches_the_paper():
-    # Leviathan et al.: E[tokens] = (1 − α^(γ+1)) / (1 − α)
-    assert stats.expected_tokens_per_step(0.0, 5) == 1.0
-    assert stats.expected_tokens_per_step(1.0, 5) == 6.0
-    assert stats.expected_tokens_per_step(0.5, 2) == pytest.approx(1.75)
+def _accepted_distribution(alpha: float, gamma: int) -> list[float]:
+    """P(a step accepts exactly j of its γ candidates) when each is accepted with chance α
+    and the first rejection ends the step: the process the paper's model describes,
+    written out instead of summed in closed form."""
+    return [alpha**j * (1 - alpha) for j in range(gamma)] + [alpha**gamma]
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.8, 1.0])
+@pytest.mark.parametrize("gamma", [1, 2, 5])
+def test_expected_tokens_per_step_is_the_mean_of_the_acceptance_process(alpha, gamma):
+    # Each step commits its accepted candidates plus the target's own token.
+    mean = sum((j + 1) * p for j, p in enumerate(_accepted_distribution(alpha, gamma)))
+    assert stats.expected_tokens_per_step(alpha, gamma) == pytest.approx(mean)
 
 
 @pytest.mark.parametrize("alpha", [0.05, 0.3, 0.6, 0.9, 0.99])
@@ -79,17 +88,30 @@ def test_alpha_round_trips_through_the_measured_acceptance_rate(alpha, gamma):
     assert stats.alpha_from_acceptance_rate(rate, gamma) == pytest.approx(alpha, abs=1e-9)
 
 
-def test_measured_acceptance_rate_is_not_alpha():
-    # With γ = 1 they coincide; with longer drafts later positions are accepted less often.
-    assert stats.acceptance_rate_for_alpha(0.8, 1) == pytest.approx(0.8)
-    assert stats.acceptance_rate_for_alpha(0.8, 5) < 0.8
+def test_measured_acceptance_rate_is_what_simulated_steps_measure_not_alpha():
+    rng = random.Random(0)
+    alpha, gamma, steps = 0.8, 5, 20_000
+    accepted = 0
+    for _ in range(steps):
+        count = 0
+        while count < gamma and rng.random() < alpha:
+            count += 1
+        accepted += count
+    measured = accepted / (steps * gamma)  # Σaccepted / Σdrafted, as the app reports it
+    assert stats.acceptance_rate_for_alpha(alpha, gamma) == pytest.approx(measured, abs=0.01)
+    assert measured < alpha - 0.1  # later positions are reached less often
+    assert stats.acceptance_rate_for_alpha(alpha, 1) == pytest.approx(alpha)
 
 
-def test_predicted_speedup():
-    # α = 0.8, γ = 4, c = 0.1: (1 − 0.8^5) / (0.2 · 1.4)
-    expected = (1 - 0.8**5) / (0.2 * 1.4)
-    assert stats.predicted_speedup(0.8, 4, 0.1) == pytest.approx(expected)
-    assert stats.predicted_speedup(0.0, 4, 0.25) == pytest.approx(0.5)
+def test_predicted_speedup_limits():
+    # Nothing accepted: each step commits one token and pays γ drafts on top of a pass.
+    assert stats.predicted_speedup(0.0, 4, 0.25) == pytest.approx(1 / (1 + 4 * 0.25))
+    # Free drafting: the speedup is the tokens per step.
+    assert stats.predicted_speedup(0.7, 4, 0.0) == stats.expected_tokens_per_step(0.7, 4)
+    # Everything accepted, free drafting: γ + 1 tokens for one pass.
+    assert stats.predicted_speedup(1.0, 4, 0.0) == pytest.approx(5.0)
+    # Dearer drafting only ever costs.
+    assert stats.predicted_speedup(0.8, 4, 0.1) < stats.predicted_speedup(0.8, 4, 0.05)
 
 
 def test_cost_ratio_uses_median_draft_time_over_plain_step_time():
