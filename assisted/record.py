@@ -73,6 +73,13 @@ class RunRecord:
     # Under the `auto` schedule: the target's seconds to verify k rows, as (k, seconds) for
     # k = 1 … cap + 1, calibrated before the run and refined by its timed steps.
     verify_cost_s: list[tuple[int, float]] = field(default_factory=list)
+    # The target's two best tokens at each committed token, with their logits, as (first,
+    # first_logit, second, second_logit); None where a position was not seen. They are the
+    # evidence for a divergence from the plain run (assisted.divergence).
+    top2: list[tuple[int, float, int, float] | None] = field(default_factory=list)
+    # What the target computed in ("bfloat16", ...), and whether tokens were sampled.
+    dtype: str | None = None
+    sampled: bool = False
 
     @property
     def token_ids(self) -> list[int]:
@@ -90,7 +97,10 @@ class RunRecord:
         steps = [_step_from_dict(s) for s in data.get("steps", [])]
         curve = [(int(k), s) for k, s in data.get("verify_cost_s", [])]
         drafter = _kind(data.get("drafter"))
-        return cls(**{**data, "steps": steps, "verify_cost_s": curve, "drafter": drafter})
+        top2 = [None if row is None else tuple(row) for row in data.get("top2", [])]
+        return cls(
+            **{**data, "steps": steps, "verify_cost_s": curve, "drafter": drafter, "top2": top2}
+        )
 
 
 def _step_from_dict(data: dict) -> Step:

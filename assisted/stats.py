@@ -55,6 +55,11 @@ Terms (one definition each, used everywhere):
   calibrated before the run, refined by its timed steps (see assisted.policy).
 - **source**: where a step's candidates came from, a drafter kind (`assisted.drafters`);
   under `auto` it can change from step to step. None for a step that drafted nothing.
+- **identical**: the assisted run committed exactly the plain run's tokens.
+  **first divergence**: the index of the first new token where they differ.
+  **divergence**: that token with the evidence, each run's top two tokens and logits
+  there, and a verdict, **near-tie** (rounding can explain it) or **unexplained** (it
+  looks like a bug); defined in `assisted.divergence`.
 - **verify cost ratio** at k rows: T(k) / T(1), what verifying k rows costs in one-row
   (plain) steps. Near 1, drafts are nearly free to verify (a GPU, bf16 on a CPU with
   native bf16); near k, each candidate costs as much as a plain step.
@@ -65,6 +70,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from assisted.divergence import explain as explain_divergence
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
 
@@ -144,17 +150,6 @@ def step_times(record: RunRecord) -> list[tuple[float | None, float]]:
 def speedup(plain: RunRecord, assisted: RunRecord) -> float | None:
     plain_rate = tokens_per_s(plain)
     return tokens_per_s(assisted) / plain_rate if plain_rate > 0 else None
-
-
-def first_divergence(reference: Sequence[int], other: Sequence[int]) -> int | None:
-    """Index of the first token where the two sequences differ; None if identical.
-
-    A sequence that stops early (EOS, stop request) diverges where it ends.
-    """
-    for i, (a, b) in enumerate(zip(reference, other, strict=False)):
-        if a != b:
-            return i
-    return None if len(reference) == len(other) else min(len(reference), len(other))
 
 
 def target_s_per_token(plain: RunRecord) -> float | None:
@@ -267,7 +262,7 @@ def compare(plain: RunRecord, assisted: RunRecord) -> dict:
         alpha = alpha_from_acceptance_rate(rate, gamma)
         if c is not None:
             predicted = predicted_speedup(alpha, gamma, c)
-    divergence = first_divergence(plain.token_ids, assisted.token_ids)
+    divergence = explain_divergence(plain, assisted)
     return {
         "speedup": _round(speedup(plain, assisted)),
         "predicted_speedup": _round(predicted),
@@ -275,7 +270,8 @@ def compare(plain: RunRecord, assisted: RunRecord) -> dict:
         "mean_drafted": _round(gamma),
         "cost_ratio": _round(c),
         "identical": divergence is None,
-        "first_divergence": divergence,
+        "first_divergence": divergence["index"] if divergence else None,
+        "divergence": divergence,
     }
 
 
@@ -343,6 +339,7 @@ def report(
         "predicted_speedup": None,
         "identical": None,
         "first_divergence": None,
+        "divergence": None,
     }
     if plain and assisted:
         result.update(compare(plain, assisted))

@@ -59,13 +59,6 @@ def test_speedup_is_the_tokens_per_second_ratio():
     assert stats.speedup(PLAIN, ASSISTED) == pytest.approx((10 / 2.5) / (9 / 5.0))
 
 
-def test_first_divergence():
-    assert stats.first_divergence([1, 2, 3], [1, 2, 3]) is None
-    assert stats.first_divergence([1, 2, 3], [1, 5, 3]) == 1
-    assert stats.first_divergence([1, 2, 3], [1, 2]) == 2
-    assert stats.first_divergence([], []) is None
-
-
 def _accepted_distribution(alpha: float, gamma: int) -> list[float]:
     """P(a step accepts exactly j of its γ candidates) when each is accepted with chance α
     and the first rejection ends the step: the process the paper's model describes,

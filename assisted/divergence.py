@@ -1,0 +1,160 @@
+"""Where a greedy assisted run leaves the plain run's tokens, and whether rounding explains it.
+
+Greedy assisted generation is lossless in exact arithmetic: the target keeps its own top
+token at every position. In bf16 or fp16 the target computes a position's logits in a
+verification pass over several rows, and the plain run in a pass over one, with other
+rounding; where the target's top two tokens are nearly tied, the rounding can flip which
+one wins. A real bug (a wrong cache crop, an off-by-one in the candidates, a bad mask)
+flips tokens too. The runs record the target's top two tokens and their logits at every
+committed position (`RunRecord.top2`), so the first divergence can be judged from numbers:
+
+- **noise**: before the divergence both runs scored the same prefix, so the gaps between
+  their logits for the same token show how far rounding moves a logit on this device and
+  dtype. The noise is the largest such gap, and at least one unit in the last place of the
+  logits' dtype at the divergence's magnitude (a logit is only known to that precision, so
+  two orders of summation can differ by it even where earlier positions happened to agree).
+- **margin**: in each run, the logit of the plain run's token minus that of the assisted
+  run's token at the divergence (≥ 0 in the plain run, which picked the first; ≤ 0 in the
+  assisted run).
+- **near-tie**: both runs' top two are the same two tokens, the two tokens the runs picked,
+  and both margins are within the noise. **unexplained**: anything else, which looks like a
+  bug and is reported with its figures.
+
+Sampled runs are compared in distribution, not token for token: no verdict. No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from assisted.record import RunRecord
+
+NEAR_TIE = "near-tie"
+UNEXPLAINED = "unexplained"
+# Bits of mantissa after the leading one: one unit in the last place at magnitude m is
+# 2 ** (floor(log2 m) - bits).
+_MANTISSA_BITS = {"bfloat16": 7, "float16": 10, "float32": 23}
+
+
+@dataclass(frozen=True)
+class Top2:
+    """The target's two best tokens at one position and their logits, best first."""
+
+    first: int
+    first_logit: float
+    second: int
+    second_logit: float
+
+    @classmethod
+    def of(cls, row: tuple[int, float, int, float] | list | None) -> Top2 | None:
+        return None if row is None else cls(int(row[0]), row[1], int(row[2]), row[3])
+
+    def logit(self, token: int) -> float | None:
+        if token == self.first:
+            return self.first_logit
+        if token == self.second:
+            return self.second_logit
+        return None
+
+    def ids(self) -> set[int]:
+        return {self.first, self.second}
+
+
+def first_divergence(reference: list[int], other: list[int]) -> int | None:
+    """Index of the first token where the two sequences differ; None if identical.
+
+    A sequence that stops early (EOS, stop request) diverges where it ends.
+    """
+    for i, (a, b) in enumerate(zip(reference, other, strict=False)):
+        if a != b:
+            return i
+    return None if len(reference) == len(other) else min(len(reference), len(other))
+
+
+def rounding_noise(plain: list[Top2 | None], assisted: list[Top2 | None], before: int) -> float:
+    """The largest gap between the two runs' logits for the same token at the same
+    position, over the positions before `before` (where both scored the same prefix)."""
+    gaps = [0.0]
+    for p, a in zip(plain[:before], assisted[:before], strict=False):
+        if p is None or a is None:
+            continue
+        for token in p.ids() & a.ids():
+            gaps.append(abs(p.logit(token) - a.logit(token)))
+    return max(gaps)
+
+
+def ulp(value: float, dtype: str) -> float:
+    """One unit in the last place of `dtype` at `value`'s magnitude (0 for unknown dtypes)."""
+    bits = _MANTISSA_BITS.get(dtype)
+    if bits is None or value == 0 or not math.isfinite(value):
+        return 0.0
+    return 2.0 ** (math.floor(math.log2(abs(value))) - bits)
+
+
+def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
+    """The first divergence of `assisted` from `plain`, with the evidence and a verdict;
+    None where the runs are identical. Shaped for the JSON (`divergence`):
+    {index, plain_token, assisted_token, plain_top2, assisted_top2, plain_margin,
+    assisted_margin, noise, verdict}; `verdict` is None for sampled runs and where a run
+    ended (stopped) or a position was not recorded."""
+    plain_ids, assisted_ids = plain.token_ids, assisted.token_ids
+    index = first_divergence(plain_ids, assisted_ids)
+    if index is None:
+        return None
+    result = {
+        "index": index,
+        "plain_token": _at(plain_ids, index),
+        "assisted_token": _at(assisted_ids, index),
+        "plain_top2": None,
+        "assisted_top2": None,
+        "plain_margin": None,
+        "assisted_margin": None,
+        "noise": None,
+        "verdict": None,
+    }
+    plain_top2, assisted_top2 = _top2s(plain), _top2s(assisted)
+    p, a = _at(plain_top2, index), _at(assisted_top2, index)
+    result.update(plain_top2=_dict(p), assisted_top2=_dict(a))
+    tokens = (result["plain_token"], result["assisted_token"])
+    if plain.sampled or assisted.sampled or p is None or a is None or None in tokens:
+        return result
+    noise = rounding_noise(plain_top2, assisted_top2, index)
+    noise = max(noise, ulp(max(abs(p.first_logit), abs(a.first_logit)), plain.dtype or ""))
+    plain_margin = _margin(p, *tokens)
+    assisted_margin = _margin(a, *tokens)
+    tied = (
+        p.ids() == a.ids() == set(tokens)
+        and plain_margin is not None
+        and assisted_margin is not None
+        and abs(plain_margin) <= noise
+        and abs(assisted_margin) <= noise
+    )
+    result.update(
+        plain_margin=plain_margin,
+        assisted_margin=assisted_margin,
+        noise=noise,
+        verdict=NEAR_TIE if tied else UNEXPLAINED,
+    )
+    return result
+
+
+def _top2s(record: RunRecord) -> list[Top2 | None]:
+    return [Top2.of(row) for row in record.top2]
+
+
+def _margin(top2: Top2, plain_token: int, assisted_token: int) -> float | None:
+    """The plain run's token's logit minus the assisted run's token's, where both are in
+    `top2`."""
+    first, second = top2.logit(plain_token), top2.logit(assisted_token)
+    if first is None or second is None:
+        return None
+    return first - second
+
+
+def _at(items: list, index: int):
+    return items[index] if index < len(items) else None
+
+
+def _dict(top2: Top2 | None) -> dict | None:
+    return None if top2 is None else asdict(top2)

@@ -1,0 +1,91 @@
+"""The verdict on a divergence, from hand-made records of the target's top two."""
+
+import json
+
+import pytest
+
+from assisted import divergence
+from assisted.divergence import NEAR_TIE, UNEXPLAINED, explain, first_divergence, ulp
+from assisted.record import RunRecord, Step
+
+
+def record(tokens, top2, mode="assisted", dtype="bfloat16", sampled=False) -> RunRecord:
+    run = RunRecord(mode, "assistant" if mode == "assisted" else None, 5, dtype=dtype)
+    run.steps = [Step((token,), "x", 0, 0, 0.1 * i) for i, token in enumerate(tokens)]
+    run.top2, run.sampled = list(top2), sampled
+    return run
+
+
+# Before the divergence both runs scored the same prefix: rounding moved logits by 0.05.
+SHARED_PLAIN = [(1, 9.0, 2, 3.0), (3, 7.5, 4, 7.0)]
+SHARED_ASSISTED = [(1, 9.05, 2, 3.0), (3, 7.5, 4, 6.98)]
+
+
+def test_first_divergence():
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert first_divergence([1, 2, 3], [1, 2]) == 2
+    assert first_divergence([], []) is None
+
+
+def test_identical_runs_have_no_divergence():
+    plain = record([1, 3], SHARED_PLAIN, mode="plain")
+    assert explain(plain, record([1, 3], SHARED_ASSISTED)) is None
+
+
+def test_two_tokens_tied_within_the_measured_rounding_are_a_near_tie():
+    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
+    assisted = record([1, 3, 11], [*SHARED_ASSISTED, (11, 5.02, 10, 5.0)])
+    found = explain(plain, assisted)
+    assert found["verdict"] == NEAR_TIE
+    assert (found["index"], found["plain_token"], found["assisted_token"]) == (2, 10, 11)
+    assert found["plain_margin"] == pytest.approx(0.03)
+    assert found["assisted_margin"] == pytest.approx(-0.02)
+    assert found["noise"] == pytest.approx(0.05)
+    assert found["plain_top2"] == {"first": 10, "first_logit": 5.03, "second": 11,
+                                   "second_logit": 5.0}  # fmt: skip
+
+
+def test_a_flip_larger_than_the_rounding_is_unexplained():
+    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 9.0, 11, 5.0)], mode="plain")
+    assisted = record([1, 3, 11], [*SHARED_ASSISTED, (11, 5.1, 10, 4.9)])
+    found = explain(plain, assisted)
+    assert found["verdict"] == UNEXPLAINED
+    assert found["plain_margin"] == pytest.approx(4.0)
+
+
+def test_a_token_outside_the_top_two_is_unexplained():
+    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
+    assisted = record([1, 3, 12], [*SHARED_ASSISTED, (12, 5.02, 10, 5.0)])
+    found = explain(plain, assisted)
+    assert found["verdict"] == UNEXPLAINED and found["plain_margin"] is None
+
+
+def test_one_unit_in_the_last_place_counts_as_rounding_even_where_nothing_moved_before():
+    # bf16 keeps 8 significant bits: logits near 20 are multiples of 0.125.
+    assert ulp(20.0, "bfloat16") == 0.125 and ulp(20.0, "float32") < 1e-5
+    tied = [(10, 20.125, 11, 20.0)], [(11, 20.125, 10, 20.0)]
+    plain = record([10], tied[0], mode="plain")
+    assert explain(plain, record([11], tied[1]))["verdict"] == NEAR_TIE
+    plain32 = record([10], tied[0], mode="plain", dtype="float32")
+    assert explain(plain32, record([11], tied[1], dtype="float32"))["verdict"] == UNEXPLAINED
+
+
+def test_sampled_runs_get_no_verdict():
+    plain = record([1, 10], [SHARED_PLAIN[0], (10, 5.03, 11, 5.0)], mode="plain", sampled=True)
+    assisted = record([1, 11], [SHARED_ASSISTED[0], (11, 5.02, 10, 5.0)], sampled=True)
+    found = explain(plain, assisted)
+    assert found["index"] == 1 and found["verdict"] is None and found["noise"] is None
+
+
+def test_a_run_that_ended_early_gets_no_verdict():
+    plain = record([1, 3], SHARED_PLAIN, mode="plain")
+    found = explain(plain, record([1], SHARED_ASSISTED[:1]))
+    assert found["index"] == 1 and found["assisted_token"] is None and found["verdict"] is None
+
+
+def test_the_evidence_survives_json():
+    run = record([1, 3], [SHARED_PLAIN[0], None])
+    again = RunRecord.from_dict(json.loads(json.dumps(run.to_dict())))
+    assert again == run and again.top2[0] == SHARED_PLAIN[0]
+    assert divergence.Top2.of(again.top2[0]).logit(2) == 3.0
