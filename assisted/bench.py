@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assisted import stats
-from assisted.cli import add_pair_options, add_run_options, pair_spec, run_settings
+from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.drafters import DRAFTER_NAMES, DrafterKind
 from assisted.examples import EXAMPLES_DIR, Example, ExamplesError
 from assisted.examples import load as load_examples
