@@ -14,6 +14,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from assisted import bench, pairs
+from assisted.bench import __main__ as command
 from assisted.examples import Example
 from assisted.record import RunRecord, Step
 from assisted.settings import DraftSettings, RunSettings
@@ -48,7 +49,7 @@ def near(value):
 
 
 def run_main(capsys, argv):
-    code = bench.main(argv)
+    code = command.main(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -206,7 +207,7 @@ def test_variants_and_sweeps_do_not_mix(capsys, no_loading):
 
 
 def test_limit_is_per_category():
-    examples = [bench.Example(str(i), c, "x") for i, c in enumerate("aabbb")]
+    examples = [Example(str(i), c, "x") for i, c in enumerate("aabbb")]
     kept = bench.select_examples(examples, ["b"], limit=2)
     assert [e.question_id for e in kept] == ["2", "3"]
 
@@ -219,7 +220,7 @@ def no_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded before the input was checked")
 
-    monkeypatch.setattr(bench, "load_pair", refuse)
+    monkeypatch.setattr(command, "load_pair", refuse)
 
 
 @pytest.mark.parametrize(
