@@ -15,12 +15,13 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from assisted import stats
 from assisted.bench.planning import BenchError, Variant, with_drafter
 from assisted.bench.reporting import Run, overhead_percent, report
+from assisted.drafters import DrafterKind
 from assisted.examples import Example
 from assisted.pairs import LoadedPair
 from assisted.record import RunRecord
@@ -73,73 +74,129 @@ def benchmark(
     # The overhead is measured in plain decoding and with the first variant.
     overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
     total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
-    done = 0
-    yield Progress(done, total, "warming up")
+    session = _Session(pair, variants, drafting, settings, repeats, stop, total)
+    yield session.progress("warming up")
     decoding.warm_up(pair, ("plain",))
     for variant in variants:
         decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
 
     overheads: dict[str, float | None] = {}
     if overhead and examples:
-        measured = [(None, pair)] + [(v, drafting[v.drafter]) for v in variants[:1]]
-        for variant, drafter in measured:
-            mode = "plain" if variant is None else "assisted"
-            draft = variant.draft if variant else None
-            bare_s, run_s = [], []
-            for repeat in range(repeats):
-                # Alternate which goes first, as for the prompts.
-                for which in ("bare", "run") if repeat % 2 == 0 else ("run", "bare"):
-                    seconds = _time_per_token(
-                        drafter, prompt_ids[0], settings, mode, draft, bare=which == "bare"
-                    )
-                    (bare_s if which == "bare" else run_s).append(seconds)
-                    done += 1
-                    yield Progress(done, total, f"overhead, {mode}: {which}")
-            overheads[mode] = overhead_percent(bare_s, run_s)
-
-    warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
-    runs: list[Run] = []
+        overheads = yield from _time_overheads(session, prompt_ids[0])
     for index, (example, ids) in enumerate(zip(examples, prompt_ids, strict=True)):
-        # The `auto` policy starts each run from the acceptance the pair's earlier runs saw.
-        # Every timed run of this prompt starts from what the earlier prompts taught, never
-        # from this prompt's own warm-up or repeats, as a new prompt in the app would.
-        learnt = copy.deepcopy(pair.acceptance_history)
-        yield Progress(done, total, f"{example.label}: warm-up")
-        _drain(decoding.run(pair, ids, "plain", warmup, stop=stop))
-        for variant in variants:
-            drafter = drafting[variant.drafter]
-            _drain(decoding.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
-        for repeat in range(repeats):
-            order: list[Variant | None] = [None, *variants]
-            if (index + repeat) % 2:
-                order.reverse()
-            for variant in order:
-                if stop is not None and stop.is_set():
-                    return
-                if variant is None:
-                    events = decoding.run(pair, ids, "plain", settings, stop=stop)
-                else:
-                    pair.acceptance_history.clear()
-                    pair.acceptance_history.update(copy.deepcopy(learnt))
-                    events = decoding.run(
-                        drafting[variant.drafter], ids, "assisted", settings, variant.draft, stop
-                    )
-                record = _drain(events)
-                if record.stopped:
-                    return
-                name = variant.name if variant else None
-                runs.append(Run(example.question_id, example.category, name, repeat, record))
-                done += 1
-                yield Progress(done, total, f"{example.label}: {name or 'plain'}", record)
+        completed = yield from _time_prompt(session, index, example, ids)
+        if not completed:
+            return
 
     info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
-    result = report(
-        runs, variants, info, settings, repeats, overheads.get("plain"), overheads.get("assisted")
-    )
-    yield Finished(result, runs)
+    plain_pct, assisted_pct = overheads.get("plain"), overheads.get("assisted")
+    result = report(session.runs, variants, info, settings, repeats, plain_pct, assisted_pct)
+    yield Finished(result, session.runs)
 
 
-def _drain(events) -> RunRecord:
+@dataclass
+class _Session:
+    """One benchmark under way: what its steps share, and how far it has got."""
+
+    pair: LoadedPair
+    variants: Sequence[Variant]
+    drafting: dict[DrafterKind, LoadedPair]  # per drafter kind, sharing the pair's target
+    settings: RunSettings
+    repeats: int
+    stop: threading.Event | None
+    total: int  # timed runs, overhead measurements included
+    done: int = 0
+    runs: list[Run] = field(default_factory=list)
+
+    def progress(self, label: str) -> Progress:
+        """Where the benchmark stands as the untimed step `label` starts."""
+        return Progress(self.done, self.total, label)
+
+    def advance(self, label: str, record: RunRecord | None = None) -> Progress:
+        """One more timed run done: `label` names it."""
+        self.done += 1
+        return Progress(self.done, self.total, label, record)
+
+
+def _time_overheads(
+    session: _Session, ids: list[int]
+) -> Generator[Progress, None, dict[str, float | None]]:
+    """The backend's cost on one prompt, per mode: streamed `run()` against a bare
+    `generate()`, in % per token, in plain decoding and with the first variant."""
+    overheads: dict[str, float | None] = {}
+    first = [(v, session.drafting[v.drafter]) for v in session.variants[:1]]
+    for variant, drafter in [(None, session.pair), *first]:
+        mode = "plain" if variant is None else "assisted"
+        draft = variant.draft if variant else None
+        bare_s, run_s = [], []
+        for repeat in range(session.repeats):
+            # Alternate which goes first, as for the prompts.
+            for which in ("bare", "run") if repeat % 2 == 0 else ("run", "bare"):
+                seconds = _time_per_token(
+                    drafter, ids, session.settings, mode, draft, bare=which == "bare"
+                )
+                (bare_s if which == "bare" else run_s).append(seconds)
+                yield session.advance(f"overhead, {mode}: {which}")
+        overheads[mode] = overhead_percent(bare_s, run_s)
+    return overheads
+
+
+def _time_prompt(
+    session: _Session, index: int, example: Example, ids: list[int]
+) -> Generator[Progress, None, bool]:
+    """Warm the prompt up untimed in every mode, then time its rounds (the `index`th prompt,
+    which sets the order). Returns False if the benchmark was stopped."""
+    from assisted import decoding
+
+    pair, settings, stop = session.pair, session.settings, session.stop
+    # The `auto` policy starts each run from the acceptance the pair's earlier runs saw.
+    # Every timed run of this prompt starts from what the earlier prompts taught, never
+    # from this prompt's own warm-up or repeats, as a new prompt in the app would.
+    learnt = copy.deepcopy(pair.acceptance_history)
+    yield session.progress(f"{example.label}: warm-up")
+    warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
+    _drain(decoding.run(pair, ids, "plain", warmup, stop=stop))
+    for variant in session.variants:
+        drafter = session.drafting[variant.drafter]
+        _drain(decoding.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
+    for repeat in range(session.repeats):
+        for variant in _run_order(session.variants, index, repeat):
+            if stop is not None and stop.is_set():
+                return False
+            if variant is None:
+                events = decoding.run(pair, ids, "plain", settings, stop=stop)
+            else:
+                pair.acceptance_history.clear()
+                pair.acceptance_history.update(copy.deepcopy(learnt))
+                events = decoding.run(
+                    session.drafting[variant.drafter],
+                    ids,
+                    "assisted",
+                    settings,
+                    variant.draft,
+                    stop,
+                )
+            record = _drain(events)
+            if record.stopped:
+                return False
+            name = variant.name if variant else None
+            session.runs.append(Run(example.question_id, example.category, name, repeat, record))
+            yield session.advance(f"{example.label}: {name or 'plain'}", record)
+    return True
+
+
+def _run_order(variants: Sequence[Variant], index: int, repeat: int) -> list[Variant | None]:
+    """One round's runs in order: plain (None), then the variants; reversed when the prompt's
+    `index` plus the `repeat` is odd, so the order flips from round to round and from prompt
+    to prompt (the method in the module docstring)."""
+    order: list[Variant | None] = [None, *variants]
+    if (index + repeat) % 2:
+        order.reverse()
+    return order
+
+
+def _drain(events: Iterable[object]) -> RunRecord:
+    """Run a run's events through; its record, from the last event that carries one."""
     record = None
     for event in events:
         record = getattr(event, "record", record)
