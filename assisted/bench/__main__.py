@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
@@ -37,6 +37,7 @@ from assisted.settings import RunSettings, SettingsError
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command's options; argparse exits with its usage on a malformed one."""
     parser = argparse.ArgumentParser(
         prog="python -m assisted.bench",
         description="Plain vs assisted decoding over a prompt set: speedup and acceptance "
@@ -91,7 +92,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _list(kind):
+def _list(kind: Callable[[str], object]) -> Callable[[str], list]:
+    """An argparse type: a comma list of `kind` values."""
+
     def parse(text: str) -> list:
         try:
             return [kind(item) for item in comma_list(text)]
@@ -132,6 +135,7 @@ def prepare(args: argparse.Namespace) -> tuple[PairSpec, list[Example], list[Var
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; 0, or 2 after one line on stderr for input the run cannot take."""
     args = parse_args(argv)
     try:
         spec, examples, variants, settings = prepare(args)

@@ -44,6 +44,9 @@ class Progress:
 
 @dataclass(frozen=True)
 class Finished:
+    """The benchmark's last event: the report (`reporting.report`) and the timed runs it
+    was made from, in the order they ran."""
+
     report: dict
     runs: list[Run]
 

@@ -31,7 +31,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -272,7 +272,14 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _table(heads: Sequence[str], labels: Sequence[Sequence[str]], rows, identical) -> str:
+def _table(
+    heads: Sequence[str],
+    labels: Sequence[Sequence[str]],
+    rows: Sequence[dict],
+    identical: Callable[[dict], str],
+) -> str:
+    """Text columns `heads` (one `labels` entry per row), then the figures of `_COLUMNS`
+    from each row, then whether its outputs were identical."""
     header = [*heads, *(title for title, _, _ in _COLUMNS), "identical"]
     body = [
         [*label, *(_cell(row[key], fmt) for _, key, fmt in _COLUMNS), identical(row)]
@@ -281,7 +288,7 @@ def _table(heads: Sequence[str], labels: Sequence[Sequence[str]], rows, identica
     widths = [max(len(str(c)) for c in column) for column in zip(header, *body, strict=True)]
     text_columns = len(heads)
 
-    def line(cells) -> str:
+    def line(cells: Sequence[str]) -> str:
         return "  ".join(
             str(c).ljust(w) if i < text_columns else str(c).rjust(w)
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
