@@ -14,23 +14,14 @@ from dataclasses import replace
 from typing import TextIO
 
 from assisted import stats
+from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.drafters import DRAFTER_NAMES
 from assisted.examples import ExamplesError
-from assisted.pairs import (
-    DEFAULT_PAIR,
-    DEVICES,
-    DTYPES,
-    PAIRS,
-    PairError,
-    PairSpec,
-    custom_pair,
-    get_spec,
-)
+from assisted.pairs import PAIRS, PairError, PairSpec
 from assisted.record import RunRecord
 from assisted.settings import (
     ASSISTANT_QUANTS,
     AUTO_CAP,
-    MAX_NEW_TOKENS_CAP,
     SCHEDULES,
     DraftSettings,
     RunSettings,
@@ -76,60 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="end stdout with one JSON line")
     return parser
-
-
-def add_pair_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """--pair | --target [--assistant], --dtype, --device (shared with the benchmark)."""
-    group = parser.add_argument_group("model pair")
-    group.add_argument("--pair", help=f"a named pair (default {DEFAULT_PAIR}; see --list-pairs)")
-    group.add_argument("--target", help="target model: Hub id or local folder")
-    group.add_argument("--assistant", help="assistant model: Hub id or local folder")
-    group.add_argument("--dtype", choices=DTYPES, default="auto")
-    group.add_argument("--device", choices=DEVICES, default="auto")
-    return group
-
-
-def add_run_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """Length, sampling and prompt formatting (shared with the benchmark)."""
-    defaults = RunSettings()
-    group = parser.add_argument_group("run")
-    group.add_argument(
-        "--max-new-tokens",
-        type=int,
-        default=defaults.max_new_tokens,
-        help=f"1..{MAX_NEW_TOKENS_CAP} (default {defaults.max_new_tokens})",
-    )
-    group.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
-    group.add_argument("--temperature", type=float, default=defaults.temperature)
-    group.add_argument("--top-p", type=float, default=defaults.top_p)
-    group.add_argument("--seed", type=int, default=defaults.seed)
-    group.add_argument(
-        "--no-chat-template", action="store_true", help="feed the prompt as raw text"
-    )
-    return group
-
-
-def run_settings(args: argparse.Namespace) -> RunSettings:
-    return RunSettings(
-        max_new_tokens=args.max_new_tokens,
-        sample=args.sample,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        seed=args.seed,
-        chat_template=not args.no_chat_template,
-    ).validate()
-
-
-def pair_spec(args: argparse.Namespace) -> PairSpec:
-    """The pair named by --pair, or a custom one from --target [--assistant] [--drafter]."""
-    drafter = getattr(args, "drafter", None)
-    if args.target:
-        if args.pair:
-            raise PairError("give either --pair or --target, not both")
-        return custom_pair(args.target, args.assistant, drafter)
-    if args.assistant or drafter:
-        raise PairError("--assistant and --drafter go with --target")
-    return get_spec(args.pair or DEFAULT_PAIR)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:

@@ -14,9 +14,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from assisted import bench, pairs
+from assisted.bench import __main__ as command
+from assisted.drafters import DrafterKind
 from assisted.examples import Example
 from assisted.record import RunRecord, Step
-from assisted.settings import DraftSettings, RunSettings
+from assisted.settings import WARMUP_TOKENS, DraftSettings, RunSettings
 from tests.tiny import build_model, build_tokenizer
 
 FAST = ["--max-new-tokens", "8", "--device", "cpu", "--dtype", "float32"]
@@ -48,7 +50,7 @@ def near(value):
 
 
 def run_main(capsys, argv):
-    code = bench.main(argv)
+    code = command.main(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -206,7 +208,7 @@ def test_variants_and_sweeps_do_not_mix(capsys, no_loading):
 
 
 def test_limit_is_per_category():
-    examples = [bench.Example(str(i), c, "x") for i, c in enumerate("aabbb")]
+    examples = [Example(str(i), c, "x") for i, c in enumerate("aabbb")]
     kept = bench.select_examples(examples, ["b"], limit=2)
     assert [e.question_id for e in kept] == ["2", "3"]
 
@@ -219,7 +221,7 @@ def no_loading(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded before the input was checked")
 
-    monkeypatch.setattr(bench, "load_pair", refuse)
+    monkeypatch.setattr(command, "load_pair", refuse)
 
 
 @pytest.mark.parametrize(
@@ -343,6 +345,44 @@ def test_prompt_lookup_shares_the_loaded_target(models):
     assert lookup.target is pair.target and lookup.assistant is None
     assert lookup.spec.drafter == "prompt-lookup" and pair.spec.drafter == "assistant"
     assert bench.with_drafter(pair, "assistant") is pair
+
+
+def test_timed_runs_alternate_order_by_round_and_by_prompt(models, monkeypatch):
+    """Plain first, then the variants; the next round reversed; and each prompt starts the
+    other way round from the one before: (prompt index + repeat) odd means reversed."""
+    from assisted import decoding
+
+    pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
+    kinds = [DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP]
+    variants = bench.plan_variants(pair.spec, kinds, {"num_assistant_tokens": [2, 3]})
+    examples = [Example(f"q{i}", "chat", f"prompt {i}") for i in range(3)]
+    settings = RunSettings(max_new_tokens=WARMUP_TOKENS + 4)  # longer than a warm-up
+    prompt_of = {
+        tuple(decoding.encode_prompt(pair, e.prompt, settings.chat_template)): e.question_id
+        for e in examples
+    }
+    variant_of = {(v.drafter, v.draft): v.name for v in variants}
+    timed = []
+
+    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None):
+        if run_settings.max_new_tokens == settings.max_new_tokens:  # not a warm-up
+            name = variant_of[drafter.spec.drafter, draft] if mode == "assisted" else "plain"
+            timed.append((prompt_of[tuple(ids)], name))
+        yield decoding.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+
+    monkeypatch.setattr(decoding, "warm_up", lambda *args, **kwargs: None)
+    monkeypatch.setattr(decoding, "run", fake_run)
+    events = list(bench.benchmark(pair, examples, variants, settings, repeats=2))
+
+    forward = ["plain", *(v.name for v in variants)]  # two assistant variants, prompt lookup
+    backward = forward[::-1]
+    rounds = [("q0", forward), ("q0", backward), ("q1", backward), ("q1", forward)]
+    rounds += [("q2", forward), ("q2", backward)]
+    expected = [(prompt, run) for prompt, order in rounds for run in order]
+    assert timed == expected
+    finished = events[-1]
+    assert isinstance(finished, bench.Finished)
+    assert [(r.question_id, r.drafter or "plain") for r in finished.runs] == expected
 
 
 def test_stop_ends_the_benchmark_within_a_step_without_a_report(models):

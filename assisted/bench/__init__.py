@@ -1,0 +1,58 @@
+"""The benchmark: speedup and acceptance by prompt kind, theory beside measurement.
+
+One job per module:
+- `planning`: the prompts and drafting variants to compare, checked before a model loads;
+- `measuring`: `benchmark()`, the timed runs on a loaded pair;
+- `reporting`: runs in, figures, text tables and a chart out (no models);
+- `__main__`: `python -m assisted.bench`, its options and progress bar.
+
+The app calls `benchmark()` (a generator of Progress events ending with Finished) on a
+loaded pair, then `render()` and `draw_chart()` on the report. What the app and the tests
+use is imported here; the command's own functions stay in `__main__`, which importing this
+package does not run.
+"""
+
+from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
+from assisted.bench.planning import (
+    EARLY_EXIT_LAYER,
+    SWEEPS,
+    BenchError,
+    Variant,
+    check_drafter,
+    parse_variant,
+    plan_variants,
+    select_examples,
+    with_drafter,
+)
+from assisted.bench.reporting import (
+    Run,
+    draw_chart,
+    render,
+    report,
+    summarize_group,
+    summarize_prompt,
+    write_out,
+)
+
+__all__ = [
+    "EARLY_EXIT_LAYER",
+    "REPEATS",
+    "SWEEPS",
+    "BenchError",
+    "Finished",
+    "Progress",
+    "Run",
+    "Variant",
+    "benchmark",
+    "check_drafter",
+    "draw_chart",
+    "parse_variant",
+    "plan_variants",
+    "render",
+    "report",
+    "select_examples",
+    "summarize_group",
+    "summarize_prompt",
+    "with_drafter",
+    "write_out",
+]

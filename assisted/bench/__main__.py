@@ -1,0 +1,186 @@
+"""`python -m assisted.bench`: plain vs assisted decoding over a prompt set.
+
+    python -m assisted.bench [--prompts PATH ...] [--pair NAME | --target ID [--assistant ID]]
+                             [--drafters assistant,prompt-lookup] [--repeats N] [--out DIR]
+
+stdout: a card for people, then one line of JSON, the report (its shape is in
+`assisted.bench.reporting`). `--out DIR` also writes `runs.jsonl` (one line per timed run),
+`report.json` and `speedup.png`, only once everything has succeeded. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
+from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
+from assisted.bench.planning import (
+    SWEEPS,
+    BenchError,
+    Variant,
+    comma_list,
+    parse_variant,
+    plan_variants,
+    select_examples,
+)
+from assisted.bench.reporting import render, write_out
+from assisted.drafters import DRAFTER_NAMES
+from assisted.examples import EXAMPLES_DIR, Example, ExamplesError
+from assisted.examples import load as load_examples
+from assisted.pairs import PairError, PairSpec, load_pair
+from assisted.settings import RunSettings, SettingsError
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command's options; argparse exits with its usage on a malformed one."""
+    parser = argparse.ArgumentParser(
+        prog="python -m assisted.bench",
+        description="Plain vs assisted decoding over a prompt set: speedup and acceptance "
+        "by category, predicted beside measured.",
+    )
+    parser.add_argument(
+        "--prompts", action="append", type=Path, metavar="PATH",
+        help=f"an examples folder (CATEGORY/NAME.txt) or a JSONL file; repeatable "
+        f"(default: {EXAMPLES_DIR.name}/)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--categories",
+        type=comma_list,
+        metavar="NAME[,NAME...]",
+        help="comma list of categories to keep",
+    )
+    parser.add_argument("--limit", type=int, metavar="N", help="at most N prompts per category")
+    parser.add_argument(
+        "--repeats", type=int, default=REPEATS, metavar="N", help="timed rounds per prompt"
+    )
+    add_pair_options(parser)
+    parser.add_argument(
+        "--drafters", type=comma_list, metavar="KIND[,KIND...]",
+        help=f"comma list of drafters to compare with one plain baseline: "
+        f"{', '.join(DRAFTER_NAMES)} (default: the pair's own)",
+    )  # fmt: skip
+    add_run_options(parser)
+    sweep = parser.add_argument_group(
+        "draft settings (default: the pair's own; a comma list sweeps the values)"
+    )
+    sweep.add_argument("--num-assistant-tokens", type=_list(int), metavar="N[,N...]")
+    sweep.add_argument("--schedule", type=_list(str), metavar="constant|heuristic|auto")
+    sweep.add_argument("--confidence-threshold", type=_list(float), metavar="T[,T...]")
+    sweep.add_argument("--prompt-lookup-num-tokens", type=_list(int), metavar="N[,N...]")
+    sweep.add_argument("--max-matching-ngram-size", type=_list(int), metavar="N[,N...]")
+    sweep.add_argument(
+        "--assistant-quant", type=_list(str), metavar="auto|none|int8",
+        help="the assistant model's precision (none: the pair's dtype); the target's never "
+        "changes",
+    )  # fmt: skip
+    parser.add_argument(
+        "--variant", action="append", metavar="KEY=VALUE[,KEY=VALUE...]",
+        help="one variant with exactly these settings, instead of the sweep's product; "
+        "repeatable (e.g. --variant schedule=constant,num-assistant-tokens=2 "
+        "--variant schedule=auto,num-assistant-tokens=8)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--overhead", action="store_true",
+        help="also time streamed run() against a bare generate() on the first prompt",
+    )  # fmt: skip
+    parser.add_argument("--out", type=Path, metavar="DIR", help="write runs, report and chart")
+    return parser.parse_args(argv)
+
+
+def _list(kind: Callable[[str], object]) -> Callable[[str], list]:
+    """An argparse type: a comma list of `kind` values."""
+
+    def parse(text: str) -> list:
+        try:
+            return [kind(item) for item in comma_list(text)]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma list, not {text!r}") from None
+
+    parse.__name__ = kind.__name__  # argparse names the type in its error message
+    return parse
+
+
+def prepare(args: argparse.Namespace) -> tuple[PairSpec, list[Example], list[Variant], RunSettings]:
+    """Check every input and build the plan; loads no model."""
+    if args.repeats < 1:
+        raise BenchError(f"--repeats must be at least 1, not {args.repeats}")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise BenchError(f"--out {args.out} exists and is not a folder")
+    examples = []
+    for source in args.prompts or [EXAMPLES_DIR]:
+        if not source.exists():
+            raise BenchError(f"{source}: no such file or folder")
+        examples.extend(load_examples(source))
+    examples = select_examples(examples, args.categories, args.limit)
+    spec = pair_spec(args)
+    sweeps = {field: getattr(args, field) for field in SWEEPS}
+    if args.variant:
+        swept = [field for field, values in sweeps.items() if values]
+        if swept or args.drafters:
+            flags = ["--" + field.replace("_", "-") for field in swept]
+            flags += ["--drafters"] if args.drafters else []
+            raise BenchError(f"--variant names each variant's settings: drop {', '.join(flags)}")
+        variants = [parse_variant(spec, text, spec.drafter) for text in args.variant]
+        names = [variant.name for variant in variants]
+        if len(set(names)) < len(names):
+            raise BenchError("--variant: two variants have the same settings")
+    else:
+        variants = plan_variants(spec, args.drafters or [spec.drafter], sweeps)
+    return spec, examples, variants, run_settings(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; 0, or 2 after one line on stderr for input the run cannot take."""
+    args = parse_args(argv)
+    try:
+        spec, examples, variants, settings = prepare(args)
+        pair = load_pair(spec, device=args.device, dtype=args.dtype)
+        finished = None
+        for event in _with_progress_bar(
+            benchmark(pair, examples, variants, settings, args.repeats, args.overhead)
+        ):
+            finished = event
+        assert isinstance(finished, Finished)
+        if args.out is not None:
+            write_out(args.out, finished.report, finished.runs)
+    except (BenchError, ExamplesError, PairError, SettingsError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(render(finished.report))
+    if args.out is not None:
+        print(f"\nWrote runs.jsonl, report.json and speedup.png to {args.out}")
+    print(json.dumps(finished.report, ensure_ascii=False))
+    return 0
+
+
+def _with_progress_bar(events: Iterator[Progress | Finished]) -> Iterator[Progress | Finished]:
+    """A tqdm bar on stderr (stdout stays the card and the JSON line). Where stderr is not a
+    terminal (a log file, CI), one plain line per event instead, so long runs stay visible."""
+    from tqdm import tqdm
+
+    if not sys.stderr.isatty():
+        start = time.perf_counter()
+        for event in events:
+            if isinstance(event, Progress):
+                elapsed = time.perf_counter() - start
+                line = f"[{elapsed:6.0f} s] {event.done}/{event.total} {event.label}"
+                print(line, file=sys.stderr, flush=True)
+            yield event
+        return
+    with tqdm(total=0, unit="run", file=sys.stderr) as bar:
+        for event in events:
+            if isinstance(event, Progress):
+                bar.total = event.total
+                bar.n = event.done
+                bar.set_description(event.label, refresh=False)
+                bar.refresh()
+            yield event
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

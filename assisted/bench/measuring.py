@@ -1,0 +1,242 @@
+"""Measuring a benchmark: every prompt timed plain and with every variant, on one loaded pair.
+
+Method, per prompt: a short untimed warm-up of the prompt in every mode, then `--repeats`
+rounds of one plain run and one assisted run per drafter. The order flips from round to
+round and from prompt to prompt (plain first, then the drafters; next time the reverse), so
+slow drift of the machine (heat, other load) falls on both sides alike. Every drafter is
+compared with the same plain baseline.
+
+`assisted.decoding` (and with it torch) is imported inside the functions that run models, so
+the app can import this package without loading torch.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from assisted import stats
+from assisted.bench.planning import BenchError, Variant, with_drafter
+from assisted.bench.reporting import Run, overhead_percent, report
+from assisted.drafters import DrafterKind
+from assisted.examples import Example
+from assisted.pairs import LoadedPair
+from assisted.record import RunRecord
+from assisted.settings import WARMUP_TOKENS, DraftSettings, RunSettings
+
+REPEATS = 3  # rounds per prompt; medians need at least three to shrug off one outlier
+
+
+@dataclass(frozen=True)
+class Progress:
+    """`done` of `total` timed runs; `label` names the run just finished or the warm-up
+    starting, and `record` is the run just finished (None for a warm-up or an overhead
+    measurement)."""
+
+    done: int
+    total: int
+    label: str
+    record: RunRecord | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The benchmark's last event: the report (`reporting.report`) and the timed runs it
+    was made from, in the order they ran."""
+
+    report: dict
+    runs: list[Run]
+
+
+def benchmark(
+    pair: LoadedPair,
+    examples: Sequence[Example],
+    variants: Sequence[Variant],
+    settings: RunSettings,
+    repeats: int = REPEATS,
+    overhead: bool = False,
+    stop: threading.Event | None = None,
+) -> Iterator[Progress | Finished]:
+    """Time every prompt plain and with every variant; yield Progress, then Finished.
+
+    Setting `stop` ends the run in flight within one step and the benchmark with it: no
+    Finished is yielded, since a report of a partial set would mislead."""
+    from assisted import decoding
+
+    settings.validate()
+    if repeats < 1:
+        raise BenchError(f"--repeats must be at least 1, not {repeats}")
+    drafting = {v.drafter: with_drafter(pair, v.drafter) for v in variants}
+    prompt_ids = [decoding.encode_prompt(pair, e.prompt, settings.chat_template) for e in examples]
+    for ids in prompt_ids:
+        decoding.check_length(pair, ids, settings)
+
+    # The overhead is measured in plain decoding and with the first variant.
+    overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
+    total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
+    session = _Session(pair, variants, drafting, settings, repeats, stop, total)
+    yield session.progress("warming up")
+    decoding.warm_up(pair, ("plain",))
+    for variant in variants:
+        decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
+
+    overheads: dict[str, float | None] = {}
+    if overhead and examples:
+        overheads = yield from _time_overheads(session, prompt_ids[0])
+    for index, (example, ids) in enumerate(zip(examples, prompt_ids, strict=True)):
+        completed = yield from _time_prompt(session, index, example, ids)
+        if not completed:
+            return
+
+    info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
+    plain_pct, assisted_pct = overheads.get("plain"), overheads.get("assisted")
+    result = report(session.runs, variants, info, settings, repeats, plain_pct, assisted_pct)
+    yield Finished(result, session.runs)
+
+
+@dataclass
+class _Session:
+    """One benchmark under way: what its steps share, and how far it has got."""
+
+    pair: LoadedPair
+    variants: Sequence[Variant]
+    drafting: dict[DrafterKind, LoadedPair]  # per drafter kind, sharing the pair's target
+    settings: RunSettings
+    repeats: int
+    stop: threading.Event | None
+    total: int  # timed runs, overhead measurements included
+    done: int = 0
+    runs: list[Run] = field(default_factory=list)
+
+    def progress(self, label: str) -> Progress:
+        """Where the benchmark stands as the untimed step `label` starts."""
+        return Progress(self.done, self.total, label)
+
+    def advance(self, label: str, record: RunRecord | None = None) -> Progress:
+        """One more timed run done: `label` names it."""
+        self.done += 1
+        return Progress(self.done, self.total, label, record)
+
+
+def _time_overheads(
+    session: _Session, ids: list[int]
+) -> Generator[Progress, None, dict[str, float | None]]:
+    """The backend's cost on one prompt, per mode: streamed `run()` against a bare
+    `generate()`, in % per token, in plain decoding and with the first variant."""
+    overheads: dict[str, float | None] = {}
+    first = [(v, session.drafting[v.drafter]) for v in session.variants[:1]]
+    for variant, drafter in [(None, session.pair), *first]:
+        mode = "plain" if variant is None else "assisted"
+        draft = variant.draft if variant else None
+        bare_s, run_s = [], []
+        for repeat in range(session.repeats):
+            # Alternate which goes first, as for the prompts.
+            for which in ("bare", "run") if repeat % 2 == 0 else ("run", "bare"):
+                seconds = _time_per_token(
+                    drafter, ids, session.settings, mode, draft, bare=which == "bare"
+                )
+                (bare_s if which == "bare" else run_s).append(seconds)
+                yield session.advance(f"overhead, {mode}: {which}")
+        overheads[mode] = overhead_percent(bare_s, run_s)
+    return overheads
+
+
+def _time_prompt(
+    session: _Session, index: int, example: Example, ids: list[int]
+) -> Generator[Progress, None, bool]:
+    """Warm the prompt up untimed in every mode, then time its rounds (the `index`th prompt,
+    which sets the order). Returns False if the benchmark was stopped."""
+    from assisted import decoding
+
+    pair, settings, stop = session.pair, session.settings, session.stop
+    # The `auto` policy starts each run from the acceptance the pair's earlier runs saw.
+    # Every timed run of this prompt starts from what the earlier prompts taught, never
+    # from this prompt's own warm-up or repeats, as a new prompt in the app would.
+    learnt = copy.deepcopy(pair.acceptance_history)
+    yield session.progress(f"{example.label}: warm-up")
+    warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
+    _drain(decoding.run(pair, ids, "plain", warmup, stop=stop))
+    for variant in session.variants:
+        drafter = session.drafting[variant.drafter]
+        _drain(decoding.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
+    for repeat in range(session.repeats):
+        for variant in _run_order(session.variants, index, repeat):
+            if stop is not None and stop.is_set():
+                return False
+            if variant is None:
+                events = decoding.run(pair, ids, "plain", settings, stop=stop)
+            else:
+                pair.acceptance_history.clear()
+                pair.acceptance_history.update(copy.deepcopy(learnt))
+                events = decoding.run(
+                    session.drafting[variant.drafter],
+                    ids,
+                    "assisted",
+                    settings,
+                    variant.draft,
+                    stop,
+                )
+            record = _drain(events)
+            if record.stopped:
+                return False
+            name = variant.name if variant else None
+            session.runs.append(Run(example.question_id, example.category, name, repeat, record))
+            yield session.advance(f"{example.label}: {name or 'plain'}", record)
+    return True
+
+
+def _run_order(variants: Sequence[Variant], index: int, repeat: int) -> list[Variant | None]:
+    """One round's runs in order: plain (None), then the variants; reversed when the prompt's
+    `index` plus the `repeat` is odd, so the order flips from round to round and from prompt
+    to prompt (the method in the module docstring)."""
+    order: list[Variant | None] = [None, *variants]
+    if (index + repeat) % 2:
+        order.reverse()
+    return order
+
+
+def _drain(events: Iterable[object]) -> RunRecord:
+    """Run a run's events through; its record, from the last event that carries one."""
+    record = None
+    for event in events:
+        record = getattr(event, "record", record)
+    if record is None:
+        raise RuntimeError("the run ended without a record")
+    return record
+
+
+def _time_per_token(
+    pair: LoadedPair,
+    ids: list[int],
+    settings: RunSettings,
+    mode: str,
+    draft: DraftSettings | None,
+    bare: bool,
+) -> float:
+    """Seconds per new token, seen from the caller: the streamed run pays for its queue,
+    streamer and hooks (and, assisted, for reading and decoding each step's draft); the
+    bare generate() for none of them.
+
+    The bare call runs in a worker thread too, as `run()`'s generate() does: on a CPU,
+    OpenMP behaves differently on the main thread (the tiny test models ran 10× slower
+    there on a busy 2-core machine), which would pass for our overhead.
+    """
+    from assisted import decoding
+
+    if bare:
+        result: list = []
+        worker = threading.Thread(
+            target=lambda: result.append(decoding.generate_bare(pair, ids, mode, settings, draft))
+        )
+        worker.start()
+        worker.join()
+        if not result:
+            raise RuntimeError("the bare generate() failed; see the traceback above")
+        tokens, seconds = result[0]
+        return seconds / max(1, len(tokens))
+    start = time.perf_counter()
+    record = _drain(decoding.run(pair, ids, mode, settings, draft))
+    return (time.perf_counter() - start) / max(1, stats.new_tokens(record))

@@ -1,0 +1,356 @@
+"""Reporting a benchmark: timed runs in, figures, text tables and a chart out. No models here.
+
+Figures (terms as defined in `assisted.stats`):
+- a prompt's **speedup** = median assisted tokens/s ÷ median plain tokens/s over the
+  repeats (a tokens/s ratio, so runs of different lengths still compare);
+- its **acceptance rate** and **tokens per step** pool all its assisted runs (Σ/Σ);
+- its **predicted speedup** is the median over repeats of the Leviathan et al. model fed
+  with that repeat's measured acceptance, draft length and cost ratio;
+- **identical** means every assisted run produced exactly the plain run's tokens.
+- A category's speedup is the median of its prompts' speedups (geometric mean beside it);
+  its acceptance rate and tokens per step pool the steps of all its runs; its predicted
+  speedup is the median of its prompts'. "overall" does the same over all prompts, and its
+  headline figure is the geometric mean of the per-prompt speedups.
+
+The report, as `report()` returns it and `python -m assisted.bench` prints it as JSON:
+    {"pair", "device", "dtype", "settings", "drafter",
+     "overall": {"speedup_geomean", "speedup_median", "acceptance_rate", "tokens_per_step",
+                 "predicted_speedup", "prompts", "identical_prompts", "overhead_pct",
+                 "assisted_overhead_pct"},
+     "categories": {NAME: {"speedup", "speedup_geomean", "acceptance_rate", ...}},
+     "prompts": [{"question_id", "category", "drafter", "speedup", "plain_tokens_per_s",
+                  "assisted_tokens_per_s", "acceptance_rate", "identical", ...}],
+     "drafters": {DRAFTER: {"drafter_kind", "draft", "overall", "categories"}}}
+"overall" and "categories" describe the first drafter; "drafters" holds every drafter's;
+"prompts" holds a row per prompt and drafter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from assisted import stats
+from assisted.bench.planning import Variant
+from assisted.record import RunRecord
+from assisted.settings import RunSettings
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timed run; `drafter` is the variant's name, None for the plain baseline."""
+
+    question_id: str
+    category: str
+    drafter: str | None
+    repeat: int
+    record: RunRecord
+
+    def to_dict(self) -> dict:
+        return {
+            "question_id": self.question_id,
+            "category": self.category,
+            "drafter": self.drafter,
+            "repeat": self.repeat,
+            "record": self.record.to_dict(),
+        }
+
+
+def summarize_prompt(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) -> dict:
+    """One prompt and one drafter over its repeats; `plain[i]` pairs with `assisted[i]`."""
+    plain_rate = stats.median([stats.tokens_per_s(r) for r in plain])
+    assisted_rate = stats.median([stats.tokens_per_s(r) for r in assisted])
+    compared = [stats.compare(p, a) for p, a in zip(plain, assisted, strict=True)]
+    divergences = [c["first_divergence"] for c in compared if c["first_divergence"] is not None]
+    drafted = sum(stats.drafted(r) for r in assisted)
+    accepted = sum(stats.accepted(r) for r in assisted)
+    tokens = sum(stats.new_tokens(r) for r in assisted)
+    steps = sum(len(r.steps) for r in assisted)
+    curve = assisted[-1].verify_cost_s if assisted else []
+    return {
+        "speedup": _ratio(assisted_rate, plain_rate),
+        "plain_tokens_per_s": _round(plain_rate),
+        "assisted_tokens_per_s": _round(assisted_rate),
+        "acceptance_rate": _ratio(accepted, drafted),
+        "tokens_per_step": _ratio(tokens, steps),
+        "predicted_speedup": _round(stats.median([c["predicted_speedup"] for c in compared])),
+        "alpha": _round(stats.median([c["alpha"] for c in compared])),
+        "mean_drafted": _ratio(drafted, steps),
+        "cost_ratio": _round(stats.median([c["cost_ratio"] for c in compared])),
+        "identical": all(c["identical"] for c in compared),
+        "first_divergence": min(divergences, default=None),
+        "assistant_precision": assisted[0].assistant_precision if assisted else None,
+        "new_tokens": _round(stats.median([stats.new_tokens(r) for r in assisted])),
+        "plain_new_tokens": _round(stats.median([stats.new_tokens(r) for r in plain])),
+        "repeats": len(compared),
+        # Pooled counts, so categories can pool them in turn.
+        "drafted": drafted,
+        "accepted": accepted,
+        "steps": steps,
+        "assisted_tokens": tokens,
+        # The `auto` schedule's T(k) after the last repeat ([] under the others).
+        "verify_cost_s": [[k, _round(s, 6)] for k, s in curve],
+    }
+
+
+def summarize_group(rows: Sequence[dict]) -> dict:
+    """Aggregate prompt rows (one drafter): median and geometric-mean speedup, pooled
+    acceptance rate and tokens per step, median predicted speedup."""
+    speedups = [r["speedup"] for r in rows if r["speedup"] is not None]
+    predicted = [r["predicted_speedup"] for r in rows if r["predicted_speedup"] is not None]
+    return {
+        "speedup": _round(stats.median(speedups)),
+        "speedup_geomean": _round(stats.geometric_mean(speedups)),
+        "plain_tokens_per_s": _round(stats.median([r["plain_tokens_per_s"] for r in rows])),
+        "assisted_tokens_per_s": _round(stats.median([r["assisted_tokens_per_s"] for r in rows])),
+        "acceptance_rate": _ratio(
+            sum(r["accepted"] for r in rows), sum(r["drafted"] for r in rows)
+        ),
+        "tokens_per_step": _ratio(
+            sum(r["assisted_tokens"] for r in rows), sum(r["steps"] for r in rows)
+        ),
+        "predicted_speedup": _round(stats.median(predicted)),
+        "predicted_speedup_geomean": _round(stats.geometric_mean(predicted)),
+        "prompts": len(rows),
+        "identical_prompts": sum(bool(r["identical"]) for r in rows),
+        "identical": all(r["identical"] for r in rows),
+    }
+
+
+def report(
+    runs: Sequence[Run],
+    variants: Sequence[Variant],
+    info: dict,
+    settings: RunSettings,
+    repeats: int,
+    overhead_pct: float | None = None,
+    assisted_overhead_pct: float | None = None,
+) -> dict:
+    """The whole benchmark as one JSON-ready dict (shape in the module docstring)."""
+    prompts: dict[tuple[str, str], dict[str | None, list[RunRecord]]] = {}
+    for run in sorted(runs, key=lambda r: r.repeat):  # stable: keeps prompt order
+        by_drafter = prompts.setdefault((run.category, run.question_id), {})
+        by_drafter.setdefault(run.drafter, []).append(run.record)
+    rows = []
+    for (category, question_id), by_drafter in prompts.items():
+        for variant in variants:
+            plain, assisted = by_drafter.get(None, []), by_drafter.get(variant.name, [])
+            if plain and assisted:
+                row = {"question_id": question_id, "category": category, "drafter": variant.name}
+                rows.append(row | summarize_prompt(plain, assisted))
+    drafters = {}
+    for variant in variants:
+        mine = [r for r in rows if r["drafter"] == variant.name]
+        categories = {}
+        for row in mine:
+            categories.setdefault(row["category"], []).append(row)
+        overall = summarize_group(mine)
+        # Overall, the headline is the geometric mean; the median is named as such.
+        overall["speedup_median"] = overall.pop("speedup")
+        overall["overhead_pct"] = overhead_pct
+        # Measured with the first variant only.
+        first = variant is variants[0]
+        overall["assisted_overhead_pct"] = assisted_overhead_pct if first else None
+        drafters[variant.name] = {
+            "drafter_kind": variant.drafter,
+            "draft": dataclasses.asdict(variant.draft),
+            "overall": overall,
+            "categories": {name: summarize_group(group) for name, group in categories.items()},
+        }
+    first = drafters[variants[0].name] if variants else {"overall": {}, "categories": {}}
+    return {
+        **info,
+        "settings": dataclasses.asdict(settings) | {"repeats": repeats},
+        "drafter": variants[0].name if variants else None,
+        "overall": first["overall"],
+        "categories": first["categories"],
+        "prompts": rows,
+        "drafters": drafters,
+    }
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return _round(numerator / denominator)
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def overhead_percent(bare_s: Sequence[float], run_s: Sequence[float]) -> float | None:
+    """How much longer per token the streamed runs took than the bare ones (medians), in %."""
+    bare, streamed = stats.median(bare_s), stats.median(run_s)
+    if not bare or streamed is None:
+        return None
+    return _round((streamed / bare - 1) * 100, 2)
+
+
+# -- showing ---------------------------------------------------------------------------------
+
+_COLUMNS = (
+    ("plain tok/s", "plain_tokens_per_s", "{:.1f}"),
+    ("assisted tok/s", "assisted_tokens_per_s", "{:.1f}"),
+    ("speedup", "speedup", "{:.2f}x"),
+    ("accept", "acceptance_rate", "{:.0%}"),
+    ("tok/step", "tokens_per_step", "{:.2f}"),
+    ("predicted", "predicted_speedup", "{:.2f}x"),
+)
+
+
+def render(result: dict) -> str:
+    """The human-readable card: per prompt, per category, overall."""
+    settings = result["settings"]
+    decoding = (
+        f"sampling (T={settings['temperature']}, top-p={settings['top_p']}, "
+        f"seed={settings['seed']})"
+        if settings["sample"]
+        else "greedy"
+    )
+    lines = [
+        f"Benchmark: {result['pair']} on {result['device']}, {result['dtype']}",
+        f"{decoding}, {settings['max_new_tokens']} new tokens, {settings['repeats']} repeat(s); "
+        "speedup = median assisted tok/s ÷ median plain tok/s",
+        "",
+        "Per prompt",
+        _table(
+            ("category", "question", "drafter"),
+            [(r["category"], r["question_id"], r["drafter"]) for r in result["prompts"]],
+            result["prompts"],
+            lambda r: "yes" if r["identical"] else f"no (at {r['first_divergence']})",
+        ),
+        "",
+        "Per category (median speedup over prompts; acceptance pooled over runs)",
+    ]
+    groups, labels = [], []
+    for name, entry in result["drafters"].items():
+        for category, group in entry["categories"].items():
+            groups.append(group)
+            labels.append((category, name, str(group["prompts"])))
+    lines.append(
+        _table(
+            ("category", "drafter", "prompts"),
+            labels,
+            groups,
+            lambda g: f"{g['identical_prompts']}/{g['prompts']}",
+        )
+    )
+    lines.append("")
+    for name, entry in result["drafters"].items():
+        overall = entry["overall"]
+        lines.append(
+            f"Overall, {name}: speedup {_cell(overall['speedup_geomean'], '{:.2f}x')} "
+            f"(geometric mean over {overall['prompts']} prompts; median "
+            f"{_cell(overall['speedup_median'], '{:.2f}x')}), predicted "
+            f"{_cell(overall['predicted_speedup'], '{:.2f}x')}, acceptance "
+            f"{_cell(overall['acceptance_rate'], '{:.0%}')}, "
+            f"{_cell(overall['tokens_per_step'], '{:.2f}')} tokens/step, identical "
+            f"{overall['identical_prompts']}/{overall['prompts']}"
+        )
+    overhead = result["overall"].get("overhead_pct")
+    if overhead is not None:
+        lines.append(
+            f"Backend overhead: {overhead:+.1f}% per token (streamed run() vs bare generate(), "
+            "plain, first prompt, medians)"
+        )
+    overhead = result["overall"].get("assisted_overhead_pct")
+    if overhead is not None:
+        lines.append(
+            f"Backend overhead, assisted: {overhead:+.1f}% per token (the same, with "
+            f"{result['drafter']})"
+        )
+    return "\n".join(lines)
+
+
+def _table(
+    heads: Sequence[str],
+    labels: Sequence[Sequence[str]],
+    rows: Sequence[dict],
+    identical: Callable[[dict], str],
+) -> str:
+    """Text columns `heads` (one `labels` entry per row), then the figures of `_COLUMNS`
+    from each row, then whether its outputs were identical."""
+    header = [*heads, *(title for title, _, _ in _COLUMNS), "identical"]
+    body = [
+        [*label, *(_cell(row[key], fmt) for _, key, fmt in _COLUMNS), identical(row)]
+        for label, row in zip(labels, rows, strict=True)
+    ]
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *body, strict=True)]
+    text_columns = len(heads)
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            str(c).ljust(w) if i < text_columns else str(c).rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return "\n".join(line(cells) for cells in [header, *body])
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def draw_chart(result: dict) -> Figure:
+    """Speedup per category, measured (solid) beside predicted (hatched), per drafter."""
+    from matplotlib.figure import Figure
+
+    drafters = result["drafters"]
+    categories = list(dict.fromkeys(c for d in drafters.values() for c in d["categories"]))
+    bars = 2 * max(1, len(drafters))
+    width = 0.8 / bars
+    figure = Figure(figsize=(max(6.0, 1.2 * len(categories) * max(1, len(drafters))), 4.0))
+    axes = figure.add_subplot()
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+    for d, (name, entry) in enumerate(drafters.items()):
+        colour = palette[d % len(palette)]
+        for k, (key, hatch, alpha) in enumerate(
+            (("speedup", None, 1.0), ("predicted_speedup", "//", 0.45))
+        ):
+            values = [entry["categories"].get(c, {}).get(key) or 0.0 for c in categories]
+            offsets = [i - 0.4 + width * (2 * d + k + 0.5) for i in range(len(categories))]
+            label = f"{name}: {'measured' if k == 0 else 'predicted'}"
+            bars_drawn = axes.bar(
+                offsets, values, width, color=colour, alpha=alpha, hatch=hatch, label=label
+            )
+            axes.bar_label(bars_drawn, fmt="%.2f", fontsize="x-small")
+    axes.axhline(1.0, color="grey", linewidth=1, linestyle="--")
+    axes.set_xticks(range(len(categories)), categories, rotation=20, ha="right")
+    axes.set_ylabel("speedup (× plain tokens/s)")
+    axes.set_title(f"{result['pair']} · {result['device']} · {result['dtype']}")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def write_out(folder: Path, result: dict, runs: Sequence[Run]) -> None:
+    """Write runs.jsonl, report.json and speedup.png into `folder`, all or nothing: files
+    are made in a temporary folder beside it and moved in once every one is written."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        with open(staging / "runs.jsonl", "w", encoding="utf-8") as file:
+            for run in runs:
+                file.write(json.dumps(run.to_dict(), ensure_ascii=False) + "\n")
+        (staging / "report.json").write_text(
+            json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        draw_chart(result).savefig(staging / "speedup.png", dpi=120)
+        folder.mkdir(exist_ok=True)
+        for path in staging.iterdir():
+            os.replace(path, folder / path.name)
+    finally:
+        for path in staging.glob("*"):
+            path.unlink()
+        staging.rmdir()
