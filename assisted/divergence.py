@@ -32,6 +32,11 @@ from assisted.record import RunRecord
 
 NEAR_TIE = "near-tie"
 UNEXPLAINED = "unexplained"
+# A run pair's outcome, least to most worrying: the runs agree; they part at a near-tie;
+# they part where no verdict applies (sampled runs, a stopped run); they part unexplained.
+IDENTICAL = "identical"
+NOT_JUDGED = "not judged"
+OUTCOMES = (IDENTICAL, NEAR_TIE, NOT_JUDGED, UNEXPLAINED)
 # Bits of mantissa after the leading one: one unit in the last place at magnitude m is
 # 2 ** (floor(log2 m) - bits).
 _MANTISSA_BITS = {"bfloat16": 7, "float16": 10, "float32": 23}
@@ -137,6 +142,18 @@ def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
         verdict=NEAR_TIE if tied else UNEXPLAINED,
     )
     return result
+
+
+def outcome(divergence: dict | None) -> str:
+    """One of `OUTCOMES` for a divergence as `explain` gives it."""
+    if divergence is None:
+        return IDENTICAL
+    return divergence["verdict"] or NOT_JUDGED
+
+
+def worst(outcomes: list[str]) -> str:
+    """The most worrying of several runs' outcomes (identical where there are none)."""
+    return max(outcomes, key=OUTCOMES.index, default=IDENTICAL)
 
 
 def _top2s(record: RunRecord) -> list[Top2 | None]:

@@ -89,3 +89,23 @@ def test_the_evidence_survives_json():
     again = RunRecord.from_dict(json.loads(json.dumps(run.to_dict())))
     assert again == run and again.top2[0] == SHARED_PLAIN[0]
     assert divergence.Top2.of(again.top2[0]).logit(2) == 3.0
+
+
+def test_the_benchmark_counts_prompts_by_their_most_worrying_repeat():
+    from assisted.bench import summarize_group, summarize_prompt
+
+    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
+    same = record([1, 3, 10], [*SHARED_ASSISTED, (10, 5.02, 11, 5.0)])
+    tie = record([1, 3, 11], [*SHARED_ASSISTED, (11, 5.02, 10, 5.0)])
+    bug = record([1, 3, 11], [*SHARED_ASSISTED, (11, 9.0, 10, 5.0)])
+    for run in (plain, same, tie, bug):
+        run.total_s = 1.0
+    rows = [
+        summarize_prompt([plain, plain], [same, same]),
+        summarize_prompt([plain, plain], [same, tie]),
+        summarize_prompt([plain, plain], [tie, bug]),
+    ]
+    assert [row["outcome"] for row in rows] == ["identical", NEAR_TIE, UNEXPLAINED]
+    group = summarize_group(rows)
+    assert (group["identical_prompts"], group["near_tie_prompts"]) == (1, 1)
+    assert group["unexplained_prompts"] == 1

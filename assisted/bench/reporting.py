@@ -6,7 +6,9 @@ Figures (terms as defined in `assisted.stats`):
 - its **acceptance rate** and **tokens per step** pool all its assisted runs (Σ/Σ);
 - its **predicted speedup** is the median over repeats of the Leviathan et al. model fed
   with that repeat's measured acceptance, draft length and cost ratio;
-- **identical** means every assisted run produced exactly the plain run's tokens.
+- **identical** means every assisted run produced exactly the plain run's tokens; a
+  prompt's **outcome** is the most worrying of its repeats' (`assisted.divergence`:
+  identical, near-tie, not judged, unexplained), and groups count prompts by outcome.
 - A category's speedup is the median of its prompts' speedups (geometric mean beside it);
   its acceptance rate and tokens per step pool the steps of all its runs; its predicted
   speedup is the median of its prompts'. "overall" does the same over all prompts, and its
@@ -15,11 +17,12 @@ Figures (terms as defined in `assisted.stats`):
 The report, as `report()` returns it and `python -m assisted.bench` prints it as JSON:
     {"pair", "device", "dtype", "settings", "drafter",
      "overall": {"speedup_geomean", "speedup_median", "acceptance_rate", "tokens_per_step",
-                 "predicted_speedup", "prompts", "identical_prompts", "overhead_pct",
-                 "assisted_overhead_pct"},
+                 "predicted_speedup", "prompts", "identical_prompts", "near_tie_prompts",
+                 "unexplained_prompts", "overhead_pct", "assisted_overhead_pct"},
      "categories": {NAME: {"speedup", "speedup_geomean", "acceptance_rate", ...}},
      "prompts": [{"question_id", "category", "drafter", "speedup", "plain_tokens_per_s",
-                  "assisted_tokens_per_s", "acceptance_rate", "identical", ...}],
+                  "assisted_tokens_per_s", "acceptance_rate", "identical", "outcome",
+                  ...}],
      "drafters": {DRAFTER: {"drafter_kind", "draft", "overall", "categories"}}}
 "overall" and "categories" describe the first drafter; "drafters" holds every drafter's;
 "prompts" holds a row per prompt and drafter.
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assisted import stats
+from assisted import divergence, stats
 from assisted.bench.planning import Variant
 from assisted.record import RunRecord
 from assisted.settings import RunSettings
@@ -88,6 +91,7 @@ def summarize_prompt(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) 
         "cost_ratio": _round(stats.median([c["cost_ratio"] for c in compared])),
         "identical": all(c["identical"] for c in compared),
         "first_divergence": min(divergences, default=None),
+        "outcome": divergence.worst([divergence.outcome(c["divergence"]) for c in compared]),
         "assistant_precision": assisted[0].assistant_precision if assisted else None,
         "new_tokens": _round(stats.median([stats.new_tokens(r) for r in assisted])),
         "plain_new_tokens": _round(stats.median([stats.new_tokens(r) for r in plain])),
@@ -122,6 +126,8 @@ def summarize_group(rows: Sequence[dict]) -> dict:
         "predicted_speedup_geomean": _round(stats.geometric_mean(predicted)),
         "prompts": len(rows),
         "identical_prompts": sum(bool(r["identical"]) for r in rows),
+        "near_tie_prompts": sum(r["outcome"] == divergence.NEAR_TIE for r in rows),
+        "unexplained_prompts": sum(r["outcome"] == divergence.UNEXPLAINED for r in rows),
         "identical": all(r["identical"] for r in rows),
     }
 
@@ -227,7 +233,7 @@ def render(result: dict) -> str:
             ("category", "question", "drafter"),
             [(r["category"], r["question_id"], r["drafter"]) for r in result["prompts"]],
             result["prompts"],
-            lambda r: "yes" if r["identical"] else f"no (at {r['first_divergence']})",
+            _outcome_cell,
         ),
         "",
         "Per category (median speedup over prompts; acceptance pooled over runs)",
@@ -242,7 +248,7 @@ def render(result: dict) -> str:
             ("category", "drafter", "prompts"),
             labels,
             groups,
-            lambda g: f"{g['identical_prompts']}/{g['prompts']}",
+            _outcome_counts,
         )
     )
     lines.append("")
@@ -254,8 +260,8 @@ def render(result: dict) -> str:
             f"{_cell(overall['speedup_median'], '{:.2f}x')}), predicted "
             f"{_cell(overall['predicted_speedup'], '{:.2f}x')}, acceptance "
             f"{_cell(overall['acceptance_rate'], '{:.0%}')}, "
-            f"{_cell(overall['tokens_per_step'], '{:.2f}')} tokens/step, identical "
-            f"{overall['identical_prompts']}/{overall['prompts']}"
+            f"{_cell(overall['tokens_per_step'], '{:.2f}')} tokens/step, "
+            f"{_outcome_counts(overall)}"
         )
     overhead = result["overall"].get("overhead_pct")
     if overhead is not None:
@@ -295,6 +301,22 @@ def _table(
         ).rstrip()
 
     return "\n".join(line(cells) for cells in [header, *body])
+
+
+def _outcome_cell(row: dict) -> str:
+    """A prompt's outcome: "yes" where identical, else the verdict and the first token
+    where any repeat diverged."""
+    if row["identical"]:
+        return "yes"
+    return f"{row['outcome']} at {row['first_divergence']}"
+
+
+def _outcome_counts(group: dict) -> str:
+    """Identical prompts of all, and how many of the rest were near-ties and unexplained."""
+    return (
+        f"identical {group['identical_prompts']}/{group['prompts']}, near-tie "
+        f"{group['near_tie_prompts']}, unexplained {group['unexplained_prompts']}"
+    )
 
 
 def _cell(value: float | None, fmt: str) -> str:
