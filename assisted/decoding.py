@@ -182,7 +182,7 @@ def run(
                 record.total_s = time.perf_counter() - observer.start
             observer.flush()
             if policy is not None:
-                record.verify_cost_s = policy.verify_curve()
+                record.verify_cost_s = policy.costs.verify_curve()
                 _keep_learnt(pair, draft, policy)
             record.stopped = stopper.triggered
             events.put(RunDone(record))
@@ -382,11 +382,11 @@ def _keep_learnt(pair: LoadedPair, draft: DraftSettings, policy: DraftPolicy) ->
     """What an `auto` run learnt, for the pair's next runs: acceptance per source, T(k) for
     the rows it verified, and the assistant's prefill time per token."""
     precision = _precision_key(pair, draft)
-    pair.acceptance_history[precision] = policy.history()
-    for rows, seconds in policy.observed_verify_s().items():
+    pair.acceptance_history[precision] = policy.acceptance.counts()
+    for rows, seconds in policy.costs.observed_verify_s().items():
         pair.calibration_s["verify", rows] = seconds
     if policy.model_source is not None:
-        pair.calibration_s["prefill", precision] = policy.prefill_s
+        pair.calibration_s["prefill", precision] = policy.costs.prefill_s
 
 
 def calibrate(
@@ -547,7 +547,7 @@ class _PolicyDrafter(CandidateGenerator):
             started = time.perf_counter()
             candidates = self.assistant.get_candidates(input_ids, **kwargs)
             # generate() has synchronised the device before returning the draft's ids.
-            self.policy.observe_call(time.perf_counter() - started)
+            self.policy.costs.observe_call(time.perf_counter() - started)
             return candidates
         return input_ids, None
 
@@ -646,7 +646,7 @@ class _StepObserver(BaseStreamer):
                 self.record.draft_forward_s.append(elapsed)
             self.draft_prefilled = True
         for rows, elapsed in zip(self.verify_rows, self.verify_timer.read(), strict=True):
-            self.policy.observe_verify(rows, elapsed)
+            self.policy.costs.observe_verify(rows, elapsed)
         self.verify_rows = []
 
     def flush(self) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assisted import embedded, fetch
+from assisted.acceptance import AcceptanceCounts
 from assisted.drafters import DrafterKind
 from assisted.settings import DraftSettings
 
@@ -152,11 +153,9 @@ class LoadedPair:
     # ("verify", k) -> the target's seconds to verify k rows; ("draft", precision) -> the
     # assistant's seconds per drafted token in that precision.
     calibration_s: dict[tuple[str, int | str], float] = field(default_factory=dict)
-    # What the `auto` policy's runs saw accepted, per assistant precision: per source,
-    # (accepted, tried) counts by draft position; a new run starts from them, lightly.
-    acceptance_history: dict[str, dict[str, tuple[list[float], list[float]]]] = field(
-        default_factory=dict
-    )
+    # What the `auto` policy's runs saw accepted, per assistant precision: per source and
+    # streak, (accepted, tried) counts by draft position; a new run starts from them, lightly.
+    acceptance_history: dict[str, AcceptanceCounts] = field(default_factory=dict)
 
     @property
     def dtype_name(self) -> str:

@@ -507,11 +507,9 @@ def test_a_runs_verifications_refine_the_pairs_calibration(pair):
     records(fresh, draft=AUTO)
     verified = {k for (kind, k) in fresh.calibration_s if kind == "verify"}
     assert {1, 5} <= verified and len(verified) > 2  # timed ends + rows the run verified
+    sources = (decoding.ASSISTANT, decoding.LOOKUP)
     assert set(fresh.acceptance_history["none"]) == {
-        "assistant",
-        "assistant streak",
-        "prompt-lookup",
-        "prompt-lookup streak",
+        (source, streak) for source in sources for streak in (False, True)
     }
 
 
