@@ -374,19 +374,18 @@ def _auto_policy(
         cap, model = draft.num_assistant_tokens, ASSISTANT
         verify_s, per_token_s, prefill_s = calibrate(pair, assistant, precision, cap)
         drafter_s = {ASSISTANT: per_token_s, LOOKUP: 0.0}
-    history = pair.acceptance_history.get(precision)
+    history = pair.learnt.precision(precision).acceptance
     return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
 
 
 def _keep_learnt(pair: LoadedPair, draft: DraftSettings, policy: DraftPolicy) -> None:
     """What an `auto` run learnt, for the pair's next runs: acceptance per source, T(k) for
     the rows it verified, and the assistant's prefill time per token."""
-    precision = _precision_key(pair, draft)
-    pair.acceptance_history[precision] = policy.acceptance.counts()
-    for rows, seconds in policy.costs.observed_verify_s().items():
-        pair.calibration_s["verify", rows] = seconds
+    learnt = pair.learnt.precision(_precision_key(pair, draft))
+    learnt.acceptance = policy.acceptance.counts()
+    pair.learnt.verify_s.update(policy.costs.observed_verify_s())
     if policy.model_source is not None:
-        pair.calibration_s["prefill", precision] = policy.costs.prefill_s
+        learnt.prefill_s = policy.costs.prefill_s
 
 
 def calibrate(
@@ -405,25 +404,26 @@ def calibrate(
     A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
     keep the policy from ever drafting long enough to correct it; so verifying k rows
     timed slower than k separate one-row passes is taken as disturbed and timed again."""
-    measured = pair.calibration_s
+    verify_s = pair.learnt.verify_s
+    learnt = pair.learnt.precision(precision)
     ids = torch.tensor([encode_prompt(pair, _WARMUP_PROMPT)], device=_input_device(pair))
-    missing = [k for k in (1, cap + 1) if ("verify", k) not in measured]
+    missing = [k for k in (1, cap + 1) if k not in verify_s]
     for _ in range(_CALIBRATION_ATTEMPTS if missing else 0):
         for k, seconds in _time_forwards(pair.target, ids, missing, pair.device).items():
-            measured["verify", k] = min(seconds, measured.get(("verify", k), seconds))
-        if measured["verify", cap + 1] <= (cap + 1) * measured["verify", 1]:
+            verify_s[k] = min(seconds, verify_s.get(k, seconds))
+        if verify_s[cap + 1] <= (cap + 1) * verify_s[1]:
             break
-    if assistant is not None and ("draft", precision) not in measured:
+    if assistant is not None and learnt.draft_s is None:
         # One row, as the assistant drafts one token per forward pass; a block of rows for
         # the prefill, whose time per token is flatter than a single row's.
         timed = _time_forwards(assistant, ids, [1, _PREFILL_ROWS], pair.device)
-        measured["draft", precision] = timed[1]
-        measured.setdefault(("prefill", precision), timed[_PREFILL_ROWS] / _PREFILL_ROWS)
-    timed = {k: seconds for (kind, k), seconds in measured.items() if kind == "verify"}
-    verify_s = {k: _interpolate(timed, k) for k in range(1, cap + 2)}
+        learnt.draft_s = timed[1]
+        if learnt.prefill_s is None:
+            learnt.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+    curve = {k: _interpolate(verify_s, k) for k in range(1, cap + 2)}
     if assistant is None:
-        return verify_s, 0.0, 0.0
-    return verify_s, measured["draft", precision], measured["prefill", precision]
+        return curve, 0.0, 0.0
+    return curve, learnt.draft_s, learnt.prefill_s
 
 
 def _interpolate(points: dict[int, float], k: int) -> float:

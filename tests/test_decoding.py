@@ -18,6 +18,7 @@ from transformers.generation.utils import GenerationMixin
 
 from assisted import decoding, stats
 from assisted.decoding import RunDone, StepEvent
+from assisted.learnt import LearntState
 from assisted.pairs import custom_pair, load_pair
 from assisted.policy import Choice, DraftPolicy
 from assisted.record import RunRecord
@@ -479,7 +480,7 @@ def test_the_auto_schedule_samples_and_runs_bare(pair):
 
 
 def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monkeypatch):
-    fresh = dataclasses.replace(pair, calibration_s={})
+    fresh = dataclasses.replace(pair, learnt=LearntState())
     timed = []
 
     def fake(model, prefix, rows, device):
@@ -495,7 +496,7 @@ def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monke
 
 
 def test_a_disturbed_calibration_is_timed_again(pair, monkeypatch):
-    fresh = dataclasses.replace(pair, calibration_s={})
+    fresh = dataclasses.replace(pair, learnt=LearntState())
     timings = iter([{1: 0.01, 5: 0.5}, {1: 0.02, 5: 0.03}])  # 5 rows at 50× one: disturbed
     monkeypatch.setattr(decoding, "_time_forwards", lambda m, p, rows, d: next(timings))
     verify_s, _, _ = decoding.calibrate(fresh, None, "none", 4)
@@ -503,12 +504,12 @@ def test_a_disturbed_calibration_is_timed_again(pair, monkeypatch):
 
 
 def test_a_runs_verifications_refine_the_pairs_calibration(pair):
-    fresh = dataclasses.replace(pair, calibration_s={}, acceptance_history={})
+    fresh = dataclasses.replace(pair, learnt=LearntState())
     records(fresh, draft=AUTO)
-    verified = {k for (kind, k) in fresh.calibration_s if kind == "verify"}
+    verified = set(fresh.learnt.verify_s)
     assert {1, 5} <= verified and len(verified) > 2  # timed ends + rows the run verified
     sources = (decoding.ASSISTANT, decoding.LOOKUP)
-    assert set(fresh.acceptance_history["none"]) == {
+    assert set(fresh.learnt.precision("none").acceptance) == {
         (source, streak) for source in sources for streak in (False, True)
     }
 
