@@ -16,7 +16,7 @@ from transformers.generation.candidate_generator import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerationMixin
 
-from assisted import decoding, stats
+from assisted import auto, decoding, observe, stats
 from assisted.decoding import RunDone, StepEvent
 from assisted.learnt import LearntState
 from assisted.pairs import custom_pair, load_pair
@@ -289,8 +289,8 @@ class Scripted(DraftPolicy):
     in turn (by default the assistant where one is offered), and remembers what it saw."""
 
     def __init__(self, lengths, sources=(None,)):
-        sources_s = {decoding.ASSISTANT: 0.0, decoding.LOOKUP: 0.0}
-        super().__init__(8, {k: 0.01 for k in range(1, 10)}, sources_s, decoding.ASSISTANT)
+        sources_s = {auto.ASSISTANT: 0.0, auto.LOOKUP: 0.0}
+        super().__init__(8, {k: 0.01 for k in range(1, 10)}, sources_s, auto.ASSISTANT)
         self.lengths = lengths
         self.sources = sources
         self.seen: list[tuple[int, int]] = []
@@ -301,7 +301,7 @@ class Scripted(DraftPolicy):
         gamma = self.lengths[step % len(self.lengths)]
         source = self.sources[step % len(self.sources)]
         if source is None:
-            source = decoding.ASSISTANT if decoding.ASSISTANT in offers else decoding.LOOKUP
+            source = auto.ASSISTANT if auto.ASSISTANT in offers else auto.LOOKUP
         gamma = min(gamma, offers.get(source, 0))
         self.offered.append(offers)
         self.choice = Choice(source, gamma) if gamma else Choice(None, 0)
@@ -319,7 +319,7 @@ def generate_with(pair, policy, prompt=PROMPT, **kwargs):
     )
     ids = torch.tensor([decoding.encode_prompt(pair, prompt)])
     try:
-        with decoding.drafting_policy(pair.target, policy):
+        with auto.drafting_policy(pair.target, policy):
             out = pair.target.generate(ids, max_new_tokens=16, do_sample=False, **kwargs)
     finally:
         hook.remove()
@@ -396,7 +396,7 @@ def test_the_assistant_can_start_after_the_first_step(pair, first):
 
 def test_lookup_matches_and_assistant_drafts_mix_losslessly(self_pair, pair):
     prompt = "def add(a, b):\n    return a + b\n" * 3
-    lookup, assistant = decoding.LOOKUP, decoding.ASSISTANT
+    lookup, assistant = auto.LOOKUP, auto.ASSISTANT
     for model_pair in (self_pair, pair):
         model_pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
         model_pair.assistant.generation_config.assistant_confidence_threshold = 0.0
@@ -479,6 +479,10 @@ def test_the_auto_schedule_samples_and_runs_bare(pair):
     assert "_get_candidate_generator" not in vars(pair.target)
 
 
+def prefix(pair):
+    return torch.tensor([decoding.encode_prompt(pair, PROMPT)])
+
+
 def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monkeypatch):
     fresh = dataclasses.replace(pair, learnt=LearntState())
     timed = []
@@ -487,10 +491,10 @@ def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monke
         timed.append(rows)
         return {k: 0.01 * k for k in rows}
 
-    monkeypatch.setattr(decoding, "_time_forwards", fake)
-    verify_s, drafter_s, prefill_s = decoding.calibrate(fresh, pair.assistant, "none", 4)
+    monkeypatch.setattr(auto, "_time_forwards", fake)
+    verify_s, drafter_s, prefill_s = auto.calibrate(fresh, prefix(pair), pair.assistant, "none", 4)
     # The target's two ends; the assistant's one row and its block of prefill rows.
-    assert timed == [[1, 5], [1, decoding._PREFILL_ROWS]]
+    assert timed == [[1, 5], [1, auto._PREFILL_ROWS]]
     assert verify_s == pytest.approx({k: 0.01 * k for k in range(1, 6)})
     assert drafter_s == 0.01 and prefill_s == pytest.approx(0.01)
 
@@ -498,8 +502,8 @@ def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monke
 def test_a_disturbed_calibration_is_timed_again(pair, monkeypatch):
     fresh = dataclasses.replace(pair, learnt=LearntState())
     timings = iter([{1: 0.01, 5: 0.5}, {1: 0.02, 5: 0.03}])  # 5 rows at 50× one: disturbed
-    monkeypatch.setattr(decoding, "_time_forwards", lambda m, p, rows, d: next(timings))
-    verify_s, _, _ = decoding.calibrate(fresh, None, "none", 4)
+    monkeypatch.setattr(auto, "_time_forwards", lambda m, p, rows, d: next(timings))
+    verify_s, _, _ = auto.calibrate(fresh, prefix(pair), None, "none", 4)
     assert verify_s[1] == 0.01 and verify_s[5] == 0.03  # the fastest of the two attempts
 
 
@@ -508,17 +512,17 @@ def test_a_runs_verifications_refine_the_pairs_calibration(pair):
     records(fresh, draft=AUTO)
     verified = set(fresh.learnt.verify_s)
     assert {1, 5} <= verified and len(verified) > 2  # timed ends + rows the run verified
-    sources = (decoding.ASSISTANT, decoding.LOOKUP)
+    sources = (auto.ASSISTANT, auto.LOOKUP)
     assert set(fresh.learnt.precision("none").acceptance) == {
         (source, streak) for source in sources for streak in (False, True)
     }
 
 
 def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
-    decoding.calibrate(pair, pair.assistant, "none", 4)
+    auto.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
     timed = []
-    monkeypatch.setattr(decoding, "_time_forwards", lambda *args: timed.append(args) or {})
-    verify_s, drafter_s, prefill_s = decoding.calibrate(pair, pair.assistant, "none", 4)
+    monkeypatch.setattr(auto, "_time_forwards", lambda *args: timed.append(args) or {})
+    verify_s, drafter_s, prefill_s = auto.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
     assert timed == [] and sorted(verify_s) == [1, 2, 3, 4, 5] and drafter_s > 0 < prefill_s
 
 
@@ -628,7 +632,7 @@ def test_draft_settings_out_of_range_are_refused(pair, draft):
 def test_detokenizer_never_splits_a_character(pair):
     text = "naïve café € 日本語"
     ids = pair.tokenizer(text)["input_ids"]
-    detokenizer = decoding._Detokenizer(pair.tokenizer)
+    detokenizer = observe.Detokenizer(pair.tokenizer)
     pieces = [detokenizer.add((token,)) for token in ids]
     pieces.append(detokenizer.finish())
     assert all("\ufffd" not in piece for piece in pieces)
