@@ -16,7 +16,7 @@ from transformers.generation.candidate_generator import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerationMixin
 
-from assisted import auto, decoding, observe, stats
+from assisted import auto, decoding, stats
 from assisted.decoding import RunDone, StepEvent
 from assisted.learnt import LearntState
 from assisted.pairs import custom_pair, load_pair
@@ -627,13 +627,3 @@ def test_max_new_tokens_out_of_range_is_refused(pair, max_new_tokens):
 def test_draft_settings_out_of_range_are_refused(pair, draft):
     with pytest.raises(SettingsError):
         list(decoding.compare(pair, PROMPT, GREEDY, draft))
-
-
-def test_detokenizer_never_splits_a_character(pair):
-    text = "naïve café € 日本語"
-    ids = pair.tokenizer(text)["input_ids"]
-    detokenizer = observe.Detokenizer(pair.tokenizer)
-    pieces = [detokenizer.add((token,)) for token in ids]
-    pieces.append(detokenizer.finish())
-    assert all("\ufffd" not in piece for piece in pieces)
-    assert "".join(pieces) == text
