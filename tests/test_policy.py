@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from assisted.acceptance import HISTORY_WEIGHT, Acceptance
@@ -121,7 +123,7 @@ def test_catch_up_weighs_on_the_assistant_after_a_step_without_it():
     p.choice = Choice(L, 2)
     p.observe(2, 2)
     assert p.cost_s(A, 2) > 1.0 and p.cost_s(L, 2) < 1.0 and p.cost_s(None, 0) < 1.0
-    assert p.choose({A: CAP, L: 2}, **FAR).catch_up is False  # the lookup is chosen
+    assert p.choose({A: CAP, L: 2}, **FAR) == Choice(L, 2)  # the lookup, with no catch-up
 
 
 def test_acceptance_counts_stop_at_the_first_rejection():
@@ -166,8 +168,16 @@ def test_timings_refine_the_cost_model():
     p.choose(ROOM, tokens_left=1000, context=100)
     p.observe_draft(Choice(A, 1, prefill=True), 1, 0.5)
     assert costs.prefill_s == pytest.approx((0.5 - costs.drafter_s[A]) / 100)
-    p.observe_draft(Choice(L, 4), 4, 9.0)  # lookup drafting is never timed
     assert costs.verify_curve()[0][0] == 1 and len(costs.verify_curve()) == CAP + 1
+
+
+def test_only_the_assistants_drafts_refine_the_costs():
+    p = policy(flat())
+    p.costs.observe_call(0.5)
+    before = copy.deepcopy(vars(p.costs))
+    p.observe_draft(Choice(L, 4), 4, 9.0)  # prompt lookup runs no forward passes to time
+    p.observe_draft(Choice(A, 4), 0, 9.0)  # the assistant drafted nothing
+    assert vars(p.costs) == before
 
 
 def test_missing_verification_times_are_refused():
@@ -203,9 +213,14 @@ def test_a_streak_has_its_own_estimate():
     assert not p.acceptance.streak[L] and p.acceptance.expected_tokens(L, 4) < 2.0
 
 
-def test_an_assistant_left_unused_is_tried_again():
+def test_an_assistant_left_unused_drafts_once_at_its_best_length():
     p = policy(flat(), drafter_s=0.004)
-    teach(p, accepted=0)  # it drafted badly, so plain steps win for now
-    choices = [p.choose(ROOM, **FAR) for _ in range(PROBE_AFTER + 1)]
-    assert [c.gamma for c in choices[:PROBE_AFTER]] == [0] * PROBE_AFTER
-    assert choices[-1].source == A
+    teach(p, accepted=0, source=A)  # it drafted badly
+    teach(p, accepted=CAP, source=L)  # and lookup matches are all accepted
+    both = {A: CAP, L: CAP}
+    choices = [p.choose(both, **FAR) for _ in range(PROBE_AFTER + 1)]
+    # Lookup drafts at every step, so no run of γ = 0 steps calls for the other probe.
+    assert all(c.source == L and c.gamma > 0 for c in choices[:PROBE_AFTER])
+    # The assistant, idle for PROBE_AFTER steps, drafts once after the steps it skipped.
+    assert choices[-1] == Choice(A, p.best(A, CAP)[0], catch_up=True)
+    assert p.choose(both, **FAR).source == L
