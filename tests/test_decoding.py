@@ -18,6 +18,7 @@ from transformers.generation.utils import GenerationMixin
 
 from assisted import auto, decoding, stats
 from assisted.decoding import RunDone, StepEvent
+from assisted.drafters import DrafterKind
 from assisted.learnt import LearntState
 from assisted.pairs import custom_pair, load_pair
 from assisted.policy import Choice, DraftPolicy
@@ -215,7 +216,7 @@ def test_an_identical_assistant_drafting_eos_has_every_candidate_accepted(self_p
 def lookup_pair(tiny_dirs):
     """Prompt lookup on a target that always predicts one token, `repeat`: drafts copied
     from a prompt of that token repeated are all accepted."""
-    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    lookup = load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP)
     repeat = lookup.tokenizer("a")["input_ids"][0]
 
     def always_repeat(module, args, logits):
@@ -240,20 +241,22 @@ def test_a_step_the_length_limit_cuts_counts_every_committed_candidate(lookup_pa
     assert [(s.drafted, s.accepted, len(s.token_ids)) for s in steps] == [(4, 4, 5), (4, 2, 2)]
     assert steps[1].rejected_text == "aa"  # the two candidates past the limit
     assert all(step.draft_s is None for step in steps)  # a lookup is not timed apart
-    record = RunRecord(mode="assisted", drafter="prompt-lookup", prompt_tokens=8, steps=steps)
+    record = RunRecord(
+        mode="assisted", drafter=DrafterKind.PROMPT_LOOKUP, prompt_tokens=8, steps=steps
+    )
     check_drafts(record, lookup.tokenizer)
 
 
 def test_prompt_lookup_is_lossless(tiny_dirs):
-    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    lookup = load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP)
     prompt = "def add(a, b):\n    return a + b\n" * 3
     done = records(lookup, prompt=prompt)
     assert done["assisted"].token_ids == done["plain"].token_ids
-    assert done["assisted"].drafter == "prompt-lookup"
+    assert done["assisted"].drafter is DrafterKind.PROMPT_LOOKUP
 
 
 def test_universal_assistant_with_another_tokenizer_is_lossless(tiny_dirs):
-    universal = load(tiny_dirs, assistant="other_tokenizer", drafter="universal")
+    universal = load(tiny_dirs, assistant="other_tokenizer", drafter=DrafterKind.UNIVERSAL)
     done = records(universal)
     assert done["assisted"].token_ids == done["plain"].token_ids
 
@@ -419,7 +422,7 @@ def test_switching_between_zero_and_k_within_one_generate_is_lossless(self_pair,
 
 
 def test_switching_prompt_lookup_between_zero_and_k_is_lossless(tiny_dirs):
-    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    lookup = load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP)
     prompt = "def add(a, b):\n    return a + b\n" * 3
     policy = Scripted([0, 4])
     ids, rows = generate_with(lookup, policy, prompt=prompt, prompt_lookup_num_tokens=4)
@@ -459,7 +462,7 @@ def test_the_auto_schedule_drafts_long_when_drafts_are_free_and_right(lookup_pai
 
 
 def test_the_auto_schedule_drives_prompt_lookup_losslessly(tiny_dirs):
-    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    lookup = load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP)
     prompt = "def add(a, b):\n    return a + b\n" * 3
     auto = DraftSettings(prompt_lookup_num_tokens=6, schedule="auto")
     done = records(lookup, prompt=prompt, draft=auto)
@@ -527,7 +530,7 @@ def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
 
 
 def test_the_auto_schedule_is_refused_for_drafters_it_cannot_drive(tiny_dirs):
-    universal = load(tiny_dirs, assistant="other_tokenizer", drafter="universal")
+    universal = load(tiny_dirs, assistant="other_tokenizer", drafter=DrafterKind.UNIVERSAL)
     with pytest.raises(SettingsError, match="auto"):
         list(decoding.compare(universal, PROMPT, GREEDY, AUTO))
 
