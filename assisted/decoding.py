@@ -1,28 +1,14 @@
 """Decoding runs that stream one event per target step, observing Transformers' own loop.
 
 Each run is one `generate()` call: plain decoding, or assisted generation with the pair's
-drafter. We never reimplement speculative decoding; we watch it:
-- a streamer receives each step's committed tokens (`put` is called once with the prompt,
-  then once per step: one token in plain decoding, accepted + 1 in assisted generation);
-- a forward pre-hook on the target sees the positions each step verifies, which gives the
-  draft: the candidates' ids, hence the drafted and accepted counts (Transformers reports
-  neither);
-- forward hooks on the assistant time each drafting pass, which gives each step's drafting
-  time and the cost ratio c.
-
-Under the `auto` schedule, one seam more: the target's `_get_candidate_generator` is
-overridden on the instance for the run, wrapping the candidate generator Transformers
-built so that `assisted.policy` chooses, before each step, the source of the candidates (the
-assistant, or a prompt-lookup match) and their number (0: a plain target step).
-Transformers still drafts, verifies and accepts; hooks on the target time each
-verification to refine the policy's cost model.
-
-On a GPU, passes are timed with CUDA events read once per step, not by synchronising the
-device around each pass, which would stall the very runs being compared.
+drafter. We never reimplement speculative decoding; we watch it (`assisted.observe`: a
+streamer and forward hooks turn Transformers' callbacks into one Step per target step).
+Under the `auto` schedule, a policy chooses each step's draft through one seam more
+(`assisted.auto`).
 
 `generate()` runs in a worker thread and events cross to the caller through a queue, so
 the caller (CLI, UI, benchmark) renders as tokens arrive. This module knows nothing of
-text rendering beyond the incremental detokenisation of each step and of its draft.
+text rendering: the observer decodes each step's text and its draft's.
 """
 
 from __future__ import annotations
@@ -31,24 +17,17 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
-from transformers.generation.candidate_generator import (
-    AssistedCandidateGenerator,
-    CandidateGenerator,
-    PromptLookupCandidateGenerator,
-    _prepare_attention_mask,
-    _prepare_position_ids,
-)
-from transformers.generation.streamers import BaseStreamer
 
-from assisted import quantize
+from assisted import auto, quantize
 from assisted.drafters import DrafterKind
+from assisted.observe import StepObserver, synchronize
 from assisted.pairs import LoadedPair
 from assisted.policy import DraftPolicy
 from assisted.record import Mode, RunRecord, Step
@@ -61,7 +40,7 @@ from assisted.settings import (
 )
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers import PreTrainedModel
 
 
 class _DropAssistantConfigWarning(logging.Filter):
@@ -81,14 +60,6 @@ _WARMUP_PROMPT = "Write one short sentence about the sea."
 # thread that competes with the math library's threads on a small CPU (measured: +4% per
 # token on 2 cores with 0.05 s).
 _POLL_S = 1.0
-# Calibration of the `auto` policy: each timing is the median of this many forward passes,
-# after one untimed pass, over the cached warm-up prompt.
-_CALIBRATION_REPEATS = 3
-_CALIBRATION_ATTEMPTS = 3  # timings of the target's rows, while they look disturbed
-_PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
-# The `auto` policy's draft sources.
-ASSISTANT = DrafterKind.ASSISTANT
-LOOKUP = DrafterKind.PROMPT_LOOKUP
 
 
 @dataclass(frozen=True)
@@ -165,25 +136,29 @@ def run(
         mode=mode, drafter=drafter, prompt_tokens=len(prompt_ids), assistant_precision=precision
     )
     events: queue.Queue = queue.Queue()
-    observer = _StepObserver(pair, record, events, len(prompt_ids), policy)
+
+    def on_step(index: int, step: Step) -> None:
+        events.put(StepEvent(mode, index, step))
+
+    observer = StepObserver(pair, record, on_step, len(prompt_ids), policy)
     kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, observer, stopper, assistant)
-    seam = drafting_policy(pair.target, policy, draft) if policy else nullcontext()
+    seam = auto.drafting_policy(pair.target, policy, draft) if policy else nullcontext()
 
     def work() -> None:
         try:
             with observer.hooks(mode, assistant), seam:
                 if settings.sample:
                     torch.manual_seed(settings.seed)
-                _synchronize(pair.device)
+                synchronize(pair.device)
                 observer.start = time.perf_counter()
                 with torch.inference_mode():
                     pair.target.generate(**kwargs)
-                _synchronize(pair.device)
+                synchronize(pair.device)
                 record.total_s = time.perf_counter() - observer.start
             observer.flush()
             if policy is not None:
-                record.verify_cost_s = policy.verify_curve()
-                _keep_learnt(pair, draft, policy)
+                record.verify_cost_s = policy.costs.verify_curve()
+                auto.keep_learnt(pair.learnt, _precision_key(pair, draft), policy)
             record.stopped = stopper.triggered
             events.put(RunDone(record))
         except BaseException as error:  # surfaced in the caller's thread, never swallowed
@@ -262,12 +237,12 @@ def generate_bare(
     policy = _auto_policy(pair, draft, assistant) if mode == "assisted" else None
     if settings.sample:
         torch.manual_seed(settings.seed)
-    _synchronize(pair.device)
+    synchronize(pair.device)
     start = time.perf_counter()
-    seam = drafting_policy(pair.target, policy, draft) if policy else nullcontext()
+    seam = auto.drafting_policy(pair.target, policy, draft) if policy else nullcontext()
     with torch.inference_mode(), seam:
         output = pair.target.generate(**kwargs)
-    _synchronize(pair.device)
+    synchronize(pair.device)
     elapsed = time.perf_counter() - start
     return output[0, len(prompt_ids) :].tolist(), elapsed
 
@@ -278,7 +253,7 @@ def _generate_kwargs(
     mode: Mode,
     settings: RunSettings,
     draft: DraftSettings,
-    observer: _StepObserver | None,
+    observer: StepObserver | None,
     stopper: _StopRequested | None,
     assistant: PreTrainedModel | None,
 ) -> dict:
@@ -331,7 +306,7 @@ def _drafter_kwargs(
     pair: LoadedPair, draft: DraftSettings, assistant: PreTrainedModel | None
 ) -> dict:
     kind = pair.spec.drafter
-    if kind is LOOKUP:
+    if kind is DrafterKind.PROMPT_LOOKUP:
         return {
             "prompt_lookup_num_tokens": draft.prompt_lookup_num_tokens,
             "max_matching_ngram_size": draft.max_matching_ngram_size,
@@ -358,461 +333,12 @@ def _drafter_kwargs(
 def _auto_policy(
     pair: LoadedPair, draft: DraftSettings, assistant: PreTrainedModel | None
 ) -> DraftPolicy | None:
-    """A fresh policy for one `auto` run, seeded by the pair's calibration and by the
-    acceptance its earlier runs saw; None under the other schedules.
-
-    A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
-    matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
+    """A fresh policy for one `auto` run, calibrated on a cache holding the warm-up prompt
+    where the pair has not been timed yet; None under the other schedules."""
     if draft.schedule != "auto":
         return None
-    precision = _precision_key(pair, draft)
-    if pair.spec.drafter is LOOKUP:
-        cap, drafter_s, model = draft.prompt_lookup_num_tokens, {LOOKUP: 0.0}, None
-        verify_s, _, _ = calibrate(pair, None, precision, cap)
-        prefill_s = 0.0
-    else:
-        cap, model = draft.num_assistant_tokens, ASSISTANT
-        verify_s, per_token_s, prefill_s = calibrate(pair, assistant, precision, cap)
-        drafter_s = {ASSISTANT: per_token_s, LOOKUP: 0.0}
-    history = pair.acceptance_history.get(precision)
-    return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
-
-
-def _keep_learnt(pair: LoadedPair, draft: DraftSettings, policy: DraftPolicy) -> None:
-    """What an `auto` run learnt, for the pair's next runs: acceptance per source, T(k) for
-    the rows it verified, and the assistant's prefill time per token."""
-    precision = _precision_key(pair, draft)
-    pair.acceptance_history[precision] = policy.history()
-    for rows, seconds in policy.observed_verify_s().items():
-        pair.calibration_s["verify", rows] = seconds
-    if policy.model_source is not None:
-        pair.calibration_s["prefill", precision] = policy.prefill_s
-
-
-def calibrate(
-    pair: LoadedPair, assistant: PreTrainedModel | None, precision: str, cap: int
-) -> tuple[dict[int, float], float, float]:
-    """T(k), the target's seconds to verify k rows for k = 1 … cap + 1; the assistant's
-    seconds per drafted token; and its seconds per token of a prefill (both 0 without an
-    assistant model). Each is timed once per pair.
-
-    Only T(1) and T(cap + 1) are timed, and the rows between are interpolated linearly:
-    timing all nine rows of cap 8 took 20 s on the embedded pair in fp32 on 2 busy CPU
-    cores (T(1) 0.3 s), these two and the assistant's row 5.6 s. Runs then refine each
-    T(k) they use, and keep it for the pair's next runs (`_keep_learnt`), as they do the
-    prefill time.
-
-    A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
-    keep the policy from ever drafting long enough to correct it; so verifying k rows
-    timed slower than k separate one-row passes is taken as disturbed and timed again."""
-    measured = pair.calibration_s
-    ids = torch.tensor([encode_prompt(pair, _WARMUP_PROMPT)], device=_input_device(pair))
-    missing = [k for k in (1, cap + 1) if ("verify", k) not in measured]
-    for _ in range(_CALIBRATION_ATTEMPTS if missing else 0):
-        for k, seconds in _time_forwards(pair.target, ids, missing, pair.device).items():
-            measured["verify", k] = min(seconds, measured.get(("verify", k), seconds))
-        if measured["verify", cap + 1] <= (cap + 1) * measured["verify", 1]:
-            break
-    if assistant is not None and ("draft", precision) not in measured:
-        # One row, as the assistant drafts one token per forward pass; a block of rows for
-        # the prefill, whose time per token is flatter than a single row's.
-        timed = _time_forwards(assistant, ids, [1, _PREFILL_ROWS], pair.device)
-        measured["draft", precision] = timed[1]
-        measured.setdefault(("prefill", precision), timed[_PREFILL_ROWS] / _PREFILL_ROWS)
-    timed = {k: seconds for (kind, k), seconds in measured.items() if kind == "verify"}
-    verify_s = {k: _interpolate(timed, k) for k in range(1, cap + 2)}
-    if assistant is None:
-        return verify_s, 0.0, 0.0
-    return verify_s, measured["draft", precision], measured["prefill", precision]
-
-
-def _interpolate(points: dict[int, float], k: int) -> float:
-    """The value at `k`, linear between the nearest points around it."""
-    low = max(x for x in points if x <= k)
-    high = min(x for x in points if x >= k)
-    if low == high:
-        return points[k]
-    return points[low] + (points[high] - points[low]) * (k - low) / (high - low)
-
-
-def _time_forwards(
-    model: PreTrainedModel, prefix: torch.Tensor, rows: list[int], device: torch.device
-) -> dict[int, float]:
-    """Seconds of one forward pass over `k` new rows on a cache holding `prefix`, for each k
-    in `rows`: the fastest of a few passes, as other work on the machine only ever adds
-    time. The cache is cropped back after each pass."""
-    timings = {}
-    with torch.inference_mode():
-        cache = model(input_ids=prefix, use_cache=True).past_key_values
-        # One untimed pass: the first after the prefill pays one-off costs.
-        model(input_ids=prefix[:, -1:], past_key_values=cache, use_cache=True)
-        cache.crop(-1)  # 5.23: a negative count removes that many tokens
-        for k in rows:
-            block = prefix[:, -1:].repeat(1, k)  # the ids do not change the time
-            times = []
-            for _ in range(_CALIBRATION_REPEATS):
-                _synchronize(device)
-                start = time.perf_counter()
-                model(input_ids=block, past_key_values=cache, use_cache=True)
-                _synchronize(device)
-                times.append(time.perf_counter() - start)
-                cache.crop(-k)
-            timings[k] = min(times)
-    return timings
-
-
-@contextmanager
-def drafting_policy(
-    target: PreTrainedModel, policy: DraftPolicy, draft: DraftSettings | None = None
-) -> Iterator[None]:
-    """Within the block, `target.generate()` drafts as `policy` chooses.
-
-    Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
-    (tests/test_decoding.py pins it), wrapping the generator Transformers builds. Where it
-    builds an assistant's generator, a prompt-lookup generator joins it as a second source,
-    with `draft`'s n-gram size."""
-    build = type(target)._get_candidate_generator
-    ngram = (draft or DraftSettings()).max_matching_ngram_size
-
-    def get_candidate_generator(*args, **kwargs) -> CandidateGenerator:
-        generator = build(target, *args, **kwargs)
-        config = kwargs["generation_config"]
-        if type(generator) is PromptLookupCandidateGenerator:
-            return _PolicyDrafter(None, generator, policy, config.max_length)
-        if type(generator) is not AssistedCandidateGenerator:
-            # Subclasses (universal, early exit, MTP) draft and read their length elsewhere.
-            raise TypeError(f"the auto schedule cannot drive {type(generator).__name__}")
-        lookup = PromptLookupCandidateGenerator(
-            eos_token_id=config._eos_token_tensor,
-            num_output_tokens=policy.cap,
-            max_matching_ngram_size=ngram,
-            max_length=config.max_length,
-            logits_processor=kwargs["logits_processor"],
-            vocab_size=target.config.get_text_config().vocab_size,
-        )
-        return _PolicyDrafter(generator, lookup, policy, config.max_length)
-
-    target._get_candidate_generator = get_candidate_generator
-    try:
-        yield
-    finally:
-        del target._get_candidate_generator
-
-
-class _PolicyDrafter(CandidateGenerator):
-    """Transformers' own candidate generators, one chosen per step with its draft length.
-
-    Before each step, prompt lookup searches for a match (up to the cap; an n-gram search,
-    far cheaper than a forward pass), and the policy weighs it against the assistant's
-    draft and a plain step. The assistant's generator reads `num_assistant_tokens` at each
-    `get_candidates`; a step without it leaves its cache behind, and its next drafting pass
-    reads the tokens it missed first (Transformers crops and extends the cache from the
-    ids). Zero candidates make the target verify one row: a plain step."""
-
-    def __init__(
-        self,
-        assistant: AssistedCandidateGenerator | None,
-        lookup: PromptLookupCandidateGenerator,
-        policy: DraftPolicy,
-        max_length: int,
-    ):
-        self.assistant = assistant
-        self.lookup = lookup
-        self.policy = policy
-        self.max_length = max_length
-        self.length = 0  # the sequence's length before the step
-        self.matched: list[int] = []  # this step's lookup candidates
-
-    def get_candidates(self, input_ids: torch.LongTensor, **kwargs):
-        length = input_ids.shape[1]
-        matched, _ = self.lookup.get_candidates(input_ids)
-        self.length, self.matched = length, matched[0, length:].tolist()
-        offers = {LOOKUP: len(self.matched)}
-        if self.assistant is not None:
-            # The target adds a token of its own to the candidates: leave room for it.
-            offers[ASSISTANT] = self.max_length - length - 1
-        choice = self.policy.choose(offers, tokens_left=self.max_length - length, context=length)
-        if choice.source == LOOKUP:
-            return matched[:, : length + choice.gamma], None
-        if choice.source == ASSISTANT:
-            self.assistant.num_assistant_tokens = choice.gamma
-            if self.assistant.assistant_kwargs.get("past_key_values") is None:
-                # Transformers extends the assistant's attention mask and position ids only
-                # once it has a cache; an assistant that starts after the first step needs
-                # them as long as the ids it prefills.
-                kwargs_ = self.assistant.assistant_kwargs
-                kwargs_ = _prepare_attention_mask(kwargs_, length, is_encoder_decoder=False)
-                kwargs_ = _prepare_position_ids(kwargs_, length, is_encoder_decoder=False)
-                self.assistant.assistant_kwargs = kwargs_
-            started = time.perf_counter()
-            candidates = self.assistant.get_candidates(input_ids, **kwargs)
-            # generate() has synchronised the device before returning the draft's ids.
-            self.policy.observe_call(time.perf_counter() - started)
-            return candidates
-        return input_ids, None
-
-    def update_candidate_strategy(
-        self, input_ids: torch.LongTensor, scores: torch.Tensor, num_matches: int
-    ) -> None:
-        if self.policy.choice.source == ASSISTANT:
-            self.assistant.update_candidate_strategy(input_ids, scores, num_matches)
-        # `scores` holds one row per candidate plus the target's own token.
-        self.policy.observe(scores.shape[1] - 1, num_matches)
-        # A match not chosen is scored against what the step committed (past the cap, a
-        # match is never verified: it counts only up to the cap).
-        committed = input_ids[0, self.length :].tolist()
-        agreed = _common_prefix_length(self.matched, committed)
-        self.policy.observe_unverified(LOOKUP, len(self.matched), agreed, len(committed))
-
-
-class _StepObserver(BaseStreamer):
-    """Streamer plus hooks: turns Transformers' callbacks into Step events."""
-
-    def __init__(
-        self,
-        pair: LoadedPair,
-        record: RunRecord,
-        events: queue.Queue,
-        prompt_len: int,
-        policy: DraftPolicy | None = None,
-    ):
-        self.pair = pair
-        self.record = record
-        self.events = events
-        self.committed = prompt_len  # sequence length the target has accepted so far
-        self.start = 0.0
-        self.pending_draft: tuple[int, ...] = ()
-        # Forward hooks time drafting, so only for drafters that run a model.
-        self.times_drafting = record.drafter is not None and record.drafter.times_drafting
-        self.pending_draft_s = 0.0
-        self.seen_prompt = False
-        self.detokenizer = _Detokenizer(pair.tokenizer)
-        self.draft_timer = _PassTimer(pair.device)
-        self.draft_prefilled = False
-        self.policy = policy
-        self.verify_timer = _PassTimer(pair.device)
-        self.verify_rows: list[int] = []  # rows of each verification timed since the last step
-
-    # -- streamer ------------------------------------------------------------------------
-    def put(self, value: torch.Tensor) -> None:
-        if not self.seen_prompt:  # generate() first puts the prompt itself
-            self.seen_prompt = True
-            return
-        token_ids = tuple(value.reshape(-1).tolist())
-        t_s = time.perf_counter() - self.start
-        self._read_timers()
-        draft = self.pending_draft
-        # Counted from the ids, not as len(token_ids) - 1: where EOS or the length limit
-        # ends a step, the target's own token may be missing and every token a candidate.
-        accepted = _common_prefix_length(draft, token_ids)
-        text, accepted_text, rejected_text = self.detokenizer.add_step(token_ids, draft, accepted)
-        step = Step(
-            token_ids=token_ids,
-            text=text,
-            drafted=len(draft),
-            accepted=accepted,
-            t_s=t_s,
-            draft_ids=draft,
-            accepted_text=accepted_text,
-            rejected_text=rejected_text,
-            draft_s=self.pending_draft_s if self.times_drafting else None,
-            chosen=self.policy.choice.gamma if self.policy else None,
-            source=self._source(draft),
-        )
-        if self.policy and self.times_drafting:
-            self.policy.observe_draft(self.policy.choice, len(draft), self.pending_draft_s)
-        self.committed += len(token_ids)
-        self.pending_draft = ()
-        self.pending_draft_s = 0.0
-        self.record.steps.append(step)
-        self.events.put(StepEvent(self.record.mode, len(self.record.steps) - 1, step))
-
-    def end(self) -> None:
-        pass
-
-    def _source(self, draft: tuple[int, ...]) -> str | None:
-        if not draft:
-            return None
-        return self.policy.choice.source if self.policy else self.record.drafter
-
-    def _read_timers(self) -> None:
-        """Turn the passes timed since the last step into drafting and verification times
-        (on a GPU, one wait for the step's last event instead of one per pass)."""
-        for elapsed in self.draft_timer.read():
-            # The step's drafting time counts every pass, the assistant's prefill included.
-            self.pending_draft_s += elapsed
-            # The first drafting pass is the assistant's prefill, not a draft token.
-            if self.draft_prefilled:
-                self.record.draft_forward_s.append(elapsed)
-            self.draft_prefilled = True
-        for rows, elapsed in zip(self.verify_rows, self.verify_timer.read(), strict=True):
-            self.policy.observe_verify(rows, elapsed)
-        self.verify_rows = []
-
-    def flush(self) -> None:
-        """Attach text held back for an incomplete character to the last step."""
-        rest = self.detokenizer.finish()
-        if rest and self.record.steps:
-            last = self.record.steps[-1]
-            self.record.steps[-1] = replace(last, text=last.text + rest)
-
-    # -- hooks ---------------------------------------------------------------------------
-    def hooks(self, mode: Mode, assistant: PreTrainedModel | None) -> _Hooks:
-        handles = [
-            self.pair.target.register_forward_pre_hook(self._before_target, with_kwargs=True)
-        ]
-        if self.pair.spec.drafter is DrafterKind.EARLY_EXIT:
-            handles.append(self.pair.target.register_forward_hook(self._after_target))
-        elif mode == "assisted" and assistant is not None:
-            handles.append(assistant.register_forward_pre_hook(self._before_draft))
-            handles.append(assistant.register_forward_hook(self._after_draft))
-        if self.policy is not None:
-            target = self.pair.target
-            handles.append(target.register_forward_pre_hook(self._before_verify, with_kwargs=True))
-            handles.append(target.register_forward_hook(self._after_verify))
-        return _Hooks(handles)
-
-    def _before_verify(self, module, args, kwargs) -> None:
-        cache = kwargs.get("past_key_values")
-        # The first step's pass is fused with the prompt's prefill: not a verification time.
-        cached = cache.get_seq_length() if cache is not None else 0
-        input_ids = kwargs.get("input_ids")
-        if cached and input_ids is not None:
-            self.verify_rows.append(input_ids.shape[1])
-            self.verify_timer.start()
-
-    def _after_verify(self, module, args, output) -> None:
-        self.verify_timer.stop()
-
-    def _before_target(self, module, args, kwargs) -> None:
-        if self._early_exit_drafting():
-            self._before_draft(module, args)
-            return
-        input_ids = kwargs.get("input_ids")
-        if input_ids is None:
-            return
-        cache = kwargs.get("past_key_values")
-        cached = cache.get_seq_length() if cache is not None else 0
-        # The target verifies every position past what it has committed: the candidates.
-        # They follow the prompt in the first step (prefill and verification are fused),
-        # and the last committed token, which the cache does not hold yet, in later ones.
-        first = self.committed - cached
-        if input_ids.shape[1] > first:
-            self.pending_draft = tuple(input_ids[0, first:].tolist())
-
-    def _after_target(self, module, args, output) -> None:
-        if self._early_exit_drafting():
-            self._after_draft(module, args, output)
-
-    def _early_exit_drafting(self) -> bool:
-        if self.pair.spec.drafter is not DrafterKind.EARLY_EXIT:
-            return False
-        base = getattr(self.pair.target, self.pair.target.base_model_prefix)
-        return base.config.num_hidden_layers == self.pair.spec.early_exit_layer
-
-    def _before_draft(self, module, args) -> None:
-        self.draft_timer.start()
-
-    def _after_draft(self, module, args, output) -> None:
-        self.draft_timer.stop()
-
-
-class _PassTimer:
-    """Times forward passes on `device`: CUDA events recorded around each pass and read
-    together once per step, or the CPU's clock."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.started: torch.cuda.Event | float | None = None
-        self.timed: list = []  # CUDA: (start, end) event pairs; CPU: seconds
-
-    def start(self) -> None:
-        if self.cuda:
-            self.started = torch.cuda.Event(enable_timing=True)
-            self.started.record()
-        else:
-            self.started = time.perf_counter()
-
-    def stop(self) -> None:
-        if self.started is None:
-            return
-        if self.cuda:
-            end = torch.cuda.Event(enable_timing=True)
-            end.record()
-            self.timed.append((self.started, end))
-        else:
-            self.timed.append(time.perf_counter() - self.started)
-        self.started = None
-
-    def read(self) -> list[float]:
-        """Seconds of each pass timed since the last read, in order."""
-        timed, self.timed = self.timed, []
-        if not self.cuda or not timed:
-            return timed
-        timed[-1][1].synchronize()  # the last pass's end: every earlier event has happened
-        return [start.elapsed_time(end) / 1000 for start, end in timed]
-
-
-@dataclass
-class _Hooks:
-    handles: list
-
-    def __enter__(self) -> _Hooks:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for handle in self.handles:
-            handle.remove()
-
-
-class _Detokenizer:
-    """Incremental text: the new characters of each step, never half a multi-byte character."""
-
-    def __init__(self, tokenizer: PreTrainedTokenizerBase):
-        self.tokenizer = tokenizer
-        self.ids: list[int] = []
-        self.emitted = ""
-
-    def add(self, token_ids: tuple[int, ...]) -> str:
-        self.ids.extend(token_ids)
-        # A character split across tokens waits for the rest; the text before it does not.
-        return self._advance(self._decode(self.ids))
-
-    def add_step(
-        self, token_ids: tuple[int, ...], draft_ids: tuple[int, ...], accepted: int
-    ) -> tuple[str, str, str]:
-        """The step's text, and its draft's text split into the accepted part and the
-        rejected remainder.
-
-        The draft is decoded after everything committed before it, as the step's text is,
-        so a token's leading space or a character spread over tokens comes out as it would
-        have in the output. The accepted part is what the step's text and the draft both
-        begin with (the accepted candidates' text); a character that the boundary splits
-        goes to the remainder."""
-        emitted = len(self.emitted)
-        before = list(self.ids)
-        text = self.add(token_ids)
-        if not draft_ids:
-            return text, "", ""
-        draft = self._decode(before + list(draft_ids))[emitted:]
-        if accepted == len(draft_ids):
-            head = draft
-        else:
-            head = self._decode(before + list(draft_ids[:accepted]))[emitted:]
-        cut = min(_common_prefix_length(text, head), _common_prefix_length(head, draft))
-        return text, text[:cut], draft[cut:]
-
-    def finish(self) -> str:
-        return self._advance(self.tokenizer.decode(self.ids, skip_special_tokens=True))
-
-    def _decode(self, ids: list[int]) -> str:
-        """Text of `ids` without a trailing incomplete character."""
-        return self.tokenizer.decode(ids, skip_special_tokens=True).rstrip("\ufffd")
-
-    def _advance(self, text: str) -> str:
-        delta = text[len(self.emitted) :]
-        self.emitted = text
-        return delta
+    prefix = torch.tensor([encode_prompt(pair, _WARMUP_PROMPT)], device=_input_device(pair))
+    return auto.new_policy(pair, draft, assistant, _precision_key(pair, draft), prefix)
 
 
 class _StopRequested(StoppingCriteria):
@@ -829,13 +355,6 @@ class _StopRequested(StoppingCriteria):
         )
 
 
-def _common_prefix_length(a: Sequence, b: Sequence) -> int:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
-
-
 def _pad_token_id(pair: LoadedPair) -> int | None:
     config = pair.target.generation_config
     if config.pad_token_id is not None:
@@ -847,8 +366,3 @@ def _pad_token_id(pair: LoadedPair) -> int | None:
 def _input_device(pair: LoadedPair) -> torch.device:
     # With a device map the embeddings may sit anywhere; inputs go where they are.
     return pair.target.get_input_embeddings().weight.device
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

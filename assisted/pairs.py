@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from assisted import embedded, fetch
 from assisted.drafters import DrafterKind
+from assisted.learnt import LearntState
 from assisted.settings import DraftSettings
 
 if TYPE_CHECKING:
@@ -148,15 +149,8 @@ class LoadedPair:
     # Copies of the assistant in other precisions, made on first use and shared by the
     # pair's siblings (the benchmark's drafter variants), so one target serves them all.
     assistant_copies: dict[str, PreTrainedModel] = field(default_factory=dict)
-    # The `auto` policy's calibration, timed once per loaded pair (so per device and dtype):
-    # ("verify", k) -> the target's seconds to verify k rows; ("draft", precision) -> the
-    # assistant's seconds per drafted token in that precision.
-    calibration_s: dict[tuple[str, int | str], float] = field(default_factory=dict)
-    # What the `auto` policy's runs saw accepted, per assistant precision: per source,
-    # (accepted, tried) counts by draft position; a new run starts from them, lightly.
-    acceptance_history: dict[str, dict[str, tuple[list[float], list[float]]]] = field(
-        default_factory=dict
-    )
+    # What the `auto` policy learnt on this pair: costs and acceptance, shared by siblings.
+    learnt: LearntState = field(default_factory=LearntState)
 
     @property
     def dtype_name(self) -> str:

@@ -52,7 +52,7 @@ Terms (one definition each, used everywhere):
   drafted can fall short of it (confidence threshold, a shorter prompt-lookup match).
 - **verify_cost_s** (`auto` schedule only): T(k), the target's seconds to verify k rows
   (the last committed token + k − 1 candidates), as [k, seconds] for k = 1 … cap + 1:
-  calibrated before the run, refined by its timed steps (see assisted.policy).
+  calibrated before the run, refined by its timed steps (see assisted.costs).
 - **source**: where a step's candidates came from, a drafter kind (`assisted.drafters`);
   under `auto` it can change from step to step. None for a step that drafted nothing.
 - **identical**: the assisted run committed exactly the plain run's tokens.

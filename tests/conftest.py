@@ -33,12 +33,12 @@ def slow_steps(monkeypatch):
     a second, and on a busy machine a Stop pressed mid-run could arrive after the run ended."""
     import time
 
-    from assisted import decoding
+    from assisted.observe import StepObserver
 
-    put = decoding._StepObserver.put
+    put = StepObserver.put
 
     def slow_put(self, value):
         put(self, value)
         time.sleep(0.03)
 
-    monkeypatch.setattr(decoding._StepObserver, "put", slow_put)
+    monkeypatch.setattr(StepObserver, "put", slow_put)

@@ -16,8 +16,10 @@ from transformers.generation.candidate_generator import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerationMixin
 
-from assisted import decoding, stats
+from assisted import auto, decoding, stats
 from assisted.decoding import RunDone, StepEvent
+from assisted.drafters import DrafterKind
+from assisted.learnt import LearntState
 from assisted.pairs import custom_pair, load_pair
 from assisted.policy import Choice, DraftPolicy
 from assisted.record import RunRecord
@@ -214,7 +216,7 @@ def test_an_identical_assistant_drafting_eos_has_every_candidate_accepted(self_p
 def lookup_pair(tiny_dirs):
     """Prompt lookup on a target that always predicts one token, `repeat`: drafts copied
     from a prompt of that token repeated are all accepted."""
-    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    lookup = load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP)
     repeat = lookup.tokenizer("a")["input_ids"][0]
 
     def always_repeat(module, args, logits):
@@ -239,20 +241,22 @@ def test_a_step_the_length_limit_cuts_counts_every_committed_candidate(lookup_pa
     assert [(s.drafted, s.accepted, len(s.token_ids)) for s in steps] == [(4, 4, 5), (4, 2, 2)]
     assert steps[1].rejected_text == "aa"  # the two candidates past the limit
     assert all(step.draft_s is None for step in steps)  # a lookup is not timed apart
-    record = RunRecord(mode="assisted", drafter="prompt-lookup", prompt_tokens=8, steps=steps)
+    record = RunRecord(
+        mode="assisted", drafter=DrafterKind.PROMPT_LOOKUP, prompt_tokens=8, steps=steps
+    )
     check_drafts(record, lookup.tokenizer)
 
 
 def test_prompt_lookup_is_lossless(tiny_dirs):
-    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    lookup = load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP)
     prompt = "def add(a, b):\n    return a + b\n" * 3
     done = records(lookup, prompt=prompt)
     assert done["assisted"].token_ids == done["plain"].token_ids
-    assert done["assisted"].drafter == "prompt-lookup"
+    assert done["assisted"].drafter is DrafterKind.PROMPT_LOOKUP
 
 
 def test_universal_assistant_with_another_tokenizer_is_lossless(tiny_dirs):
-    universal = load(tiny_dirs, assistant="other_tokenizer", drafter="universal")
+    universal = load(tiny_dirs, assistant="other_tokenizer", drafter=DrafterKind.UNIVERSAL)
     done = records(universal)
     assert done["assisted"].token_ids == done["plain"].token_ids
 
@@ -288,8 +292,8 @@ class Scripted(DraftPolicy):
     in turn (by default the assistant where one is offered), and remembers what it saw."""
 
     def __init__(self, lengths, sources=(None,)):
-        sources_s = {decoding.ASSISTANT: 0.0, decoding.LOOKUP: 0.0}
-        super().__init__(8, {k: 0.01 for k in range(1, 10)}, sources_s, decoding.ASSISTANT)
+        sources_s = {auto.ASSISTANT: 0.0, auto.LOOKUP: 0.0}
+        super().__init__(8, {k: 0.01 for k in range(1, 10)}, sources_s, auto.ASSISTANT)
         self.lengths = lengths
         self.sources = sources
         self.seen: list[tuple[int, int]] = []
@@ -300,7 +304,7 @@ class Scripted(DraftPolicy):
         gamma = self.lengths[step % len(self.lengths)]
         source = self.sources[step % len(self.sources)]
         if source is None:
-            source = decoding.ASSISTANT if decoding.ASSISTANT in offers else decoding.LOOKUP
+            source = auto.ASSISTANT if auto.ASSISTANT in offers else auto.LOOKUP
         gamma = min(gamma, offers.get(source, 0))
         self.offered.append(offers)
         self.choice = Choice(source, gamma) if gamma else Choice(None, 0)
@@ -318,7 +322,7 @@ def generate_with(pair, policy, prompt=PROMPT, **kwargs):
     )
     ids = torch.tensor([decoding.encode_prompt(pair, prompt)])
     try:
-        with decoding.drafting_policy(pair.target, policy):
+        with auto.drafting_policy(pair.target, policy):
             out = pair.target.generate(ids, max_new_tokens=16, do_sample=False, **kwargs)
     finally:
         hook.remove()
@@ -395,7 +399,7 @@ def test_the_assistant_can_start_after_the_first_step(pair, first):
 
 def test_lookup_matches_and_assistant_drafts_mix_losslessly(self_pair, pair):
     prompt = "def add(a, b):\n    return a + b\n" * 3
-    lookup, assistant = decoding.LOOKUP, decoding.ASSISTANT
+    lookup, assistant = auto.LOOKUP, auto.ASSISTANT
     for model_pair in (self_pair, pair):
         model_pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
         model_pair.assistant.generation_config.assistant_confidence_threshold = 0.0
@@ -418,7 +422,7 @@ def test_switching_between_zero_and_k_within_one_generate_is_lossless(self_pair,
 
 
 def test_switching_prompt_lookup_between_zero_and_k_is_lossless(tiny_dirs):
-    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    lookup = load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP)
     prompt = "def add(a, b):\n    return a + b\n" * 3
     policy = Scripted([0, 4])
     ids, rows = generate_with(lookup, policy, prompt=prompt, prompt_lookup_num_tokens=4)
@@ -458,7 +462,7 @@ def test_the_auto_schedule_drafts_long_when_drafts_are_free_and_right(lookup_pai
 
 
 def test_the_auto_schedule_drives_prompt_lookup_losslessly(tiny_dirs):
-    lookup = load(tiny_dirs, assistant=None, drafter="prompt-lookup")
+    lookup = load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP)
     prompt = "def add(a, b):\n    return a + b\n" * 3
     auto = DraftSettings(prompt_lookup_num_tokens=6, schedule="auto")
     done = records(lookup, prompt=prompt, draft=auto)
@@ -478,53 +482,55 @@ def test_the_auto_schedule_samples_and_runs_bare(pair):
     assert "_get_candidate_generator" not in vars(pair.target)
 
 
+def prefix(pair):
+    return torch.tensor([decoding.encode_prompt(pair, PROMPT)])
+
+
 def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monkeypatch):
-    fresh = dataclasses.replace(pair, calibration_s={})
+    fresh = dataclasses.replace(pair, learnt=LearntState())
     timed = []
 
     def fake(model, prefix, rows, device):
         timed.append(rows)
         return {k: 0.01 * k for k in rows}
 
-    monkeypatch.setattr(decoding, "_time_forwards", fake)
-    verify_s, drafter_s, prefill_s = decoding.calibrate(fresh, pair.assistant, "none", 4)
+    monkeypatch.setattr(auto, "_time_forwards", fake)
+    verify_s, drafter_s, prefill_s = auto.calibrate(fresh, prefix(pair), pair.assistant, "none", 4)
     # The target's two ends; the assistant's one row and its block of prefill rows.
-    assert timed == [[1, 5], [1, decoding._PREFILL_ROWS]]
+    assert timed == [[1, 5], [1, auto._PREFILL_ROWS]]
     assert verify_s == pytest.approx({k: 0.01 * k for k in range(1, 6)})
     assert drafter_s == 0.01 and prefill_s == pytest.approx(0.01)
 
 
 def test_a_disturbed_calibration_is_timed_again(pair, monkeypatch):
-    fresh = dataclasses.replace(pair, calibration_s={})
+    fresh = dataclasses.replace(pair, learnt=LearntState())
     timings = iter([{1: 0.01, 5: 0.5}, {1: 0.02, 5: 0.03}])  # 5 rows at 50× one: disturbed
-    monkeypatch.setattr(decoding, "_time_forwards", lambda m, p, rows, d: next(timings))
-    verify_s, _, _ = decoding.calibrate(fresh, None, "none", 4)
+    monkeypatch.setattr(auto, "_time_forwards", lambda m, p, rows, d: next(timings))
+    verify_s, _, _ = auto.calibrate(fresh, prefix(pair), None, "none", 4)
     assert verify_s[1] == 0.01 and verify_s[5] == 0.03  # the fastest of the two attempts
 
 
 def test_a_runs_verifications_refine_the_pairs_calibration(pair):
-    fresh = dataclasses.replace(pair, calibration_s={}, acceptance_history={})
+    fresh = dataclasses.replace(pair, learnt=LearntState())
     records(fresh, draft=AUTO)
-    verified = {k for (kind, k) in fresh.calibration_s if kind == "verify"}
+    verified = set(fresh.learnt.verify_s)
     assert {1, 5} <= verified and len(verified) > 2  # timed ends + rows the run verified
-    assert set(fresh.acceptance_history["none"]) == {
-        "assistant",
-        "assistant streak",
-        "prompt-lookup",
-        "prompt-lookup streak",
+    sources = (auto.ASSISTANT, auto.LOOKUP)
+    assert set(fresh.learnt.precision("none").acceptance) == {
+        (source, streak) for source in sources for streak in (False, True)
     }
 
 
 def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
-    decoding.calibrate(pair, pair.assistant, "none", 4)
+    auto.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
     timed = []
-    monkeypatch.setattr(decoding, "_time_forwards", lambda *args: timed.append(args) or {})
-    verify_s, drafter_s, prefill_s = decoding.calibrate(pair, pair.assistant, "none", 4)
+    monkeypatch.setattr(auto, "_time_forwards", lambda *args: timed.append(args) or {})
+    verify_s, drafter_s, prefill_s = auto.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
     assert timed == [] and sorted(verify_s) == [1, 2, 3, 4, 5] and drafter_s > 0 < prefill_s
 
 
 def test_the_auto_schedule_is_refused_for_drafters_it_cannot_drive(tiny_dirs):
-    universal = load(tiny_dirs, assistant="other_tokenizer", drafter="universal")
+    universal = load(tiny_dirs, assistant="other_tokenizer", drafter=DrafterKind.UNIVERSAL)
     with pytest.raises(SettingsError, match="auto"):
         list(decoding.compare(universal, PROMPT, GREEDY, AUTO))
 
@@ -624,13 +630,3 @@ def test_max_new_tokens_out_of_range_is_refused(pair, max_new_tokens):
 def test_draft_settings_out_of_range_are_refused(pair, draft):
     with pytest.raises(SettingsError):
         list(decoding.compare(pair, PROMPT, GREEDY, draft))
-
-
-def test_detokenizer_never_splits_a_character(pair):
-    text = "naïve café € 日本語"
-    ids = pair.tokenizer(text)["input_ids"]
-    detokenizer = decoding._Detokenizer(pair.tokenizer)
-    pieces = [detokenizer.add((token,)) for token in ids]
-    pieces.append(detokenizer.finish())
-    assert all("\ufffd" not in piece for piece in pieces)
-    assert "".join(pieces) == text

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from assisted.policy import (
-    HISTORY_WEIGHT,
-    PROBE_AFTER,
-    Acceptance,
-    Choice,
-    DraftPolicy,
-    measure_bookkeeping_s,
-)
+from assisted.acceptance import HISTORY_WEIGHT, Acceptance
+from assisted.drafters import DrafterKind
+from assisted.policy import PROBE_AFTER, Choice, DraftPolicy, measure_bookkeeping_s
 
 CAP = 8
-A, L = "assistant", "prompt-lookup"
+A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
 ROOM = {A: CAP}  # the assistant can draft up to the cap; no lookup match
 FAR = {"tokens_left": 1000, "context": 50}  # a long budget and a short prompt
 
@@ -33,7 +30,7 @@ def steep() -> dict[int, float]:
     return {k: 0.020 * k for k in range(1, CAP + 2)}
 
 
-def teach(p: DraftPolicy, accepted: int, source: str = A, steps: int = 50) -> None:
+def teach(p: DraftPolicy, accepted: int, source: DrafterKind = A, steps: int = 50) -> None:
     for _ in range(steps):
         p.choice = Choice(source, CAP)
         p.observe(CAP, accepted)
@@ -97,7 +94,9 @@ def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
     # 700 tokens of context at 2 ms each cost 1.4 s; at this acceptance the assistant saves
     # about 10 ms a token on a 20 ms step.
     p = policy(flat(), drafter_s=0.002, prefill_s=0.002)
-    p.acceptance[A, False] = Acceptance(CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP))
+    p.acceptance.estimates[A, False] = Acceptance(
+        CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP)
+    )
     assert p.choose(ROOM, tokens_left=17, context=700).source is None
     # With a long budget it waits until the time it would have saved reaches the prefill's.
     waited = 0
@@ -116,7 +115,7 @@ def test_a_short_prompt_starts_the_assistant_at_once():
 
 def test_catch_up_weighs_on_the_assistant_after_a_step_without_it():
     p = policy(flat())
-    p.catch_up_s = 1.0
+    p.costs.catch_up_s = 1.0
     assert p.cost_s(A, 2) < 1.0  # not started: nothing to catch up on
     p.choice = Choice(A, 2)
     p.observe(2, 2)
@@ -124,49 +123,61 @@ def test_catch_up_weighs_on_the_assistant_after_a_step_without_it():
     p.choice = Choice(L, 2)
     p.observe(2, 2)
     assert p.cost_s(A, 2) > 1.0 and p.cost_s(L, 2) < 1.0 and p.cost_s(None, 0) < 1.0
-    assert p.choose({A: CAP, L: 2}, **FAR).catch_up is False  # the lookup is chosen
+    assert p.choose({A: CAP, L: 2}, **FAR) == Choice(L, 2)  # the lookup, with no catch-up
 
 
 def test_acceptance_counts_stop_at_the_first_rejection():
     p = policy(flat())
     p.choice = Choice(A, 5)
     p.observe(drafted=5, accepted=2)
-    assert p.acceptance[A, False].tried == [1, 1, 1, 0, 0, 0, 0, 0]
-    assert p.acceptance[A, False].accepted == [1, 1, 0, 0, 0, 0, 0, 0]
+    assert p.acceptance.estimates[A, False].tried == [1, 1, 1, 0, 0, 0, 0, 0]
+    assert p.acceptance.estimates[A, False].accepted == [1, 1, 0, 0, 0, 0, 0, 0]
     p.choice = Choice(None, 0)
     p.observe(drafted=0, accepted=0)  # a plain step says nothing about drafts
-    assert sum(p.acceptance[A, False].tried) == 3 and sum(p.acceptance[L, False].tried) == 0
+    assert (
+        sum(p.acceptance.estimates[A, False].tried) == 3
+        and sum(p.acceptance.estimates[L, False].tried) == 0
+    )
 
 
 def test_expected_tokens_count_the_targets_own_token():
-    p = policy(flat())
-    assert p.expected_tokens(None, 0) == 1.0
-    assert p.expected_tokens(A, 2) == pytest.approx(1 + 0.5 + 0.25)  # the Beta(1, 1) prior
+    fresh = Acceptance(CAP)
+    assert fresh.expected_tokens(0) == 1.0
+    assert fresh.expected_tokens(2) == pytest.approx(1 + 0.5 + 0.25)  # the Beta(1, 1) prior
 
 
 def test_a_runs_history_counts_for_a_few_observations_only():
     seen = Acceptance(CAP, ([90.0] * CAP, [100.0] * CAP))
     assert seen.tried[0] == pytest.approx(HISTORY_WEIGHT)
     assert seen.accepted[0] / seen.tried[0] == pytest.approx(0.9)
-    p = DraftPolicy(CAP, flat(), {A: 0.001}, A, history={A: seen.counts()})
-    assert p.expected_tokens(A, 1) > 1.7
+    p = DraftPolicy(CAP, flat(), {A: 0.001}, A, history={(A, False): seen.counts()})
+    assert p.acceptance.expected_tokens(A, 1) > 1.7
     assert Acceptance(CAP, ([0.0] * CAP, [0.0] * CAP)).tried == [0.0] * CAP
 
 
 def test_timings_refine_the_cost_model():
     p = policy(flat())
-    before = p.verify_s[3]
-    p.observe_verify(3, 1.0)
-    assert before < p.verify_s[3] < 1.0
+    costs = p.costs
+    before = costs.verify_s[3]
+    costs.observe_verify(3, 1.0)
+    assert before < costs.verify_s[3] < 1.0
     p.observe_draft(Choice(A, 4), 4, 4.0)
-    assert 0.001 < p.drafter_s[A] < 1.0
+    assert 0.001 < costs.drafter_s[A] < 1.0
     p.observe_draft(Choice(A, 4, catch_up=True), 4, 10.0)
-    assert p.catch_up_s > 0
+    assert costs.catch_up_s > 0
     p.choose(ROOM, tokens_left=1000, context=100)
     p.observe_draft(Choice(A, 1, prefill=True), 1, 0.5)
-    assert p.prefill_s == pytest.approx((0.5 - p.drafter_s[A]) / 100)
-    p.observe_draft(Choice(L, 4), 4, 9.0)  # lookup drafting is never timed
-    assert p.verify_curve()[0][0] == 1 and len(p.verify_curve()) == CAP + 1
+    assert costs.prefill_s == pytest.approx((0.5 - costs.drafter_s[A]) / 100)
+    assert costs.verify_curve()[0][0] == 1 and len(costs.verify_curve()) == CAP + 1
+
+
+def test_only_the_assistants_drafts_refine_the_costs():
+    p = policy(flat())
+    p.costs.observe_call(0.5)
+    before = copy.deepcopy(vars(p.costs))
+    p.observe_draft(Choice(L, 4), 4, 9.0)  # prompt lookup runs no forward passes to time
+    p.observe_draft(Choice(A, 4), 0, 9.0)  # the assistant drafted nothing
+    assert vars(p.costs) == before
 
 
 def test_missing_verification_times_are_refused():
@@ -182,13 +193,13 @@ def test_a_match_not_chosen_is_scored_against_what_the_step_committed():
     p = policy(flat())
     p.choice = Choice(A, 3)
     p.observe_unverified(L, drafted=5, agreed=1, committed=3)  # rejected at its 2nd token
-    assert p.acceptance[L, False].tried[:3] == [1, 1, 0]
-    assert p.acceptance[L, False].accepted[:3] == [1, 0, 0]
+    assert p.acceptance.estimates[L, False].tried[:3] == [1, 1, 0]
+    assert p.acceptance.estimates[L, False].accepted[:3] == [1, 0, 0]
     p.observe_unverified(L, drafted=5, agreed=3, committed=3)  # agreed as far as it can tell
-    assert p.acceptance[L, False].tried[:4] == pytest.approx([1.98, 1.98, 1, 0])
-    assert p.streak[L]
+    assert p.acceptance.estimates[L, False].tried[:4] == pytest.approx([1.98, 1.98, 1, 0])
+    assert p.acceptance.streak[L]
     p.observe_unverified(A, drafted=5, agreed=5, committed=5)  # the chosen source: verified
-    assert sum(p.acceptance[A, False].tried) == 0
+    assert sum(p.acceptance.estimates[A, False].tried) == 0
 
 
 def test_a_streak_has_its_own_estimate():
@@ -196,15 +207,20 @@ def test_a_streak_has_its_own_estimate():
     for accepted in [0] * 10 + [4] * 10:  # matches that fail, then a passage being copied
         p.choice = Choice(L, 4)
         p.observe(4, accepted)
-    assert p.streak[L] and p.expected_tokens(L, 4) > 4.0
+    assert p.acceptance.streak[L] and p.acceptance.expected_tokens(L, 4) > 4.0
     p.choice = Choice(L, 4)
     p.observe(4, 0)
-    assert not p.streak[L] and p.expected_tokens(L, 4) < 2.0
+    assert not p.acceptance.streak[L] and p.acceptance.expected_tokens(L, 4) < 2.0
 
 
-def test_an_assistant_left_unused_is_tried_again():
+def test_an_assistant_left_unused_drafts_once_at_its_best_length():
     p = policy(flat(), drafter_s=0.004)
-    teach(p, accepted=0)  # it drafted badly, so plain steps win for now
-    choices = [p.choose(ROOM, **FAR) for _ in range(PROBE_AFTER + 1)]
-    assert [c.gamma for c in choices[:PROBE_AFTER]] == [0] * PROBE_AFTER
-    assert choices[-1].source == A
+    teach(p, accepted=0, source=A)  # it drafted badly
+    teach(p, accepted=CAP, source=L)  # and lookup matches are all accepted
+    both = {A: CAP, L: CAP}
+    choices = [p.choose(both, **FAR) for _ in range(PROBE_AFTER + 1)]
+    # Lookup drafts at every step, so no run of γ = 0 steps calls for the other probe.
+    assert all(c.source == L and c.gamma > 0 for c in choices[:PROBE_AFTER])
+    # The assistant, idle for PROBE_AFTER steps, drafts once after the steps it skipped.
+    assert choices[-1] == Choice(A, p.best(A, CAP)[0], catch_up=True)
+    assert p.choose(both, **FAR).source == L

@@ -1,0 +1,264 @@
+"""The `auto` schedule's seam into Transformers: a policy chooses each step's draft.
+
+The target's `_get_candidate_generator` is overridden on the instance for the run, wrapping
+the candidate generator Transformers built so that `assisted.policy` chooses, before each
+step, the source of the candidates (the assistant, or a prompt-lookup match) and their
+number (0: a plain target step). Transformers still drafts, verifies and accepts.
+
+The policy starts from what the pair learnt (`assisted.learnt`): a calibration of the
+target's verification times and of the assistant's drafting and prefill times, timed once
+per loaded pair, and the acceptance that the pair's latest run saw. Each run leaves what it
+learnt for the next one.
+
+Calibration measured: timing all nine rows of cap 8 took 20 s on the embedded pair in fp32
+on 2 busy CPU cores (T(1) 0.3 s); timing T(1) and T(cap + 1) and interpolating between them,
+plus the assistant's row, 5.6 s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import torch
+from transformers.generation.candidate_generator import (
+    AssistedCandidateGenerator,
+    CandidateGenerator,
+    PromptLookupCandidateGenerator,
+    _prepare_attention_mask,
+    _prepare_position_ids,
+)
+
+from assisted.drafters import DrafterKind
+from assisted.observe import common_prefix_length, synchronize
+from assisted.policy import DraftPolicy
+from assisted.settings import DraftSettings
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from assisted.learnt import LearntState
+    from assisted.pairs import LoadedPair
+
+# Each calibration timing is the fastest of this many forward passes, after one untimed
+# pass, on a cache holding the warm-up prompt.
+_CALIBRATION_REPEATS = 3
+_CALIBRATION_ATTEMPTS = 3  # timings of the target's rows, while they look disturbed
+_PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
+# The `auto` policy's draft sources.
+ASSISTANT = DrafterKind.ASSISTANT
+LOOKUP = DrafterKind.PROMPT_LOOKUP
+
+
+def new_policy(
+    pair: LoadedPair,
+    draft: DraftSettings,
+    assistant: PreTrainedModel | None,
+    precision: str,
+    prefix: torch.Tensor,
+) -> DraftPolicy:
+    """A fresh policy for one `auto` run, seeded by the pair's calibration (timed after
+    `prefix` where it is missing) and by the acceptance its earlier runs saw in `precision`.
+
+    A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
+    matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
+    if pair.spec.drafter is LOOKUP:
+        cap, drafter_s, model = draft.prompt_lookup_num_tokens, {LOOKUP: 0.0}, None
+        verify_s, _, _ = calibrate(pair, prefix, None, precision, cap)
+        prefill_s = 0.0
+    else:
+        cap, model = draft.num_assistant_tokens, ASSISTANT
+        verify_s, per_token_s, prefill_s = calibrate(pair, prefix, assistant, precision, cap)
+        drafter_s = {ASSISTANT: per_token_s, LOOKUP: 0.0}
+    history = pair.learnt.precision(precision).acceptance
+    return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
+
+
+def keep_learnt(learnt: LearntState, precision: str, policy: DraftPolicy) -> None:
+    """What an `auto` run learnt, for the pair's next runs: acceptance per source, T(k) for
+    the rows it verified, and the assistant's prefill time per token."""
+    drafting = learnt.precision(precision)
+    drafting.acceptance = policy.acceptance.counts()
+    learnt.verify_s.update(policy.costs.observed_verify_s())
+    if policy.model_source is not None:
+        drafting.prefill_s = policy.costs.prefill_s
+
+
+def calibrate(
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    assistant: PreTrainedModel | None,
+    precision: str,
+    cap: int,
+) -> tuple[dict[int, float], float, float]:
+    """T(k), the target's seconds to verify k rows for k = 1 … cap + 1; the assistant's
+    seconds per drafted token; and its seconds per token of a prefill (both 0 without an
+    assistant model). Each is timed once per pair, on a cache holding `prefix`.
+
+    Only T(1) and T(cap + 1) are timed, and the rows between are interpolated linearly
+    (the module's note). Runs then refine each T(k) they use, and keep it for the pair's
+    next runs (`keep_learnt`), as they do the prefill time.
+
+    A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
+    keep the policy from ever drafting long enough to correct it; so verifying k rows
+    timed slower than k separate one-row passes is taken as disturbed and timed again."""
+    verify_s = pair.learnt.verify_s
+    drafting = pair.learnt.precision(precision)
+    missing = [k for k in (1, cap + 1) if k not in verify_s]
+    for _ in range(_CALIBRATION_ATTEMPTS if missing else 0):
+        for k, seconds in _time_forwards(pair.target, prefix, missing, pair.device).items():
+            verify_s[k] = min(seconds, verify_s.get(k, seconds))
+        if verify_s[cap + 1] <= (cap + 1) * verify_s[1]:
+            break
+    if assistant is not None and drafting.draft_s is None:
+        # One row, as the assistant drafts one token per forward pass; a block of rows for
+        # the prefill, whose time per token is flatter than a single row's.
+        timed = _time_forwards(assistant, prefix, [1, _PREFILL_ROWS], pair.device)
+        drafting.draft_s = timed[1]
+        if drafting.prefill_s is None:
+            drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+    curve = {k: _interpolate(verify_s, k) for k in range(1, cap + 2)}
+    if assistant is None:
+        return curve, 0.0, 0.0
+    return curve, drafting.draft_s, drafting.prefill_s
+
+
+def _interpolate(points: dict[int, float], k: int) -> float:
+    """The value at `k`, linear between the nearest points around it."""
+    low = max(x for x in points if x <= k)
+    high = min(x for x in points if x >= k)
+    if low == high:
+        return points[k]
+    return points[low] + (points[high] - points[low]) * (k - low) / (high - low)
+
+
+def _time_forwards(
+    model: PreTrainedModel, prefix: torch.Tensor, rows: list[int], device: torch.device
+) -> dict[int, float]:
+    """Seconds of one forward pass over `k` new rows on a cache holding `prefix`, for each k
+    in `rows`: the fastest of a few passes, as other work on the machine only ever adds
+    time. The cache is cropped back after each pass."""
+    timings = {}
+    with torch.inference_mode():
+        cache = model(input_ids=prefix, use_cache=True).past_key_values
+        # One untimed pass: the first after the prefill pays one-off costs.
+        model(input_ids=prefix[:, -1:], past_key_values=cache, use_cache=True)
+        cache.crop(-1)  # 5.23: a negative count removes that many tokens
+        for k in rows:
+            block = prefix[:, -1:].repeat(1, k)  # the ids do not change the time
+            times = []
+            for _ in range(_CALIBRATION_REPEATS):
+                synchronize(device)
+                start = time.perf_counter()
+                model(input_ids=block, past_key_values=cache, use_cache=True)
+                synchronize(device)
+                times.append(time.perf_counter() - start)
+                cache.crop(-k)
+            timings[k] = min(times)
+    return timings
+
+
+@contextmanager
+def drafting_policy(
+    target: PreTrainedModel, policy: DraftPolicy, draft: DraftSettings | None = None
+) -> Iterator[None]:
+    """Within the block, `target.generate()` drafts as `policy` chooses.
+
+    Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
+    (tests/test_decoding.py pins it), wrapping the generator Transformers builds. Where it
+    builds an assistant's generator, a prompt-lookup generator joins it as a second source,
+    with `draft`'s n-gram size."""
+    build = type(target)._get_candidate_generator
+    ngram = (draft or DraftSettings()).max_matching_ngram_size
+
+    def get_candidate_generator(*args, **kwargs) -> CandidateGenerator:
+        generator = build(target, *args, **kwargs)
+        config = kwargs["generation_config"]
+        if type(generator) is PromptLookupCandidateGenerator:
+            return _PolicyDrafter(None, generator, policy, config.max_length)
+        if type(generator) is not AssistedCandidateGenerator:
+            # Subclasses (universal, early exit, MTP) draft and read their length elsewhere.
+            raise TypeError(f"the auto schedule cannot drive {type(generator).__name__}")
+        lookup = PromptLookupCandidateGenerator(
+            eos_token_id=config._eos_token_tensor,
+            num_output_tokens=policy.cap,
+            max_matching_ngram_size=ngram,
+            max_length=config.max_length,
+            logits_processor=kwargs["logits_processor"],
+            vocab_size=target.config.get_text_config().vocab_size,
+        )
+        return _PolicyDrafter(generator, lookup, policy, config.max_length)
+
+    target._get_candidate_generator = get_candidate_generator
+    try:
+        yield
+    finally:
+        del target._get_candidate_generator
+
+
+class _PolicyDrafter(CandidateGenerator):
+    """Transformers' own candidate generators, one chosen per step with its draft length.
+
+    Before each step, prompt lookup searches for a match (up to the cap; an n-gram search,
+    far cheaper than a forward pass), and the policy weighs it against the assistant's
+    draft and a plain step. The assistant's generator reads `num_assistant_tokens` at each
+    `get_candidates`; a step without it leaves its cache behind, and its next drafting pass
+    reads the tokens it missed first (Transformers crops and extends the cache from the
+    ids). Zero candidates make the target verify one row: a plain step."""
+
+    def __init__(
+        self,
+        assistant: AssistedCandidateGenerator | None,
+        lookup: PromptLookupCandidateGenerator,
+        policy: DraftPolicy,
+        max_length: int,
+    ):
+        self.assistant = assistant
+        self.lookup = lookup
+        self.policy = policy
+        self.max_length = max_length
+        self.length = 0  # the sequence's length before the step
+        self.matched: list[int] = []  # this step's lookup candidates
+
+    def get_candidates(self, input_ids: torch.LongTensor, **kwargs):
+        length = input_ids.shape[1]
+        matched, _ = self.lookup.get_candidates(input_ids)
+        self.length, self.matched = length, matched[0, length:].tolist()
+        offers = {LOOKUP: len(self.matched)}
+        if self.assistant is not None:
+            # The target adds a token of its own to the candidates: leave room for it.
+            offers[ASSISTANT] = self.max_length - length - 1
+        choice = self.policy.choose(offers, tokens_left=self.max_length - length, context=length)
+        if choice.source == LOOKUP:
+            return matched[:, : length + choice.gamma], None
+        if choice.source == ASSISTANT:
+            self.assistant.num_assistant_tokens = choice.gamma
+            if self.assistant.assistant_kwargs.get("past_key_values") is None:
+                # Transformers extends the assistant's attention mask and position ids only
+                # once it has a cache; an assistant that starts after the first step needs
+                # them as long as the ids it prefills.
+                kwargs_ = self.assistant.assistant_kwargs
+                kwargs_ = _prepare_attention_mask(kwargs_, length, is_encoder_decoder=False)
+                kwargs_ = _prepare_position_ids(kwargs_, length, is_encoder_decoder=False)
+                self.assistant.assistant_kwargs = kwargs_
+            started = time.perf_counter()
+            candidates = self.assistant.get_candidates(input_ids, **kwargs)
+            # generate() has synchronised the device before returning the draft's ids.
+            self.policy.costs.observe_call(time.perf_counter() - started)
+            return candidates
+        return input_ids, None
+
+    def update_candidate_strategy(
+        self, input_ids: torch.LongTensor, scores: torch.Tensor, num_matches: int
+    ) -> None:
+        if self.policy.choice.source == ASSISTANT:
+            self.assistant.update_candidate_strategy(input_ids, scores, num_matches)
+        # `scores` holds one row per candidate plus the target's own token.
+        self.policy.observe(scores.shape[1] - 1, num_matches)
+        # A match not chosen is scored against what the step committed (past the cap, a
+        # match is never verified: it counts only up to the cap).
+        committed = input_ids[0, self.length :].tolist()
+        agreed = common_prefix_length(self.matched, committed)
+        self.policy.observe_unverified(LOOKUP, len(self.matched), agreed, len(committed))

@@ -1,0 +1,105 @@
+"""The `auto` policy's cost model: how long a step takes, by source and draft length.
+
+cost(γ) = call_s + drafter_s·γ + T(γ + 1), plus catch_up_s for an assistant model that
+skipped the steps before (its cache then lacks the tokens it did not see). A plain step
+(γ = 0) costs T(1).
+- T(k) is the target's time to verify k rows (the last committed token + k − 1
+  candidates). It is seeded by a calibration (`assisted.auto.calibrate`: T(1) and
+  T(cap + 1) timed, linear between) and refined by an exponential moving average of the
+  timed verifications.
+- drafter_s is a source's time per drafted token, refined the same way. Prompt lookup's is
+  0: its n-gram search runs at every step whatever is chosen, so choosing it costs only the
+  verification.
+- call_s is the assistant's time per drafting call outside its forward passes (its own
+  generate() loop); catch_up_s what reading the skipped steps' tokens adds to a call.
+- prefill_s is the assistant's time per token of context it reads before its first draft;
+  the policy weighs that prefill before starting the assistant at all (`assisted.policy`).
+
+No torch here: seconds in, seconds out.
+"""
+
+from __future__ import annotations
+
+from assisted.drafters import DrafterKind
+
+EMA = 0.1  # weight of a new timing in the moving averages
+
+
+class CostModel:
+    """Seconds per step by source and γ, refined by the timings of the run's steps."""
+
+    def __init__(
+        self,
+        cap: int,
+        verify_s: dict[int, float],
+        drafter_s: dict[DrafterKind, float],
+        model_source: DrafterKind | None = None,
+        prefill_s: float = 0.0,
+    ):
+        """`verify_s` maps rows k to the target's seconds to verify them, for k = 1 … cap + 1;
+        `drafter_s` maps each source to its seconds per drafted token; `model_source` names
+        the source that runs a model with a cache of its own (it pays a call overhead, a
+        prefill before its first draft and a catch-up after skipped steps), and `prefill_s`
+        is that model's seconds per token of context it prefills."""
+        missing = [k for k in range(1, cap + 2) if k not in verify_s]
+        if missing:
+            raise ValueError(f"verification times are missing for rows {missing}")
+        self.verify_s = dict(verify_s)
+        self.drafter_s = dict(drafter_s)
+        self.model_source = model_source
+        self.prefill_s = prefill_s
+        self.catch_up_s = 0.0
+        self.call_s = 0.0  # the model source's seconds per drafting call beyond its passes
+        self.observed_rows: set[int] = set()  # the rows k whose T(k) a verification refined
+        self.last_call_s = 0.0  # the wall time of the latest drafting call
+
+    def cost_s(self, source: DrafterKind | None, gamma: int, catch_up: bool = False) -> float:
+        """cost(γ): seconds of a step where `source` drafts `gamma` candidates, after first
+        reading the tokens of the steps it skipped where `catch_up`."""
+        if source is None or gamma == 0:
+            return self.verify_s[1]
+        cost = self.drafter_s[source] * gamma + self.verify_s[gamma + 1]
+        if source == self.model_source:
+            cost += self.call_s
+        if catch_up:
+            cost += self.catch_up_s
+        return cost
+
+    def observe_verify(self, rows: int, seconds: float) -> None:
+        """The target verified `rows` rows (last committed token + candidates) in `seconds`."""
+        if rows in self.verify_s:
+            self.verify_s[rows] += EMA * (seconds - self.verify_s[rows])
+            self.observed_rows.add(rows)
+
+    def observe_call(self, seconds: float) -> None:
+        """The latest drafting call of the model source took `seconds` of wall time, its
+        forward passes included (they are timed apart and passed to `observe_draft`)."""
+        self.last_call_s = seconds
+
+    def observe_draft(
+        self, drafted: int, seconds: float, prefilled: int | None = None, catch_up: bool = False
+    ) -> None:
+        """The model source drafted `drafted` (at least one) candidates in `seconds` of
+        forward passes; the rest of its call's wall time refines `call_s`. Where the call
+        first prefilled `prefilled` tokens of context, the excess over the drafting becomes
+        the prefill time per token (for the pair's next runs); a catch-up's excess refines
+        `catch_up_s`; any other draft refines the time per drafted token."""
+        if self.last_call_s:
+            self.call_s += EMA * (max(self.last_call_s - seconds, 0.0) - self.call_s)
+            self.last_call_s = 0.0
+        per_token = self.drafter_s[self.model_source]
+        if prefilled is not None:
+            self.prefill_s = max(seconds - per_token * drafted, 0.0) / max(prefilled, 1)
+        elif catch_up:
+            extra = max(seconds - per_token * drafted, 0.0)
+            self.catch_up_s += EMA * (extra - self.catch_up_s)
+        else:
+            self.drafter_s[self.model_source] += EMA * (seconds / drafted - per_token)
+
+    def verify_curve(self) -> list[tuple[int, float]]:
+        """T(k) as (rows, seconds), rows ascending."""
+        return sorted(self.verify_s.items())
+
+    def observed_verify_s(self) -> dict[int, float]:
+        """T(k) for the rows k that this run's verifications refined."""
+        return {k: self.verify_s[k] for k in sorted(self.observed_rows)}
