@@ -12,7 +12,6 @@ the app can import this package without loading torch.
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from collections.abc import Generator, Iterable, Iterator, Sequence
@@ -155,7 +154,7 @@ def _time_prompt(
     # The `auto` policy starts each run from the acceptance the pair's earlier runs saw.
     # Every timed run of this prompt starts from what the earlier prompts taught, never
     # from this prompt's own warm-up or repeats, as a new prompt in the app would.
-    learnt = copy.deepcopy(pair.acceptance_history)
+    learnt = pair.learnt.snapshot()
     yield session.progress(f"{example.label}: warm-up")
     warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
     _drain(decoding.run(pair, ids, "plain", warmup, stop=stop))
@@ -169,8 +168,7 @@ def _time_prompt(
             if variant is None:
                 events = decoding.run(pair, ids, "plain", settings, stop=stop)
             else:
-                pair.acceptance_history.clear()
-                pair.acceptance_history.update(copy.deepcopy(learnt))
+                pair.learnt.restore(learnt)
                 events = decoding.run(
                     session.drafting[variant.drafter],
                     ids,
