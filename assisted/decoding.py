@@ -133,7 +133,12 @@ def run(
     # Before the clock starts too: the policy's calibration, timed once per pair.
     policy = _auto_policy(pair, draft, assistant) if drafter else None
     record = RunRecord(
-        mode=mode, drafter=drafter, prompt_tokens=len(prompt_ids), assistant_precision=precision
+        mode=mode,
+        drafter=drafter,
+        prompt_tokens=len(prompt_ids),
+        assistant_precision=precision,
+        dtype=pair.dtype_name,
+        sampled=settings.sample,
     )
     events: queue.Queue = queue.Queue()
 

@@ -11,7 +11,10 @@ We never reimplement speculative decoding; we watch it. `StepObserver` composes:
   early exit) time each drafting pass, which gives each step's drafting time and the cost
   ratio c;
 - the verification timing, under the `auto` schedule: hooks on the target time each
-  verification to refine the policy's cost model.
+  verification to refine the policy's cost model;
+- the target's scores: a forward hook on the target keeps its latest pass's logits, and
+  each step reads the target's top two tokens at the positions it committed, the evidence
+  for a divergence from the plain run (`assisted.divergence`).
 
 On a GPU, passes are timed with CUDA events read once per step, not by synchronising the
 device around each pass, which would stall the very runs being compared.
@@ -60,6 +63,7 @@ class StepObserver(BaseStreamer):
         self.times_drafting = record.drafter is not None and record.drafter.times_drafting
         self.drafting = _DraftTiming(pair, record.draft_forward_s)
         self.verifying = _VerifyTiming(pair.device, policy.costs) if policy else None
+        self.scores = _TargetScores(pair, record.top2)
 
     def put(self, value: torch.Tensor) -> None:
         token_ids = self.stream.tokens(value)
@@ -70,6 +74,7 @@ class StepObserver(BaseStreamer):
         draft_s = self.drafting.read()
         if self.verifying is not None:
             self.verifying.read()
+        self.scores.read(self.stream.committed, len(token_ids))
         policy = self.policy
         step = self.stream.step(
             token_ids,
@@ -96,6 +101,7 @@ class StepObserver(BaseStreamer):
     def hooks(self, mode: Mode, assistant: PreTrainedModel | None) -> _Hooks:
         """The forward hooks of a run in `mode`, removed when the block ends."""
         handles = self.stream.hooks()
+        handles += self.scores.hooks()
         handles += self.drafting.hooks(mode, assistant)
         if self.verifying is not None:
             handles += self.verifying.hooks(self.target)
@@ -244,6 +250,57 @@ class _VerifyTiming:
         if cached and input_ids is not None:
             self.rows.append(input_ids.shape[1])
             self.timer.start()
+
+
+class _TargetScores:
+    """The target's two best tokens, and their logits, at each position a step commits.
+
+    A forward hook keeps a reference to the latest target pass's logits (the pass that
+    verified the step, or decoded it in plain decoding), and each step reads the top two of
+    the rows it committed only: rejected rows are never read. Nothing vocabulary-sized is
+    copied or kept past the step."""
+
+    def __init__(self, pair: LoadedPair, top2: list):
+        self.pair = pair
+        self.top2 = top2  # the record's list, one entry per committed token
+        self.ends_at = 0  # the sequence length after the pass under way
+        self.logits: torch.Tensor | None = None  # the latest pass's kept rows
+        self.first = 0  # the position the first kept row predicts
+
+    def hooks(self) -> list:
+        target = self.pair.target
+        return [
+            target.register_forward_pre_hook(self._before_target, with_kwargs=True),
+            target.register_forward_hook(self._after_target),
+        ]
+
+    def read(self, committed: int, count: int) -> None:
+        """Record the top two at positions committed … committed + count − 1."""
+        start = committed - self.first
+        logits, self.logits = self.logits, None
+        if logits is None or start < 0 or start + count > logits.shape[1]:
+            self.top2.extend([None] * count)
+            return
+        values, ids = logits[0, start : start + count].topk(2, dim=-1)
+        for (first, second), (first_id, second_id) in zip(
+            values.tolist(), ids.tolist(), strict=True
+        ):
+            self.top2.append((first_id, first, second_id, second))
+
+    def _before_target(self, module, args, kwargs) -> None:
+        input_ids = kwargs.get("input_ids")
+        if input_ids is None or _early_exit_drafting(self.pair):
+            return
+        cache = kwargs.get("past_key_values")
+        self.ends_at = (cache.get_seq_length() if cache is not None else 0) + input_ids.shape[1]
+
+    def _after_target(self, module, args, output) -> None:
+        logits = getattr(output, "logits", None)
+        if logits is None or _early_exit_drafting(self.pair):
+            return
+        # The kept rows are the pass's last ones; the row at position p predicts p + 1.
+        self.logits = logits.detach()
+        self.first = self.ends_at - logits.shape[1] + 1
 
 
 def _early_exit_drafting(pair: LoadedPair) -> bool:

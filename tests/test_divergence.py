@@ -3,10 +3,13 @@
 import json
 
 import pytest
+import torch
 
-from assisted import divergence
-from assisted.divergence import NEAR_TIE, UNEXPLAINED, explain, first_divergence, ulp
+from assisted import decoding, divergence, stats
+from assisted.divergence import NEAR_TIE, UNEXPLAINED, Top2, explain, first_divergence, ulp
+from assisted.pairs import custom_pair, load_pair
 from assisted.record import RunRecord, Step
+from assisted.settings import DraftSettings, RunSettings
 
 
 def record(tokens, top2, mode="assisted", dtype="bfloat16", sampled=False) -> RunRecord:
@@ -109,3 +112,98 @@ def test_the_benchmark_counts_prompts_by_their_most_worrying_repeat():
     group = summarize_group(rows)
     assert (group["identical_prompts"], group["near_tie_prompts"]) == (1, 1)
     assert group["unexplained_prompts"] == 1
+
+
+# -- on tiny models: the evidence recorded by real runs, and verdicts on made divergences --
+
+PROMPT = "def add(a, b):"
+GREEDY = RunSettings(max_new_tokens=24)
+DRAFT = DraftSettings(num_assistant_tokens=4, confidence_threshold=0.0)
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_dirs):
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    return load_pair(spec, device="cpu", dtype="float32")
+
+
+def run(pair, mode, hook=None) -> RunRecord:
+    """One greedy run of `mode`; `hook(logits)` edits the target's logits in place."""
+    ids = decoding.encode_prompt(pair, PROMPT)
+
+    def edit(module, args, output):
+        hook(output.logits)
+
+    handle = pair.target.register_forward_hook(edit) if hook else None
+    try:
+        events = list(decoding.run(pair, ids, mode, GREEDY, DRAFT))
+    finally:
+        if handle is not None:
+            handle.remove()
+    return events[-1].record
+
+
+@pytest.mark.parametrize("mode", ["plain", "assisted"])
+def test_every_committed_token_is_the_target_s_top_choice_there(pair, mode):
+    record = run(pair, mode)
+    assert len(record.top2) == len(record.token_ids) > 0
+    assert [row[0] for row in record.top2] == record.token_ids
+    assert all(row[1] >= row[3] for row in record.top2)
+    assert (record.dtype, record.sampled) == ("float32", False)
+
+
+def test_greedy_fp32_runs_score_alike_and_never_diverge(pair):
+    plain, assisted = run(pair, "plain"), run(pair, "assisted")
+    assert stats.drafted(assisted) > 0
+    assert explain(plain, assisted) is None
+    gaps = divergence.rounding_noise(
+        [Top2.of(r) for r in plain.top2], [Top2.of(r) for r in assisted.top2], len(plain.top2)
+    )
+    assert gaps < 1e-3  # one row or several: fp32 moves a logit by far less than this
+
+
+def _tie(first: int, second: int, nudge: float = 0.0):
+    """A double of rounding: `second` scores as `first` (+ `nudge`), a tie that the plain run
+    breaks towards the lower id; other tokens move by up to ±|nudge|."""
+
+    def hook(logits):
+        if nudge:
+            ids = torch.arange(logits.shape[-1])
+            logits += nudge * torch.where(ids % 2 == 0, 1.0, -1.0)
+            logits[..., first] -= nudge * (1.0 if first % 2 == 0 else -1.0)
+        logits[..., second] = logits[..., first] + nudge / 2
+
+    return hook
+
+
+def test_a_tie_that_rounding_breaks_the_other_way_is_a_near_tie(pair):
+    reference = run(pair, "plain").token_ids
+    index = next(i for i, token in enumerate(reference) if i > 0 and token not in reference[:i])
+    first, second = reference[index], len(pair.tokenizer) - 1
+    assert first < second and second not in reference
+    plain = run(pair, "plain", _tie(first, second))
+    assert plain.token_ids == reference  # the plain run keeps the lower id
+    assisted = run(pair, "assisted", _tie(first, second, nudge=1e-3))
+    found = explain(plain, assisted)
+    assert found["index"] == index
+    assert (found["plain_token"], found["assisted_token"]) == (first, second)
+    assert found["verdict"] == NEAR_TIE
+    assert found["plain_margin"] == 0.0
+    assert found["assisted_margin"] == pytest.approx(-5e-4, rel=0.05)
+    assert found["noise"] == pytest.approx(1e-3, rel=0.05)
+
+
+def test_a_verification_that_flips_a_clear_winner_is_unexplained(pair):
+    plain = run(pair, "plain")
+    index = next(i for i, token in enumerate(plain.token_ids) if i > 0)
+    winner = plain.token_ids[index]
+    other = next(t for t in range(len(pair.tokenizer)) if t not in plain.token_ids)
+
+    def wrong_verification(logits):
+        # Wherever the winner wins, a token the target ranks far below it wins instead.
+        rows = logits.argmax(-1) == winner
+        logits[..., other] += 50.0 * rows
+
+    found = explain(plain, run(pair, "assisted", wrong_verification))
+    assert found["index"] <= index and found["assisted_token"] == other
+    assert found["verdict"] == UNEXPLAINED
