@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted import stats
+from assisted import divergence
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.drafters import DRAFTER_NAMES
 from assisted.examples import ExamplesError
@@ -102,7 +102,7 @@ def _compare(
     out: TextIO,
 ) -> int:
     # Imported here so `--help` and input errors answer without loading torch.
-    from assisted.decoding import Phase, RunDone, StepEvent, compare
+    from assisted.decoding import Phase, RunDone, StepEvent, compare, report
     from assisted.pairs import load_pair
 
     pair = load_pair(spec, args.device, args.dtype, progress=_ProgressPrinter(), allow_local=True)
@@ -123,7 +123,7 @@ def _compare(
                 records[event.record.mode] = event.record
                 out.write("\n[stopped]\n" if event.record.stopped else "\n")
     plain, assisted = records.get("plain"), records.get("assisted")
-    result = stats.report(spec.name, str(pair.device), pair.dtype_name, plain, assisted)
+    result = report(pair, plain, assisted)
     print(format_table(result), file=out)
     if args.json:
         print(json.dumps(result, ensure_ascii=False), file=out)
@@ -163,15 +163,7 @@ def format_table(result: dict) -> str:
                 f"  (α={result['alpha']:.2f}, γ={result['mean_drafted']:.1f}, "
                 f"c={result['cost_ratio']:.2f})"
             )
-        divergence = result["first_divergence"]
-        lines.append(
-            f"{'output':22}"
-            + (
-                f"{'identical':>24}"
-                if divergence is None
-                else f"{'diverged at token':>21} {divergence}"
-            )
-        )
+        lines.append(f"{'output':22}{divergence.describe(result['divergence'])}")
     return "\n".join(lines)
 
 

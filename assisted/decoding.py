@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
-from assisted import auto, quantize
+from assisted import auto, quantize, stats
 from assisted.drafters import DrafterKind
 from assisted.observe import StepObserver, synchronize
 from assisted.pairs import LoadedPair
@@ -224,6 +224,18 @@ def warm_up(pair: LoadedPair, modes: tuple[Mode, ...], draft: DraftSettings | No
             for _ in run(pair, ids, mode, RunSettings(max_new_tokens=WARMUP_TOKENS), draft):
                 pass
             pair.warmed_modes.add(key)
+
+
+def report(pair: LoadedPair, plain: RunRecord | None, assisted: RunRecord | None) -> dict:
+    """`stats.report` of a comparison on `pair`, with the text of the tokens where the runs
+    diverged (`divergence`'s `plain_text` and `assisted_text`)."""
+    result = stats.report(pair.spec.name, str(pair.device), pair.dtype_name, plain, assisted)
+    found = result["divergence"]
+    if found is not None:
+        for run in ("plain", "assisted"):
+            token = found[f"{run}_token"]
+            found[f"{run}_text"] = None if token is None else pair.tokenizer.decode([token])
+    return result
 
 
 def generate_bare(

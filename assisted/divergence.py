@@ -101,8 +101,9 @@ def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
     """The first divergence of `assisted` from `plain`, with the evidence and a verdict;
     None where the runs are identical. Shaped for the JSON (`divergence`):
     {index, plain_token, assisted_token, plain_top2, assisted_top2, plain_margin,
-    assisted_margin, noise, verdict}; `verdict` is None for sampled runs and where a run
-    ended (stopped) or a position was not recorded."""
+    assisted_margin, noise, verdict, reason}; `verdict` is None, and `reason` says why,
+    for sampled runs, where one run ended first (a stop) and where a position was not
+    recorded. Token ids only: `decoding.report` adds their text."""
     plain_ids, assisted_ids = plain.token_ids, assisted.token_ids
     index = first_divergence(plain_ids, assisted_ids)
     if index is None:
@@ -117,13 +118,18 @@ def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
         "assisted_margin": None,
         "noise": None,
         "verdict": None,
+        "reason": None,
     }
     plain_top2, assisted_top2 = _top2s(plain), _top2s(assisted)
     p, a = _at(plain_top2, index), _at(assisted_top2, index)
     result.update(plain_top2=_dict(p), assisted_top2=_dict(a))
     tokens = (result["plain_token"], result["assisted_token"])
-    if plain.sampled or assisted.sampled or p is None or a is None or None in tokens:
-        return result
+    if plain.sampled or assisted.sampled:
+        return result | {"reason": "sampled"}
+    if None in tokens:
+        return result | {"reason": "one run ended first"}
+    if p is None or a is None:
+        return result | {"reason": "the target's scores there were not recorded"}
     noise = rounding_noise(plain_top2, assisted_top2, index)
     noise = max(noise, ulp(max(abs(p.first_logit), abs(a.first_logit)), plain.dtype or ""))
     plain_margin = _margin(p, *tokens)
@@ -154,6 +160,41 @@ def outcome(divergence: dict | None) -> str:
 def worst(outcomes: list[str]) -> str:
     """The most worrying of several runs' outcomes (identical where there are none)."""
     return max(outcomes, key=OUTCOMES.index, default=IDENTICAL)
+
+
+def describe(found: dict | None) -> str:
+    """The divergence in a sentence, with its figures: for people (the CLI, the app)."""
+    if found is None:
+        return "identical: the assisted run reproduced the plain run token for token"
+    where = f"diverged at token {found['index']}"
+    if found["reason"] == "sampled":
+        return (
+            f"{where}: sampled runs draw their own random numbers, so they are compared in "
+            "distribution (both follow the target's), not token for token"
+        )
+    if found["verdict"] is None:
+        return f"{where} ({found['reason']}): no verdict"
+    plain, assisted = _name(found, "plain"), _name(found, "assisted")
+    noise = f"rounding moved logits by up to {found['noise']:.3g} earlier in these runs"
+    if found["verdict"] == NEAR_TIE:
+        return (
+            f"{where}: the target's top two, {plain} and {assisted}, differ by "
+            f"{found['plain_margin']:.3g} in plain and {found['assisted_margin']:.3g} in "
+            f"assisted ({noise}): a near-tie that rounding flipped"
+        )
+    margins = (
+        f"the target put {plain} ahead of {assisted} by {found['plain_margin']:.3g} in plain "
+        f"and {found['assisted_margin']:.3g} in assisted"
+        if found["plain_margin"] is not None and found["assisted_margin"] is not None
+        else f"plain chose {plain} and assisted {assisted}, not both among the target's "
+        "top two in each run"
+    )
+    return f"{where}: {margins}, beyond what rounding explains ({noise}). This looks like a bug"
+
+
+def _name(found: dict, run: str) -> str:
+    text = found.get(f"{run}_text")
+    return f"token {found[f'{run}_token']}" if text is None else repr(text)
 
 
 def _top2s(record: RunRecord) -> list[Top2 | None]:

@@ -74,11 +74,27 @@ def test_one_unit_in_the_last_place_counts_as_rounding_even_where_nothing_moved_
     assert explain(plain32, record([11], tied[1], dtype="float32"))["verdict"] == UNEXPLAINED
 
 
+def test_the_sentence_gives_the_verdict_and_its_figures():
+    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
+    found = explain(plain, record([1, 3, 11], [*SHARED_ASSISTED, (11, 5.02, 10, 5.0)]))
+    found |= {"plain_text": " la", "assisted_text": " el"}
+    assert divergence.describe(found) == (
+        "diverged at token 2: the target's top two, ' la' and ' el', differ by 0.03 in plain "
+        "and -0.02 in assisted (rounding moved logits by up to 0.05 earlier in these runs): "
+        "a near-tie that rounding flipped"
+    )
+    found = explain(plain, record([1, 3, 11], [*SHARED_ASSISTED, (11, 9.0, 10, 5.0)]))
+    assert divergence.describe(found).endswith("This looks like a bug")
+    assert "token 10" in divergence.describe(found)
+    assert divergence.describe(None).startswith("identical")
+
+
 def test_sampled_runs_get_no_verdict():
     plain = record([1, 10], [SHARED_PLAIN[0], (10, 5.03, 11, 5.0)], mode="plain", sampled=True)
     assisted = record([1, 11], [SHARED_ASSISTED[0], (11, 5.02, 10, 5.0)], sampled=True)
     found = explain(plain, assisted)
     assert found["index"] == 1 and found["verdict"] is None and found["noise"] is None
+    assert "in distribution" in divergence.describe(found)
 
 
 def test_a_run_that_ended_early_gets_no_verdict():
@@ -191,6 +207,9 @@ def test_a_tie_that_rounding_breaks_the_other_way_is_a_near_tie(pair):
     assert found["plain_margin"] == 0.0
     assert found["assisted_margin"] == pytest.approx(-5e-4, rel=0.05)
     assert found["noise"] == pytest.approx(1e-3, rel=0.05)
+    named = decoding.report(pair, plain, assisted)["divergence"]
+    assert named["plain_text"] == pair.tokenizer.decode([first])
+    assert "a near-tie" in divergence.describe(named)
 
 
 def test_a_verification_that_flips_a_clear_winner_is_unexplained(pair):
