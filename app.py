@@ -30,7 +30,7 @@ import gradio as gr
 from assisted import bench, decoding, pairs
 from assisted.device_queue import DeviceQueue
 from assisted.examples import Example, load_folder
-from assisted.pairs import PairSpec
+from assisted.registry import DEFAULT_PAIR, PAIRS, PairSpec
 from assisted.settings import DraftSettings, RunSettings, SettingsError
 from assisted.ui import page
 from assisted.ui.benchmark_tab import build_benchmark_tab
@@ -50,8 +50,8 @@ class AppConfig:
     """What one app instance serves. Registry pairs are trusted (the operator chose them);
     custom ids come from visitors and may name local folders only with `allow_local`."""
 
-    registry: dict[str, PairSpec] = field(default_factory=lambda: dict(pairs.PAIRS))
-    default_pair: str = pairs.DEFAULT_PAIR
+    registry: dict[str, PairSpec] = field(default_factory=lambda: dict(PAIRS))
+    default_pair: str = DEFAULT_PAIR
     device: str = "auto"
     dtype: str = "auto"
     allow_local: bool = False
@@ -60,7 +60,7 @@ class AppConfig:
     @classmethod
     def from_env(cls) -> "AppConfig":
         registry = offered_pairs(os.environ.get("ASSISTED_PAIRS", ""))
-        default = pairs.DEFAULT_PAIR if pairs.DEFAULT_PAIR in registry else next(iter(registry))
+        default = DEFAULT_PAIR if DEFAULT_PAIR in registry else next(iter(registry))
         return cls(
             registry=registry,
             default_pair=default,
@@ -74,13 +74,13 @@ class AppConfig:
 def offered_pairs(names: str) -> dict[str, PairSpec]:
     """The registry pairs named in a comma list (ASSISTED_PAIRS), in its order; empty: all."""
     chosen = [name.strip() for name in names.split(",") if name.strip()]
-    unknown = [name for name in chosen if name not in pairs.PAIRS]
+    unknown = [name for name in chosen if name not in PAIRS]
     if unknown:
         raise ValueError(
             f"ASSISTED_PAIRS names unknown pairs: {', '.join(unknown)}; "
-            f"known pairs: {', '.join(pairs.PAIRS)}"
+            f"known pairs: {', '.join(PAIRS)}"
         )
-    return {name: pairs.PAIRS[name] for name in chosen} if chosen else dict(pairs.PAIRS)
+    return {name: PAIRS[name] for name in chosen} if chosen else dict(PAIRS)
 
 
 # Stop requests, by session (and tab): a Stop button sets the event of its session's running

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from assisted.pairs import DEFAULT_PAIR, DEVICES, DTYPES, PairError, PairSpec, custom_pair, get_spec
+from assisted.pairs import DEVICES, DTYPES, PairError, custom_pair, get_spec
+from assisted.registry import DEFAULT_PAIR, PairSpec
 from assisted.settings import MAX_NEW_TOKENS_CAP, RunSettings
 
 

@@ -17,8 +17,9 @@ from assisted import divergence
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.drafters import DRAFTER_NAMES
 from assisted.examples import ExamplesError
-from assisted.pairs import PAIRS, PairError, PairSpec
+from assisted.pairs import PairError
 from assisted.record import RunRecord
+from assisted.registry import PAIRS, PairSpec
 from assisted.settings import (
     ASSISTANT_QUANTS,
     AUTO_CAP,

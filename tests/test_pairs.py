@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import MambaConfig, ViTConfig
 
-from assisted import pairs
+from assisted import pairs, registry
 from assisted.drafters import DrafterKind
 from assisted.pairs import PairError, custom_pair, get_spec, load_pair, resolve_model_ref
 
@@ -21,9 +21,9 @@ def empty_cache():
 
 
 def test_registry_has_every_drafter_kind_and_an_offline_default():
-    kinds = {spec.drafter for spec in pairs.PAIRS.values()}
+    kinds = {spec.drafter for spec in registry.PAIRS.values()}
     assert kinds == set(DrafterKind)
-    default = get_spec(pairs.DEFAULT_PAIR)
+    default = get_spec(registry.DEFAULT_PAIR)
     assert default.target.startswith("embedded:") and default.assistant.startswith("embedded:")
 
 
