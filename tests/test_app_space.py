@@ -13,7 +13,8 @@ import pytest
 gradio_client = pytest.importorskip("gradio_client")
 
 import app  # noqa: E402
-from assisted import fetch, pairs, registry  # noqa: E402
+from assisted import fetch, pairs  # noqa: E402
+from assisted.registry import DEFAULT_PAIR, PAIRS  # noqa: E402
 from tests.serve import launch  # noqa: E402
 from tests.test_app import settings  # noqa: E402
 
@@ -151,7 +152,7 @@ def test_operator_settings_from_the_environment(monkeypatch):
     monkeypatch.delenv("ASSISTED_PAIRS")
     monkeypatch.delenv("ASSISTED_ALLOW_CUSTOM")
     config = app.AppConfig.from_env()
-    assert config.registry == registry.PAIRS and config.default_pair == registry.DEFAULT_PAIR
+    assert config.registry == PAIRS and config.default_pair == DEFAULT_PAIR
     assert config.allow_custom is True
     assert dropdown_choices(app.build_demo(config), "pair")[-1] == app.CUSTOM
 
