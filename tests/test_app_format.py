@@ -21,7 +21,9 @@ def test_a_chunk_splits_its_step_where_the_accepted_candidates_end():
         # Text held back for a character split across steps: nothing to show yet.
         Step((5, 6), "", 1, 1, 0.3, (5,), "", ""),
     ]
-    first, second, held = ui_format.chunks_of(RunRecord("assisted", "assistant", 3, steps))
+    first, second, held = ui_format.chunks_of(
+        RunRecord("assisted", DrafterKind.ASSISTANT, 3, steps)
+    )
     assert (first.accepted_text, first.own_text) == ("", "a")
     assert (second.accepted_text, second.own_text, second.tokens) == ("bc", "<d>", 3)
     assert (second.rejected_text, second.step_s) == ("x", 0.1)
@@ -60,13 +62,15 @@ def test_an_assisted_step_shows_its_rejected_draft_and_its_details():
 
 
 def test_under_auto_a_steps_details_name_the_chosen_length_and_the_source():
-    lookup = Chunk(0.1, "ab", "c", 3, 2, 2, step_s=0.1, chosen=4, source="prompt-lookup")
+    lookup = Chunk(0.1, "ab", "c", 3, 2, 2, step_s=0.1, chosen=4, source=DrafterKind.PROMPT_LOOKUP)
     assert ui_format.step_details(1, lookup)[:3] == [
         "step 1 · drafted 2 · accepted 2 · 100 ms",
         "auto chose γ = 4, drafted by prompt lookup",
         "every candidate accepted",
     ]
-    drafted = Chunk(0.1, "a", "c", 2, 3, 1, "xy", step_s=0.1, chosen=3, source="assistant")
+    drafted = Chunk(
+        0.1, "a", "c", 2, 3, 1, "xy", step_s=0.1, chosen=3, source=DrafterKind.ASSISTANT
+    )
     assert ui_format.step_details(2, drafted)[1] == "auto chose γ = 3, drafted by the assistant"
     plain = Chunk(0.1, "", "c", 1, 0, 0, step_s=0.1, chosen=0)
     assert ui_format.step_details(3, plain)[1:3] == [
@@ -92,7 +96,7 @@ def test_stat_card_shows_assisted_figures_only_for_assisted_runs():
 def _records(plain_ids, assisted_steps):
     steps = [Step((t,), "x", 0, 0, 0.1 * (i + 1)) for i, t in enumerate(plain_ids)]
     plain = RunRecord("plain", None, 5, steps, total_s=1.0)
-    assisted = RunRecord("assisted", "assistant", 5, assisted_steps, total_s=0.5)
+    assisted = RunRecord("assisted", DrafterKind.ASSISTANT, 5, assisted_steps, total_s=0.5)
     return plain, assisted
 
 
@@ -112,7 +116,7 @@ def test_summary_says_identical_or_where_it_diverged():
 def _auto_run(chosen: list[int], curve: list[tuple[int, float]]) -> dict:
     """An auto run's summary: a step per chosen γ, and its cost curve."""
     steps = [Step((1,) * (g + 1), "x", g, g, 0.1 * (i + 1), chosen=g) for i, g in enumerate(chosen)]
-    assisted = RunRecord("assisted", "assistant", 5, steps, 1.0, verify_cost_s=curve)
+    assisted = RunRecord("assisted", DrafterKind.ASSISTANT, 5, steps, 1.0, verify_cost_s=curve)
     return report("p", "cpu", "float32", None, assisted)["assisted"]
 
 
@@ -137,7 +141,7 @@ def test_the_cost_line_reads_a_flat_curve_as_cheap_drafts_and_a_steep_one_as_sho
     # In the summary of a comparison, after the prediction and why it differs.
     plain, _ = _records([1, 2, 3], [])
     steps = [Step((1, 2, 3), "xxx", 2, 2, 0.5, chosen=2)]
-    assisted = RunRecord("assisted", "assistant", 5, steps, 0.5, verify_cost_s=steep[:3])
+    assisted = RunRecord("assisted", DrafterKind.ASSISTANT, 5, steps, 0.5, verify_cost_s=steep[:3])
     text = ui_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
     assert "**Cost model:** verifying 3 rows (the median draft the policy chose, 2" in text
 
@@ -188,9 +192,11 @@ def test_rows_of_acceptance_by_position_and_of_time_per_step():
 
 def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_otherwise():
     auto = [
-        Chunk(0.1, "ab", "c", 3, 2, 2, chosen=2, source="assistant"),
+        Chunk(0.1, "ab", "c", 3, 2, 2, chosen=2, source=DrafterKind.ASSISTANT),
         Chunk(0.2, "", "d", 1, 0, 0, chosen=0),  # a plain step
-        Chunk(0.3, "e", "f", 2, 3, 1, chosen=4, source="prompt-lookup"),  # a shorter match
+        Chunk(
+            0.3, "e", "f", 2, 3, 1, chosen=4, source=DrafterKind.PROMPT_LOOKUP
+        ),  # a shorter match
     ]
     rows = ui_format.draft_length_rows(auto)
     # First, every series without a point: the chart's colours come from its first value.
@@ -202,7 +208,7 @@ def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_oth
     headroom = rows[len(seeds)]
     assert headroom["source"] == ui_format.HEADROOM
     assert (headroom["step"], headroom["candidates"]) == (20.5, 4.5)  # at least 20 steps
-    long = [Chunk(0.1, "a", "b", 2, 1, 1, chosen=1, source="assistant")] * 30
+    long = [Chunk(0.1, "a", "b", 2, 1, 1, chosen=1, source=DrafterKind.ASSISTANT)] * 30
     headroom = ui_format.draft_length_rows(long)[len(seeds)]
     assert (headroom["step"], headroom["candidates"]) == (30.5, 3.5)  # at least 3 candidates
     steps = rows[len(seeds) + 1 :]
@@ -213,7 +219,10 @@ def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_oth
     ]
     assert steps[2]["drafted"] == 3 and steps[2]["accepted"] == 1
     # Other schedules choose nothing: the chart shows what each step drafted.
-    constant = [Chunk(0.1, "a", "b", 2, 3, 1, source="early-exit"), Chunk(0.2, "", "c", 1, 0, 0)]
+    constant = [
+        Chunk(0.1, "a", "b", 2, 3, 1, source=DrafterKind.EARLY_EXIT),
+        Chunk(0.2, "", "c", 1, 0, 0),
+    ]
     points = ui_format.draft_length_rows(constant)[len(seeds) + 1 :]
     assert [(r["candidates"], r["source"]) for r in points] == [
         (3, "early exit"),
@@ -224,7 +233,7 @@ def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_oth
 
 
 def test_chunks_survive_the_round_trip_through_state():
-    chunk = Chunk(0.1, "a", "b", 2, 3, 1, "x", 0.1, 0.02, 3, "assistant")
+    chunk = Chunk(0.1, "a", "b", 2, 3, 1, "x", 0.1, 0.02, 3, DrafterKind.ASSISTANT)
     assert ui_format.chunks_from_dicts([chunk.to_dict()]) == [chunk]
 
 
@@ -272,12 +281,14 @@ def _bench_report():
     from assisted.settings import DraftSettings, RunSettings
 
     plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.1 * t) for t in (1, 2, 3)], 1.0)
-    assisted = RunRecord("assisted", "assistant", 5, [Step((1, 2, 3), "xxx", 2, 2, 0.5)], 0.5)
+    assisted = RunRecord(
+        "assisted", DrafterKind.ASSISTANT, 5, [Step((1, 2, 3), "xxx", 2, 2, 0.5)], 0.5
+    )
     runs = [
         bench.Run("q1", "chat", None, 0, plain),
-        bench.Run("q1", "chat", "assistant", 0, assisted),
+        bench.Run("q1", "chat", DrafterKind.ASSISTANT, 0, assisted),
     ]
-    variants = [bench.Variant("assistant", "assistant", DraftSettings())]
+    variants = [bench.Variant(DrafterKind.ASSISTANT, DrafterKind.ASSISTANT, DraftSettings())]
     info = {"pair": "p", "device": "cpu", "dtype": "float32"}
     return bench.report(runs, variants, info, RunSettings(max_new_tokens=3), 1)
 
@@ -340,7 +351,7 @@ def test_a_targets_pace_comes_from_its_latest_plain_run_else_from_an_auto_runs_o
     assert paces.of("t").s_per_token == 0.5 and "plain run on q" in paces.of("t").source
     # A plain figure is not replaced by a one-row time; assisted runs set nothing.
     paces.note_comparison("t", "p", auto)
-    paces.note_plain_run("t", "p", RunRecord("assisted", "assistant", 5, plain.steps))
+    paces.note_plain_run("t", "p", RunRecord("assisted", DrafterKind.ASSISTANT, 5, plain.steps))
     assert paces.of("t").s_per_token == 0.5 and paces.of("other") is None
 
 
