@@ -1,8 +1,11 @@
-"""The web app's parts, assembled by `app.py`: one module per tab and what the tabs share.
+"""The web app's parts, assembled by `app.py`: the modules of each tab and what the tabs
+share.
 
 `compare_tab` and `benchmark_tab` build a tab each, with its handlers; `shared` loads pairs
-for both; `live` renders a streaming comparison to the Compare outputs' values; `format`
-turns records and statistics into HTML, text and chart rows (it imports neither gradio nor
-torch); `page` holds the text and style around the tabs. Nothing else in `assisted`
-imports this package, so the CLI and the benchmark never load Gradio.
+for both; `live` renders a streaming comparison to the Compare outputs' values;
+`compare_format` and `compare_charts` turn records and statistics into the Compare tab's
+HTML, text and chart rows, `benchmark_format` the report into the Benchmark tab's, and
+`numbers` says how a figure reads on both (none of them imports gradio or torch); `page`
+holds the text and style around the tabs. Nothing else in `assisted` imports this package,
+so the CLI and the benchmark never load Gradio.
 """

@@ -21,7 +21,7 @@ from assisted.settings import (
     RunSettings,
     SettingsError,
 )
-from assisted.ui.format import (
+from assisted.ui.benchmark_format import (
     CATEGORY_HEADERS,
     PROMPT_HEADERS,
     bench_category_rows,

@@ -25,8 +25,15 @@ from assisted.settings import (
     SettingsError,
     validate_prompt,
 )
-from assisted.ui.format import (
+from assisted.ui.compare_charts import (
     HEADROOM,
+    draft_length_frame,
+    histogram_frame,
+    position_frame,
+    step_time_frame,
+    timeline_frame,
+)
+from assisted.ui.compare_format import (
     LEGEND_HTML,
     NOTHING_DRAFTED,
     chunks_from_dicts,
@@ -34,16 +41,7 @@ from assisted.ui.format import (
     run_html,
     stat_card_html,
 )
-from assisted.ui.live import (
-    MODES,
-    draft_length_frame,
-    histogram_frame,
-    idle_frame,
-    position_frame,
-    result_of,
-    step_time_frame,
-    timeline_frame,
-)
+from assisted.ui.live import MODES, idle_frame, result_of
 from assisted.ui.shared import CUSTOM, VISITORS_AT_ONCE, PairLoader, Stops, whole
 
 DEFAULT_MAX_NEW_TOKENS = 64

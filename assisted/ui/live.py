@@ -4,23 +4,22 @@ across ZeroGPU's process boundary."""
 
 import threading
 
-import pandas as pd
-
 from assisted import decoding, pairs, stats
 from assisted.record import RunRecord, Step
 from assisted.settings import RunSettings
-from assisted.ui.format import (
+from assisted.ui.compare_charts import (
+    draft_length_frame,
+    histogram_frame,
+    position_frame,
+    step_time_frame,
+    timeline_frame,
+)
+from assisted.ui.compare_format import (
     Chunk,
     chunks_of,
-    draft_length_rows,
-    histogram_rows,
-    position_rows,
     run_html,
     stat_card_html,
-    step_time_label,
-    step_time_rows,
     summary_markdown,
-    timeline_rows,
 )
 
 MODES = ("plain", "assisted")
@@ -170,46 +169,6 @@ def result_of(frame: tuple) -> dict | None:
     """The JSON result in a frame of `Live.frame` or `idle_frame`: the last output, which the
     race replay's state follows."""
     return frame[-2]
-
-
-def timeline_frame(chunks: dict[str, list[Chunk]]) -> pd.DataFrame:
-    # Typed columns even when empty: the chart fixes its axis types from the first value.
-    frame = pd.DataFrame(timeline_rows(chunks), columns=["run", "t_s", "tokens"])
-    return frame.astype({"run": str, "t_s": float, "tokens": int})
-
-
-def histogram_frame(histogram: list[int]) -> pd.DataFrame:
-    frame = pd.DataFrame(histogram_rows(histogram), columns=["accepted", "steps"])
-    return frame.astype({"accepted": str, "steps": int})
-
-
-def position_frame(position_acceptance: list[float]) -> pd.DataFrame:
-    frame = pd.DataFrame(position_rows(position_acceptance), columns=["position", "accepted"])
-    return frame.astype({"position": str, "accepted": float})
-
-
-def step_time_frame(runs: dict[str, RunRecord | None]) -> pd.DataFrame:
-    """Each run's steps, split into drafting and the target's part, under the run's name
-    and tokens per step (the chart shows each run's mean step).
-
-    A run without steps yet shows zero bars of both parts: Gradio's bar chart fixes its
-    colours from its first value, which must name every part."""
-    times = {
-        step_time_label(mode, stats.tokens_per_step(record) if record else None): (
-            stats.step_times(record) if record else [(0.0, 0.0)]
-        )
-        for mode, record in runs.items()
-    }
-    frame = pd.DataFrame(step_time_rows(times), columns=["run", "step", "part", "s"])
-    return frame.astype({"run": str, "step": int, "part": str, "s": float})
-
-
-def draft_length_frame(chunks: list[Chunk]) -> pd.DataFrame:
-    columns = ["step", "candidates", "source", "drafted", "accepted"]
-    frame = pd.DataFrame(draft_length_rows(chunks), columns=columns)
-    # Float steps and counts: the rows that only name a series hold NaN, which no chart draws.
-    types = {"step": float, "candidates": float, "source": str, "drafted": int, "accepted": int}
-    return frame.astype(types)
 
 
 def idle_frame(status: str) -> tuple:

@@ -52,7 +52,7 @@ CSS = """
 /* "show rejected drafts" unticked: the remainders go (a step's details still name them). */
 body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
 /* A step's details, on hover and keyboard focus: just below the text box, positioned from
-   .run-box so the text's scrolling does not clip them (ui.format.run_html). */
+   .run-box so the text's scrolling does not clip them (compare_format.run_html). */
 .run-box { position: relative; }
 .run-text .tip { display: none; position: absolute; z-index: 30; left: 0; right: 0;
   top: calc(100% + 0.3rem); padding: 0.4rem 0.6rem; font-family: var(--font);
