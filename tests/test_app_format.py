@@ -1,15 +1,25 @@
-"""The UI's pure formatting: chunks of steps, HTML, stat cards, summary and chart rows."""
+"""The UI's pure formatting: chunks of steps, HTML, stat cards, summary and chart rows; and
+the tabs' outputs as values."""
 
 from __future__ import annotations
 
 import ast
+import pickle
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 
+import pandas as pd
+
+from assisted import decoding
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord, Step
+from assisted.settings import RunSettings
 from assisted.stats import report
 from assisted.ui import benchmark_format, compare_charts, compare_format
 from assisted.ui.compare_format import Chunk
+from assisted.ui.live import Live
+from assisted.ui.outputs import CompareOutputs, ReplayOutputs
 from assisted.ui.pace import Pace, Paces
 
 
@@ -239,6 +249,29 @@ def test_chunks_survive_the_round_trip_through_state():
     assert compare_format.chunks_from_dicts([chunk.to_dict()]) == [chunk]
 
 
+def test_a_finished_comparisons_outputs_pickle_across_the_gpu_process_boundary():
+    # ZeroGPU runs `app.stream_comparison` in a process of its own and pickles its yields.
+    plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.1 * t) for t in (1, 2, 3)], 0.3)
+    steps = [Step((1, 2), "xx", 2, 1, 0.1), Step((3,), "x", 2, 0, 0.2)]
+    assisted = RunRecord("assisted", DrafterKind.ASSISTANT, 5, steps, 0.2)
+    spec = SimpleNamespace(name="p", drafter=DrafterKind.ASSISTANT)
+    pair = SimpleNamespace(spec=spec, device="cpu", dtype_name="float32")
+    live = Live(pair, 5, RunSettings(), threading.Event())
+    for record in (plain, assisted):
+        live.add(decoding.RunDone(record))
+    outputs = live.outputs(done=True)
+    back = pickle.loads(pickle.dumps(outputs))
+    assert type(back) is CompareOutputs
+    for name, value in outputs._asdict().items():
+        if isinstance(value, pd.DataFrame):
+            assert value.equals(getattr(back, name)), name
+        else:
+            assert getattr(back, name) == value, name
+    assert back.result["identical"] is True and len(back.race["assisted"]["chunks"]) == 2
+    # Replay race updates three of these outputs, by the same names.
+    assert set(ReplayOutputs._fields) <= set(CompareOutputs._fields)
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -257,8 +290,8 @@ def packages(names: set[str]) -> set[str]:
     return {name.split(".")[0] for name in names}
 
 
-# What formats the tabs' values: plain values, made without a UI or a model.
-FRAMEWORK_FREE = ("compare_format", "compare_charts", "benchmark_format", "numbers")
+# What formats and names the tabs' values: plain values, made without a UI or a model.
+FRAMEWORK_FREE = ("compare_format", "compare_charts", "benchmark_format", "numbers", "outputs")
 
 
 def test_ui_modules_import_neither_torch_nor_each_others_frameworks():
@@ -286,7 +319,7 @@ def test_app_py_is_a_short_composition_root_and_no_ui_module_or_function_is_long
 
 def _bench_report():
     from assisted import bench
-    from assisted.settings import DraftSettings, RunSettings
+    from assisted.settings import DraftSettings
 
     plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.1 * t) for t in (1, 2, 3)], 1.0)
     assisted = RunRecord(

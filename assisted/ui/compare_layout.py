@@ -185,8 +185,9 @@ def settings_accordion(spec: PairSpec) -> Settings:
     )
 
 
-def outputs() -> list[gr.components.Component]:
-    """The tab's outputs, laid out, in the order of the /compare endpoint's outputs."""
+def outputs() -> dict[str, gr.components.Component]:
+    """The tab's outputs, laid out, by their names in `CompareOutputs` (the race replay's
+    state is the tab's to add)."""
     status = gr.Markdown(
         "Runs are sequential on one device for honest timing: plain first, then assisted.",
         elem_id="status",
@@ -217,16 +218,16 @@ def outputs() -> list[gr.components.Component]:
     charts = _charts()
     with gr.Accordion("Result as JSON (the CLI's --json schema)", open=False):
         result = gr.JSON(label="result")
-    return [
-        status,
-        plain_text,
-        assisted_text,
-        plain_stats,
-        assisted_stats,
-        summary,
-        *charts,
-        result,
-    ]
+    return {
+        "status": status,
+        "plain_text": plain_text,
+        "assisted_text": assisted_text,
+        "plain_stats": plain_stats,
+        "assisted_stats": assisted_stats,
+        "summary": summary,
+        **charts,
+        "result": result,
+    }
 
 
 # The charts' colours, as in the text: green for the assisted run and its drafting, lilac
@@ -234,7 +235,7 @@ def outputs() -> list[gr.components.Component]:
 RUN_COLORS = {"plain": "#6366f1", "assisted": "#10b981"}
 
 
-def _charts() -> list[gr.LinePlot | gr.BarPlot | gr.ScatterPlot]:
+def _charts() -> dict[str, gr.LinePlot | gr.BarPlot | gr.ScatterPlot]:
     """Tokens over time and accepted per step; acceptance by draft position and the time of
     a step, with its drafting stacked under the target's part; the draft length of each
     step, coloured by where its candidates came from."""
@@ -295,7 +296,13 @@ def _charts() -> list[gr.LinePlot | gr.BarPlot | gr.ScatterPlot]:
     with gr.Row():
         draft_lengths = _draft_length_chart(common)
     gr.Markdown(DRAFT_LENGTH_NOTE, elem_classes="chart-note")
-    return [timeline, histogram, positions, step_times, draft_lengths]
+    return {
+        "tokens_over_time": timeline,
+        "accept_histogram": histogram,
+        "acceptance_by_position": positions,
+        "time_per_step": step_times,
+        "draft_length_per_step": draft_lengths,
+    }
 
 
 DRAFT_LENGTH_NOTE = (

@@ -24,13 +24,22 @@ from assisted.settings import (
 from assisted.ui import compare_layout as layout
 from assisted.ui.compare_format import chunks_from_dicts, race_timeline, run_html
 from assisted.ui.compare_layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, draft_length_default
-from assisted.ui.live import MODES, idle_frame, result_of
-from assisted.ui.shared import CUSTOM, VISITORS_AT_ONCE, PairLoader, Stops, whole
+from assisted.ui.live import MODES, idle_outputs
+from assisted.ui.outputs import CompareOutputs, ReplayOutputs
+from assisted.ui.shared import (
+    CUSTOM,
+    VISITORS_AT_ONCE,
+    PairLoader,
+    Stops,
+    in_order,
+    updating_only,
+    whole,
+)
 
-REPLAY_FRAME_S = 0.05
+REPLAY_EVERY_S = 0.05  # the race replay's update interval
 
 StreamComparison = Callable[
-    [PairSpec, str, str, bool, str, RunSettings, DraftSettings, str], Iterator[tuple]
+    [PairSpec, str, str, bool, str, RunSettings, DraftSettings, str], Iterator[CompareOutputs]
 ]
 """`app.stream_comparison`, the GPU work: (spec, device, dtype, allow_local, prompt, settings,
 draft, stop_key) → every output's value, as steps arrive."""
@@ -112,7 +121,7 @@ class Comparing:
         request: gr.Request,
         event: gr.EventData,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
-    ) -> Iterator[tuple]:
+    ) -> Iterator[CompareOutputs]:
         """Run plain decoding, then assisted generation, on one prompt; stream both.
 
         Every yield carries all outputs; the last one carries the JSON result (the schema
@@ -123,8 +132,7 @@ class Comparing:
                     "the prompt is empty: type something to generate from", title="Settings"
                 )
             gr.Warning("Type a prompt first: nothing was run.", title="Empty prompt")
-            skipped = [gr.skip()] * (len(idle_frame("")) - 1)
-            yield ("Nothing ran: the prompt is empty.", *skipped)
+            yield updating_only(CompareOutputs, status="Nothing ran: the prompt is empty.")
             return
         settings = run_settings(
             prompt, max_new_tokens, decoding_mode, temperature, top_p, seed, chat_template
@@ -134,18 +142,18 @@ class Comparing:
         key = request.session_hash or str(id(request))
         with self.loader.request(self.stops, key) as (turn, stop):
             for status in self.loader.until_ready(spec, allow_local, turn, stop):
-                yield idle_frame(status)
+                yield idle_outputs(status)
             if stop.is_set():
-                yield idle_frame("**Stopped** before the timed runs started.")
+                yield idle_outputs("**Stopped** before the timed runs started.")
                 return
             self.loader.load(spec, allow_local, progress)
             device, dtype = self.loader.config.device, self.loader.config.dtype
-            frames = self.stream(spec, device, dtype, allow_local, prompt, settings, draft, key)
-            frame = None
-            for frame in frames:
-                yield frame
-            if frame is not None and result_of(frame):  # the pair's pace, for the benchmark
-                self.loader.paces.note_comparison(spec.target, spec.name, result_of(frame))
+            streamed = self.stream(spec, device, dtype, allow_local, prompt, settings, draft, key)
+            outputs = None
+            for outputs in streamed:
+                yield outputs
+            if outputs is not None and outputs.result:  # the pair's pace, for the benchmark
+                self.loader.paces.note_comparison(spec.target, spec.name, outputs.result)
 
     def request_stop(self, request: gr.Request) -> None:
         event = self.stops.get(request.session_hash or "")
@@ -166,11 +174,11 @@ class Comparing:
         )
 
 
-def replay(race: dict | None) -> Iterator[tuple]:
+def replay(race: dict | None) -> Iterator[ReplayOutputs]:
     """Both finished runs again, started together, each step shown at its recorded time."""
     if not race:
         gr.Warning("Run a comparison first: the race replays a finished one.")
-        yield gr.skip(), gr.skip(), gr.skip()
+        yield updating_only(ReplayOutputs)
         return
     runs = {mode: chunks_from_dicts(race[mode]["chunks"]) for mode in MODES}
     timeline = race_timeline(runs)
@@ -178,15 +186,15 @@ def replay(race: dict | None) -> Iterator[tuple]:
     start = time.perf_counter()
     position = 0
 
-    def frame(finished: bool) -> tuple:
+    def replayed(finished: bool) -> ReplayOutputs:
         counts = ", ".join(f"{mode} {shown[mode]}/{len(runs[mode])} steps" for mode in MODES)
         status = (
             "**Race replayed** at the recorded pace: both runs started together."
             if finished
             else f"**Replaying** both runs at their recorded pace: {counts}."
         )
-        texts = (
-            run_html(
+        texts = {
+            mode: run_html(
                 runs[mode][: shown[mode]],
                 mode,
                 running=not finished and shown[mode] < len(runs[mode]),
@@ -194,19 +202,21 @@ def replay(race: dict | None) -> Iterator[tuple]:
                 placeholder="Not run.",
             )
             for mode in MODES
+        }
+        return ReplayOutputs(
+            status=status, plain_text=texts["plain"], assisted_text=texts["assisted"]
         )
-        return (status, *texts)
 
-    yield frame(False)
+    yield replayed(False)
     while position < len(timeline):
         elapsed = time.perf_counter() - start
         while position < len(timeline) and timeline[position][0] <= elapsed:
             _, mode, count = timeline[position]
             shown[mode] = count
             position += 1
-        yield frame(False)
-        time.sleep(REPLAY_FRAME_S)
-    yield frame(True)
+        yield replayed(False)
+        time.sleep(REPLAY_EVERY_S)
+    yield replayed(True)
 
 
 def toggle_sampling(mode: str) -> dict:
@@ -240,9 +250,7 @@ def build_compare_tab(
         with gr.Column(scale=2):
             picker = layout.pair_picker(loader)
             settings = layout.settings_accordion(loader.config.registry[loader.config.default_pair])
-    outputs = layout.outputs()
-    race = gr.State(None)
-    status, plain_text, assisted_text = outputs[:3]
+    outputs = {**layout.outputs(), "race": gr.State(None)}
     inputs = [
         prompt,
         picker.pair,
@@ -262,7 +270,7 @@ def build_compare_tab(
     buttons.compare.click(
         handlers.compare,
         inputs=inputs,
-        outputs=[*outputs, race],
+        outputs=in_order(CompareOutputs, outputs),
         api_name="compare",
         # Many at once: each fetches its files, then takes its turn on the device.
         concurrency_limit=VISITORS_AT_ONCE,
@@ -270,17 +278,17 @@ def build_compare_tab(
         # One progress display, on the status line: ten spinners would be noise, and a
         # browser on the server's own CPU would repaint them while runs are timed.
         show_progress="minimal",
-        show_progress_on=status,
+        show_progress_on=outputs["status"],
     ).then(
         lambda state: gr.update(interactive=bool(state)),
-        inputs=race,
+        inputs=outputs["race"],
         outputs=buttons.replay,
         api_visibility="private",
     )
     replay_event = buttons.replay.click(
         replay,
-        inputs=race,
-        outputs=[status, plain_text, assisted_text],
+        inputs=outputs["race"],
+        outputs=in_order(ReplayOutputs, outputs),
         api_visibility="private",
         concurrency_limit=None,
         show_progress="hidden",

@@ -1,6 +1,6 @@
 """A comparison as it streams: the value of every Compare output, from the events of
-`assisted.decoding.compare`. Values only (strings, data frames, dicts), so they pickle
-across ZeroGPU's process boundary."""
+`assisted.decoding.compare`. Values only (strings, data frames, dicts) in a `CompareOutputs`,
+so they pickle across ZeroGPU's process boundary."""
 
 import threading
 
@@ -21,6 +21,7 @@ from assisted.ui.compare_format import (
     stat_card_html,
     summary_markdown,
 )
+from assisted.ui.outputs import CompareOutputs
 
 MODES = ("plain", "assisted")
 WAITING = {
@@ -73,9 +74,8 @@ class Live:
         cut = self.stop.is_set() and len(self.records) < len(MODES)
         return cut or any(record.stopped for record in self.records.values())
 
-    def frame(self, done: bool = False) -> tuple:
-        """Every Compare output's value, then the race replay's state (the last frame only:
-        `done`)."""
+    def outputs(self, done: bool = False) -> CompareOutputs:
+        """Every Compare output's value; the race replay's state with the last (`done`)."""
         runs = {mode: self.record(mode) for mode in MODES}
         shown = {mode: chunks_of(runs[mode]) for mode in MODES}
         assisted = runs["assisted"]
@@ -92,20 +92,22 @@ class Live:
             for summary in (result["plain"], result["assisted"]):
                 if summary is not None:
                     del summary["per_step"]
-        return (
-            self._status(done),
-            self._text("plain", shown["plain"], done),
-            self._text("assisted", shown["assisted"], done),
-            self._card("plain", result, done),
-            self._card("assisted", result, done),
-            self._summary(result, done),
-            timeline_frame(shown),
-            histogram_frame(stats.accept_histogram(assisted) if assisted else []),
-            position_frame(stats.position_acceptance(assisted) if assisted else []),
-            step_time_frame(runs),
-            draft_length_frame(shown["assisted"]),
-            result,
-            self._race(shown) if done else None,
+        histogram = stats.accept_histogram(assisted) if assisted else []
+        positions = stats.position_acceptance(assisted) if assisted else []
+        return CompareOutputs(
+            status=self._status(done),
+            plain_text=self._text("plain", shown["plain"], done),
+            assisted_text=self._text("assisted", shown["assisted"], done),
+            plain_stats=self._card("plain", result, done),
+            assisted_stats=self._card("assisted", result, done),
+            summary=self._summary(result, done),
+            tokens_over_time=timeline_frame(shown),
+            accept_histogram=histogram_frame(histogram),
+            acceptance_by_position=position_frame(positions),
+            time_per_step=step_time_frame(runs),
+            draft_length_per_step=draft_length_frame(shown["assisted"]),
+            result=result,
+            race=self._race(shown) if done else None,
         )
 
     def _status(self, done: bool) -> str:
@@ -165,26 +167,20 @@ class Live:
         }
 
 
-def result_of(frame: tuple) -> dict | None:
-    """The JSON result in a frame of `Live.frame` or `idle_frame`: the last output, which the
-    race replay's state follows."""
-    return frame[-2]
-
-
-def idle_frame(status: str) -> tuple:
+def idle_outputs(status: str) -> CompareOutputs:
     """Every output's value before the runs start (files fetched, or waiting for the device)."""
-    return (
-        status,
-        run_html([], "plain", placeholder=WAITING["plain"]),
-        run_html([], "assisted", placeholder=WAITING["assisted"]),
-        stat_card_html(None, empty="runs once the device is free"),
-        stat_card_html(None, empty="runs after plain decoding"),
-        SUMMARY_LATER,
-        timeline_frame({mode: [] for mode in MODES}),
-        histogram_frame([]),
-        position_frame([]),
-        step_time_frame(dict.fromkeys(MODES)),
-        draft_length_frame([]),
-        None,
-        None,
+    return CompareOutputs(
+        status=status,
+        plain_text=run_html([], "plain", placeholder=WAITING["plain"]),
+        assisted_text=run_html([], "assisted", placeholder=WAITING["assisted"]),
+        plain_stats=stat_card_html(None, empty="runs once the device is free"),
+        assisted_stats=stat_card_html(None, empty="runs after plain decoding"),
+        summary=SUMMARY_LATER,
+        tokens_over_time=timeline_frame({mode: [] for mode in MODES}),
+        accept_histogram=histogram_frame([]),
+        acceptance_by_position=position_frame([]),
+        time_per_step=step_time_frame(dict.fromkeys(MODES)),
+        draft_length_per_step=draft_length_frame([]),
+        result=None,
+        race=None,
     )
