@@ -233,6 +233,11 @@ def outputs() -> dict[str, gr.components.Component]:
 # The charts' colours, as in the text: green for the assisted run and its drafting, lilac
 # for plain decoding and the target's own work.
 RUN_COLORS = {"plain": "#6366f1", "assisted": "#10b981"}
+# Axis ticks as Vega's default (",f" to as many decimals as the tick step needs), less
+# trailing zeros ("~"): a chart with nothing to show yet has axes that span nothing, no
+# step to take the decimals from, and the default then labels its one tick "0.000000".
+# Not "~g", which takes significant digits from the step: ticks of 20 read "2e+1".
+TICKS = ",~f"
 
 
 def _charts() -> dict[str, gr.LinePlot | gr.BarPlot | gr.ScatterPlot]:
@@ -252,6 +257,8 @@ def _charts() -> dict[str, gr.LinePlot | gr.BarPlot | gr.ScatterPlot]:
             label="tokens_over_time",
             x_title="seconds since the run started",
             y_title="new tokens",
+            x_axis_format=TICKS,
+            y_axis_format=TICKS,
             **common,
         )
         histogram = gr.BarPlot(
@@ -291,6 +298,7 @@ def _charts() -> dict[str, gr.LinePlot | gr.BarPlot | gr.ScatterPlot]:
             x_title="the first step includes the prefill",
             y_title="mean seconds per step",
             y_lim=[0, None],
+            y_axis_format=TICKS,
             **common,
         )
     with gr.Row():
@@ -337,8 +345,8 @@ def _draft_length_chart(common: dict) -> gr.ScatterPlot:
         color_title="candidates from",
         x_lim=[0, None],
         y_lim=[-0.5, None],  # the plain steps' points whole, above the bottom edge
-        x_axis_format="~g",  # "3", not "3.0"
-        y_axis_format="~g",
+        x_axis_format=TICKS,  # "3", not "3.0"; 100 steps, not "1e+2"
+        y_axis_format=TICKS,
         tooltip=["drafted", "accepted"],
         elem_id="draft-length-chart",
         **common,
