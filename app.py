@@ -192,7 +192,8 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
     return demo
 
 
-LAUNCH_KWARGS = {"css": page.CSS, "theme": gr.themes.Soft()}
+# Gradio 6 takes the page's style and script at launch, not in `gr.Blocks`.
+LAUNCH_KWARGS = {"css": page.CSS, "js": page.JS, "theme": gr.themes.Soft()}
 
 
 def preload(config: AppConfig) -> None:

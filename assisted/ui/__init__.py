@@ -6,8 +6,8 @@ components, `live` renders a streaming comparison to the outputs' values, and
 `compare_format` and `compare_charts` turn records and statistics into HTML, text and
 chart rows. Benchmark: `benchmark_tab` (layout, events, handlers) and `benchmark_format`.
 Both: `outputs` names each tab's outputs, `shared` loads pairs, `pace` keeps how fast each
-pair decodes, `numbers` says how a figure reads, and `page` holds the text and style
-around the tabs. The format, chart, outputs, pace and numbers modules import
+pair decodes, `numbers` says how a figure reads, and `page` holds the text, style and
+script around the tabs. The format, chart, outputs, pace and numbers modules import
 neither gradio nor torch. Nothing else in `assisted` imports this package, so the CLI and
 the benchmark never load Gradio.
 """

@@ -97,7 +97,8 @@ LEGEND_HTML = (
     '<span class="tok acc">drafted, accepted</span> '
     '<span class="tok rej">drafted, rejected</span> '
     '<span class="tok own">the target\'s own token</span> '
-    "— one box per target step; hover over or tab to a step for its details.<br>"
+    "— one box per target step; hover over a step for its details, or tab to the text "
+    "and move between steps with the arrow keys.<br>"
     '<label class="toggle"><input type="checkbox" id="show-rejected" checked> '
     "show rejected drafts</label>"
     "</div>"
@@ -143,7 +144,10 @@ def step_details(step_number: int, chunk: Chunk) -> list[str]:
 
 def _step_html(step_number: int, chunk: Chunk) -> str:
     """An assisted step as a box: accepted candidates, the rejected remainder (struck
-    through, clipped), the target's own token, and its details, shown on hover and focus."""
+    through, clipped), the target's own token, and its details, shown on hover and focus.
+
+    Only the first step is a Tab stop: a run has hundreds of steps, so the text is one stop
+    and the arrow keys move between its steps (a roving tabindex, `page.JS`)."""
     parts = []
     if chunk.accepted_text:
         parts.append(f'<span class="acc">{html.escape(chunk.accepted_text)}</span>')
@@ -155,7 +159,8 @@ def _step_html(step_number: int, chunk: Chunk) -> str:
     parts.append(f'<span class="own">{html.escape(chunk.own_text)}</span>')
     details = "<br>".join(html.escape(line) for line in step_details(step_number, chunk))
     parts.append(f'<span class="tip" role="tooltip">{details}</span>')
-    return f'<span class="step" tabindex="0">{"".join(parts)}</span>'
+    tabindex = 0 if step_number == 1 else -1
+    return f'<span class="step" tabindex="{tabindex}">{"".join(parts)}</span>'
 
 
 def run_html(
