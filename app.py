@@ -36,6 +36,7 @@ from assisted.ui import page
 from assisted.ui.benchmark_tab import build_benchmark_tab
 from assisted.ui.compare_tab import build_compare_tab
 from assisted.ui.live import Live
+from assisted.ui.outputs import CompareOutputs
 from assisted.ui.shared import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
 from assisted.ui.shared import PairLoader, Stops
 
@@ -107,7 +108,7 @@ def stream_comparison(
     settings: RunSettings,
     draft: DraftSettings,
     stop_key: str,
-) -> Iterator[tuple]:
+) -> Iterator[CompareOutputs]:
     """Plain then assisted, yielding every output's value (picklable) as steps arrive."""
     pair = pairs.load_pair(spec, device, dtype, allow_local=allow_local)  # cached: loaded
     stop = _stops.setdefault(stop_key, threading.Event())
@@ -120,12 +121,12 @@ def stream_comparison(
             now = time.perf_counter()
             if not isinstance(event, decoding.StepEvent) or now - last_yield >= YIELD_EVERY_S:
                 last_yield = now
-                yield live.frame()
+                yield live.outputs()
     except SettingsError as error:
         raise gr.Error(str(error), title="Settings") from error
     except Exception as error:  # a failure inside generation: say so, never hang
         raise gr.Error(f"Generation failed: {type(error).__name__}: {error}") from error
-    yield live.frame(done=True)
+    yield live.outputs(done=True)
 
 
 def _bench_gpu_duration(
@@ -191,7 +192,8 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
     return demo
 
 
-LAUNCH_KWARGS = {"css": page.CSS, "theme": gr.themes.Soft()}
+# Gradio 6 takes the page's style and script at launch, not in `gr.Blocks`.
+LAUNCH_KWARGS = {"css": page.CSS, "js": page.JS, "theme": gr.themes.Soft()}
 
 
 def preload(config: AppConfig) -> None:

@@ -14,6 +14,7 @@ from transformers import AutoTokenizer  # noqa: E402
 
 import app  # noqa: E402
 from assisted import decoding, pairs  # noqa: E402
+from assisted.ui.outputs import BenchmarkOutputs, CompareOutputs  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
 RESULT_KEYS = {
@@ -83,6 +84,16 @@ def test_the_default_app_builds_without_loading_a_model():
     demo = app.build_demo(app.AppConfig())
     assert demo.fns and pairs.loaded_pairs() == before
     assert app.AppConfig.from_env().allow_local is False
+
+
+def test_the_endpoints_outputs_are_the_tabs_named_outputs_in_order():
+    api = app.build_demo(app.AppConfig()).get_api_info()["named_endpoints"]
+    compare = [output["label"] for output in api["/compare"]["returns"]]
+    assert compare == list(CompareOutputs._fields[:-1])  # not `race`, the page's state
+    benchmark = [output["label"] for output in api["/benchmark"]["returns"]]
+    assert len(benchmark) == len(BenchmarkOutputs._fields)
+    assert benchmark == ["status", "Per category", "Per prompt", "overall",
+                         "Speedup per category", "report"]  # fmt: skip
 
 
 def test_compare_streams_and_ends_with_the_json_result(client):

@@ -194,8 +194,31 @@ def test_rejected_drafts_are_struck_through_and_a_steps_details_show_on_hover(pa
     page.screenshot(path=str(SCREENSHOTS / "browser-rejected-drafts.png"), full_page=True)
     page.mouse.move(0, 0)
     expect(details).to_be_hidden()
-    step.focus()  # the keyboard reaches every step, and its details show
+    step.focus()  # a step reached from the keyboard shows its details too
     expect(details).to_be_visible()
+
+
+def test_the_assisted_text_is_one_tab_stop_and_the_arrow_keys_move_between_its_steps(page):
+    compare_on_the_other_pair(page)
+    expect = sync_api.expect
+    steps = page.locator("#assisted-text .step")
+    expect(steps.nth(2)).to_be_attached()  # three steps at least
+    page.locator("#show-rejected").focus()  # the control just before the text
+    page.keyboard.press("Tab")
+    expect(steps.first).to_be_focused()
+    page.keyboard.press("ArrowRight")
+    expect(steps.nth(1)).to_be_focused()
+    expect(steps.nth(1).locator(".tip")).to_be_visible()  # its details, as on hover
+    expect(steps.first.locator(".tip")).to_be_hidden()
+    page.keyboard.press("End")
+    expect(steps.last).to_be_focused()
+    page.keyboard.press("Home")
+    expect(steps.first).to_be_focused()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Tab")  # past the text, not to its next step
+    assert page.evaluate("!document.activeElement.closest('#assisted-text')")
+    page.keyboard.press("Shift+Tab")  # back to the step last visited
+    expect(steps.nth(1)).to_be_focused()
 
 
 def test_the_toggle_hides_rejected_drafts_without_a_rerun_and_through_the_replay(page):

@@ -21,7 +21,7 @@ from assisted.settings import (
     RunSettings,
     SettingsError,
 )
-from assisted.ui.format import (
+from assisted.ui.benchmark_format import (
     CATEGORY_HEADERS,
     PROMPT_HEADERS,
     bench_category_rows,
@@ -31,7 +31,8 @@ from assisted.ui.format import (
     bench_prompt_rows,
     bench_warning,
 )
-from assisted.ui.shared import VISITORS_AT_ONCE, PairLoader, Stops, whole
+from assisted.ui.outputs import BenchmarkOutputs
+from assisted.ui.shared import VISITORS_AT_ONCE, PairLoader, Stops, in_order, updating_only, whole
 
 BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens
 BENCH_MAX_PROMPTS = 3  # prompts per category (examples/ has three)
@@ -61,26 +62,28 @@ def quant_sweep(drafters: list[str], quants: list[str] | None) -> list[str]:
     return list(dict.fromkeys(quants or []))
 
 
-def _empty() -> tuple:
-    """Every output but the status line, before a report exists."""
-    return (
-        pd.DataFrame(columns=CATEGORY_HEADERS),
-        pd.DataFrame(columns=PROMPT_HEADERS),
-        "The overall speedup appears here once every run has finished.",
-        None,
-        None,
+def _no_report(status: str) -> BenchmarkOutputs:
+    """Every output's value without a report: before one exists, or when none will."""
+    return BenchmarkOutputs(
+        status=status,
+        categories=pd.DataFrame(columns=CATEGORY_HEADERS),
+        prompts=pd.DataFrame(columns=PROMPT_HEADERS),
+        overall="The overall speedup appears here once every run has finished.",
+        chart=None,
+        report=None,
     )
 
 
-def _finished(report: dict, total: int, elapsed_s: float) -> tuple:
+def _finished(report: dict, total: int, elapsed_s: float) -> BenchmarkOutputs:
     """Every output's value once the report is in."""
-    return (
-        f"**Done**: {total} timed runs in {elapsed_s:.0f} s, one after the other on one device.",
-        pd.DataFrame(bench_category_rows(report), columns=CATEGORY_HEADERS),
-        pd.DataFrame(bench_prompt_rows(report), columns=PROMPT_HEADERS),
-        bench_overall_markdown(report),
-        bench.draw_chart(report),
-        report,
+    return BenchmarkOutputs(
+        status=f"**Done**: {total} timed runs in {elapsed_s:.0f} s, one after the other on "
+        "one device.",
+        categories=pd.DataFrame(bench_category_rows(report), columns=CATEGORY_HEADERS),
+        prompts=pd.DataFrame(bench_prompt_rows(report), columns=PROMPT_HEADERS),
+        overall=bench_overall_markdown(report),
+        chart=bench.draw_chart(report),
+        report=report,
     )
 
 
@@ -130,7 +133,7 @@ class Benchmarking:
         assistant_quants: list[str],
         request: gr.Request,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
-    ) -> Iterator[tuple]:
+    ) -> Iterator[BenchmarkOutputs]:
         """Time the chosen examples plain and with each drafter (an assistant model once in
         each chosen precision); stream progress.
 
@@ -151,13 +154,13 @@ class Benchmarking:
             bench_warning(len(chosen), len(variants), repeats, settings.max_new_tokens, pace),
             title="Benchmark started",
         )
-        yield (f"**Loading** `{spec.name}`…", *_empty())
+        yield _no_report(f"**Loading** `{spec.name}`…")
         key = f"{request.session_hash or id(request)}:benchmark"
         with self.loader.request(self.stops, key) as (turn, stop):
             for status in self.loader.until_ready(spec, True, turn, stop):
-                yield (status, *_empty())
+                yield _no_report(status)
             if stop.is_set():
-                yield ("**Stopped** before the timed runs started: no report.", *_empty())
+                yield _no_report("**Stopped** before the timed runs started: no report.")
                 return
             self.loader.load(spec, True, progress)
             config = self.loader.config
@@ -175,11 +178,11 @@ class Benchmarking:
                 if item.record is not None:  # the pair's pace, for the next estimate
                     self.loader.paces.note_plain_run(spec.target, spec.name, item.record)
                 status = bench_progress_markdown(done, total, item.label, elapsed)
-                yield (status, *[gr.skip()] * 5)
+                yield updating_only(BenchmarkOutputs, status=status)
             if stop.is_set():
-                yield (f"**Stopped** after {done} of {total} timed runs: no report.", *_empty())
+                yield _no_report(f"**Stopped** after {done} of {total} timed runs: no report.")
             else:
-                yield ("The benchmark ended without a report.", *_empty())
+                yield _no_report("The benchmark ended without a report.")
 
     def request_stop(self, request: gr.Request) -> None:
         event = self.stops.get(f"{request.session_hash}:benchmark")
@@ -291,8 +294,8 @@ def _sizes() -> tuple[gr.Slider, gr.Slider, gr.Slider]:
     return prompts, max_new_tokens, repeats
 
 
-def _outputs() -> list[gr.components.Component]:
-    """The tab's outputs, laid out, in the order of the /benchmark endpoint's outputs."""
+def _outputs() -> dict[str, gr.components.Component]:
+    """The tab's outputs, laid out, by their names in `BenchmarkOutputs`."""
     status = gr.Markdown(
         "Press **Run benchmark**; progress shows here.", elem_id="bench-status", label="status"
     )
@@ -316,7 +319,14 @@ def _outputs() -> list[gr.components.Component]:
     )
     with gr.Accordion("Report as JSON (python -m assisted.bench's)", open=False):
         report = gr.JSON(label="report")
-    return [status, categories, prompts, overall, chart, report]
+    return {
+        "status": status,
+        "categories": categories,
+        "prompts": prompts,
+        "overall": overall,
+        "chart": chart,
+        "report": report,
+    }
 
 
 def build_benchmark_tab(
@@ -363,12 +373,12 @@ def build_benchmark_tab(
     run.click(
         handlers.run_benchmark,
         inputs=[pair, chosen, prompts, max_new_tokens, repeats, drafters, quants],
-        outputs=outputs,
+        outputs=in_order(BenchmarkOutputs, outputs),
         api_name="benchmark",
         concurrency_limit=VISITORS_AT_ONCE,
         concurrency_id="visitors",  # like Compare: it takes its turn on the device
         show_progress="minimal",
-        show_progress_on=outputs[0],
+        show_progress_on=outputs["status"],
     ).then(handlers.plan, **refresh_plan)  # at the pace the benchmark's plain runs measured
     stop.click(
         handlers.request_stop,

@@ -1,27 +1,27 @@
 """A comparison as it streams: the value of every Compare output, from the events of
-`assisted.decoding.compare`. Values only (strings, data frames, dicts), so they pickle
-across ZeroGPU's process boundary."""
+`assisted.decoding.compare`. Values only (strings, data frames, dicts) in a `CompareOutputs`,
+so they pickle across ZeroGPU's process boundary."""
 
 import threading
-
-import pandas as pd
 
 from assisted import decoding, pairs, stats
 from assisted.record import RunRecord, Step
 from assisted.settings import RunSettings
-from assisted.ui.format import (
+from assisted.ui.compare_charts import (
+    draft_length_frame,
+    histogram_frame,
+    position_frame,
+    step_time_frame,
+    timeline_frame,
+)
+from assisted.ui.compare_format import (
     Chunk,
     chunks_of,
-    draft_length_rows,
-    histogram_rows,
-    position_rows,
     run_html,
     stat_card_html,
-    step_time_label,
-    step_time_rows,
     summary_markdown,
-    timeline_rows,
 )
+from assisted.ui.outputs import CompareOutputs
 
 MODES = ("plain", "assisted")
 WAITING = {
@@ -74,9 +74,8 @@ class Live:
         cut = self.stop.is_set() and len(self.records) < len(MODES)
         return cut or any(record.stopped for record in self.records.values())
 
-    def frame(self, done: bool = False) -> tuple:
-        """Every Compare output's value, then the race replay's state (the last frame only:
-        `done`)."""
+    def outputs(self, done: bool = False) -> CompareOutputs:
+        """Every Compare output's value; the race replay's state with the last (`done`)."""
         runs = {mode: self.record(mode) for mode in MODES}
         shown = {mode: chunks_of(runs[mode]) for mode in MODES}
         assisted = runs["assisted"]
@@ -93,20 +92,22 @@ class Live:
             for summary in (result["plain"], result["assisted"]):
                 if summary is not None:
                     del summary["per_step"]
-        return (
-            self._status(done),
-            self._text("plain", shown["plain"], done),
-            self._text("assisted", shown["assisted"], done),
-            self._card("plain", result, done),
-            self._card("assisted", result, done),
-            self._summary(result, done),
-            timeline_frame(shown),
-            histogram_frame(stats.accept_histogram(assisted) if assisted else []),
-            position_frame(stats.position_acceptance(assisted) if assisted else []),
-            step_time_frame(runs),
-            draft_length_frame(shown["assisted"]),
-            result,
-            self._race(shown) if done else None,
+        histogram = stats.accept_histogram(assisted) if assisted else []
+        positions = stats.position_acceptance(assisted) if assisted else []
+        return CompareOutputs(
+            status=self._status(done),
+            plain_text=self._text("plain", shown["plain"], done),
+            assisted_text=self._text("assisted", shown["assisted"], done),
+            plain_stats=self._card("plain", result, done),
+            assisted_stats=self._card("assisted", result, done),
+            summary=self._summary(result, done),
+            tokens_over_time=timeline_frame(shown),
+            accept_histogram=histogram_frame(histogram),
+            acceptance_by_position=position_frame(positions),
+            time_per_step=step_time_frame(runs),
+            draft_length_per_step=draft_length_frame(shown["assisted"]),
+            result=result,
+            race=self._race(shown) if done else None,
         )
 
     def _status(self, done: bool) -> str:
@@ -166,66 +167,20 @@ class Live:
         }
 
 
-def result_of(frame: tuple) -> dict | None:
-    """The JSON result in a frame of `Live.frame` or `idle_frame`: the last output, which the
-    race replay's state follows."""
-    return frame[-2]
-
-
-def timeline_frame(chunks: dict[str, list[Chunk]]) -> pd.DataFrame:
-    # Typed columns even when empty: the chart fixes its axis types from the first value.
-    frame = pd.DataFrame(timeline_rows(chunks), columns=["run", "t_s", "tokens"])
-    return frame.astype({"run": str, "t_s": float, "tokens": int})
-
-
-def histogram_frame(histogram: list[int]) -> pd.DataFrame:
-    frame = pd.DataFrame(histogram_rows(histogram), columns=["accepted", "steps"])
-    return frame.astype({"accepted": str, "steps": int})
-
-
-def position_frame(position_acceptance: list[float]) -> pd.DataFrame:
-    frame = pd.DataFrame(position_rows(position_acceptance), columns=["position", "accepted"])
-    return frame.astype({"position": str, "accepted": float})
-
-
-def step_time_frame(runs: dict[str, RunRecord | None]) -> pd.DataFrame:
-    """Each run's steps, split into drafting and the target's part, under the run's name
-    and tokens per step (the chart shows each run's mean step).
-
-    A run without steps yet shows zero bars of both parts: Gradio's bar chart fixes its
-    colours from its first value, which must name every part."""
-    times = {
-        step_time_label(mode, stats.tokens_per_step(record) if record else None): (
-            stats.step_times(record) if record else [(0.0, 0.0)]
-        )
-        for mode, record in runs.items()
-    }
-    frame = pd.DataFrame(step_time_rows(times), columns=["run", "step", "part", "s"])
-    return frame.astype({"run": str, "step": int, "part": str, "s": float})
-
-
-def draft_length_frame(chunks: list[Chunk]) -> pd.DataFrame:
-    columns = ["step", "candidates", "source", "drafted", "accepted"]
-    frame = pd.DataFrame(draft_length_rows(chunks), columns=columns)
-    # Float steps and counts: the rows that only name a series hold NaN, which no chart draws.
-    types = {"step": float, "candidates": float, "source": str, "drafted": int, "accepted": int}
-    return frame.astype(types)
-
-
-def idle_frame(status: str) -> tuple:
+def idle_outputs(status: str) -> CompareOutputs:
     """Every output's value before the runs start (files fetched, or waiting for the device)."""
-    return (
-        status,
-        run_html([], "plain", placeholder=WAITING["plain"]),
-        run_html([], "assisted", placeholder=WAITING["assisted"]),
-        stat_card_html(None, empty="runs once the device is free"),
-        stat_card_html(None, empty="runs after plain decoding"),
-        SUMMARY_LATER,
-        timeline_frame({mode: [] for mode in MODES}),
-        histogram_frame([]),
-        position_frame([]),
-        step_time_frame(dict.fromkeys(MODES)),
-        draft_length_frame([]),
-        None,
-        None,
+    return CompareOutputs(
+        status=status,
+        plain_text=run_html([], "plain", placeholder=WAITING["plain"]),
+        assisted_text=run_html([], "assisted", placeholder=WAITING["assisted"]),
+        plain_stats=stat_card_html(None, empty="runs once the device is free"),
+        assisted_stats=stat_card_html(None, empty="runs after plain decoding"),
+        summary=SUMMARY_LATER,
+        tokens_over_time=timeline_frame({mode: [] for mode in MODES}),
+        accept_histogram=histogram_frame([]),
+        acceptance_by_position=position_frame([]),
+        time_per_step=step_time_frame(dict.fromkeys(MODES)),
+        draft_length_per_step=draft_length_frame([]),
+        result=None,
+        race=None,
     )

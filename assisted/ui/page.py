@@ -1,5 +1,5 @@
 """The page around the tabs: its title, header, the explanation under the tabs, and the
-style sheet (passed to `launch()`, as Gradio 6 takes it)."""
+style sheet and script (passed to `launch()`, as Gradio 6 takes them)."""
 
 TITLE = "Assisted generation, side by side"
 HEADER = (
@@ -52,7 +52,7 @@ CSS = """
 /* "show rejected drafts" unticked: the remainders go (a step's details still name them). */
 body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
 /* A step's details, on hover and keyboard focus: just below the text box, positioned from
-   .run-box so the text's scrolling does not clip them (ui.format.run_html). */
+   .run-box so the text's scrolling does not clip them (compare_format.run_html). */
 .run-box { position: relative; }
 .run-text .tip { display: none; position: absolute; z-index: 30; left: 0; right: 0;
   top: calc(100% + 0.3rem); padding: 0.4rem 0.6rem; font-family: var(--font);
@@ -84,4 +84,31 @@ body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
 .stat .label { font-size: 0.72rem; color: var(--body-text-color-subdued); }
 .chart-note, .chart-note p { font-size: 0.8rem; color: var(--body-text-color-subdued); }
 .stat-empty { color: var(--body-text-color-subdued); font-size: 0.85rem; }
+"""
+
+# A roving tabindex over the steps of the assisted text (`compare_format._step_html`): the
+# text is one Tab stop rather than hundreds, the arrow keys (and Home, End) move between its
+# steps, and the focused step shows its details, as on hover. Only the current step has
+# tabindex 0, so Tab leaves the text and Shift+Tab comes back to the step last visited. The
+# listeners sit on the document, so they hold across every update of the text.
+JS = """
+() => {
+  const stepOf = (node) => (node instanceof Element ? node.closest(".run-text .step") : null);
+  const stepsBeside = (step) => [...step.parentElement.querySelectorAll(":scope > .step")];
+  document.addEventListener("focusin", (event) => {
+    const focused = stepOf(event.target);
+    if (!focused) return;
+    for (const step of stepsBeside(focused)) step.tabIndex = step === focused ? 0 : -1;
+  });
+  document.addEventListener("keydown", (event) => {
+    const focused = stepOf(event.target);
+    if (!focused || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    const steps = stepsBeside(focused);
+    const here = steps.indexOf(focused);
+    const moves = { ArrowLeft: here - 1, ArrowRight: here + 1, Home: 0, End: steps.length - 1 };
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    steps[Math.min(Math.max(moves[event.key], 0), steps.length - 1)].focus();
+  });
+}
 """

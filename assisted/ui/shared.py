@@ -1,5 +1,5 @@
-"""What both tabs share: the configuration they read, stop requests, and the way from a
-pair's name to a pair in memory.
+"""What both tabs share: the configuration they read, stop requests, their outputs by
+name, and the way from a pair's name to a pair in memory.
 
 A request fetches its pair's files first, outside the line for the device, so a download
 holds up no one comparing on a pair in memory. Only then does it take its turn
@@ -10,8 +10,8 @@ timed run down, use the device one at a time.
 import contextlib
 import itertools
 import threading
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import gradio as gr
 
@@ -45,6 +45,25 @@ class Config(Protocol):
     def allow_local(self) -> bool: ...
     @property
     def allow_custom(self) -> bool: ...
+
+
+Outputs = TypeVar("Outputs", bound=NamedTuple)
+
+
+def in_order(
+    outputs: type[NamedTuple], components: Mapping[str, gr.components.Component]
+) -> list[gr.components.Component]:
+    """The components of a tab's outputs (`assisted.ui.outputs`), named by field, in the
+    order of the fields: the order in which Gradio pairs a handler's values with them.
+    `components` may hold more than these."""
+    return [components[name] for name in outputs._fields]
+
+
+def updating_only(outputs: type[Outputs], **values: Any) -> Outputs:
+    """A tab's outputs with `values` for the fields they name and `gr.skip()`, which leaves
+    an output as it is, for every other field."""
+    skipped = outputs._make([gr.skip()] * len(outputs._fields))
+    return skipped._replace(**values)
 
 
 def whole(value):

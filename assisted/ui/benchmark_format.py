@@ -1,0 +1,190 @@
+"""What the Benchmark tab shows, as plain strings and rows: the plan and its time estimate
+before a run, the progress line, and the report's tables and headline. Imports neither
+torch nor gradio.
+
+Every figure comes from `assisted.bench.report(...)`; this module only formats.
+"""
+
+from __future__ import annotations
+
+from assisted.settings import WARMUP_TOKENS
+from assisted.ui.numbers import number, percent
+from assisted.ui.pace import Pace
+
+# The guess before a pair's pace is measured (`assisted.ui.pace`): the embedded pair on a
+# 2-core CPU, where a plain run of 128 new tokens takes about a minute.
+CPU_SECONDS_PER_TOKEN = 0.5
+
+CATEGORY_HEADERS = [
+    "category", "drafter", "prompts", "speedup", "acceptance rate", "tokens per step",
+    "predicted speedup", "identical",
+]  # fmt: skip
+PROMPT_HEADERS = [
+    "category", "prompt", "drafter", "plain tok/s", "assisted tok/s", "speedup",
+    "acceptance rate", "tokens per step", "predicted speedup", "identical",
+]  # fmt: skip
+
+
+def bench_runs(prompts: int, drafters: int, repeats: int) -> int:
+    """Timed runs of a benchmark: per prompt and repeat, one plain run and one per drafter."""
+    return prompts * repeats * (1 + drafters)
+
+
+def bench_estimate_s(
+    prompts: int,
+    drafters: int,
+    repeats: int,
+    max_new_tokens: int,
+    s_per_token: float = CPU_SECONDS_PER_TOKEN,
+) -> float:
+    """Seconds a benchmark takes at `s_per_token` (the pair's measured pace, or the guess):
+    the timed runs plus each prompt's short untimed warm-up in every mode, every token at the
+    plain pace. A rough figure, for a warning."""
+    runs = bench_runs(prompts, drafters, repeats)
+    warmup_tokens = prompts * (1 + drafters) * min(WARMUP_TOKENS, max_new_tokens)
+    return (runs * max_new_tokens + warmup_tokens) * s_per_token
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    return f"{round(seconds / 60)} min"
+
+
+def _per_token(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 0.1 else f"{seconds * 1000:.2g} ms"
+
+
+def _estimate(prompts: int, drafters: int, repeats: int, tokens: int, pace: Pace | None) -> str:
+    """ "about N min", with where the pace per token comes from."""
+    if pace is None:
+        estimate = bench_estimate_s(prompts, drafters, repeats, tokens)
+        return (
+            f"about **{_duration(estimate)}**, but no run has been measured on this pair yet: "
+            f"that is a rough guess of ≈{CPU_SECONDS_PER_TOKEN} s per token, the embedded "
+            "pair on a 2-core CPU (far less on a GPU). A comparison on this pair measures it"
+        )
+    estimate = bench_estimate_s(prompts, drafters, repeats, tokens, pace.s_per_token)
+    return (
+        f"about **{_duration(estimate)}** at ≈{_per_token(pace.s_per_token)} per token, "
+        f"{pace.source}"
+    )
+
+
+def bench_plan_markdown(
+    prompts: int, drafters: int, repeats: int, max_new_tokens: int, pace: Pace | None = None
+) -> str:
+    """What a benchmark will run and about how long that takes at the pair's `pace`, before
+    it starts."""
+    if prompts < 1 or drafters < 1:
+        return "Choose at least one category and one drafter."
+    runs = bench_runs(prompts, drafters, repeats)
+    return (
+        f"**{runs} timed runs** ({prompts} prompt{'s' if prompts > 1 else ''} × {repeats} "
+        f"repeat{'s' if repeats > 1 else ''} × (plain + {drafters} drafter"
+        f"{'s' if drafters > 1 else ''})) of up to {max_new_tokens} new tokens, plus a short "
+        f"warm-up per prompt: {_estimate(prompts, drafters, repeats, max_new_tokens, pace)}."
+    )
+
+
+def bench_progress_markdown(done: int, total: int, label: str, elapsed_s: float) -> str:
+    """The status line while a benchmark runs: "run k of n: <label>", with time left.
+
+    `label` names the run just finished, or the untimed warm-up starting (`assisted.bench`'s
+    Progress events)."""
+    timing = f"{_duration(elapsed_s)} so far"
+    if done:
+        timing += f", about {_duration(elapsed_s / done * (total - done))} left"
+    if done == 0 or label.endswith("warm-up"):
+        return f"**{done} of {total} runs done** · now: {label} (untimed)… · {timing}"
+    if done == total:
+        return f"**All {total} runs done** in {_duration(elapsed_s)}: computing the report…"
+    return f"**Run {done} of {total} done**: {label} · {timing}"
+
+
+def _identical(row: dict) -> str:
+    if row.get("identical"):
+        return "yes"
+    divergence = row.get("first_divergence")
+    return "no" if divergence is None else f"no (token {divergence})"
+
+
+def bench_category_rows(report: dict) -> list[list]:
+    """A row per category and drafter, from `assisted.bench.report(...)`."""
+    rows = []
+    for drafter, entry in report.get("drafters", {}).items():
+        for category, group in entry["categories"].items():
+            rows.append(
+                [
+                    category,
+                    drafter,
+                    group["prompts"],
+                    number(group["speedup"], 2, "×"),
+                    percent(group["acceptance_rate"]),
+                    number(group["tokens_per_step"], 2),
+                    number(group["predicted_speedup"], 2, "×"),
+                    f"{group['identical_prompts']}/{group['prompts']}",
+                ]
+            )
+    return rows
+
+
+def bench_prompt_rows(report: dict) -> list[list]:
+    """A row per prompt and drafter, from `assisted.bench.report(...)`."""
+    return [
+        [
+            row["category"],
+            row["question_id"],
+            row["drafter"],
+            number(row["plain_tokens_per_s"], 1),
+            number(row["assisted_tokens_per_s"], 1),
+            number(row["speedup"], 2, "×"),
+            percent(row["acceptance_rate"]),
+            number(row["tokens_per_step"], 2),
+            number(row["predicted_speedup"], 2, "×"),
+            _identical(row),
+        ]
+        for row in report.get("prompts", [])
+    ]
+
+
+def bench_overall_markdown(report: dict) -> str:
+    """The headline per drafter: the geometric-mean speedup over all prompts."""
+    settings = report["settings"]
+    lines = [
+        f"**{report['pair']}** on {report['device']} · {report['dtype']} · greedy, "
+        f"{settings['max_new_tokens']} new tokens, {settings['repeats']} "
+        f"repeat{'s' if settings['repeats'] > 1 else ''}. Speedup = median assisted tokens/s "
+        "÷ median plain tokens/s over the repeats; a category's is the median of its prompts'."
+    ]
+    for drafter, entry in report.get("drafters", {}).items():
+        overall = entry["overall"]
+        lines.append(
+            f"**Overall, {drafter}: {number(overall['speedup_geomean'], 2, '×')}** "
+            f"(geometric mean over {overall['prompts']} prompt"
+            f"{'s' if overall['prompts'] != 1 else ''}; median "
+            f"{number(overall['speedup_median'], 2, '×')}) · predicted "
+            f"{number(overall['predicted_speedup'], 2, '×')} · acceptance rate "
+            f"{percent(overall['acceptance_rate'])} · "
+            f"{number(overall['tokens_per_step'], 2)} tokens per step · identical "
+            f"{overall['identical_prompts']}/{overall['prompts']}"
+        )
+    return "\n\n".join(lines)
+
+
+def bench_warning(
+    prompts: int, drafters: int, repeats: int, max_new_tokens: int, pace: Pace | None = None
+) -> str:
+    """The toast shown as a benchmark starts (plain text)."""
+    runs = bench_runs(prompts, drafters, repeats)
+    if pace is None:
+        estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens)
+        guess = f"≈{CPU_SECONDS_PER_TOKEN} s per token, a guess: none measured on this pair yet"
+        how_long = f"about {_duration(estimate)} at {guess}"
+    else:
+        estimate = bench_estimate_s(prompts, drafters, repeats, max_new_tokens, pace.s_per_token)
+        how_long = f"about {_duration(estimate)} at the measured pace"
+    return (
+        f"{runs} timed runs of up to {max_new_tokens} new tokens: {how_long}. The device is "
+        "busy until it finishes; Stop ends it within one step, without a report."
+    )

@@ -1,0 +1,366 @@
+"""What the Compare tab shows of a comparison, as plain strings: each step of a run as a
+chunk, the coloured run text, stat cards, the summary and the race replay's timeline.
+Imports neither torch nor gradio; the charts' rows are `compare_charts`'.
+
+Every figure comes from `assisted.stats` (a `summarize`/`compare`/`report` dict, or its
+functions of a record); this module only formats.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from assisted import stats
+from assisted.drafters import DrafterKind
+from assisted.record import RunRecord
+from assisted.ui.numbers import number, percent
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One step as the UI shows it: the candidates the target accepted, the rest of the
+    draft (rejected), then the target's own token.
+
+    The text splits where the step's draft does (`Step.accepted_text` is the start of the
+    step's text). `step_s` and `draft_s` are the step's time and its drafting time
+    (`stats.step_s`, `Step.draft_s`); `chosen` and `source` are `Step.chosen` (the γ the
+    `auto` policy asked for) and `Step.source` (where the candidates came from). Chunks are
+    plain values, so a finished run keeps them in the page's state for the race replay."""
+
+    t_s: float
+    accepted_text: str
+    own_text: str
+    tokens: int
+    drafted: int
+    accepted: int
+    rejected_text: str = ""
+    step_s: float = 0.0
+    draft_s: float | None = None
+    chosen: int | None = None
+    source: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.accepted_text + self.own_text
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def chunks_of(record: RunRecord | None) -> list[Chunk]:
+    """A chunk per step of the run (none before its first step)."""
+    if record is None:
+        return []
+    return [
+        Chunk(
+            step.t_s,
+            step.accepted_text,
+            step.text[len(step.accepted_text) :],
+            len(step.token_ids),
+            step.drafted,
+            step.accepted,
+            step.rejected_text,
+            seconds,
+            step.draft_s,
+            step.chosen,
+            step.source,
+        )
+        for step, seconds in zip(record.steps, stats.step_s(record), strict=True)
+    ]
+
+
+def chunks_from_dicts(items: Sequence[dict]) -> list[Chunk]:
+    """Chunks back from the page's state (`Chunk.to_dict`), for the race replay."""
+    return [Chunk(**item) for item in items]
+
+
+# Where a step's candidates came from (`Step.source`), or nothing drafted: its details and
+# the draft-length chart's series say it alike.
+NOTHING_DRAFTED = "none"  # the note under the chart: a plain step, the target alone
+
+
+def source_label(chunk: Chunk) -> str:
+    if chunk.drafted == 0:
+        return NOTHING_DRAFTED
+    # Records made before steps kept their source drafted with the run's drafter.
+    return DrafterKind(chunk.source or DrafterKind.ASSISTANT).label
+
+
+# -- run text ------------------------------------------------------------------------------
+
+# The toggle is a plain checkbox that the page's style sheet reads: hiding the rejected
+# drafts re-runs nothing and needs no round trip, and it holds through streaming and replay.
+LEGEND_HTML = (
+    '<div class="legend">'
+    '<span class="tok acc">drafted, accepted</span> '
+    '<span class="tok rej">drafted, rejected</span> '
+    '<span class="tok own">the target\'s own token</span> '
+    "— one box per target step; hover over a step for its details, or tab to the text "
+    "and move between steps with the arrow keys.<br>"
+    '<label class="toggle"><input type="checkbox" id="show-rejected" checked> '
+    "show rejected drafts</label>"
+    "</div>"
+)
+# A rejected remainder is shown up to this many characters, about four tokens of code: enough
+# to see what the assistant guessed, short enough not to bury the text the target wrote.
+# The step's details show all of it.
+REJECTED_SHOWN_CHARS = 24
+
+
+def _visible(text: str) -> str:
+    """Text that was never committed, on one line: a newline shows as ↵ instead of
+    breaking the committed text around it."""
+    return text.replace("\n", "↵")
+
+
+def step_details(step_number: int, chunk: Chunk) -> list[str]:
+    """Lines about one assisted step: its number, counts and time, under `auto` the γ the
+    policy chose and where the candidates came from, its whole rejected draft, and the
+    target's own token."""
+    timing = f"{chunk.step_s * 1000:.0f} ms"
+    if chunk.draft_s is not None:
+        timing += f" ({chunk.draft_s * 1000:.0f} ms drafting)"
+    lines = [f"step {step_number} · drafted {chunk.drafted} · accepted {chunk.accepted} · {timing}"]
+    if chunk.chosen is not None:
+        choice = f"auto chose γ = {chunk.chosen}"
+        if chunk.drafted:
+            source = source_label(chunk)
+            by_assistant = source == DrafterKind.ASSISTANT.label
+            choice += f", drafted by {'the assistant' if by_assistant else source}"
+        lines.append(choice)
+    if chunk.drafted == 0:
+        lines.append("nothing drafted: the target alone")
+    elif chunk.accepted == chunk.drafted:
+        lines.append("every candidate accepted")
+    else:
+        rejected = chunk.drafted - chunk.accepted
+        lines.append(f"rejected {rejected}: “{_visible(chunk.rejected_text)}”")
+    if chunk.own_text:
+        lines.append(f"then the target's own token: “{_visible(chunk.own_text)}”")
+    return lines
+
+
+def _step_html(step_number: int, chunk: Chunk) -> str:
+    """An assisted step as a box: accepted candidates, the rejected remainder (struck
+    through, clipped), the target's own token, and its details, shown on hover and focus.
+
+    Only the first step is a Tab stop: a run has hundreds of steps, so the text is one stop
+    and the arrow keys move between its steps (a roving tabindex, `page.JS`)."""
+    parts = []
+    if chunk.accepted_text:
+        parts.append(f'<span class="acc">{html.escape(chunk.accepted_text)}</span>')
+    if chunk.rejected_text:
+        shown = _visible(chunk.rejected_text)
+        if len(shown) > REJECTED_SHOWN_CHARS:
+            shown = shown[:REJECTED_SHOWN_CHARS] + "…"
+        parts.append(f'<s class="rej">{html.escape(shown)}</s>')
+    parts.append(f'<span class="own">{html.escape(chunk.own_text)}</span>')
+    details = "<br>".join(html.escape(line) for line in step_details(step_number, chunk))
+    parts.append(f'<span class="tip" role="tooltip">{details}</span>')
+    tabindex = 0 if step_number == 1 else -1
+    return f'<span class="step" tabindex="{tabindex}">{"".join(parts)}</span>'
+
+
+def run_html(
+    chunks: Sequence[Chunk],
+    mode: str,
+    *,
+    running: bool = False,
+    stopped: bool = False,
+    placeholder: str = "",
+) -> str:
+    """The run's text as HTML. Assisted runs show each step as a box (`_step_html`); plain
+    runs show plain text.
+
+    The box sits in a positioned wrapper outside the scrolling text, so a step's details
+    show just below the box: positioned from the wrapper, they escape the text's scroll
+    clipping, which the step's own position would not."""
+    if not chunks and not running:
+        body = f'<div class="run-text empty">{html.escape(placeholder)}</div>'
+        return f'<div class="run-box">{body}</div>'
+    if mode == "assisted":
+        parts = [_step_html(n, chunk) for n, chunk in enumerate(chunks, start=1)]
+    else:
+        parts = [html.escape(chunk.text) for chunk in chunks]
+    if running:
+        parts.append('<span class="cursor">▍</span>')
+    if stopped:
+        parts.append('<span class="badge stopped">■ stopped</span>')
+    return f'<div class="run-box"><div class="run-text {mode}">{"".join(parts)}</div></div>'
+
+
+# -- stat cards ----------------------------------------------------------------------------
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f} s"
+
+
+def stat_rows(summary: dict) -> list[tuple[str, str]]:
+    """(label, value) pairs for one run, from `stats.summarize(record)`."""
+    rows = [
+        ("time to first token", _seconds(summary.get("ttft_s"))),
+        ("tokens/s", number(summary.get("tokens_per_s"), 2)),
+        ("total time", _seconds(summary.get("total_s"))),
+        ("target steps", str(summary.get("steps", 0))),
+        ("new tokens", str(summary.get("new_tokens", 0))),
+    ]
+    if "drafted" in summary:
+        rows += [
+            ("drafted", str(summary["drafted"])),
+            ("accepted", str(summary["accepted"])),
+            ("acceptance rate", percent(summary.get("acceptance_rate"))),
+            ("tokens per step", number(summary.get("tokens_per_step"), 2)),
+        ]
+    if summary.get("assistant_precision"):
+        rows.append(("assistant precision", summary["assistant_precision"]))
+    return rows
+
+
+def stat_card_html(summary: dict | None, *, state: str = "", empty: str = "no run yet") -> str:
+    """A card of one run's figures; `state` is a short word such as "running" or "stopped"."""
+    if summary is None:
+        body = f'<div class="stat-empty">{html.escape(empty)}</div>'
+    else:
+        body = "".join(
+            f'<div class="stat"><div class="value">{html.escape(value)}</div>'
+            f'<div class="label">{html.escape(label)}</div></div>'
+            for label, value in stat_rows(summary)
+        )
+    badge = f'<span class="badge {html.escape(state)}">{html.escape(state)}</span>' if state else ""
+    return f'<div class="stat-card">{badge}<div class="stats">{body}</div></div>'
+
+
+# -- summary -------------------------------------------------------------------------------
+
+SPEEDUP_GAP = 0.15  # relative gap under which measured and predicted speedups "agree"
+
+
+def why_prediction_differs(measured: float | None, predicted: float | None) -> str:
+    """One sentence on why the measured speedup differs from the predicted one."""
+    if measured is None or predicted is None:
+        return (
+            "No prediction: the run was too short to measure the drafter's cost ratio c "
+            "(it needs at least two drafting passes and two plain steps)."
+        )
+    if abs(measured - predicted) <= SPEEDUP_GAP * predicted:
+        return (
+            "They agree within 15%: verification and overheads cost about what the model "
+            "assumes here."
+        )
+    if measured < predicted:
+        return (
+            "Measured is below predicted: the model counts verifying γ + 1 tokens as one "
+            "ordinary target step, but a wider verification pass costs more (most on CPUs), "
+            "and the prefill and per-step overheads are in the measured time."
+        )
+    return (
+        "Measured is above predicted: α and c are estimates from this one run (c from "
+        "timing single assistant passes), and short runs are noisy."
+    )
+
+
+# A heuristic reading of the auto schedule's cost curve, by what each row past the first
+# adds, as a share of a one-row (plain) step: up to CHEAP_ROW, long drafts cost little to
+# verify (a GPU, or bf16 on a CPU with native bf16); from COSTLY_ROW, a candidate costs a
+# good part of a plain step (fp32 on a CPU), and only a short draft that is mostly
+# accepted pays.
+CHEAP_ROW = 0.15
+COSTLY_ROW = 0.4
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 0.01 else f"{seconds * 1000:.0f} ms"
+
+
+def cost_model_line(assisted: dict) -> str | None:
+    """One line on the `auto` run's cost curve (`verify_cost_s`): what verifying a draft
+    costs in plain steps here, and so how the policy drafts. None without a curve.
+
+    It quotes the rows of `stats.reference_rows`: the median draft the policy chose, + 1,
+    or 4 rows where it mostly chose not to draft."""
+    curve = [(int(k), s) for k, s in assisted.get("verify_cost_s") or []]
+    chosen = [step["chosen"] for step in assisted.get("per_step") or [] if "chosen" in step]
+    rows = stats.reference_rows(chosen, curve)
+    ratio = stats.verify_cost_ratio(curve, rows) if rows else None
+    if ratio is None:
+        return None
+    seconds = dict(curve)
+    median = sorted(chosen)[len(chosen) // 2] if chosen else None
+    candidates = f"{rows - 1} candidate{'s' if rows > 2 else ''}"
+    if median == rows - 1:
+        which = f"the median draft the policy chose, {candidates}, + 1"
+    else:
+        which = f"a draft of {candidates} + 1"
+    per_row = (ratio - 1) / (rows - 1)
+    if per_row <= CHEAP_ROW:
+        verdict = "so long drafts are cheap"
+    elif per_row < COSTLY_ROW:
+        verdict = "so a draft pays off only where most of it is accepted"
+    else:
+        verdict = "so the policy drafts short or not at all"
+    return (
+        f"**Cost model:** verifying {rows} rows ({which}) costs {ratio:.1f}× one row here "
+        f"({_ms(seconds[rows])} against {_ms(seconds[1])}), {verdict}."
+    )
+
+
+def _precision_note(result: dict) -> str:
+    precision = (result.get("assisted") or {}).get("assistant_precision")
+    if not precision:
+        return ""
+    return f" with the assistant in {precision} and the target in {result.get('dtype')}"
+
+
+def summary_markdown(result: dict, *, sample: bool = False) -> str:
+    """The comparison's verdict, from `stats.report(...)`."""
+    plain, assisted = result.get("plain"), result.get("assisted")
+    if not plain or not assisted:
+        which = "plain" if plain else "neither run"
+        return f"Both runs are needed for a comparison; {which} finished."
+    measured, predicted = result.get("speedup"), result.get("predicted_speedup")
+    lines = [
+        f"**Measured speedup: {number(measured, 2, '×')}** "
+        f"(assisted tokens/s ÷ plain tokens/s) · "
+        f"**predicted: {number(predicted, 2, '×')}** from acceptance rate "
+        f"{percent(assisted.get('acceptance_rate'))} (α ≈ {number(result.get('alpha'), 2)}), "
+        f"mean draft length γ = {number(result.get('mean_drafted'), 1)} and cost ratio "
+        f"c = {number(result.get('cost_ratio'), 2)}{_precision_note(result)} "
+        "(Leviathan et al. 2023).",
+        why_prediction_differs(measured, predicted),
+    ]
+    cost = cost_model_line(assisted)
+    if cost:
+        lines.append(cost)
+    divergence = result.get("first_divergence")
+    if result.get("identical"):
+        lines.append("**Identical**: the assisted run reproduced the plain run token for token.")
+    elif sample:
+        lines.append(
+            f"**Diverged at token {divergence}**: with sampling each run draws its own random "
+            "numbers, so the texts differ; both follow the target's distribution."
+        )
+    else:
+        lines.append(
+            f"**Diverged at token {divergence}**. Greedy assisted generation reproduces the "
+            "target's choices, but verifying several tokens in one pass rounds differently; "
+            "in bf16 or fp16 that can flip a near-tie between two candidates."
+        )
+    if plain.get("stopped") or assisted.get("stopped"):
+        lines.append("Stopped: the figures cover what was produced before the stop.")
+    return "\n\n".join(lines)
+
+
+# -- race replay ---------------------------------------------------------------------------
+
+
+def race_timeline(runs: dict[str, Sequence[Chunk]]) -> list[tuple[float, str, int]]:
+    """(t_s, run, chunks shown) in time order: both runs start together at 0 s."""
+    events = [
+        (chunk.t_s, name, index + 1)
+        for name, chunks in runs.items()
+        for index, chunk in enumerate(chunks)
+    ]
+    return sorted(events)

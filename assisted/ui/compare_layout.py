@@ -1,0 +1,353 @@
+"""The Compare tab's layout: the prompt and its buttons, the pair picker, the settings, and
+the outputs (both runs' text and stat cards, the summary, the charts, the JSON result).
+
+The builders only place components and return them; `compare_tab` wires their events.
+"""
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from assisted.drafters import DrafterKind
+from assisted.examples import Example
+from assisted.pairs import PairSpec
+from assisted.settings import (
+    ASSISTANT_QUANTS,
+    MAX_DRAFT_TOKENS,
+    MAX_NEW_TOKENS_CAP,
+    SCHEDULES,
+    DraftSettings,
+)
+from assisted.ui.compare_charts import (
+    HEADROOM,
+    draft_length_frame,
+    histogram_frame,
+    position_frame,
+    step_time_frame,
+    timeline_frame,
+)
+from assisted.ui.compare_format import LEGEND_HTML, NOTHING_DRAFTED, run_html, stat_card_html
+from assisted.ui.live import MODES
+from assisted.ui.shared import CUSTOM, PairLoader
+
+DEFAULT_MAX_NEW_TOKENS = 64
+DRAFT_LENGTH_LABEL = "Draft length γ (candidates per step)"
+DRAFT_CAP_LABEL = "Draft length cap (auto chooses γ from 0 to this)"
+
+
+def draft_length_default(spec: PairSpec | None) -> int:
+    """The draft length slider's value for a pair: its drafter's own length setting."""
+    draft = spec.draft if spec else DraftSettings()
+    if spec and spec.drafter is DrafterKind.PROMPT_LOOKUP:
+        return draft.prompt_lookup_num_tokens
+    return draft.num_assistant_tokens
+
+
+@dataclass
+class Buttons:
+    compare: gr.Button
+    stop: gr.Button
+    replay: gr.Button
+
+
+@dataclass
+class PairPicker:
+    pair: gr.Dropdown
+    custom_group: gr.Group
+    custom_target: gr.Textbox
+    custom_assistant: gr.Textbox
+    load: gr.Button
+    status: gr.Markdown
+
+
+@dataclass
+class Settings:
+    max_new_tokens: gr.Slider
+    decoding_mode: gr.Radio
+    sampling_row: gr.Row
+    temperature: gr.Slider
+    top_p: gr.Slider
+    seed: gr.Number
+    draft_length: gr.Slider
+    schedule: gr.Radio
+    confidence_threshold: gr.Slider
+    assistant_quant: gr.Radio
+    chat_template: gr.Checkbox
+
+
+def prompt_column(examples: list[Example]) -> tuple[gr.Textbox, Buttons]:
+    prompt = gr.Textbox(
+        label="Prompt",
+        lines=6,
+        max_lines=16,
+        placeholder="Ask for code, an edit, a summary, or an answer from a passage…",
+        elem_id="prompt",
+    )
+    with gr.Row():
+        buttons = Buttons(
+            compare=gr.Button("Compare", variant="primary", elem_id="compare"),
+            stop=gr.Button("Stop", variant="stop", elem_id="stop"),
+            replay=gr.Button("Replay race", interactive=False, elem_id="replay"),
+        )
+    gr.Examples(
+        examples=[[example.prompt] for example in examples],
+        inputs=[prompt],
+        example_labels=[example.label for example in examples],
+        label="Example prompts (inputs that answers copy from are accepted most)",
+        cache_examples=False,
+        # Short labels: every kind fits on one page, rather than the first few of 24.
+        examples_per_page=len(examples),
+    )
+    return prompt, buttons
+
+
+def pair_picker(loader: PairLoader) -> PairPicker:
+    config = loader.config
+    choices = [(name, name) for name in config.registry]
+    # Without the choice, Gradio itself refuses "custom" from API clients, naming the choices.
+    if config.allow_custom:
+        choices.append(("custom: enter target / assistant ids", CUSTOM))
+    pair = gr.Dropdown(choices, value=config.default_pair, label="Model pair", elem_id="pair")
+    with gr.Group(visible=False) as custom_group:
+        custom_target = gr.Textbox("", label="Target model id", placeholder="owner/name")
+        custom_assistant = gr.Textbox(
+            "",
+            label="Assistant model id (empty: prompt lookup)",
+            placeholder="owner/name, same tokenizer as the target",
+        )
+        load = gr.Button("Load pair", size="sm")
+    status = gr.Markdown("Loading the model pair…", elem_id="pair-status")
+    return PairPicker(pair, custom_group, custom_target, custom_assistant, load, status)
+
+
+def settings_accordion(spec: PairSpec) -> Settings:
+    """The Settings accordion, set to the pair's own draft settings."""
+    with gr.Accordion("Settings", open=False, elem_id="settings"):
+        max_new_tokens = gr.Slider(
+            1,
+            MAX_NEW_TOKENS_CAP,
+            value=DEFAULT_MAX_NEW_TOKENS,
+            step=1,
+            precision=0,
+            label="Max new tokens",
+            elem_id="max-new-tokens",
+        )
+        decoding_mode = gr.Radio(["greedy", "sampling"], value="greedy", label="Decoding")
+        with gr.Row(visible=False) as sampling_row:
+            temperature = gr.Slider(0.05, 2.0, value=0.7, step=0.05, label="Temperature")
+            top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label="Top-p")
+            seed = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+        draft_length = gr.Slider(
+            1,
+            MAX_DRAFT_TOKENS,
+            value=draft_length_default(spec),
+            step=1,
+            precision=0,
+            label=DRAFT_CAP_LABEL if spec.draft.schedule == "auto" else DRAFT_LENGTH_LABEL,
+        )
+        schedule = gr.Radio(
+            list(SCHEDULES),
+            value=spec.draft.schedule,
+            label="Draft length schedule",
+            info="heuristic: +2 after a fully accepted step, −1 otherwise; "
+            "auto: γ per step from measured costs, the draft length its cap",
+            elem_id="schedule",
+        )
+        confidence_threshold = gr.Slider(
+            0.0,
+            0.95,
+            value=spec.draft.confidence_threshold,
+            step=0.05,
+            label="Assistant confidence threshold (0: off)",
+            info="the assistant stops a draft early when unsure",
+        )
+        assistant_quant = gr.Radio(
+            list(ASSISTANT_QUANTS),
+            value=spec.draft.assistant_quant,
+            label="Assistant precision (the target's never changes)",
+            info="int8: int8 weights and activations · int8-wo: int8 weights only · none: "
+            "the pair's dtype · auto: int8 on a CPU, the pair's dtype on a GPU",
+            elem_id="assistant-quant",
+        )
+        chat_template = gr.Checkbox(value=True, label="Wrap the prompt in the chat template")
+    return Settings(
+        max_new_tokens,
+        decoding_mode,
+        sampling_row,
+        temperature,
+        top_p,
+        seed,
+        draft_length,
+        schedule,
+        confidence_threshold,
+        assistant_quant,
+        chat_template,
+    )
+
+
+def outputs() -> dict[str, gr.components.Component]:
+    """The tab's outputs, laid out, by their names in `CompareOutputs` (the race replay's
+    state is the tab's to add)."""
+    status = gr.Markdown(
+        "Runs are sequential on one device for honest timing: plain first, then assisted.",
+        elem_id="status",
+        label="status",
+    )
+    with gr.Row(equal_height=False):
+        with gr.Column():
+            gr.Markdown("### Plain")
+            gr.HTML('<div class="legend">the target alone: one token per step</div>')
+            plain_text = gr.HTML(
+                run_html([], "plain", placeholder="Plain decoding output appears here."),
+                elem_id="plain-text",
+                label="plain_text",
+            )
+            plain_stats = gr.HTML(stat_card_html(None), elem_id="plain-card", label="plain_stats")
+        with gr.Column():
+            gr.Markdown("### Assisted")
+            gr.HTML(LEGEND_HTML)
+            assisted_text = gr.HTML(
+                run_html([], "assisted", placeholder="Assisted generation output appears here."),
+                elem_id="assisted-text",
+                label="assisted_text",
+            )
+            assisted_stats = gr.HTML(
+                stat_card_html(None), elem_id="assisted-card", label="assisted_stats"
+            )
+    summary = gr.Markdown(elem_id="summary", label="summary")
+    charts = _charts()
+    with gr.Accordion("Result as JSON (the CLI's --json schema)", open=False):
+        result = gr.JSON(label="result")
+    return {
+        "status": status,
+        "plain_text": plain_text,
+        "assisted_text": assisted_text,
+        "plain_stats": plain_stats,
+        "assisted_stats": assisted_stats,
+        "summary": summary,
+        **charts,
+        "result": result,
+    }
+
+
+# The charts' colours, as in the text: green for the assisted run and its drafting, lilac
+# for plain decoding and the target's own work.
+RUN_COLORS = {"plain": "#6366f1", "assisted": "#10b981"}
+# Axis ticks as Vega's default (",f" to as many decimals as the tick step needs), less
+# trailing zeros ("~"): a chart with nothing to show yet has axes that span nothing, no
+# step to take the decimals from, and the default then labels its one tick "0.000000".
+# Not "~g", which takes significant digits from the step: ticks of 20 read "2e+1".
+TICKS = ",~f"
+
+
+def _charts() -> dict[str, gr.LinePlot | gr.BarPlot | gr.ScatterPlot]:
+    """Tokens over time and accepted per step; acceptance by draft position and the time of
+    a step, with its drafting stacked under the target's part; the draft length of each
+    step, coloured by where its candidates came from."""
+    parts = {"drafting": RUN_COLORS["assisted"], "target": RUN_COLORS["plain"]}
+    common = {"show_label": False, "height": 260}
+    with gr.Row():
+        timeline = gr.LinePlot(
+            timeline_frame({mode: [] for mode in MODES}),
+            x="t_s",
+            y="tokens",
+            color="run",
+            color_map=RUN_COLORS,
+            title="New tokens over time",
+            label="tokens_over_time",
+            x_title="seconds since the run started",
+            y_title="new tokens",
+            x_axis_format=TICKS,
+            y_axis_format=TICKS,
+            **common,
+        )
+        histogram = gr.BarPlot(
+            histogram_frame([]),
+            x="accepted",
+            y="steps",
+            title="Accepted candidates per step (assisted)",
+            label="accept_histogram",
+            x_title="accepted in the step",
+            y_title="steps",
+            y_lim=[0, None],
+            **common,
+        )
+    with gr.Row():
+        positions = gr.BarPlot(
+            position_frame([]),
+            x="position",
+            y="accepted",
+            title="Acceptance by draft position (assisted)",
+            label="acceptance_by_position",
+            x_title="candidate's position in the draft",
+            y_title="steps that accepted it",
+            y_lim=[0, 1],
+            y_axis_format=".0%",
+            **common,
+        )
+        step_times = gr.BarPlot(
+            step_time_frame(dict.fromkeys(MODES)),
+            x="run",
+            y="s",
+            color="part",
+            color_map=parts,
+            y_aggregate="mean",
+            sort="-x",  # plain first: its name sorts after "assisted"
+            title="Time per step: what a step costs, and what it commits",
+            label="time_per_step",
+            x_title="the first step includes the prefill",
+            y_title="mean seconds per step",
+            y_lim=[0, None],
+            y_axis_format=TICKS,
+            **common,
+        )
+    with gr.Row():
+        draft_lengths = _draft_length_chart(common)
+    gr.Markdown(DRAFT_LENGTH_NOTE, elem_classes="chart-note")
+    return {
+        "tokens_over_time": timeline,
+        "accept_histogram": histogram,
+        "acceptance_by_position": positions,
+        "time_per_step": step_times,
+        "draft_length_per_step": draft_lengths,
+    }
+
+
+DRAFT_LENGTH_NOTE = (
+    "**Draft length per step.** Under the *auto* schedule, the γ the policy chose at each "
+    "step: 0 is a plain step, the target alone, and the colour says where the candidates "
+    "came from (grey, *none*: the step drafted nothing). Under the other schedules, the "
+    "candidates each step drafted. Hover over a point for what the step drafted and accepted."
+)
+
+
+def _draft_length_chart(common: dict) -> gr.ScatterPlot:
+    """γ per step: under `auto` what the policy chose, a point at 0 for a plain step;
+    under the other schedules what was drafted. One point per step, so the plain steps show."""
+    # Grey for nothing drafted, like the muted rejected drafts; the assistant's green.
+    sources = {
+        DrafterKind.ASSISTANT.label: RUN_COLORS["assisted"],
+        DrafterKind.PROMPT_LOOKUP.label: "#f59e0b",
+        NOTHING_DRAFTED: "#9ca3af",
+        DrafterKind.EARLY_EXIT.label: "#0ea5e9",
+    }
+    return gr.ScatterPlot(
+        draft_length_frame([]),
+        x="step",
+        y="candidates",
+        color="source",
+        color_map={**sources, HEADROOM: "transparent"},
+        colors_in_legend=list(sources),
+        title="Draft length per step (assisted)",
+        label="draft_length_per_step",
+        x_title="step",
+        y_title="γ (candidates)",
+        color_title="candidates from",
+        x_lim=[0, None],
+        y_lim=[-0.5, None],  # the plain steps' points whole, above the bottom edge
+        x_axis_format=TICKS,  # "3", not "3.0"; 100 steps, not "1e+2"
+        y_axis_format=TICKS,
+        tooltip=["drafted", "accepted"],
+        elem_id="draft-length-chart",
+        **common,
+    )

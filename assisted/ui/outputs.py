@@ -1,0 +1,60 @@
+"""Each tab's outputs, by name. Imports neither torch nor gradio.
+
+A tab's NamedTuple is the one place that orders its outputs: the tab lists its components
+for Gradio in the order of the fields (`shared.in_order`), and every handler yields an
+instance built by field name, so adding an output means adding a field. The values are
+plain (strings, data frames, dicts), and the classes are defined at module level, so an
+instance pickles: the Compare tab's values are made in the GPU process on ZeroGPU
+(`app.stream_comparison`) and cross its process boundary.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # only the Benchmark tab's chart is a figure, drawn by `assisted.bench`
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+
+class CompareOutputs(NamedTuple):
+    """The Compare tab's outputs. All but `race` are the /compare endpoint's outputs, in
+    this order and under these names (the components' labels); the last value an API user
+    receives carries the JSON `result`. `race` is the page's state for Replay race (the
+    finished runs' chunks, `live.Live.outputs`), which Gradio keeps out of the API."""
+
+    status: str  # Markdown
+    plain_text: str  # HTML (`compare_format.run_html`)
+    assisted_text: str
+    plain_stats: str  # HTML (`compare_format.stat_card_html`)
+    assisted_stats: str
+    summary: str  # Markdown
+    tokens_over_time: pd.DataFrame  # the charts' rows (`compare_charts`)
+    accept_histogram: pd.DataFrame
+    acceptance_by_position: pd.DataFrame
+    time_per_step: pd.DataFrame
+    draft_length_per_step: pd.DataFrame
+    result: dict | None  # `stats.report(...)`, the CLI's --json schema
+    race: dict | None
+
+
+class ReplayOutputs(NamedTuple):
+    """The Compare outputs that Replay race updates, by the same names. A subset rather
+    than every output with the rest skipped: Gradio rebuilds the component of each skipped
+    output on every update, and the replay updates twenty times a second."""
+
+    status: str
+    plain_text: str
+    assisted_text: str
+
+
+class BenchmarkOutputs(NamedTuple):
+    """The Benchmark tab's outputs: the /benchmark endpoint's, in this order. The tables,
+    headline, chart and report come with the last value; until then only `status` moves."""
+
+    status: str  # Markdown
+    categories: pd.DataFrame  # "Per category" (`benchmark_format.CATEGORY_HEADERS`)
+    prompts: pd.DataFrame  # "Per prompt" (`benchmark_format.PROMPT_HEADERS`)
+    overall: str  # Markdown
+    chart: Figure | None  # "Speedup per category" (`assisted.bench.draw_chart`)
+    report: dict | None  # `assisted.bench.report(...)`, what `python -m assisted.bench` prints
