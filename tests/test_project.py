@@ -1,8 +1,12 @@
 """Project hygiene that a fresh machine or a Space depends on."""
 
+import ast
+import re
 from pathlib import Path
 
 import gradio
+
+from assisted.drafters import DrafterKind
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,3 +34,24 @@ def test_requirements_pin_torch_and_leave_gradio_to_the_space_card():
     assert not [line for line in lines if line.split("=")[0] == "gradio"]
     parts = [line for line in lines if "-part" in line]
     assert len(parts) == 22 + 6  # every GGUF part of the embedded pair
+
+
+def _sources() -> list[Path]:
+    return [ROOT / "app.py", *sorted((ROOT / "assisted").rglob("*.py"))]
+
+
+def test_no_module_is_over_450_lines_and_no_function_over_80():
+    for path in _sources():
+        text = path.read_text()
+        assert len(text.splitlines()) <= 450, path.name
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                assert node.end_lineno - node.lineno < 80, f"{path.name}: {node.name}"
+
+
+def test_drafter_kind_names_are_written_only_where_the_kind_is_defined():
+    names = "|".join(re.escape(kind.value) for kind in DrafterKind)
+    quoted = re.compile(rf"""["'](?:{names})["']""")
+    for path in _sources():
+        if path.name != "drafters.py":
+            assert not quoted.findall(path.read_text()), path.name
