@@ -175,7 +175,11 @@ def describe(found: dict | None) -> str:
     if found["verdict"] is None:
         return f"{where} ({found['reason']}): no verdict"
     plain, assisted = _name(found, "plain"), _name(found, "assisted")
-    noise = f"rounding moved logits by up to {found['noise']:.3g} earlier in these runs"
+    noise = (
+        f"rounding moved logits by up to {found['noise']:.3g} earlier in these runs"
+        if found["index"]
+        else f"one unit in the last place, {found['noise']:.3g}, is all rounding can move"
+    )
     if found["verdict"] == NEAR_TIE:
         return (
             f"{where}: the target's top two, {plain} and {assisted}, differ by "

@@ -36,12 +36,16 @@ TIMEOUT_MS = 120_000  # for runs; finding an element takes seconds
 
 
 @pytest.fixture(scope="module")
-def url(tiny_dirs):
+def registry(tiny_dirs):
     target = str(tiny_dirs["target"])
-    registry = {
+    return {
         "tiny": pairs.custom_pair(target, target),
         "tiny-other": pairs.custom_pair(target, str(tiny_dirs["other"])),
     }
+
+
+@pytest.fixture(scope="module")
+def url(registry):
     config = app.AppConfig(registry=registry, default_pair="tiny", dtype="float32")
     demo, url = launch(config)
     yield url
@@ -103,6 +107,36 @@ def test_compare_in_the_browser_fills_both_columns_and_stat_cards(page):
     page.locator("#replay").click()
     expect(page.locator("#status")).to_contain_text("Race replayed", timeout=TIMEOUT_MS)
     expect(page.locator("#assisted-text .step")).not_to_have_count(0)
+
+
+def test_a_divergence_is_explained_in_the_summary_and_marked_in_both_columns(page, registry):
+    pair = pairs.loaded(registry["tiny"], "auto", "float32")
+    other = pair.tokenizer.convert_tokens_to_ids("Z")
+
+    def wrong_verification(module, args, output):
+        # A test double of a bug: every verification (the only passes that keep several
+        # rows of logits) makes "Z" win its first row, whatever the target scored.
+        if output.logits.shape[1] > 1:
+            output.logits[:, 0, other] += 50.0
+
+    handle = pair.target.register_forward_hook(wrong_verification)
+    try:
+        set_max_new_tokens(page, 24)
+        page.locator("#prompt textarea").fill("def add(a, b):")
+        page.locator("#compare").click()
+        expect = sync_api.expect
+        expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    finally:
+        handle.remove()
+    summary = page.locator("#summary")
+    expect(summary).to_contain_text(re.compile(r"Diverged at token \d+"))
+    expect(summary).to_contain_text("'Z'")
+    expect(summary).to_contain_text("This looks like a bug")
+    expect(page.locator("#plain-text mark.diverged")).to_have_count(1)
+    expect(page.locator("#assisted-text mark.diverged")).to_have_count(1)
+    expect(page.locator("#assisted-text mark.diverged")).to_have_text("Z")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "browser-divergence.png"), full_page=True)
 
 
 def test_an_auto_run_charts_its_draft_lengths_and_prices_its_drafts(page):

@@ -121,11 +121,29 @@ def test_summary_says_identical_or_where_it_diverged():
     text = compare_format.summary_markdown(result)
     assert "Measured speedup: 2.00×" in text and "**Identical**" in text
     plain, assisted = _records([1, 2, 3], [Step((1, 9, 3), "xxx", 2, 1, 0.5)])
+    plain.top2 = [(1, 9.0, 4, 3.0), (2, 5.03, 9, 5.0), (3, 8.0, 4, 1.0)]
+    assisted.top2 = [(1, 9.05, 4, 3.0), (9, 5.02, 2, 5.0), (3, 8.0, 4, 1.0)]
+    plain.dtype = assisted.dtype = "bfloat16"
     text = compare_format.summary_markdown(report("p", "cpu", "bfloat16", plain, assisted))
-    assert "Diverged at token 1" in text and "bf16" in text
-    assert "sampling" in compare_format.summary_markdown(
-        report("p", "cpu", "float32", plain, assisted), sample=True
-    )
+    assert "**Diverged at token 1**: the target's top two, token 2 and token 9" in text
+    assert "rounding moved logits by up to 0.05" in text and "a near-tie" in text
+    assisted.top2[1] = (9, 9.0, 2, 1.0)
+    text = compare_format.summary_markdown(report("p", "cpu", "bfloat16", plain, assisted))
+    assert "This looks like a bug." in text
+    plain.sampled = assisted.sampled = True
+    text = compare_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
+    assert "**Diverged at token 1**" in text and "in distribution" in text
+
+
+def test_the_diverging_token_is_marked_in_its_step():
+    chunk = Chunk(0.1, "abc", "d", 4, 3, 3, diverged=(2, 4))
+    page = compare_format.run_html([chunk], "assisted")
+    assert '<span class="acc">ab<mark class="diverged"' in page
+    assert ">c</mark></span>" in page and '<span class="own"><mark class="diverged"' in page
+    assert compare_format.DIVERGED_HERE in page  # in the step's details too
+    plain = compare_format.run_html([Chunk(0.1, "", "x<y", 1, 0, 0, diverged=(1, 2))], "plain")
+    assert 'x<mark class="diverged"' in plain and ">&lt;</mark>y" in plain
+    assert "mark" not in compare_format.run_html([Chunk(0.1, "", "xy", 1, 0, 0)], "plain")
 
 
 def _auto_run(chosen: list[int], curve: list[tuple[int, float]]) -> dict:

@@ -12,7 +12,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from assisted import stats
+from assisted import divergence, stats
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
 from assisted.ui.numbers import number, percent
@@ -26,8 +26,10 @@ class Chunk:
     The text splits where the step's draft does (`Step.accepted_text` is the start of the
     step's text). `step_s` and `draft_s` are the step's time and its drafting time
     (`stats.step_s`, `Step.draft_s`); `chosen` and `source` are `Step.chosen` (the γ the
-    `auto` policy asked for) and `Step.source` (where the candidates came from). Chunks are
-    plain values, so a finished run keeps them in the page's state for the race replay."""
+    `auto` policy asked for) and `Step.source` (where the candidates came from).
+    `diverged` is where the token at which the two runs first differ sits in `text`, as
+    (start, end) characters; None in every other step. Chunks are plain values, so a
+    finished run keeps them in the page's state for the race replay."""
 
     t_s: float
     accepted_text: str
@@ -40,6 +42,7 @@ class Chunk:
     draft_s: float | None = None
     chosen: int | None = None
     source: str | None = None
+    diverged: tuple[int, int] | None = None
 
     @property
     def text(self) -> str:
@@ -139,7 +142,27 @@ def step_details(step_number: int, chunk: Chunk) -> list[str]:
         lines.append(f"rejected {rejected}: “{_visible(chunk.rejected_text)}”")
     if chunk.own_text:
         lines.append(f"then the target's own token: “{_visible(chunk.own_text)}”")
+    if chunk.diverged is not None:
+        lines.append(DIVERGED_HERE)
     return lines
+
+
+DIVERGED_HERE = "the runs first differ at the marked token (see the summary)"
+
+
+def _marked(text: str, offset: int, span: Sequence[int] | None) -> str:
+    """`text` as HTML, with the characters of `span` marked: the token where the runs first
+    differ. `span` counts from the start of the chunk's text and `text` starts `offset`
+    characters into it."""
+    if span is None:
+        return html.escape(text)
+    start, end = max(span[0] - offset, 0), min(span[1] - offset, len(text))
+    if start >= end:
+        return html.escape(text)
+    return (
+        f'{html.escape(text[:start])}<mark class="diverged" title="{DIVERGED_HERE}">'
+        f"{html.escape(text[start:end])}</mark>{html.escape(text[end:])}"
+    )
 
 
 def _step_html(step_number: int, chunk: Chunk) -> str:
@@ -150,13 +173,15 @@ def _step_html(step_number: int, chunk: Chunk) -> str:
     and the arrow keys move between its steps (a roving tabindex, `page.JS`)."""
     parts = []
     if chunk.accepted_text:
-        parts.append(f'<span class="acc">{html.escape(chunk.accepted_text)}</span>')
+        accepted = _marked(chunk.accepted_text, 0, chunk.diverged)
+        parts.append(f'<span class="acc">{accepted}</span>')
     if chunk.rejected_text:
         shown = _visible(chunk.rejected_text)
         if len(shown) > REJECTED_SHOWN_CHARS:
             shown = shown[:REJECTED_SHOWN_CHARS] + "…"
         parts.append(f'<s class="rej">{html.escape(shown)}</s>')
-    parts.append(f'<span class="own">{html.escape(chunk.own_text)}</span>')
+    own = _marked(chunk.own_text, len(chunk.accepted_text), chunk.diverged)
+    parts.append(f'<span class="own">{own}</span>')
     details = "<br>".join(html.escape(line) for line in step_details(step_number, chunk))
     parts.append(f'<span class="tip" role="tooltip">{details}</span>')
     tabindex = 0 if step_number == 1 else -1
@@ -183,7 +208,7 @@ def run_html(
     if mode == "assisted":
         parts = [_step_html(n, chunk) for n, chunk in enumerate(chunks, start=1)]
     else:
-        parts = [html.escape(chunk.text) for chunk in chunks]
+        parts = [_marked(chunk.text, 0, chunk.diverged) for chunk in chunks]
     if running:
         parts.append('<span class="cursor">▍</span>')
     if stopped:
@@ -314,8 +339,8 @@ def _precision_note(result: dict) -> str:
     return f" with the assistant in {precision} and the target in {result.get('dtype')}"
 
 
-def summary_markdown(result: dict, *, sample: bool = False) -> str:
-    """The comparison's verdict, from `stats.report(...)`."""
+def summary_markdown(result: dict) -> str:
+    """The comparison's verdict, from `decoding.report(...)`."""
     plain, assisted = result.get("plain"), result.get("assisted")
     if not plain or not assisted:
         which = "plain" if plain else "neither run"
@@ -334,23 +359,17 @@ def summary_markdown(result: dict, *, sample: bool = False) -> str:
     cost = cost_model_line(assisted)
     if cost:
         lines.append(cost)
-    divergence = result.get("first_divergence")
-    if result.get("identical"):
-        lines.append("**Identical**: the assisted run reproduced the plain run token for token.")
-    elif sample:
-        lines.append(
-            f"**Diverged at token {divergence}**: with sampling each run draws its own random "
-            "numbers, so the texts differ; both follow the target's distribution."
-        )
-    else:
-        lines.append(
-            f"**Diverged at token {divergence}**. Greedy assisted generation reproduces the "
-            "target's choices, but verifying several tokens in one pass rounds differently; "
-            "in bf16 or fp16 that can flip a near-tie between two candidates."
-        )
+    lines.append(_divergence_line(result.get("divergence")))
     if plain.get("stopped") or assisted.get("stopped"):
         lines.append("Stopped: the figures cover what was produced before the stop.")
     return "\n\n".join(lines)
+
+
+def _divergence_line(found: dict | None) -> str:
+    """`divergence.describe` as the summary's last word: its first clause in bold."""
+    head, _, rest = divergence.describe(found).partition(":")
+    line = f"**{head[0].upper()}{head[1:]}**:{rest}"
+    return line if line.endswith(".") else line + "."
 
 
 # -- race replay ---------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 `assisted.decoding.compare`. Values only (strings, data frames, dicts) in a `CompareOutputs`,
 so they pickle across ZeroGPU's process boundary."""
 
+import bisect
+import itertools
 import threading
+from dataclasses import replace
 
 from assisted import decoding, pairs, stats
 from assisted.record import RunRecord, Step
@@ -79,13 +82,10 @@ class Live:
         runs = {mode: self.record(mode) for mode in MODES}
         shown = {mode: chunks_of(runs[mode]) for mode in MODES}
         assisted = runs["assisted"]
-        result = stats.report(
-            self.pair.spec.name,
-            str(self.pair.device),
-            self.pair.dtype_name,
-            runs["plain"],
-            assisted,
-        )
+        result = decoding.report(self.pair, runs["plain"], assisted)
+        if done and result["divergence"] is not None:
+            index = result["divergence"]["index"]
+            shown = {mode: self._mark(runs[mode], shown[mode], index) for mode in MODES}
         if not done:
             # Each update carries the whole result; `per_step` grows with the run, so only
             # the last update carries it.
@@ -154,8 +154,25 @@ class Live:
 
     def _summary(self, result: dict, done: bool) -> str:
         if done:
-            return summary_markdown(result, sample=self.settings.sample)
+            return summary_markdown(result)
         return SUMMARY_LATER
+
+    def _mark(self, record: RunRecord | None, chunks: list[Chunk], index: int) -> list[Chunk]:
+        """`chunks` with the token at `index` (of the new tokens) marked in the step that
+        committed it, as characters of that step's text."""
+        ids = record.token_ids if record else []
+        if index >= len(ids):
+            return chunks
+        ends = list(itertools.accumulate(len(step.token_ids) for step in record.steps))
+        number = bisect.bisect_right(ends, index)  # the step that committed token `index`
+        first = ends[number - 1] if number else 0  # the new tokens before that step
+
+        def chars(count: int) -> int:
+            return len(self.pair.tokenizer.decode(ids[:count], skip_special_tokens=True))
+
+        start, end = chars(index) - chars(first), chars(index + 1) - chars(first)
+        marked = replace(chunks[number], diverged=(start, end))
+        return [*chunks[:number], marked, *chunks[number + 1 :]]
 
     def _race(self, shown: dict[str, list[Chunk]]) -> dict:
         return {

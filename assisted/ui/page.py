@@ -49,6 +49,9 @@ CSS = """
 .run-text .rej, .legend .rej { text-decoration: line-through;
   color: var(--body-text-color-subdued); }
 .run-text .rej { opacity: 0.75; user-select: none; }
+/* The token where the two runs first differ, in both columns. */
+.run-text mark.diverged { background: rgba(220, 38, 38, 0.22); color: inherit;
+  box-shadow: inset 0 -2px 0 #dc2626; border-radius: 2px; }
 /* "show rejected drafts" unticked: the remainders go (a step's details still name them). */
 body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
 /* A step's details, on hover and keyboard focus: just below the text box, positioned from
