@@ -349,13 +349,18 @@ def _bench_report():
 def test_benchmark_tables_and_overall_line_come_from_the_report():
     result = _bench_report()
     rows = benchmark_format.bench_category_rows(result)
-    assert rows == [["chat", "assistant", 1, "2.00×", "100%", "3.00", rows[0][6], "1/1"]]
+    identical = "1/1 (near-tie 0, unexplained 0)"
+    assert rows == [["chat", "assistant", 1, "2.00×", "100%", "3.00", rows[0][6], identical]]
     assert len(rows[0]) == len(benchmark_format.CATEGORY_HEADERS)
     prompt = benchmark_format.bench_prompt_rows(result)[0]
     assert prompt[:3] == ["chat", "q1", "assistant"] and prompt[-1] == "yes"
     assert len(prompt) == len(benchmark_format.PROMPT_HEADERS)
     overall = benchmark_format.bench_overall_markdown(result)
     assert "Overall, assistant: 2.00×" in overall and "geometric mean over 1 prompt;" in overall
+    assert f"identical {identical}" in overall
+    diverged = {**result["prompts"][0], "identical": False, "first_divergence": 7}
+    row = benchmark_format.bench_prompt_rows({"prompts": [diverged | {"outcome": "near-tie"}]})
+    assert row[0][-1] == "no: near-tie at token 7"
 
 
 def test_benchmark_plan_and_progress_lines():

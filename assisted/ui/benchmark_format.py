@@ -103,10 +103,20 @@ def bench_progress_markdown(done: int, total: int, label: str, elapsed_s: float)
 
 
 def _identical(row: dict) -> str:
+    """ "yes", or the prompt's outcome (its most worrying repeat's verdict) and the first
+    token where a repeat diverged."""
     if row.get("identical"):
         return "yes"
     divergence = row.get("first_divergence")
-    return "no" if divergence is None else f"no (token {divergence})"
+    return f"no: {row['outcome']}" + ("" if divergence is None else f" at token {divergence}")
+
+
+def _identical_prompts(group: dict) -> str:
+    """Identical prompts of all, and how the others diverged."""
+    return (
+        f"{group['identical_prompts']}/{group['prompts']} (near-tie "
+        f"{group['near_tie_prompts']}, unexplained {group['unexplained_prompts']})"
+    )
 
 
 def bench_category_rows(report: dict) -> list[list]:
@@ -123,7 +133,7 @@ def bench_category_rows(report: dict) -> list[list]:
                     percent(group["acceptance_rate"]),
                     number(group["tokens_per_step"], 2),
                     number(group["predicted_speedup"], 2, "×"),
-                    f"{group['identical_prompts']}/{group['prompts']}",
+                    _identical_prompts(group),
                 ]
             )
     return rows
@@ -167,7 +177,7 @@ def bench_overall_markdown(report: dict) -> str:
             f"{number(overall['predicted_speedup'], 2, '×')} · acceptance rate "
             f"{percent(overall['acceptance_rate'])} · "
             f"{number(overall['tokens_per_step'], 2)} tokens per step · identical "
-            f"{overall['identical_prompts']}/{overall['prompts']}"
+            f"{_identical_prompts(overall)}"
         )
     return "\n\n".join(lines)
 
