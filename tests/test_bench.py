@@ -385,6 +385,38 @@ def test_timed_runs_alternate_order_by_round_and_by_prompt(models, monkeypatch):
     assert [(r.question_id, r.drafter or "plain") for r in finished.runs] == expected
 
 
+def test_every_timed_run_of_a_prompt_starts_from_what_the_earlier_prompts_taught(
+    models, monkeypatch
+):
+    """Each assisted run "learns" by counting itself into the pair's acceptance; a timed run
+    must start from the count the earlier prompts left (their warm-ups and timed runs), never
+    from its own prompt's warm-up or earlier repeats."""
+    from assisted import decoding
+
+    pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
+    variants = bench.plan_variants(pair.spec, ["assistant"], {"num_assistant_tokens": [2, 3]})
+    examples = [Example(f"q{i}", "chat", f"prompt {i}") for i in range(3)]
+    settings = RunSettings(max_new_tokens=WARMUP_TOKENS + 4)
+    key = (DrafterKind.ASSISTANT, False)
+    started_from = []
+
+    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None):
+        if mode == "assisted":
+            learnt = drafter.learnt.precision("none").acceptance
+            seen = learnt.get(key, ([0.0], [0.0]))[1][0]
+            if run_settings.max_new_tokens == settings.max_new_tokens:  # not a warm-up
+                started_from.append(seen)
+            learnt[key] = ([0.0], [seen + 1])  # this run learnt something
+        yield decoding.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+
+    monkeypatch.setattr(decoding, "warm_up", lambda *args, **kwargs: None)
+    monkeypatch.setattr(decoding, "run", fake_run)
+    list(bench.benchmark(pair, examples, variants, settings, repeats=2))
+    # Per prompt: 2 warm-ups, then 2 repeats × 2 variants, each timed run starting from what
+    # the prompt started with; the next prompt starts from what its last timed run left.
+    assert started_from == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
+
+
 def test_stop_ends_the_benchmark_within_a_step_without_a_report(models):
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     examples = [Example("long", "write-code", "def add(a, b):")]
