@@ -10,6 +10,7 @@ offloads what does not fit to the CPU. `trust_remote_code` is never enabled.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import re
@@ -40,6 +41,14 @@ CPU_FEW_ROWS_LINEAR = os.environ.get("ASSISTED_CPU_FEW_ROWS", "1") != "0"
 # Refuse to download or load checkpoints above this size (weights on disk, both models).
 MAX_MODEL_GB = float(os.environ.get("ASSISTED_MAX_MODEL_GB", "40"))
 
+# glibc, whose malloc_trim hands freed memory back to the system (`release_memory`); None
+# where the C library is another.
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL("libc.so.6")
+    _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+except (OSError, AttributeError):
+    _LIBC = None
+
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
@@ -61,6 +70,10 @@ class LoadedPair:
     # Copies of the assistant in other precisions, made on first use and shared by the
     # pair's siblings (the benchmark's drafter variants), so one target serves them all.
     assistant_copies: dict[str, PreTrainedModel] = field(default_factory=dict)
+    # The assistant's folder, to load it again once released (`drafting_assistant`); None
+    # for drafters without a model of their own.
+    assistant_source: str | None = None
+    keeps_assistant: bool = False  # a run drafted with the assistant as loaded
     # What the `auto` policy learnt on this pair: costs and acceptance, shared by siblings.
     learnt: LearntState = field(default_factory=LearntState)
 
@@ -70,15 +83,34 @@ class LoadedPair:
 
     def drafting_assistant(self, precision: str) -> PreTrainedModel | None:
         """The assistant model in `precision` ("none": as loaded; otherwise a quantized
-        copy, made once). None for drafters without a model of their own."""
-        if self.assistant is None or precision == "none":
-            return self.assistant
+        copy, made once). None for drafters without a model of their own.
+
+        A quantized copy is all that drafts in its precision, so the assistant as loaded is
+        released once the copy exists, unless a run has drafted with it: the embedded pair
+        on a CPU then holds the int8 assistant alone (1.2 GiB less). A run that asks for it
+        later loads it again, mapped from its file in about a second, and keeps it."""
+        if self.assistant_source is None:
+            return None
         with _lock:
+            if precision == "none":
+                self.keeps_assistant = True
+                return self._assistant_as_loaded()
             if precision not in self.assistant_copies:
                 from assisted.quantize import quantized_copy
 
-                self.assistant_copies[precision] = quantized_copy(self.assistant, precision)
+                copy = quantized_copy(self._assistant_as_loaded(), precision)
+                self.assistant_copies[precision] = copy
+                if not self.keeps_assistant:
+                    self.assistant = None
+                    release_memory()
             return self.assistant_copies[precision]
+
+    def _assistant_as_loaded(self) -> PreTrainedModel:
+        if self.assistant is None:
+            self.assistant, _ = _load_model(
+                self.spec.assistant, self.assistant_source, self.device, self.dtype, None
+            )
+        return self.assistant
 
     @property
     def context_length(self) -> int | None:
@@ -284,7 +316,11 @@ def _load(
             raise PairError(f"early-exit layer must be between 1 and {layers - 1}")
     if progress:
         progress(f"Loaded {spec.name}", 1.0)
-    return LoadedPair(spec, target, tokenizer, assistant, assistant_tokenizer, device, dtype)
+    source = sources[assistant_ref] if assistant_ref else None
+    return LoadedPair(
+        spec, target, tokenizer, assistant, assistant_tokenizer, device, dtype,
+        assistant_source=source,
+    )  # fmt: skip
 
 
 def _check_config(ref: str, folder: Path) -> None:
@@ -319,6 +355,8 @@ def _load_model(
 
     from assisted.cpu_linear import use_few_rows_linear
 
+    if ref in embedded.MODELS:
+        source = str(embedded.in_dtype(Path(source), str(dtype).removeprefix("torch."), progress))
     if progress:
         progress(f"Loading {ref}", None)
     # Large targets on a GPU spread over GPU and CPU memory with accelerate's device map.
@@ -369,10 +407,18 @@ def _weights_bytes(ref: str) -> int:
 
 
 def _evict_oldest() -> None:
+    _loaded.popitem(last=False)
+    release_memory()
+
+
+def release_memory() -> None:
+    """Hand memory that dropped models held back to the system: the CPU allocator keeps
+    freed blocks for reuse (glibc's malloc_trim returns them), CUDA's caching allocator too."""
     import torch
 
-    _loaded.popitem(last=False)
     gc.collect()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 

@@ -73,10 +73,57 @@ def quantized_copy(model: nn.Module, precision: str) -> nn.Module:
 
 def quantize_int8(model: nn.Module) -> nn.Module:
     """Linear layers in int8 with activations quantized on the fly (fbgemm's x86 kernels,
-    per-tensor scales); everything else in float32."""
-    # nn.Module's own float(): Transformers' refuses models whose config names a
-    # quantization method, as a GGUF-converted one may.
-    float_copy = nn.Module.float(copy.deepcopy(model))
+    per-tensor scales); everything else in float32.
+
+    Built layer by layer: each linear layer is widened to float32 alone, quantized, and its
+    float32 weight dropped, so no float32 copy of the model exists at any time, and none is
+    left reachable after (the embedding stays in float32: the int8 model's activations are
+    float32)."""
+    quantized = _structure(model)
+    for parent, name, linear in _linears(quantized):
+        setattr(parent, name, _dynamic_int8(linear))
+    for module in quantized.modules():
+        for name, tensor in list(module.named_parameters(recurse=False)):
+            setattr(module, name, nn.Parameter(tensor.detach().float(), requires_grad=False))
+        for name, tensor in list(module.named_buffers(recurse=False)):
+            if tensor.is_floating_point():
+                setattr(module, name, tensor.float())  # a buffer stays one, as it was
+    return quantized.eval()
+
+
+def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
+    """Linear weights in int8 (one scale per output channel), activations in the model's
+    own dtype: the product runs in `torch.ops.aten._weight_int8pack_mm`. The rest of the
+    model is shared with `model`, not copied."""
+    quantized = _structure(model)
+    for parent, name, linear in _linears(quantized):
+        setattr(parent, name, Int8WeightOnlyLinear(linear))
+    return quantized.eval()
+
+
+def _structure(model: nn.Module) -> nn.Module:
+    """A copy of `model`'s modules that shares its tensors: each is replaced, not changed,
+    by the quantization, so the original stays as it was at no cost in memory."""
+    shared = {id(tensor): tensor for tensor in (*model.parameters(), *model.buffers())}
+    return copy.deepcopy(model, memo=shared)
+
+
+def _linears(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
+    return [
+        (module, name, child)
+        for module in list(model.modules())
+        for name, child in module.named_children()
+        if type(child) is nn.Linear
+    ]
+
+
+def _dynamic_int8(linear: nn.Linear) -> nn.Module:
+    """`linear` as fbgemm's dynamic int8 layer, through a float32 copy of this layer only."""
+    wide = nn.Linear(linear.in_features, linear.out_features, bias=linear.bias is not None)
+    with torch.no_grad():
+        wide.weight.copy_(linear.weight)
+        if linear.bias is not None:
+            wide.bias.copy_(linear.bias)
     # torch.ao.quantization announces its deprecation on every call, and again for the
     # quantized tensors it makes; its eager dynamic path is still the fastest int8 on a CPU
     # in this torch (see the measurements above), and tests pin that it works.
@@ -84,19 +131,8 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.filterwarnings("ignore", r".*quantized tensor creation", UserWarning)
         return torch.ao.quantization.quantize_dynamic(
-            float_copy, {nn.Linear}, dtype=torch.qint8, inplace=True
-        ).eval()
-
-
-def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
-    """Linear weights in int8 (one scale per output channel), activations in the model's
-    own dtype: the product runs in `torch.ops.aten._weight_int8pack_mm`."""
-    quantized = copy.deepcopy(model)
-    for module in list(quantized.modules()):
-        for name, child in list(module.named_children()):
-            if type(child) is nn.Linear:
-                setattr(module, name, Int8WeightOnlyLinear(child))
-    return quantized.eval()
+            nn.Sequential(wide), {nn.Linear}, dtype=torch.qint8, inplace=True
+        )[0]
 
 
 class Int8WeightOnlyLinear(nn.Module):

@@ -215,3 +215,27 @@ def transformers_messages():
     logging.getLogger("transformers").addHandler(handler)
     yield messages
     logging.getLogger("transformers").removeHandler(handler)
+
+
+def test_a_dtype_copy_holds_exactly_the_weights_from_pretrained_would_cast(
+    tiny_dirs, tmp_path, monkeypatch
+):
+    folder = tmp_path / "Tiny-0123456789ab"
+    shutil.copytree(tiny_dirs["target"], folder)
+    monkeypatch.setattr(embedded, "_SHARD_BYTES", 40_000)  # several shards from a tiny model
+    copy = embedded.in_dtype(folder, "bfloat16")
+    assert copy == tmp_path / "Tiny-0123456789ab-bfloat16"
+    shards = sorted(copy.glob("model-*.safetensors"))
+    assert len(shards) > 1 and (copy / "model.safetensors.index.json").is_file()
+    direct = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16)
+    mapped = AutoModelForCausalLM.from_pretrained(copy, dtype=torch.bfloat16)
+    expected, got = direct.state_dict(), mapped.state_dict()
+    assert got.keys() == expected.keys()
+    assert all(got[k].dtype == torch.bfloat16 and torch.equal(got[k], expected[k]) for k in got)
+    # Made once: a second load finds it whole; a damaged copy is made again.
+    stamp = shards[0].stat().st_mtime_ns
+    assert embedded.in_dtype(folder, "bfloat16") == copy
+    assert shards[0].stat().st_mtime_ns == stamp
+    shards[0].write_bytes(b"torn")
+    assert embedded.in_dtype(folder, "bfloat16") == copy and embedded._is_complete(copy)
+    assert embedded.in_dtype(folder, "float32") == folder  # float32 is the conversion itself

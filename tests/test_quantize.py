@@ -4,13 +4,15 @@ the torch behaviour the int8 path relies on is pinned."""
 
 from __future__ import annotations
 
+import copy
+import gc
 import warnings
 
 import pytest
 import torch
 from torch import nn
 
-from assisted import decoding, quantize, stats
+from assisted import decoding, pairs, quantize, stats
 from assisted.decoding import RunDone
 from assisted.pairs import custom_pair, load_pair
 from assisted.settings import DraftSettings, RunSettings, SettingsError
@@ -70,13 +72,57 @@ def test_a_universal_assistant_with_its_own_tokenizer_takes_int8_too(tiny_dirs):
     assert done["assisted"].token_ids == done["plain"].token_ids
 
 
-def test_the_quantized_copy_is_made_once_and_the_loaded_assistant_stays(pair):
+def _fresh(tiny_dirs):
+    """A pair of its own, loaded again: these tests release and reload its assistant."""
+    pairs._loaded.clear()
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    return load_pair(spec, device="cpu", dtype="float32")
+
+
+def test_the_copy_is_made_once_and_the_assistant_as_loaded_is_released_until_asked_for(
+    tiny_dirs,
+):
+    pair = _fresh(tiny_dirs)
     first = pair.drafting_assistant("int8")
     assert pair.drafting_assistant("int8") is first
-    assert first is not pair.assistant
-    assert pair.drafting_assistant("none") is pair.assistant
-    assert all(type(m) is not nn.Linear or m.weight.dtype == torch.float32 for m in first.modules())
-    assert any(type(m) is nn.Linear for m in pair.assistant.modules())
+    assert pair.assistant is None  # only the int8 copy drafts: the float one is released
+    loaded = pair.drafting_assistant("none")  # asked for: loaded again from its folder …
+    assert any(type(m) is nn.Linear for m in loaded.modules())
+    assert pair.drafting_assistant("int8-wo") is not None
+    assert pair.drafting_assistant("none") is loaded  # … and kept from then on
+    assert not any(type(m) is nn.Linear for m in first.modules())
+
+
+def test_the_int8_copy_leaves_no_float32_copy_of_the_assistant_s_linear_weights(tiny_dirs):
+    pair = _fresh(tiny_dirs)
+    weights = [m.weight.detach().clone() for m in pair.assistant.modules() if type(m) is nn.Linear]
+    embedding = pair.assistant.get_input_embeddings().weight.detach().clone()
+    pair.drafting_assistant("int8")
+    gc.collect()
+    mine = {id(t) for t in (*weights, embedding)}  # the clones kept here to compare with
+    reachable = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and id(o) not in mine]
+    shapes = {tuple(w.shape) for w in weights}
+    float32 = [t for t in reachable if t.dtype == torch.float32 and tuple(t.shape) in shapes]
+    # The embedding stays float32 (the int8 model's activations are float32): tied to the
+    # output layer in these models, it has that layer's shape, and is allowed.
+    leftovers = [
+        t for t in float32 for w in weights if torch.equal(t, w) and not torch.equal(t, embedding)
+    ]
+    assert not leftovers
+
+
+def test_the_int8_copy_is_the_one_quantize_dynamic_makes_of_a_float_copy(pair):
+    assistant = pair.drafting_assistant("none")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = torch.ao.quantization.quantize_dynamic(
+            nn.Module.float(copy.deepcopy(assistant)), {nn.Linear}, dtype=torch.qint8
+        )
+    ids = torch.tensor([[5, 17, 42, 99, 7]])
+    with torch.inference_mode():
+        expected = reference(input_ids=ids).logits
+        got = quantize.quantize_int8(assistant)(input_ids=ids).logits
+    assert torch.equal(got, expected)
 
 
 def test_the_drafting_time_is_measured_on_the_quantized_copy(pair):
