@@ -14,11 +14,16 @@ committed position (`RunRecord.top2`), so the first divergence can be judged fro
   logits' dtype at the divergence's magnitude (a logit is only known to that precision, so
   two orders of summation can differ by it even where earlier positions happened to agree).
 - **margin**: in each run, the logit of the plain run's token minus that of the assisted
-  run's token at the divergence (≥ 0 in the plain run, which picked the first; ≤ 0 in the
-  assisted run).
-- **near-tie**: both runs' top two are the same two tokens, the two tokens the runs picked,
-  and both margins are within the noise. **unexplained**: anything else, which looks like a
-  bug and is reported with its figures.
+  run's token at the divergence. Greedy decoding takes its best token (the lowest id among
+  equal logits), so the margin is ≥ 0 in the plain run and ≤ 0 in the assisted run; a run
+  that committed a token its own scores rank lower made a mistake, whatever the rounding.
+- **near-tie**: both runs' top two are the same two tokens, the two tokens the runs picked;
+  each run picked its own best of them; and at the divergence, where both runs scored the
+  same prefix too, each of the two tokens' logits moved between the runs by no more than
+  the noise. The margin can then flip by up to twice the noise: in bf16 the embedded pair
+  scored two tokens 19.375 and 19.375 in one run and 19.5 and 19.25 in the other, each a
+  unit in the last place away. **unexplained**: anything else, which looks like a bug and
+  is reported with its figures.
 
 Sampled runs are compared in distribution, not token for token: no verdict. No torch here.
 """
@@ -136,10 +141,8 @@ def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
     assisted_margin = _margin(a, *tokens)
     tied = (
         p.ids() == a.ids() == set(tokens)
-        and plain_margin is not None
-        and assisted_margin is not None
-        and abs(plain_margin) <= noise
-        and abs(assisted_margin) <= noise
+        and plain_margin >= 0 >= assisted_margin
+        and all(abs(p.logit(token) - a.logit(token)) <= noise for token in tokens)
     )
     result.update(
         plain_margin=plain_margin,

@@ -285,6 +285,9 @@ class _TargetScores:
         for (first, second), (first_id, second_id) in zip(
             values.tolist(), ids.tolist(), strict=True
         ):
+            if first == second and second_id < first_id:
+                # Greedy decoding takes the lowest id among equal logits; topk may not.
+                first_id, second_id = second_id, first_id
             self.top2.append((first_id, first, second_id, second))
 
     def _before_target(self, module, args, kwargs) -> None:

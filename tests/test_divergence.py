@@ -57,6 +57,26 @@ def test_a_flip_larger_than_the_rounding_is_unexplained():
     assert found["plain_margin"] == pytest.approx(4.0)
 
 
+def test_each_logit_may_move_by_the_noise_so_the_margin_by_twice_it():
+    # Measured on the embedded pair in bf16 (write-code/sql-top-customers, token 35): an
+    # exact tie in plain, the lower id taken; each logit a unit in the last place away in
+    # assisted. Both margins within the noise would call this a bug.
+    plain = record([1, 3, 2604], [*SHARED_PLAIN, (2604, 19.375, 20529, 19.375)], mode="plain")
+    assisted = record([1, 3, 20529], [*SHARED_ASSISTED, (20529, 19.5, 2604, 19.25)])
+    found = explain(plain, assisted)
+    assert (found["plain_margin"], found["assisted_margin"]) == (0.0, -0.25)
+    assert found["verdict"] == NEAR_TIE
+
+
+def test_a_run_that_took_a_token_its_own_scores_rank_lower_is_unexplained():
+    # The logits agree to the bit, but the assisted run committed the second best: a bug
+    # in acceptance, not rounding.
+    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.1, 11, 5.0)], mode="plain")
+    assisted = record([1, 3, 11], [*SHARED_ASSISTED, (10, 5.1, 11, 5.0)])
+    found = explain(plain, assisted)
+    assert found["assisted_margin"] == pytest.approx(0.1) and found["verdict"] == UNEXPLAINED
+
+
 def test_a_token_outside_the_top_two_is_unexplained():
     plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
     assisted = record([1, 3, 12], [*SHARED_ASSISTED, (12, 5.02, 10, 5.0)])
