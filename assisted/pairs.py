@@ -38,7 +38,8 @@ MAX_LOADED_PAIRS = int(os.environ.get("ASSISTED_MAX_PAIRS", "2"))
 # (see cpu_linear) decides whether assisted generation pays. ASSISTED_CPU_FEW_ROWS=0 turns
 # it off, to measure without it.
 CPU_FEW_ROWS_LINEAR = os.environ.get("ASSISTED_CPU_FEW_ROWS", "1") != "0"
-# Refuse to download or load checkpoints above this size (weights on disk, both models).
+# Refuse to download or load checkpoints above this size (weights on disk, both models), and
+# evict the least recently used pairs while those in memory hold more (`memory_bytes`).
 MAX_MODEL_GB = float(os.environ.get("ASSISTED_MAX_MODEL_GB", "40"))
 
 # glibc, whose malloc_trim hands freed memory back to the system (`release_memory`); None
@@ -103,6 +104,7 @@ class LoadedPair:
                 if not self.keeps_assistant:
                     self.assistant = None
                     release_memory()
+                _evict_over_memory_limit(keep=self)
             return self.assistant_copies[precision]
 
     def _assistant_as_loaded(self) -> PreTrainedModel:
@@ -111,6 +113,14 @@ class LoadedPair:
                 self.spec.assistant, self.assistant_source, self.device, self.dtype, None
             )
         return self.assistant
+
+    def memory_bytes(self) -> int:
+        """Bytes of the weights the pair holds: the target, the assistant as loaded (unless
+        released) and its quantized copies. Caches live only while a run does."""
+        from assisted.quantize import weights_bytes
+
+        models = [self.target, self.assistant, *self.assistant_copies.values()]
+        return sum(weights_bytes(model) for model in models if model is not None)
 
     @property
     def context_length(self) -> int | None:
@@ -227,6 +237,7 @@ def load_pair(
             _evict_oldest()
         pair = _load(spec, sources, target_ref, assistant_ref, torch_device, torch_dtype, progress)
         _loaded[key] = pair
+        _evict_over_memory_limit(keep=pair)
         return pair
 
 
@@ -276,6 +287,11 @@ def loaded(spec: PairSpec, device: str = "auto", dtype: str = "auto") -> LoadedP
 
 def loaded_pairs() -> list[str]:
     return [pair.spec.name for pair in _loaded.values()]
+
+
+def memory_in_use() -> int:
+    """Bytes of the weights that the pairs in memory hold (`LoadedPair.memory_bytes`)."""
+    return sum(pair.memory_bytes() for pair in _loaded.values())
 
 
 def _cached(key: tuple) -> LoadedPair | None:
@@ -406,8 +422,23 @@ def _weights_bytes(ref: str) -> int:
     return sum(s.size or 0 for s in info.siblings or [] if s.rfilename.endswith(_WEIGHT_SUFFIXES))
 
 
+def _evict_over_memory_limit(keep: LoadedPair) -> None:
+    """Evict the least recently used pairs while those in memory hold more than
+    ASSISTED_MAX_MODEL_GB, never `keep` (the pair that just grew), whatever it holds. Call it
+    holding _lock."""
+    while memory_in_use() > MAX_MODEL_GB * 1e9:
+        oldest = next((key for key, pair in _loaded.items() if pair is not keep), None)
+        if oldest is None:
+            return
+        _evict(oldest)
+
+
 def _evict_oldest() -> None:
-    _loaded.popitem(last=False)
+    _evict(next(iter(_loaded)))
+
+
+def _evict(key: tuple) -> None:
+    del _loaded[key]
     release_memory()
 
 

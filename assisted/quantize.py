@@ -101,6 +101,22 @@ def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
     return quantized.eval()
 
 
+def weights_bytes(model: nn.Module) -> int:
+    """Bytes that `model`'s weights hold: its parameters and buffers, each storage once (a
+    tied embedding is one), and the int8 weights that fbgemm's dynamic layers keep packed
+    outside them."""
+    storages, total = set(), 0
+    for module in model.modules():
+        tensors = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+        if isinstance(module, torch.ao.nn.quantized.dynamic.Linear):
+            tensors += [t for t in (module.weight(), module.bias()) if t is not None]
+        for tensor in tensors:
+            if tensor.data_ptr() not in storages:
+                storages.add(tensor.data_ptr())
+                total += tensor.numel() * tensor.element_size()
+    return total
+
+
 def _structure(model: nn.Module) -> nn.Module:
     """A copy of `model`'s modules that shares its tensors: each is replaced, not changed,
     by the quantization, so the original stays as it was at no cost in memory."""

@@ -200,6 +200,8 @@ def test_pairs_load_on_demand_and_a_bad_custom_pair_keeps_the_loaded_one(page):
     choose_pair(page, "tiny-other")
     sync_api.expect(status).to_contain_text("Ready", timeout=TIMEOUT_MS)
     sync_api.expect(status).to_contain_text("other")
+    # What the pairs in memory hold, in the status line.
+    sync_api.expect(status).to_contain_text(re.compile(r"In memory: .+, \d+\.\d GB \(at most"))
 
 
 def compare_on_the_other_pair(page, max_new_tokens: int = 24) -> None:

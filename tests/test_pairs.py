@@ -155,3 +155,17 @@ def test_device_policy():
         assert pairs.choose_device().type == "cpu"
         with pytest.raises(PairError, match="no CUDA device"):
             pairs.choose_device("cuda")
+
+
+def test_pairs_are_evicted_on_the_memory_they_hold(tiny_dirs, monkeypatch):
+    monkeypatch.setattr(pairs, "MAX_LOADED_PAIRS", 3)
+    target = str(tiny_dirs["target"])
+    first = load_pair(custom_pair(target, None), "cpu", "float32")
+    one_pair = first.memory_bytes()
+    tensors = [*first.target.parameters(), *first.target.buffers()]
+    assert one_pair == sum(t.numel() * t.element_size() for t in tensors)  # no assistant
+    # Room for one such pair and a half: the second evicts the first, the count allowing 3.
+    monkeypatch.setattr(pairs, "MAX_MODEL_GB", 1.5 * one_pair / 1e9)
+    second = load_pair(custom_pair(str(tiny_dirs["other"]), None), "cpu", "float32")
+    assert pairs.loaded_pairs() == [second.spec.name]
+    assert pairs.memory_in_use() == second.memory_bytes() == one_pair

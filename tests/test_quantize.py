@@ -93,6 +93,20 @@ def test_the_copy_is_made_once_and_the_assistant_as_loaded_is_released_until_ask
     assert not any(type(m) is nn.Linear for m in first.modules())
 
 
+def test_a_pair_holds_the_target_and_its_quantized_copy_once_the_assistant_is_released(
+    tiny_dirs,
+):
+    pair = _fresh(tiny_dirs)
+    loaded = quantize.weights_bytes(pair.assistant)
+    assert pair.memory_bytes() == quantize.weights_bytes(pair.target) + loaded
+    copy = pair.drafting_assistant("int8")
+    linear = [m for m in copy.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
+    packed = sum(m.weight().numel() for m in linear)  # one byte each
+    assert packed and quantize.weights_bytes(copy) >= packed
+    assert quantize.weights_bytes(copy) < loaded
+    assert pair.memory_bytes() == quantize.weights_bytes(pair.target) + quantize.weights_bytes(copy)
+
+
 def test_the_int8_copy_leaves_no_float32_copy_of_the_assistant_s_linear_weights(tiny_dirs):
     pair = _fresh(tiny_dirs)
     weights = [m.weight.detach().clone() for m in pair.assistant.modules() if type(m) is nn.Linear]

@@ -83,7 +83,8 @@ def pair_status(pair: pairs.LoadedPair) -> str:
     note = f" — {pair.spec.note}" if pair.spec.note else ""
     return (
         f"**Ready:** `{pair.spec.name}`{note} · {pair.device} · {pair.dtype_name}. "
-        f"In memory: {', '.join(pairs.loaded_pairs())} (at most {pairs.MAX_LOADED_PAIRS})."
+        f"In memory: {', '.join(pairs.loaded_pairs())}, {pairs.memory_in_use() / 1e9:.1f} GB "
+        f"(at most {pairs.MAX_LOADED_PAIRS} pairs, {pairs.MAX_MODEL_GB:g} GB)."
     )
 
 
