@@ -1,0 +1,32 @@
+"""`python -m assisted.memory` on a tiny pair: a row per stage, read from /proc."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from assisted import memory, pairs
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def test_each_stage_reports_resident_memory_its_peak_and_the_weights_held(tiny_dirs):
+    pairs._loaded.clear()
+    spec = pairs.custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    rows = memory.measure(spec, "cpu", "float32", max_new_tokens=4)
+    assert [row["stage"] for row in rows][:2] == ["imports", "load the pair"]
+    assert all(row["peak"] >= row["resident"] > 0 for row in rows)
+    loaded = pairs.loaded(spec, "cpu", "float32")
+    assert rows[0]["weights"] == 0 and rows[-1]["weights"] == loaded.memory_bytes() > 0
+    text = memory.render(rows)
+    assert "peak / weights kept" in text and len(text.splitlines()) == len(rows) + 2
+
+
+def test_the_command_ends_with_one_line_of_json(monkeypatch, capsys):
+    rows = [{"stage": "imports", "resident": 2**30, "peak": 2**31, "weights": 2**30}]
+    monkeypatch.setattr(memory, "measure", lambda *args: rows)
+    assert memory.main(["--pair", "embedded"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert json.loads(last) == {"pair": "embedded", "stages": rows}
