@@ -27,6 +27,7 @@ from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaLis
 
 from assisted import auto, quantize, stats
 from assisted.drafters import DrafterKind
+from assisted.loading import release_memory
 from assisted.observe import StepObserver, synchronize
 from assisted.pairs import LoadedPair
 from assisted.policy import DraftPolicy
@@ -214,9 +215,12 @@ def compare(
 
 
 def warm_up(pair: LoadedPair, modes: tuple[Mode, ...], draft: DraftSettings | None = None) -> None:
-    """Run each mode briefly once per loaded pair, so no timed run pays first-call costs."""
+    """Run each mode briefly once per loaded pair, so no timed run pays first-call costs;
+    then hand back to the system what the first runs, a quantized copy and the calibration
+    freed."""
     ids = encode_prompt(pair, _WARMUP_PROMPT)
     draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
+    warmed = False
     for mode in modes:
         # Each assistant precision is its own model, with its own first-call costs.
         key = mode if mode == "plain" else f"{mode}:{_precision_key(pair, draft)}"
@@ -224,6 +228,9 @@ def warm_up(pair: LoadedPair, modes: tuple[Mode, ...], draft: DraftSettings | No
             for _ in run(pair, ids, mode, RunSettings(max_new_tokens=WARMUP_TOKENS), draft):
                 pass
             pair.warmed_modes.add(key)
+            warmed = True
+    if warmed:
+        release_memory()
 
 
 def report(pair: LoadedPair, plain: RunRecord | None, assisted: RunRecord | None) -> dict:

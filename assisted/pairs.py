@@ -10,8 +10,6 @@ offloads what does not fit to the CPU. `trust_remote_code` is never enabled.
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import os
 import re
 import threading
@@ -24,7 +22,8 @@ from typing import TYPE_CHECKING
 from assisted import embedded, fetch
 from assisted.drafters import DrafterKind
 from assisted.learnt import LearntState
-from assisted.registry import PAIRS, PairSpec
+from assisted.loading import load_model, release_memory
+from assisted.registry import PAIRS, PairError, PairSpec, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -34,28 +33,12 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda")
 
 MAX_LOADED_PAIRS = int(os.environ.get("ASSISTED_MAX_PAIRS", "2"))
-# Verification feeds the target a few rows at once; on a CPU a faster product for that case
-# (see cpu_linear) decides whether assisted generation pays. ASSISTED_CPU_FEW_ROWS=0 turns
-# it off, to measure without it.
-CPU_FEW_ROWS_LINEAR = os.environ.get("ASSISTED_CPU_FEW_ROWS", "1") != "0"
 # Refuse to download or load checkpoints above this size (weights on disk, both models), and
 # evict the least recently used pairs while those in memory hold more (`memory_bytes`).
 MAX_MODEL_GB = float(os.environ.get("ASSISTED_MAX_MODEL_GB", "40"))
 
-# glibc, whose malloc_trim hands freed memory back to the system (`release_memory`); None
-# where the C library is another.
-try:
-    _LIBC: ctypes.CDLL | None = ctypes.CDLL("libc.so.6")
-    _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
-except (OSError, AttributeError):
-    _LIBC = None
-
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-
-
-class PairError(ValueError):
-    """The pair cannot be used; the message says why and what to do."""
 
 
 @dataclass
@@ -109,7 +92,7 @@ class LoadedPair:
 
     def _assistant_as_loaded(self) -> PreTrainedModel:
         if self.assistant is None:
-            self.assistant, _ = _load_model(
+            self.assistant, _ = load_model(
                 self.spec.assistant, self.assistant_source, self.device, self.dtype, None
             )
         return self.assistant
@@ -260,7 +243,7 @@ def fetching(
         except PairError:
             raise
         except (OSError, ValueError) as error:
-            raise PairError(f"cannot fetch {ref!r}: {_first_line(error)}") from error
+            raise PairError(f"cannot fetch {ref!r}: {first_line(error)}") from error
     return sources
 
 
@@ -311,12 +294,12 @@ def _load(
     dtype: torch.dtype,
     progress: embedded.Progress | None,
 ) -> LoadedPair:
-    target, tokenizer = _load_model(
+    target, tokenizer = load_model(
         target_ref, sources[target_ref], device, dtype, progress, offload=True
     )
     assistant = assistant_tokenizer = None
     if assistant_ref:
-        assistant, assistant_tokenizer = _load_model(
+        assistant, assistant_tokenizer = load_model(
             assistant_ref, sources[assistant_ref], device, dtype, progress
         )
         same_vocab = tokenizer.get_vocab() == assistant_tokenizer.get_vocab()
@@ -346,7 +329,7 @@ def _check_config(ref: str, folder: Path) -> None:
     try:
         config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     except (OSError, ValueError) as error:
-        raise PairError(f"cannot load the config of {ref!r}: {_first_line(error)}") from error
+        raise PairError(f"cannot load the config of {ref!r}: {first_line(error)}") from error
     model_class = AutoModelForCausalLM._model_mapping.get(type(config), None)
     if model_class is None:
         raise PairError(f"{ref!r} ({config.model_type}) is not a causal language model")
@@ -356,40 +339,6 @@ def _check_config(ref: str, folder: Path) -> None:
             "to the accepted tokens, so it cannot verify drafts (assisted decoding needs a "
             "croppable cache)"
         )
-
-
-def _load_model(
-    ref: str,
-    source: str,
-    device: torch.device,
-    dtype: torch.dtype,
-    progress: embedded.Progress | None,
-    offload: bool = False,
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from assisted.cpu_linear import use_few_rows_linear
-
-    if ref in embedded.MODELS:
-        source = str(embedded.in_dtype(Path(source), str(dtype).removeprefix("torch."), progress))
-    if progress:
-        progress(f"Loading {ref}", None)
-    # Large targets on a GPU spread over GPU and CPU memory with accelerate's device map.
-    placement = {"device_map": "auto"} if offload and device.type == "cuda" else {}
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            source, dtype=dtype, trust_remote_code=False, **placement
-        )
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
-    except (OSError, ValueError) as error:
-        raise PairError(f"cannot load {ref!r}: {_first_line(error)}") from error
-    if not placement:
-        model.to(device)
-    model.eval()
-    if device.type == "cpu" and dtype == torch.float32 and CPU_FEW_ROWS_LINEAR:
-        use_few_rows_linear(model)
-    return model, tokenizer
 
 
 def _check_sizes(refs: list[str]) -> None:
@@ -416,7 +365,7 @@ def _weights_bytes(ref: str) -> int:
         hint = (
             " (a gated model needs HF_TOKEN)" if "401" in str(error) or "403" in str(error) else ""
         )
-        raise PairError(f"cannot find {ref!r} on the Hub{hint}: {_first_line(error)}") from error
+        raise PairError(f"cannot find {ref!r} on the Hub{hint}: {first_line(error)}") from error
     except Exception:  # offline or unreachable: from_pretrained may still find it cached,
         return 0  # and says clearly what is missing if it does not
     return sum(s.size or 0 for s in info.siblings or [] if s.rfilename.endswith(_WEIGHT_SUFFIXES))
@@ -440,19 +389,3 @@ def _evict_oldest() -> None:
 def _evict(key: tuple) -> None:
     del _loaded[key]
     release_memory()
-
-
-def release_memory() -> None:
-    """Hand memory that dropped models held back to the system: the CPU allocator keeps
-    freed blocks for reuse (glibc's malloc_trim returns them), CUDA's caching allocator too."""
-    import torch
-
-    gc.collect()
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]

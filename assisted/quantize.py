@@ -107,13 +107,15 @@ def weights_bytes(model: nn.Module) -> int:
     outside them."""
     storages, total = set(), 0
     for module in model.modules():
-        tensors = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
-        if isinstance(module, torch.ao.nn.quantized.dynamic.Linear):
-            tensors += [t for t in (module.weight(), module.bias()) if t is not None]
-        for tensor in tensors:
+        for tensor in (*module.parameters(recurse=False), *module.buffers(recurse=False)):
             if tensor.data_ptr() not in storages:
                 storages.add(tensor.data_ptr())
                 total += tensor.numel() * tensor.element_size()
+        if isinstance(module, torch.ao.nn.quantized.dynamic.Linear):
+            # Unpacked anew at each call, so counted by size, never by address: one byte a
+            # weight, and a float32 bias.
+            total += module.weight().numel()
+            total += 4 * module.bias().numel() if module.bias() is not None else 0
     return total
 
 

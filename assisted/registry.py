@@ -12,6 +12,10 @@ from assisted.drafters import DrafterKind
 from assisted.settings import DraftSettings
 
 
+class PairError(ValueError):
+    """The pair cannot be used; the message says why and what to do."""
+
+
 @dataclass(frozen=True)
 class PairSpec:
     name: str
@@ -99,3 +103,8 @@ PAIRS: dict[str, PairSpec] = {
     )
 }
 DEFAULT_PAIR = "embedded"
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of `error`'s message, to quote in a PairError."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
