@@ -19,9 +19,12 @@ def record(tokens, top2, mode="assisted", dtype="bfloat16", sampled=False) -> Ru
     return run
 
 
-# Before the divergence both runs scored the same prefix: rounding moved logits by 0.05.
-SHARED_PLAIN = [(1, 9.0, 2, 3.0), (3, 7.5, 4, 7.0)]
-SHARED_ASSISTED = [(1, 9.05, 2, 3.0), (3, 7.5, 4, 6.98)]
+# Before the divergence both runs scored the same prefix: rounding moved logits by 0.05, in
+# enough positions to measure it (`divergence.MIN_MEASURED`).
+SHARED = [1, 3] * 4
+SHARED_PLAIN = [(1, 9.0, 2, 3.0), (3, 7.5, 4, 7.0)] * 4
+SHARED_ASSISTED = [(1, 9.05, 2, 3.0), (3, 7.5, 4, 6.98)] * 4
+AT = len(SHARED)  # where the made divergences are
 
 
 def test_first_divergence():
@@ -32,16 +35,16 @@ def test_first_divergence():
 
 
 def test_identical_runs_have_no_divergence():
-    plain = record([1, 3], SHARED_PLAIN, mode="plain")
-    assert explain(plain, record([1, 3], SHARED_ASSISTED)) is None
+    plain = record(SHARED, SHARED_PLAIN, mode="plain")
+    assert explain(plain, record(SHARED, SHARED_ASSISTED)) is None
 
 
 def test_two_tokens_tied_within_the_measured_rounding_are_a_near_tie():
-    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
-    assisted = record([1, 3, 11], [*SHARED_ASSISTED, (11, 5.02, 10, 5.0)])
+    plain = record([*SHARED, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
+    assisted = record([*SHARED, 11], [*SHARED_ASSISTED, (11, 5.02, 10, 5.0)])
     found = explain(plain, assisted)
     assert found["verdict"] == NEAR_TIE
-    assert (found["index"], found["plain_token"], found["assisted_token"]) == (2, 10, 11)
+    assert (found["index"], found["plain_token"], found["assisted_token"]) == (AT, 10, 11)
     assert found["plain_margin"] == pytest.approx(0.03)
     assert found["assisted_margin"] == pytest.approx(-0.02)
     assert found["noise"] == pytest.approx(0.05)
@@ -50,8 +53,8 @@ def test_two_tokens_tied_within_the_measured_rounding_are_a_near_tie():
 
 
 def test_a_flip_larger_than_the_rounding_is_unexplained():
-    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 9.0, 11, 5.0)], mode="plain")
-    assisted = record([1, 3, 11], [*SHARED_ASSISTED, (11, 5.1, 10, 4.9)])
+    plain = record([*SHARED, 10], [*SHARED_PLAIN, (10, 9.0, 11, 5.0)], mode="plain")
+    assisted = record([*SHARED, 11], [*SHARED_ASSISTED, (11, 5.1, 10, 4.9)])
     found = explain(plain, assisted)
     assert found["verdict"] == UNEXPLAINED
     assert found["plain_margin"] == pytest.approx(4.0)
@@ -61,25 +64,41 @@ def test_each_logit_may_move_by_the_noise_so_the_margin_by_twice_it():
     # Measured on the embedded pair in bf16 (write-code/sql-top-customers, token 35): an
     # exact tie in plain, the lower id taken; each logit a unit in the last place away in
     # assisted. Both margins within the noise would call this a bug.
-    plain = record([1, 3, 2604], [*SHARED_PLAIN, (2604, 19.375, 20529, 19.375)], mode="plain")
-    assisted = record([1, 3, 20529], [*SHARED_ASSISTED, (20529, 19.5, 2604, 19.25)])
+    plain = record([*SHARED, 2604], [*SHARED_PLAIN, (2604, 19.375, 20529, 19.375)], mode="plain")
+    assisted = record([*SHARED, 20529], [*SHARED_ASSISTED, (20529, 19.5, 2604, 19.25)])
     found = explain(plain, assisted)
     assert (found["plain_margin"], found["assisted_margin"]) == (0.0, -0.25)
     assert found["verdict"] == NEAR_TIE
 
 
+def test_a_larger_move_too_early_to_measure_the_rounding_gets_no_verdict():
+    # Measured on examples/summarise/incident-report in bf16: token 0 agreed to the bit,
+    # then a logit moved by 2 units in the last place (0.0625 each) at token 1.
+    plain = record([32, 6546], [(32, 16.0, 1655, 15.6875), (6546, 13.625, 6002, 13.5)], "plain")
+    assisted = record([32, 6002], [(32, 16.0, 1655, 15.6875), (6002, 13.5625, 6546, 13.5)])
+    found = explain(plain, assisted)
+    assert found["verdict"] is None and found["noise"] == 0.0625
+    assert found["reason"] == "too early to measure the rounding (1 earlier tokens)"
+    assert "no verdict" in divergence.describe(found)
+    # The same move after enough positions that rounding moved by less is a bug to report.
+    shared = [(32, 16.0, 1655, 15.6875)] * divergence.MIN_MEASURED
+    late_plain = record([32] * len(shared) + [6546], [*shared, plain.top2[1]], "plain")
+    late_assisted = record([32] * len(shared) + [6002], [*shared, assisted.top2[1]])
+    assert explain(late_plain, late_assisted)["verdict"] == UNEXPLAINED
+
+
 def test_a_run_that_took_a_token_its_own_scores_rank_lower_is_unexplained():
     # The logits agree to the bit, but the assisted run committed the second best: a bug
     # in acceptance, not rounding.
-    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.1, 11, 5.0)], mode="plain")
-    assisted = record([1, 3, 11], [*SHARED_ASSISTED, (10, 5.1, 11, 5.0)])
+    plain = record([*SHARED, 10], [*SHARED_PLAIN, (10, 5.1, 11, 5.0)], mode="plain")
+    assisted = record([*SHARED, 11], [*SHARED_ASSISTED, (10, 5.1, 11, 5.0)])
     found = explain(plain, assisted)
     assert found["assisted_margin"] == pytest.approx(0.1) and found["verdict"] == UNEXPLAINED
 
 
 def test_a_token_outside_the_top_two_is_unexplained():
-    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
-    assisted = record([1, 3, 12], [*SHARED_ASSISTED, (12, 5.02, 10, 5.0)])
+    plain = record([*SHARED, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
+    assisted = record([*SHARED, 12], [*SHARED_ASSISTED, (12, 5.02, 10, 5.0)])
     found = explain(plain, assisted)
     assert found["verdict"] == UNEXPLAINED and found["plain_margin"] is None
 
@@ -90,20 +109,23 @@ def test_one_unit_in_the_last_place_counts_as_rounding_even_where_nothing_moved_
     tied = [(10, 20.125, 11, 20.0)], [(11, 20.125, 10, 20.0)]
     plain = record([10], tied[0], mode="plain")
     assert explain(plain, record([11], tied[1]))["verdict"] == NEAR_TIE
-    plain32 = record([10], tied[0], mode="plain", dtype="float32")
-    assert explain(plain32, record([11], tied[1], dtype="float32"))["verdict"] == UNEXPLAINED
+    # In float32, after positions that agreed to the bit, the same move is no rounding.
+    same = [(1, 9.0, 2, 3.0)] * AT
+    plain32 = record([1] * AT + [10], same + tied[0], mode="plain", dtype="float32")
+    assisted32 = record([1] * AT + [11], same + tied[1], dtype="float32")
+    assert explain(plain32, assisted32)["verdict"] == UNEXPLAINED
 
 
 def test_the_sentence_gives_the_verdict_and_its_figures():
-    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
-    found = explain(plain, record([1, 3, 11], [*SHARED_ASSISTED, (11, 5.02, 10, 5.0)]))
+    plain = record([*SHARED, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
+    found = explain(plain, record([*SHARED, 11], [*SHARED_ASSISTED, (11, 5.02, 10, 5.0)]))
     found |= {"plain_text": " la", "assisted_text": " el"}
     assert divergence.describe(found) == (
-        "diverged at token 2: the target's top two, ' la' and ' el', differ by 0.03 in plain "
+        f"diverged at token {AT}: the target's top two, ' la' and ' el', differ by 0.03 in plain "
         "and -0.02 in assisted (rounding moved logits by up to 0.05 earlier in these runs): "
         "a near-tie that rounding flipped"
     )
-    found = explain(plain, record([1, 3, 11], [*SHARED_ASSISTED, (11, 9.0, 10, 5.0)]))
+    found = explain(plain, record([*SHARED, 11], [*SHARED_ASSISTED, (11, 9.0, 10, 5.0)]))
     assert divergence.describe(found).endswith("This looks like a bug")
     assert "token 10" in divergence.describe(found)
     assert divergence.describe(None).startswith("identical")
@@ -118,7 +140,7 @@ def test_sampled_runs_get_no_verdict():
 
 
 def test_a_run_that_ended_early_gets_no_verdict():
-    plain = record([1, 3], SHARED_PLAIN, mode="plain")
+    plain = record(SHARED, SHARED_PLAIN, mode="plain")
     found = explain(plain, record([1], SHARED_ASSISTED[:1]))
     assert found["index"] == 1 and found["assisted_token"] is None and found["verdict"] is None
 
@@ -133,10 +155,10 @@ def test_the_evidence_survives_json():
 def test_the_benchmark_counts_prompts_by_their_most_worrying_repeat():
     from assisted.bench import summarize_group, summarize_prompt
 
-    plain = record([1, 3, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
-    same = record([1, 3, 10], [*SHARED_ASSISTED, (10, 5.02, 11, 5.0)])
-    tie = record([1, 3, 11], [*SHARED_ASSISTED, (11, 5.02, 10, 5.0)])
-    bug = record([1, 3, 11], [*SHARED_ASSISTED, (11, 9.0, 10, 5.0)])
+    plain = record([*SHARED, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
+    same = record([*SHARED, 10], [*SHARED_ASSISTED, (10, 5.02, 11, 5.0)])
+    tie = record([*SHARED, 11], [*SHARED_ASSISTED, (11, 5.02, 10, 5.0)])
+    bug = record([*SHARED, 11], [*SHARED_ASSISTED, (11, 9.0, 10, 5.0)])
     for run in (plain, same, tie, bug):
         run.total_s = 1.0
     rows = [
