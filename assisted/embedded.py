@@ -8,11 +8,11 @@ converted folder like any local model, in seconds.
 
 The conversion keeps float32, in which the dequantized GGUF values are exact; a machine
 whose policy runs bf16 (or fp16) gets a copy in that dtype beside it (`in_dtype`), made
-tensor by tensor. Loading a checkpoint already in the run's dtype maps its file instead of
-converting every tensor: measured on the 1.5B target in bf16 (2-core AVX512-BF16 CPU), the
-peak resident memory of `from_pretrained` was 10.3 GiB from the float32 folder (its 7.1 GB
-read whole, beside the 3.3 GiB of bf16 weights made from it) and 0.35 GiB from a bf16 copy,
-whose pages then come in as the first passes read them, 3.3 GiB in all. The cast is the one
+shard by shard. Loading a checkpoint already in the run's dtype maps its file instead of
+converting every tensor: measured on the 1.5B target in bf16 (2-core Intel Xeon with
+AVX512-BF16), the peak resident memory of loading it was 10.3 GiB from the float32 folder
+(its 7.1 GB read whole, beside the 3.3 GiB of bf16 weights made from it) and 4.0 GiB from a
+bf16 copy (mapped, then copied in shard by shard: `assisted.loading`). The cast is the one
 `from_pretrained` made, so the weights, and the outputs, are the same.
 
 The saved config leaves out the GGUF `quantization_config` that the conversion's model

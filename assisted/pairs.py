@@ -72,7 +72,7 @@ class LoadedPair:
         A quantized copy is all that drafts in its precision, so the assistant as loaded is
         released once the copy exists, unless a run has drafted with it: the embedded pair
         on a CPU then holds the int8 assistant alone (1.2 GiB less). A run that asks for it
-        later loads it again, mapped from its file in about a second, and keeps it."""
+        later loads it again (1.3 s for the embedded 0.5B) and keeps it."""
         if self.assistant_source is None:
             return None
         with _lock:
