@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+import weakref
 
 import torch
 from torch import nn
@@ -104,7 +105,17 @@ def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
 def weights_bytes(model: nn.Module) -> int:
     """Bytes that `model`'s weights hold: its parameters and buffers, each storage once (a
     tied embedding is one), and the int8 weights that fbgemm's dynamic layers keep packed
-    outside them."""
+    outside them. Counted once per model (a model's weights do not change once loaded or
+    made), since the status line and each eviction ask again."""
+    if model not in _WEIGHTS_BYTES:
+        _WEIGHTS_BYTES[model] = _count_weights_bytes(model)
+    return _WEIGHTS_BYTES[model]
+
+
+_WEIGHTS_BYTES: weakref.WeakKeyDictionary[nn.Module, int] = weakref.WeakKeyDictionary()
+
+
+def _count_weights_bytes(model: nn.Module) -> int:
     storages, total = set(), 0
     for module in model.modules():
         for tensor in (*module.parameters(recurse=False), *module.buffers(recurse=False)):
@@ -112,10 +123,10 @@ def weights_bytes(model: nn.Module) -> int:
                 storages.add(tensor.data_ptr())
                 total += tensor.numel() * tensor.element_size()
         if isinstance(module, torch.ao.nn.quantized.dynamic.Linear):
-            # Unpacked anew at each call, so counted by size, never by address: one byte a
-            # weight, and a float32 bias.
-            total += module.weight().numel()
-            total += 4 * module.bias().numel() if module.bias() is not None else 0
+            # Counted from the layer's shape: reading `weight()` would unpack a copy. One
+            # byte a weight, and a float32 bias.
+            total += module.in_features * module.out_features
+            total += 4 * module.out_features if module.bias() is not None else 0
     return total
 
 
