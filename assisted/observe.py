@@ -168,8 +168,7 @@ class _Stream:
         input_ids = kwargs.get("input_ids")
         if input_ids is None or _early_exit_drafting(self.pair):
             return
-        cache = kwargs.get("past_key_values")
-        cached = cache.get_seq_length() if cache is not None else 0
+        cached = _cached_length(kwargs)
         # The target verifies every position past what it has committed: the candidates.
         # They follow the prompt in the first step (prefill and verification are fused),
         # and the last committed token, which the cache does not hold yet, in later ones.
@@ -243,11 +242,9 @@ class _VerifyTiming:
         self.rows = []
 
     def _before_verify(self, module, args, kwargs) -> None:
-        cache = kwargs.get("past_key_values")
         # The first step's pass is fused with the prompt's prefill: not a verification time.
-        cached = cache.get_seq_length() if cache is not None else 0
         input_ids = kwargs.get("input_ids")
-        if cached and input_ids is not None:
+        if _cached_length(kwargs) and input_ids is not None:
             self.rows.append(input_ids.shape[1])
             self.timer.start()
 
@@ -294,8 +291,7 @@ class _TargetScores:
         input_ids = kwargs.get("input_ids")
         if input_ids is None or _early_exit_drafting(self.pair):
             return
-        cache = kwargs.get("past_key_values")
-        self.ends_at = (cache.get_seq_length() if cache is not None else 0) + input_ids.shape[1]
+        self.ends_at = _cached_length(kwargs) + input_ids.shape[1]
 
     def _after_target(self, module, args, output) -> None:
         logits = getattr(output, "logits", None)
@@ -304,6 +300,13 @@ class _TargetScores:
         # The kept rows are the pass's last ones; the row at position p predicts p + 1.
         self.logits = logits.detach()
         self.first = self.ends_at - logits.shape[1] + 1
+
+
+def _cached_length(kwargs: dict) -> int:
+    """Tokens the cache of the target pass under way holds already (`kwargs` of a forward
+    pre-hook)."""
+    cache = kwargs.get("past_key_values")
+    return cache.get_seq_length() if cache is not None else 0
 
 
 def _early_exit_drafting(pair: LoadedPair) -> bool:
