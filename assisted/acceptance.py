@@ -14,6 +14,10 @@ that costs nothing, so the lookup's estimates stay current while the assistant d
 run may start from what the pair's earlier runs saw, counted as a few observations only
 (`HISTORY_WEIGHT`), so that the text at hand soon outweighs it.
 
+A lookup source that knows how long its match is (`assisted.lookup`) keeps its estimates
+by that length too (`match_bucket`): a suffix that matched 8 tokens of the context is
+likelier to continue as it did than one that matched 2.
+
 No torch here: counts in, expectations out.
 """
 
@@ -29,10 +33,19 @@ PRIOR_WEIGHT = 2.0  # observations a position's prior counts for (Beta(1, 1) at 
 STREAK_TOKENS = 2  # a draft agreeing on fewer tokens than this starts no streak
 HISTORY_WEIGHT = 4.0  # observations that a pair's earlier runs count for in a new run
 
+LONG_MATCH = 4  # lookup matches of this many tokens or more share one estimate
+
 Counts = tuple[list[float], list[float]]  # (accepted, tried) per draft position
-# Counts per source and streak (True: the estimate used after a streak), as a run leaves
-# them for the pair's next runs.
-AcceptanceCounts = dict[tuple[DrafterKind, bool], Counts]
+# An estimate's key: its source, whether it follows a streak, and its match bucket.
+EstimateKey = tuple[DrafterKind, bool, int]
+# Counts per estimate, as a run leaves them for the pair's next runs.
+AcceptanceCounts = dict[EstimateKey, Counts]
+
+
+def match_bucket(length: int) -> int:
+    """The bucket of a lookup match of `length` tokens: 0 where the length is unknown (an
+    assistant's draft, Transformers' lookup), else the length up to `LONG_MATCH`."""
+    return min(length, LONG_MATCH)
 
 
 class Acceptance:
@@ -82,27 +95,34 @@ class Acceptance:
 
 
 class AcceptanceModel:
-    """The acceptance of every source, one estimate after a streak and one otherwise, and
-    which of the two each source's next step uses."""
+    """The acceptance of every source, one estimate after a streak and one otherwise (and
+    per match bucket for a lookup), and which one each source's next step uses."""
 
     def __init__(
         self, cap: int, sources: Iterable[DrafterKind], history: AcceptanceCounts | None = None
     ):
-        """`history` holds counts per source and streak from the pair's earlier runs."""
+        """`history` holds counts per estimate from the pair's earlier runs."""
         sources = list(sources)
-        history = history or {}
-        self.estimates = {
-            (source, streak): Acceptance(cap, history.get((source, streak)))
-            for source in sources
-            for streak in (False, True)
-        }
+        self.cap = cap
+        self.history = history or {}
+        self.estimates: dict[EstimateKey, Acceptance] = {}
         # Per source: its latest draft agreed with every token the target committed (text
         # it predicts well, such as a passage being copied).
         self.streak = dict.fromkeys(sources, False)
+        self.bucket = dict.fromkeys(sources, 0)  # the match bucket of its draft on offer
+
+    def offer(self, source: DrafterKind, match_length: int) -> None:
+        """`source`'s next draft copies a match of `match_length` tokens (0: unknown), if
+        it is one of the sources here."""
+        if source in self.bucket:
+            self.bucket[source] = match_bucket(match_length)
 
     def current(self, source: DrafterKind) -> Acceptance:
         """The estimate that `source`'s next step draws on."""
-        return self.estimates[source, self.streak[source]]
+        key = (source, self.streak[source], self.bucket[source])
+        if key not in self.estimates:
+            self.estimates[key] = Acceptance(self.cap, self.history.get(key))
+        return self.estimates[key]
 
     def expected_tokens(self, source: DrafterKind, gamma: int, optimistic: bool = False) -> float:
         """E(γ) for the next step drafted by `source` (see `Acceptance.expected_tokens`)."""
@@ -126,5 +146,8 @@ class AcceptanceModel:
         self.streak[source] = agreed >= max(min(drafted, committed), STREAK_TOKENS)
 
     def counts(self) -> AcceptanceCounts:
-        """Counts per source and streak, for the pair's next runs."""
-        return {key: acceptance.counts() for key, acceptance in self.estimates.items()}
+        """Counts per estimate, for the pair's next runs: the history, updated with the
+        estimates this run used."""
+        counts = dict(self.history)
+        counts.update((key, acceptance.counts()) for key, acceptance in self.estimates.items())
+        return counts

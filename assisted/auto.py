@@ -18,7 +18,7 @@ plus the assistant's row, 5.6 s.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ from transformers.generation.candidate_generator import (
 )
 
 from assisted.drafters import DrafterKind
+from assisted.lookup import NO_MATCH, Match, SuffixLookup
 from assisted.observe import common_prefix_length, synchronize
 from assisted.policy import DraftPolicy
 from assisted.settings import DraftSettings
@@ -162,34 +163,49 @@ def _time_forwards(
 
 @contextmanager
 def drafting_policy(
-    target: PreTrainedModel, policy: DraftPolicy, draft: DraftSettings | None = None
+    target: PreTrainedModel,
+    policy: DraftPolicy | None,
+    draft: DraftSettings | None = None,
+    lookup: SuffixLookup | None = None,
 ) -> Iterator[None]:
-    """Within the block, `target.generate()` drafts as `policy` chooses.
+    """Within the block, `target.generate()` drafts as `policy` chooses, and prompt lookup
+    matches with `lookup` (`assisted.lookup`; None: Transformers' own search).
 
     Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
-    (tests/test_decoding.py pins it), wrapping the generator Transformers builds. Where it
-    builds an assistant's generator, a prompt-lookup generator joins it as a second source,
-    with `draft`'s n-gram size."""
+    (tests/test_decoding.py pins it), wrapping the generator Transformers builds. Under a
+    policy, where it builds an assistant's generator, prompt lookup joins it as a second
+    source. Without a policy only a prompt-lookup generator is replaced, by `lookup`."""
     build = type(target)._get_candidate_generator
-    ngram = (draft or DraftSettings()).max_matching_ngram_size
+    draft = draft or DraftSettings()
 
     def get_candidate_generator(*args, **kwargs) -> CandidateGenerator:
         generator = build(target, *args, **kwargs)
         config = kwargs["generation_config"]
-        if type(generator) is PromptLookupCandidateGenerator:
-            return _PolicyDrafter(None, generator, policy, config.max_length)
-        if type(generator) is not AssistedCandidateGenerator:
+        prompt_lookup = type(generator) is PromptLookupCandidateGenerator
+        if policy is None:
+            if prompt_lookup and lookup is not None:
+                return _LookupDrafter(lookup, generator.num_output_tokens, config.max_length)
+            return generator
+        if not prompt_lookup and type(generator) is not AssistedCandidateGenerator:
             # Subclasses (universal, early exit, MTP) draft and read their length elsewhere.
             raise TypeError(f"the auto schedule cannot drive {type(generator).__name__}")
-        lookup = PromptLookupCandidateGenerator(
-            eos_token_id=config._eos_token_tensor,
-            num_output_tokens=policy.cap,
-            max_matching_ngram_size=ngram,
-            max_length=config.max_length,
-            logits_processor=kwargs["logits_processor"],
-            vocab_size=target.config.get_text_config().vocab_size,
-        )
-        return _PolicyDrafter(generator, lookup, policy, config.max_length)
+        if lookup is None:
+            if not prompt_lookup:
+                generator_kwargs = {
+                    "eos_token_id": config._eos_token_tensor,
+                    "max_matching_ngram_size": draft.max_matching_ngram_size,
+                    "max_length": config.max_length,
+                    "logits_processor": kwargs["logits_processor"],
+                    "vocab_size": target.config.get_text_config().vocab_size,
+                }
+                search = PromptLookupCandidateGenerator(**generator_kwargs)
+            else:
+                search = generator
+            source = _TransformersLookup(search)
+        else:
+            source = _SuffixSource(lookup)
+        assistant = None if prompt_lookup else generator
+        return _PolicyDrafter(assistant, source, policy, config.max_length)
 
     target._get_candidate_generator = get_candidate_generator
     try:
@@ -198,20 +214,72 @@ def drafting_policy(
         del target._get_candidate_generator
 
 
-class _PolicyDrafter(CandidateGenerator):
-    """Transformers' own candidate generators, one chosen per step with its draft length.
+class _SuffixSource:
+    """`assisted.lookup`'s matches, as the policy's lookup source."""
 
-    Before each step, prompt lookup searches for a match (up to the cap; an n-gram search,
-    far cheaper than a forward pass), and the policy weighs it against the assistant's
-    draft and a plain step. The assistant's generator reads `num_assistant_tokens` at each
-    `get_candidates`; a step without it leaves its cache behind, and its next drafting pass
-    reads the tokens it missed first (Transformers crops and extends the cache from the
-    ids). Zero candidates make the target verify one row: a plain step."""
+    def __init__(self, lookup: SuffixLookup):
+        self.lookup = lookup
+
+    def find(self, input_ids: torch.Tensor, most: int) -> Match:
+        return self.lookup.find(input_ids[0].tolist(), most)
+
+
+class _TransformersLookup:
+    """Transformers' own prompt lookup, as the policy's lookup source: it reports no match
+    length, so its acceptance is estimated as one."""
+
+    def __init__(self, generator: PromptLookupCandidateGenerator):
+        self.generator = generator
+
+    def find(self, input_ids: torch.Tensor, most: int) -> Match:
+        if most < 1:
+            return NO_MATCH
+        self.generator.num_output_tokens = most
+        matched, _ = self.generator.get_candidates(input_ids)
+        return Match(tuple(matched[0, input_ids.shape[1] :].tolist()), 0)
+
+
+def _with_tokens(input_ids: torch.LongTensor, tokens: Sequence[int]) -> torch.LongTensor:
+    """`input_ids` followed by `tokens`, as candidates."""
+    extra = torch.tensor([tokens], dtype=input_ids.dtype, device=input_ids.device)
+    return torch.cat([input_ids, extra], dim=1)
+
+
+class _LookupDrafter(CandidateGenerator):
+    """Prompt lookup with `assisted.lookup`'s matches, `num_tokens` at most a step, in place
+    of Transformers' own search, for the constant schedule."""
+
+    def __init__(self, lookup: SuffixLookup, num_tokens: int, max_length: int):
+        self.lookup = lookup
+        self.num_tokens = num_tokens
+        self.max_length = max_length
+
+    def get_candidates(self, input_ids: torch.LongTensor, **kwargs):
+        # The target adds a token of its own to the candidates: leave room for it.
+        most = min(self.num_tokens, self.max_length - input_ids.shape[1] - 1)
+        match = self.lookup.find(input_ids[0].tolist(), most)
+        if not match.tokens:
+            return input_ids, None
+        return _with_tokens(input_ids, match.tokens), None
+
+    def update_candidate_strategy(self, input_ids, scores, num_matches) -> None:
+        pass
+
+
+class _PolicyDrafter(CandidateGenerator):
+    """The assistant's generator and a lookup source, one chosen per step with its draft
+    length.
+
+    Before each step the lookup searches for a match (an n-gram search, far cheaper than a
+    forward pass), and the policy weighs it against the assistant's draft and a plain
+    step. The assistant's generator reads `num_assistant_tokens` at each `get_candidates`;
+    a step without it leaves its cache behind, and its next drafting pass reads the tokens
+    it missed first. Zero candidates make the target verify one row: a plain step."""
 
     def __init__(
         self,
         assistant: AssistedCandidateGenerator | None,
-        lookup: PromptLookupCandidateGenerator,
+        lookup: _SuffixSource | _TransformersLookup,
         policy: DraftPolicy,
         max_length: int,
     ):
@@ -220,35 +288,55 @@ class _PolicyDrafter(CandidateGenerator):
         self.policy = policy
         self.max_length = max_length
         self.length = 0  # the sequence's length before the step
-        self.matched: list[int] = []  # this step's lookup candidates
+        self.matched: tuple[int, ...] = ()  # this step's lookup candidates
+        self.held: list[int] = []  # the ids whose keys and values the assistant's cache holds
 
     def get_candidates(self, input_ids: torch.LongTensor, **kwargs):
         length = input_ids.shape[1]
-        matched, _ = self.lookup.get_candidates(input_ids)
-        self.length, self.matched = length, matched[0, length:].tolist()
-        offers = {LOOKUP: len(self.matched)}
+        tokens_left = self.max_length - length
+        # The target adds a token of its own to the candidates: leave room for it.
+        match = self.lookup.find(input_ids, min(self.policy.cap, tokens_left - 1))
+        self.length, self.matched = length, match.tokens
+        offers = {LOOKUP: len(match.tokens)}
         if self.assistant is not None:
-            # The target adds a token of its own to the candidates: leave room for it.
-            offers[ASSISTANT] = self.max_length - length - 1
-        choice = self.policy.choose(offers, tokens_left=self.max_length - length, context=length)
+            offers[ASSISTANT] = tokens_left - 1
+        choice = self.policy.choose(
+            offers, tokens_left=tokens_left, context=length, match_length=match.length
+        )
         if choice.source == LOOKUP:
-            return matched[:, : length + choice.gamma], None
+            return _with_tokens(input_ids, match.tokens[: choice.gamma]), None
         if choice.source == ASSISTANT:
-            self.assistant.num_assistant_tokens = choice.gamma
-            if self.assistant.assistant_kwargs.get("past_key_values") is None:
-                # Transformers extends the assistant's attention mask and position ids only
-                # once it has a cache; an assistant that starts after the first step needs
-                # them as long as the ids it prefills.
-                kwargs_ = self.assistant.assistant_kwargs
-                kwargs_ = _prepare_attention_mask(kwargs_, length, is_encoder_decoder=False)
-                kwargs_ = _prepare_position_ids(kwargs_, length, is_encoder_decoder=False)
-                self.assistant.assistant_kwargs = kwargs_
-            started = time.perf_counter()
-            candidates = self.assistant.get_candidates(input_ids, **kwargs)
-            # generate() has synchronised the device before returning the draft's ids.
-            self.policy.costs.observe_call(time.perf_counter() - started)
-            return candidates
+            return self._draft(input_ids, choice.gamma, **kwargs)
         return input_ids, None
+
+    def _draft(self, input_ids: torch.LongTensor, gamma: int, **kwargs):
+        """The assistant's `gamma` candidates, from a cache holding committed ids only."""
+        assistant = self.assistant
+        assistant.num_assistant_tokens = gamma
+        cache = assistant.assistant_kwargs.get("past_key_values")
+        if cache is None:
+            # Transformers extends the assistant's attention mask and position ids only
+            # once it has a cache; an assistant that starts after the first step needs
+            # them as long as the ids it prefills.
+            length = input_ids.shape[1]
+            kwargs_ = _prepare_attention_mask(assistant.assistant_kwargs, length, False)
+            assistant.assistant_kwargs = _prepare_position_ids(kwargs_, length, False)
+        else:
+            # Transformers trims the cache by length only, as if the assistant had drafted
+            # the step before; after steps it skipped, the cache still holds the candidates
+            # of its last draft, rejected or not. Keep what the committed ids confirm.
+            confirmed = common_prefix_length(self.held, input_ids[0].tolist())
+            stale = cache.get_seq_length() - confirmed
+            if stale > 0:
+                cache.crop(-stale)  # 5.23: a negative count removes that many tokens
+        started = time.perf_counter()
+        candidate_ids, candidate_logits = assistant.get_candidates(input_ids, **kwargs)
+        # generate() has synchronised the device before returning the draft's ids.
+        self.policy.costs.observe_call(time.perf_counter() - started)
+        cache = assistant.assistant_kwargs.get("past_key_values")
+        held = cache.get_seq_length() if cache is not None else 0
+        self.held = candidate_ids[0, :held].tolist()
+        return candidate_ids, candidate_logits
 
     def update_candidate_strategy(
         self, input_ids: torch.LongTensor, scores: torch.Tensor, num_matches: int
@@ -257,8 +345,7 @@ class _PolicyDrafter(CandidateGenerator):
             self.assistant.update_candidate_strategy(input_ids, scores, num_matches)
         # `scores` holds one row per candidate plus the target's own token.
         self.policy.observe(scores.shape[1] - 1, num_matches)
-        # A match not chosen is scored against what the step committed (past the cap, a
-        # match is never verified: it counts only up to the cap).
+        # A match not chosen is scored against what the step committed.
         committed = input_ids[0, self.length :].tolist()
         agreed = common_prefix_length(self.matched, committed)
         self.policy.observe_unverified(LOOKUP, len(self.matched), agreed, len(committed))

@@ -23,6 +23,7 @@ from assisted.registry import PAIRS, PairSpec
 from assisted.settings import (
     ASSISTANT_QUANTS,
     AUTO_CAP,
+    LOOKUPS,
     SCHEDULES,
     DraftSettings,
     RunSettings,
@@ -59,7 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--confidence-threshold", type=float, help="stop drafting below this probability; 0 = off"
     )
     draft.add_argument("--prompt-lookup-tokens", type=int, help="prompt lookup: tokens per step")
-    draft.add_argument("--ngram-size", type=int, help="prompt lookup: longest n-gram matched")
+    draft.add_argument(
+        "--ngram-size", type=int, help="Transformers' prompt lookup: longest n-gram matched"
+    )
+    draft.add_argument(
+        "--lookup",
+        choices=LOOKUPS,
+        help="prompt lookup's matches: suffix (the longest, most recent in your text and the "
+        "output, never the chat template) or transformers (its own search of the whole context)",
+    )
     draft.add_argument(
         "--assistant-quant",
         choices=ASSISTANT_QUANTS,
@@ -179,6 +188,7 @@ def _draft_settings(args: argparse.Namespace, spec: PairSpec) -> DraftSettings:
         "prompt_lookup_num_tokens": args.prompt_lookup_tokens,
         "max_matching_ngram_size": args.ngram_size,
         "assistant_quant": args.assistant_quant,
+        "lookup": args.lookup,
     }
     return replace(spec.draft, **{k: v for k, v in overrides.items() if v is not None})
 

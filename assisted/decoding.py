@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,6 +28,7 @@ from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaLis
 from assisted import auto, quantize, stats
 from assisted.drafters import DrafterKind
 from assisted.loading import release_memory
+from assisted.lookup import SuffixLookup, user_span
 from assisted.observe import StepObserver, synchronize
 from assisted.pairs import LoadedPair
 from assisted.policy import DraftPolicy
@@ -148,7 +149,7 @@ def run(
 
     observer = StepObserver(pair, record, on_step, len(prompt_ids), policy)
     kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, observer, stopper, assistant)
-    seam = auto.drafting_policy(pair.target, policy, draft) if policy else nullcontext()
+    seam = _drafting_seam(pair, prompt_ids, draft, policy) if drafter else nullcontext()
 
     def work() -> None:
         try:
@@ -263,7 +264,7 @@ def generate_bare(
         torch.manual_seed(settings.seed)
     synchronize(pair.device)
     start = time.perf_counter()
-    seam = auto.drafting_policy(pair.target, policy, draft) if policy else nullcontext()
+    seam = _drafting_seam(pair, prompt_ids, draft, policy) if mode == "assisted" else nullcontext()
     with torch.inference_mode(), seam:
         output = pair.target.generate(**kwargs)
     synchronize(pair.device)
@@ -352,6 +353,32 @@ def _drafter_kwargs(
     if kind.own_tokenizer:
         kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.assistant_tokenizer)
     return kwargs
+
+
+def _drafting_seam(
+    pair: LoadedPair, prompt_ids: list[int], draft: DraftSettings, policy: DraftPolicy | None
+) -> AbstractContextManager:
+    """The seam through which `policy` (under `auto`) chooses each step's draft and prompt
+    lookup matches as `draft.lookup` says (`assisted.lookup`, or Transformers' own)."""
+    lookup = None
+    if draft.lookup == "suffix":
+        tokenizer = pair.tokenizer
+        eos = pair.target.generation_config.eos_token_id
+        special = set(tokenizer.all_special_ids) | set(eos if isinstance(eos, list) else [eos])
+        span = user_span(prompt_ids, _template_ids(pair))
+        lookup = SuffixLookup(len(prompt_ids), span, special - {None})
+    return auto.drafting_policy(pair.target, policy, draft, lookup)
+
+
+def _template_ids(pair: LoadedPair) -> list[int]:
+    """The chat template's ids around an empty user message (none without a template)."""
+    tokenizer = pair.tokenizer
+    if not tokenizer.chat_template:
+        return []
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": ""}], tokenize=False, add_generation_prompt=True
+    )
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def _auto_policy(

@@ -91,12 +91,20 @@ class DraftPolicy:
         self.context = 0  # the context of the latest `choose`
         self.committed = 0  # tokens the run's steps have committed
 
-    def choose(self, offers: dict[DrafterKind, int], tokens_left: int, context: int) -> Choice:
+    def choose(
+        self,
+        offers: dict[DrafterKind, int],
+        tokens_left: int,
+        context: int,
+        match_length: int = 0,
+    ) -> Choice:
         """The next step's choice. `offers` maps each source able to draft now to the most
         candidates it can give (a lookup match's length, the room before the length limit);
-        `tokens_left` is the most tokens the run can still commit and `context` the tokens
-        an assistant model would prefill if it started now."""
+        `tokens_left` is the most tokens the run can still commit, `context` the tokens an
+        assistant model would prefill if it started now, and `match_length` the tokens the
+        prompt-lookup match on offer shares with the context (0: unknown)."""
         self.context = context
+        self.acceptance.offer(DrafterKind.PROMPT_LOOKUP, match_length)
         offers = {name: min(most, self.cap) for name, most in offers.items() if most > 0}
         if self.model_source in offers and not self._model_pays(offers, tokens_left, context):
             del offers[self.model_source]

@@ -25,6 +25,11 @@ SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")
 # assisted.quantize for the measurements). The target's precision never changes with it.
 AssistantQuant = Literal["auto", "none", "int8", "int8-wo"]
 ASSISTANT_QUANTS: tuple[str, ...] = ("auto", "none", "int8", "int8-wo")
+# Where prompt-lookup drafts come from: "suffix", the longest and most recent match in the
+# user's message and the output (assisted.lookup); "transformers", Transformers' own search
+# of the whole context, chat template included, first match first.
+Lookup = Literal["suffix", "transformers"]
+LOOKUPS: tuple[str, ...] = ("suffix", "transformers")
 
 
 class SettingsError(ValueError):
@@ -44,6 +49,9 @@ class DraftSettings:
     `assistant_quant`: the assistant model's precision ("none": the pair's dtype). The target
     verifies every candidate, so this moves the acceptance rate and the drafting cost, never
     the output.
+    `lookup`: how prompt lookup finds its matches (the prompt-lookup drafter's, and the
+    `auto` schedule's second source); `max_matching_ngram_size` applies to Transformers'
+    lookup only, as `assisted.lookup` matches 2 to 8 tokens.
     """
 
     # Transformers' own default threshold; on a GPU, where verification is nearly free,
@@ -54,6 +62,7 @@ class DraftSettings:
     prompt_lookup_num_tokens: int = 10
     max_matching_ngram_size: int = 2
     assistant_quant: AssistantQuant = "none"
+    lookup: Lookup = "suffix"
 
     def validate(self) -> DraftSettings:
         _check_int("draft length", self.num_assistant_tokens, 1, MAX_DRAFT_TOKENS)
@@ -72,6 +81,8 @@ class DraftSettings:
                 f"assistant precision must be one of {', '.join(ASSISTANT_QUANTS)}, "
                 f"not {self.assistant_quant!r}"
             )
+        if self.lookup not in LOOKUPS:
+            raise SettingsError(f"lookup must be one of {', '.join(LOOKUPS)}, not {self.lookup!r}")
         return self
 
     def validate_for(self, drafter: DrafterKind | str) -> DraftSettings:

@@ -14,7 +14,11 @@ from assisted.learnt import LearntState
 from assisted.pairs import custom_pair, load_pair
 from assisted.settings import DraftSettings, RunSettings
 
-AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
+# Transformers' lookup matches anywhere in the context, the chat template included: every
+# run sees matches, whose counts change from run to run.
+AUTO = DraftSettings(
+    num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0, lookup="transformers"
+)
 SHORT = RunSettings(max_new_tokens=16)
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
 
@@ -69,18 +73,18 @@ def test_a_restore_works_in_place_and_siblings_see_it(pair):
 
 
 def counts(value: float) -> dict:
-    return {(A, False): ([value] * 4, [value + 1.0] * 4)}
+    return {(A, False, 0): ([value] * 4, [value + 1.0] * 4)}
 
 
 def test_a_snapshot_is_apart_from_what_is_learnt_after_it():
     state = LearntState()
     state.precision("none").acceptance = counts(1.0)
     snapshot = state.snapshot()
-    state.precision("none").acceptance[A, False][0][0] = 99.0  # changed in place
+    state.precision("none").acceptance[A, False, 0][0][0] = 99.0  # changed in place
     state.precision("int8").acceptance = counts(2.0)  # a precision first seen afterwards
     state.restore(snapshot)
     assert acceptance(state) == {"none": counts(1.0), "int8": {}}
-    state.precision("none").acceptance[A, False][0][0] = 99.0
+    state.precision("none").acceptance[A, False, 0][0][0] = 99.0
     state.restore(snapshot)  # the same snapshot again
     assert state.precision("none").acceptance == counts(1.0)
 

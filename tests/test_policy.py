@@ -94,7 +94,7 @@ def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
     # 700 tokens of context at 2 ms each cost 1.4 s; at this acceptance the assistant saves
     # about 10 ms a token on a 20 ms step.
     p = policy(flat(), drafter_s=0.002, prefill_s=0.002)
-    p.acceptance.estimates[A, False] = Acceptance(
+    p.acceptance.estimates[A, False, 0] = Acceptance(
         CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP)
     )
     assert p.choose(ROOM, tokens_left=17, context=700).source is None
@@ -130,13 +130,13 @@ def test_acceptance_counts_stop_at_the_first_rejection():
     p = policy(flat())
     p.choice = Choice(A, 5)
     p.observe(drafted=5, accepted=2)
-    assert p.acceptance.estimates[A, False].tried == [1, 1, 1, 0, 0, 0, 0, 0]
-    assert p.acceptance.estimates[A, False].accepted == [1, 1, 0, 0, 0, 0, 0, 0]
+    assert p.acceptance.estimates[A, False, 0].tried == [1, 1, 1, 0, 0, 0, 0, 0]
+    assert p.acceptance.estimates[A, False, 0].accepted == [1, 1, 0, 0, 0, 0, 0, 0]
     p.choice = Choice(None, 0)
     p.observe(drafted=0, accepted=0)  # a plain step says nothing about drafts
     assert (
-        sum(p.acceptance.estimates[A, False].tried) == 3
-        and sum(p.acceptance.estimates[L, False].tried) == 0
+        sum(p.acceptance.estimates[A, False, 0].tried) == 3
+        and sum(p.acceptance.current(L).tried) == 0
     )
 
 
@@ -150,7 +150,7 @@ def test_a_runs_history_counts_for_a_few_observations_only():
     seen = Acceptance(CAP, ([90.0] * CAP, [100.0] * CAP))
     assert seen.tried[0] == pytest.approx(HISTORY_WEIGHT)
     assert seen.accepted[0] / seen.tried[0] == pytest.approx(0.9)
-    p = DraftPolicy(CAP, flat(), {A: 0.001}, A, history={(A, False): seen.counts()})
+    p = DraftPolicy(CAP, flat(), {A: 0.001}, A, history={(A, False, 0): seen.counts()})
     assert p.acceptance.expected_tokens(A, 1) > 1.7
     assert Acceptance(CAP, ([0.0] * CAP, [0.0] * CAP)).tried == [0.0] * CAP
 
@@ -193,13 +193,13 @@ def test_a_match_not_chosen_is_scored_against_what_the_step_committed():
     p = policy(flat())
     p.choice = Choice(A, 3)
     p.observe_unverified(L, drafted=5, agreed=1, committed=3)  # rejected at its 2nd token
-    assert p.acceptance.estimates[L, False].tried[:3] == [1, 1, 0]
-    assert p.acceptance.estimates[L, False].accepted[:3] == [1, 0, 0]
+    assert p.acceptance.estimates[L, False, 0].tried[:3] == [1, 1, 0]
+    assert p.acceptance.estimates[L, False, 0].accepted[:3] == [1, 0, 0]
     p.observe_unverified(L, drafted=5, agreed=3, committed=3)  # agreed as far as it can tell
-    assert p.acceptance.estimates[L, False].tried[:4] == pytest.approx([1.98, 1.98, 1, 0])
+    assert p.acceptance.estimates[L, False, 0].tried[:4] == pytest.approx([1.98, 1.98, 1, 0])
     assert p.acceptance.streak[L]
     p.observe_unverified(A, drafted=5, agreed=5, committed=5)  # the chosen source: verified
-    assert sum(p.acceptance.estimates[A, False].tried) == 0
+    assert sum(p.acceptance.current(A).tried) == 0
 
 
 def test_a_streak_has_its_own_estimate():

@@ -78,6 +78,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="the assistant model's precision (none: the pair's dtype); the target's never "
         "changes",
     )  # fmt: skip
+    sweep.add_argument(
+        "--lookup", type=_list(str), metavar="suffix|transformers",
+        help="prompt lookup's matches (also the auto schedule's): suffix, or Transformers' own",
+    )  # fmt: skip
     parser.add_argument(
         "--variant", action="append", metavar="KEY=VALUE[,KEY=VALUE...]",
         help="one variant with exactly these settings, instead of the sweep's product; "

@@ -25,18 +25,22 @@ SWEEPS = {
     "prompt_lookup_num_tokens": "n",
     "max_matching_ngram_size": "ngram",
     "assistant_quant": "quant",
+    "lookup": "lookup",
 }
 _MODEL_FIELDS = ("num_assistant_tokens", "schedule", "confidence_threshold")
-_LOOKUP_FIELDS = ("prompt_lookup_num_tokens", "max_matching_ngram_size")
+_LOOKUP_FIELDS = ("prompt_lookup_num_tokens", "max_matching_ngram_size", "lookup")
 
 
 def _fields(kind: DrafterKind) -> tuple[str, ...]:
     """The draft settings that mean something for a drafter kind."""
     if kind is DrafterKind.PROMPT_LOOKUP:
         return _LOOKUP_FIELDS
+    fields = _MODEL_FIELDS
     if kind.has_model:  # a model of its own, with its own precision
-        return (*_MODEL_FIELDS, "assistant_quant")
-    return _MODEL_FIELDS
+        fields = (*fields, "assistant_quant")
+    if kind.auto_capable:  # prompt lookup is the `auto` schedule's second source
+        fields = (*fields, "lookup")
+    return fields
 
 
 class BenchError(ValueError):

@@ -1,0 +1,117 @@
+"""The suffix lookup: drafts from the user's message and the output only, the longest then
+the most recent match, never template or special tokens, never past the tokens left."""
+
+from __future__ import annotations
+
+import pytest
+
+from assisted import decoding
+from assisted.decoding import StepEvent
+from assisted.lookup import LONGEST_MATCH, NO_MATCH, SuffixLookup, user_span
+from assisted.pairs import custom_pair, load_pair
+from assisted.settings import DraftSettings, RunSettings
+
+# A made-up chat: template 90-92, the user's message 10-19, template 93-95, the output.
+SYSTEM, END, START = [90, 91, 92], 93, 94
+TEMPLATE_TAIL = [END, START, 95]
+
+
+def chat(message: list[int], output: list[int]) -> tuple[list[int], SuffixLookup]:
+    prompt = SYSTEM + message + TEMPLATE_TAIL
+    span = (len(SYSTEM), len(SYSTEM) + len(message))
+    return prompt + output, SuffixLookup(len(prompt), span, {END, START})
+
+
+def test_the_first_steps_draft_nothing_since_the_prompt_ends_in_template_text():
+    ids, lookup = chat([1, 2, 3, 93, 94, 95, 4], [])
+    assert lookup.find(ids, 8) == NO_MATCH
+    ids, lookup = chat([1, 2, 3], [7])
+    assert lookup.find(ids, 8) == NO_MATCH  # one output token: no suffix of two yet
+
+
+def test_a_match_continues_as_the_users_text_did_and_stops_at_its_end():
+    ids, lookup = chat([1, 2, 3, 4, 5], [9, 2, 3])
+    match = lookup.find(ids, 8)
+    assert match.tokens == (4, 5) and match.length == 2  # not into the template after it
+
+
+def test_the_template_is_never_matched_or_copied():
+    # The system prompt holds 91 92 and the template tail 93 94 95, the output ends 91 92:
+    # only the user's message and the output may be drafted from.
+    ids, lookup = chat([5, 6], [91, 92])
+    assert lookup.find(ids, 8) == NO_MATCH
+
+
+def test_a_longer_match_beats_a_more_recent_one():
+    ids, lookup = chat([1, 2, 3, 10, 11], [7, 2, 3, 12, 13, 1, 2, 3])
+    match = lookup.find(ids, 2)
+    assert match.tokens == (10, 11) and match.length == 3
+
+
+def test_among_equally_long_matches_the_most_recent_wins():
+    ids, lookup = chat([2, 3, 10, 11], [2, 3, 12, 13, 2, 3])
+    assert lookup.find(ids, 2).tokens == (12, 13)
+
+
+def test_a_single_shared_token_is_no_match():
+    ids, lookup = chat([1, 2, 3], [8, 3])
+    assert lookup.find(ids, 8) == NO_MATCH
+
+
+def test_a_repeating_output_drafts_its_next_periods():
+    ids, lookup = chat([1], [5, 6, 5, 6, 5, 6])
+    match = lookup.find(ids, 5)
+    assert match.tokens == (5, 6, 5, 6, 5) and match.length == 4
+
+
+def test_matches_are_measured_up_to_the_longest_length():
+    ids, lookup = chat([1], [5] * 20)
+    assert lookup.find(ids, 3) == lookup.find(ids, 3)
+    assert lookup.find(ids, 3).length == LONGEST_MATCH
+
+
+def test_special_tokens_end_a_draft_and_no_draft_exceeds_most():
+    ids, lookup = chat([1, 2, 3, 4, 93, 5], [1, 2])
+    assert lookup.find(ids, 8).tokens == (3, 4)
+    ids, lookup = chat([1, 2, 3, 4, 5, 6], [1, 2])
+    assert lookup.find(ids, 2).tokens == (3, 4)
+    assert lookup.find(ids, 0) == NO_MATCH
+
+
+def test_a_prompt_without_a_template_is_all_the_users():
+    prompt = [1, 2, 3, 4, 1, 2]
+    lookup = SuffixLookup(len(prompt), user_span(prompt, []), set())
+    assert lookup.find(prompt, 4).tokens == (3, 4, 1, 2)  # drafts from the first step on
+
+
+def test_the_users_span_is_what_the_template_around_an_empty_message_lacks():
+    empty = [90, 91, 92, 93, 94, 95]
+    assert user_span([90, 91, 92, 1, 2, 93, 94, 95], empty) == (3, 5)
+    assert user_span([1, 2, 3], empty) == (0, 3)  # no template
+    assert user_span([1, 2, 3], []) == (0, 3)
+
+
+@pytest.fixture(scope="module")
+def lookup_pair(tiny_dirs):
+    spec = custom_pair(str(tiny_dirs["target"]), None, "prompt-lookup")
+    return load_pair(spec, device="cpu", dtype="float32")
+
+
+def test_no_draft_of_a_run_holds_template_tokens_and_the_output_is_plains(lookup_pair):
+    prompt = "def add(a, b):\n    return a + b\n" * 3
+    settings = RunSettings(max_new_tokens=24)
+    special = set(lookup_pair.tokenizer.all_special_ids)
+    ids = decoding.encode_prompt(lookup_pair, prompt)
+    plain = [t for e in decoding.run(lookup_pair, ids, "plain", settings) for t in tokens(e)]
+    for lookup in ("suffix", "transformers"):
+        draft = DraftSettings(prompt_lookup_num_tokens=4, lookup=lookup)
+        events = decoding.run(lookup_pair, ids, "assisted", settings, draft)
+        steps = [e.step for e in events if isinstance(e, StepEvent)]
+        assert [t for step in steps for t in step.token_ids] == plain
+        if lookup == "suffix":
+            assert not steps[0].draft_ids  # the prompt ends with the template's tail
+            assert not {t for step in steps for t in step.draft_ids} & special
+
+
+def tokens(event) -> tuple[int, ...]:
+    return event.step.token_ids if isinstance(event, StepEvent) else ()
