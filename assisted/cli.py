@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted import divergence
+from assisted import divergence, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.drafters import DRAFTER_NAMES
 from assisted.examples import ExamplesError
@@ -168,11 +168,15 @@ def format_table(result: dict) -> str:
     if result.get("speedup") is not None:
         lines.append(f"{'speedup':22}{result['speedup']:>23.2f}x")
         if result.get("predicted_speedup") is not None:
-            lines.append(
-                f"{'predicted speedup':22}{result['predicted_speedup']:>23.2f}x"
-                f"  (α={result['alpha']:.2f}, γ={result['mean_drafted']:.1f}, "
-                f"c={result['cost_ratio']:.2f})"
-            )
+            if result.get("prediction") == stats.POLICY:
+                basis = stats.PREDICTION_NAMES[stats.POLICY]
+            else:
+                basis = (
+                    f"α={result['alpha']:.2f}, γ={result['mean_drafted']:.1f}, "
+                    f"c={result['cost_ratio']:.2f}"
+                )
+            predicted = result["predicted_speedup"]
+            lines.append(f"{'predicted speedup':22}{predicted:>23.2f}x  ({basis})")
         lines.append(f"{'output':22}{divergence.describe(result['divergence'])}")
     return "\n".join(lines)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from assisted.costs import CostModel
     from assisted.pairs import LoadedPair
-    from assisted.policy import DraftPolicy
+    from assisted.policy import DraftPolicy, Expectation
 
 
 class StepObserver(BaseStreamer):
@@ -82,6 +82,7 @@ class StepObserver(BaseStreamer):
             draft_s=draft_s if self.times_drafting else None,
             chosen=policy.choice.gamma if policy else None,
             source=policy.choice.source if policy else self.record.drafter,
+            expected=policy.expected if policy else None,
         )
         if policy and self.times_drafting:
             policy.observe_draft(policy.choice, step.drafted, draft_s)
@@ -136,9 +137,11 @@ class _Stream:
         draft_s: float | None,
         chosen: int | None,
         source: DrafterKind | None,
+        expected: Expectation | None,
     ) -> Step:
-        """The step that committed `token_ids`, with the draft it verified (from `source`)
-        and the text of both; its tokens then count as committed."""
+        """The step that committed `token_ids`, with the draft it verified (from `source`),
+        the text of both and what the `auto` policy `expected` of it; its tokens then count
+        as committed."""
         draft = self.draft
         # Counted from the ids, not as len(token_ids) - 1: where EOS or the length limit
         # ends a step, the target's own token may be missing and every token a candidate.
@@ -158,6 +161,7 @@ class _Stream:
             draft_s=draft_s,
             chosen=chosen,
             source=source if draft else None,
+            **(asdict(expected) if expected else {}),
         )
 
     def finish(self) -> str:

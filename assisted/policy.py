@@ -28,6 +28,11 @@ resumes when the text becomes predictable again; and an assistant model left unu
 `PROBE_AFTER` steps drafts once at its best length, since nothing else tells how well it
 would do now (a lookup match is scored whether chosen or not; the assistant cannot be).
 
+With each choice the policy keeps what it expected of it (`Expectation`: tokens, seconds,
+and a plain step's seconds then); summed over the run's steps, these are its own prediction
+of the speedup (`assisted.stats`), where the single α and γ of Leviathan et al.'s model mean
+nothing: a step may draft from either source, or not at all.
+
 Bookkeeping cost, measured with `python -m assisted.policy` (2 CPU cores): see
 `measure_bookkeeping_s`; a few µs per step against steps of tens of milliseconds or more.
 
@@ -61,6 +66,20 @@ class Choice:
 PLAIN = Choice(None, 0)
 
 
+@dataclass(frozen=True)
+class Expectation:
+    """What the policy expected of its choice when it made it, before the step ran: the
+    tokens the step would commit (E(γ) from the acceptance estimates as they stood, not the
+    optimistic E that chose it; 1 for a plain step), the seconds it would take (cost(γ),
+    with a catch-up, the call overhead and, where the choice starts the assistant model,
+    its prefill of the context), and the seconds a plain step would have taken then, T(1).
+    `assisted.stats` sums them into the policy's predicted speedup."""
+
+    expected_tokens: float
+    expected_s: float
+    plain_step_s: float
+
+
 class DraftPolicy:
     """Chooses each step's source and γ from its cost and acceptance models, and feeds them
     what each step drafted, accepted and cost."""
@@ -88,6 +107,7 @@ class DraftPolicy:
         self.zero_steps = 0  # γ = 0 steps in a row
         self.idle = 0  # steps in a row without the model source
         self.choice = PLAIN  # the latest `choose`
+        self.expected: Expectation | None = None  # ... and what it expected of that choice
         self.context = 0  # the context of the latest `choose`
         self.committed = 0  # tokens the run's steps have committed
 
@@ -127,6 +147,7 @@ class DraftPolicy:
         self.zero_steps = self.zero_steps + 1 if choice.gamma == 0 else 0
         self.idle = 0 if choice.source == model else self.idle + 1
         self.choice = choice
+        self.expected = self._expectation(choice)
         return choice
 
     def rate(self, source: DrafterKind | None, gamma: int, optimistic: bool = False) -> float:
@@ -170,6 +191,17 @@ class DraftPolicy:
         if tokens_left * saved_per_token_s <= prefill_s:
             return False
         return (self.committed + 1) * saved_per_token_s >= prefill_s
+
+    def _expectation(self, choice: Choice) -> Expectation:
+        """What `choice` should commit and cost, from the models as they stand now."""
+        plain_s = self.costs.cost_s(None, 0)
+        if choice.source is None or choice.gamma == 0:
+            return Expectation(1.0, plain_s, plain_s)
+        seconds = self.cost_s(choice.source, choice.gamma)
+        if choice.prefill:
+            seconds += self.costs.prefill_s * self.context
+        tokens = self.acceptance.expected_tokens(choice.source, choice.gamma)
+        return Expectation(tokens, seconds, plain_s)
 
     def _choice(self, source: DrafterKind, gamma: int) -> Choice:
         model = source == self.model_source

@@ -37,6 +37,10 @@ class Step:
     `source` is where the step's candidates came from, a `DrafterKind`; under `auto` it can
     change from step to step (a prompt-lookup match instead of the assistant's draft); None
     for a step that drafted nothing.
+    `expected_tokens`, `expected_s` and `plain_step_s` are what the `auto` policy expected
+    of its choice when it made it (`assisted.policy.Expectation`): the tokens the step would
+    commit, the seconds it would take, and the seconds a plain step would have taken then;
+    None under other schedules.
 
     The fields after `t_s` default to empty, so records made before drafts were kept load.
     """
@@ -52,6 +56,9 @@ class Step:
     draft_s: float | None = None
     chosen: int | None = None
     source: DrafterKind | None = None
+    expected_tokens: float | None = None
+    expected_s: float | None = None
+    plain_step_s: float | None = None
 
 
 @dataclass

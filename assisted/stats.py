@@ -47,9 +47,24 @@ Terms (one definition each, used everywhere):
   speedup = (1 − α^(γ+1)) / ((1 − α)(γc + 1)). The measured acceptance rate is *not* α:
   under the paper's i.i.d. model it equals α(1 − α^γ) / (γ(1 − α)). We solve that for α,
   with γ the mean drafted per step (an approximation when the draft length varies).
-  The model ignores verification cost growing with γ, which is real on CPUs.
+  The model ignores verification cost growing with γ, which is real on CPUs. It is the
+  prediction under the constant and heuristic schedules (`prediction`: "leviathan").
+- **policy prediction** (`auto` schedule only; `prediction`: "policy"): a step there may
+  draft from the assistant, from a prompt-lookup match or not at all, so one α and one γ
+  describe nothing. Instead, at each step i the policy records what it expected of its
+  choice when it made it (`assisted.policy.Expectation`): E_i, the tokens the step would
+  commit (its acceptance estimates, not the optimistic ones it chooses with; 1 for a plain
+  step), cost_i, the seconds the step would take (catch-up, call overhead and, where the
+  choice starts the assistant model, its prefill included), and T1_i, the seconds of a
+  plain step then. predicted speedup = Σ E_i·T1_i / Σ cost_i: the time plain decoding
+  would need for the tokens the policy expected, over the time it expected to spend. It
+  covers decoding steps only: the first step's cost leaves out the target's prefill of the
+  prompt (fused with its verification), which plain and assisted runs both pay, and which
+  pulls the measured speedup of a short answer towards 1.
 - **chosen** (`auto` schedule only): the γ the drafting policy asked for at a step;
   drafted can fall short of it (confidence threshold, a shorter prompt-lookup match).
+- **expected_tokens**, **expected_s**, **plain_step_s** (`auto` schedule only): a step's
+  E_i, cost_i and T1_i of the policy prediction.
 - **verify_cost_s** (`auto` schedule only): T(k), the target's seconds to verify k rows
   (the last committed token + k − 1 candidates), as [k, seconds] for k = 1 … cap + 1:
   calibrated before the run, refined by its timed steps (see assisted.costs).
@@ -73,6 +88,12 @@ from collections.abc import Sequence
 from assisted.divergence import explain as explain_divergence
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
+
+# Which model a predicted speedup comes from (the `prediction` key), and what the cards
+# call it.
+LEVIATHAN = "leviathan"  # Leviathan et al. 2023, from α, γ and c
+POLICY = "policy"  # the `auto` policy's per-step expectations
+PREDICTION_NAMES = {LEVIATHAN: "Leviathan et al.", POLICY: "the auto policy's expectations"}
 
 
 def new_tokens(record: RunRecord) -> int:
@@ -201,6 +222,16 @@ def predicted_speedup(alpha: float, gamma: float, c: float) -> float:
     return expected_tokens_per_step(alpha, gamma) / (gamma * c + 1)
 
 
+def policy_predicted_speedup(record: RunRecord) -> float | None:
+    """The `auto` policy's own prediction, Σ E_i·T1_i / Σ cost_i over the steps that carry
+    its expectation (see the module's docstring); None where none does."""
+    expected = [step for step in record.steps if step.expected_s is not None]
+    spent_s = sum(step.expected_s for step in expected)
+    if not spent_s:
+        return None
+    return sum(step.expected_tokens * step.plain_step_s for step in expected) / spent_s
+
+
 def per_step(record: RunRecord) -> list[dict]:
     """One object per step: what it committed and when; in assisted runs also its draft,
     as the accepted text (the start of `text`) and the rejected remainder."""
@@ -218,6 +249,12 @@ def per_step(record: RunRecord) -> list[dict]:
             )
             if step.chosen is not None:
                 row["chosen"] = step.chosen
+            if step.expected_s is not None:
+                row.update(
+                    expected_tokens=_round(step.expected_tokens),
+                    expected_s=_round(step.expected_s, 6),
+                    plain_step_s=_round(step.plain_step_s, 6),
+                )
         rows.append(row)
     return rows
 
@@ -253,7 +290,9 @@ def summarize(record: RunRecord) -> dict:
 
 
 def compare(plain: RunRecord, assisted: RunRecord) -> dict:
-    """Speedup, theory beside measurement, and losslessness of one plain/assisted pair."""
+    """Speedup, theory beside measurement, and losslessness of one plain/assisted pair.
+    The prediction is the `auto` policy's own where its steps carry one, else Leviathan et
+    al.'s; `prediction` names it (None without a prediction)."""
     c = cost_ratio(plain, assisted)
     rate = acceptance_rate(assisted)
     gamma = mean_drafted(assisted)
@@ -262,10 +301,15 @@ def compare(plain: RunRecord, assisted: RunRecord) -> dict:
         alpha = alpha_from_acceptance_rate(rate, gamma)
         if c is not None:
             predicted = predicted_speedup(alpha, gamma, c)
+    model = LEVIATHAN if predicted is not None else None
+    by_policy = policy_predicted_speedup(assisted)
+    if by_policy is not None:
+        predicted, model = by_policy, POLICY
     divergence = explain_divergence(plain, assisted)
     return {
         "speedup": _round(speedup(plain, assisted)),
         "predicted_speedup": _round(predicted),
+        "prediction": model,
         "alpha": _round(alpha),
         "mean_drafted": _round(gamma),
         "cost_ratio": _round(c),
@@ -337,6 +381,7 @@ def report(
         "assisted": summarize(assisted) if assisted else None,
         "speedup": None,
         "predicted_speedup": None,
+        "prediction": None,
         "identical": None,
         "first_divergence": None,
         "divergence": None,

@@ -19,7 +19,8 @@ from tests.serve import launch  # noqa: E402
 
 RESULT_KEYS = {
     "pair", "device", "dtype", "prompt_tokens", "plain", "assisted", "speedup",
-    "predicted_speedup", "identical", "first_divergence", "alpha", "cost_ratio", "mean_drafted",
+    "predicted_speedup", "prediction", "identical", "first_divergence", "alpha", "cost_ratio",
+    "mean_drafted",
 }  # fmt: skip
 RUN_KEYS = {"text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps", "stopped"}
 ASSISTED_KEYS = {"drafted", "accepted", "acceptance_rate", "tokens_per_step", "accept_histogram"}
@@ -185,6 +186,8 @@ def test_the_auto_schedule_runs_and_returns_its_cost_curve(client):
                for source, drafted in sources)  # fmt: skip
     # The summary reads the cost curve; the draft-length chart has a point per step.
     assert "**Cost model:** verifying" in final[5] and "one row here" in final[5]
+    # The prediction is the policy's own, and the summary says so.
+    assert result["prediction"] == "policy" and "the `auto` policy's own" in final[5]
     columns, rows = final[10]["columns"], final[10]["data"]
     points = [dict(zip(columns, row, strict=True)) for row in rows if row[0] is not None]
     chosen = [p["candidates"] for p in points if p["source"] != "headroom"]

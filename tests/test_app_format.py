@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from assisted import decoding
+from assisted import decoding, stats
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord, Step
 from assisted.settings import RunSettings
@@ -186,6 +186,32 @@ def test_why_prediction_differs_covers_each_case():
     assert "above" in compare_format.why_prediction_differs(1.5, 1.0)
 
 
+def test_an_auto_runs_summary_names_the_policys_prediction_not_alpha_gamma_and_c():
+    expected = {"expected_tokens": 2.5, "expected_s": 0.15, "plain_step_s": 0.1}
+    plain, assisted = _records([1, 2, 3], [Step((1, 2, 3), "xxx", 2, 2, 0.5, chosen=2, **expected)])
+    text = compare_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
+    assert "**predicted: 1.67×** from the `auto` policy's own expectations, step by step" in text
+    assert "not from α, γ and c" in text and "Leviathan" not in text
+    assert compare_format.WHY_PREDICTION_DIFFERS[stats.POLICY]["above"] in text  # 2.00× measured
+    plain, constant = _records([1, 2, 3], [Step((1, 2, 3), "xxx", 2, 2, 0.5)])
+    text = compare_format.summary_markdown(report("p", "cpu", "float32", plain, constant))
+    assert "from acceptance rate 100%" in text and "(Leviathan et al. 2023)" in text
+    assert "policy" not in text
+
+
+def test_why_the_policys_prediction_differs_is_told_in_the_policys_terms():
+    def why(measured, predicted):
+        return compare_format.why_prediction_differs(measured, predicted, stats.POLICY)
+
+    assert "agree" in why(1.0, 1.05) and "what it expected" in why(1.0, 1.05)
+    assert "below" in why(0.8, 1.5) and "prefill" in why(0.8, 1.5)
+    assert "above" in why(1.5, 1.0) and "learn as the run goes" in why(1.5, 1.0)
+    for measured, predicted in ((1.0, 1.05), (0.8, 1.5), (1.5, 1.0)):
+        assert why(measured, predicted) != compare_format.why_prediction_differs(
+            measured, predicted
+        )
+
+
 def test_chart_rows_count_tokens_and_histogram_bars():
     runs = {
         "plain": [Chunk(0.1, "", "a", 1, 0, 0), Chunk(0.2, "", "b", 1, 0, 0)],
@@ -358,6 +384,12 @@ def test_benchmark_tables_and_overall_line_come_from_the_report():
     overall = benchmark_format.bench_overall_markdown(result)
     assert "Overall, assistant: 2.00×" in overall and "geometric mean over 1 prompt;" in overall
     assert f"identical {identical}" in overall
+    assert "predicted — · acceptance" in overall  # too short to measure c: no prediction
+    for prediction, name in (("policy", "the auto policy's"), ("leviathan", "Leviathan et al.")):
+        made = {**result["overall"], "predicted_speedup": 1.5, "prediction": prediction}
+        drafters = {"drafters": {"a": {"overall": made}}}
+        overall = benchmark_format.bench_overall_markdown(result | drafters)
+        assert f"predicted 1.50× ({name}" in overall
     diverged = {**result["prompts"][0], "identical": False, "first_divergence": 7}
     row = benchmark_format.bench_prompt_rows({"prompts": [diverged | {"outcome": "near-tie"}]})
     assert row[0][-1] == "no: near-tie at token 7"

@@ -130,6 +130,40 @@ def test_a_prompt_row_carries_the_auto_schedules_cost_curve():
     assert row["verify_cost_s"] == [[1, 0.01], [2, 0.012346]]
 
 
+def auto_record(expected_tokens: float, cost: float, total_s: float = 0.5) -> RunRecord:
+    """An `auto` run of 5 steps of 2 tokens, each expected to commit `expected_tokens`
+    tokens at `cost` plain steps of 0.1 s."""
+    made = record("assisted", [(2, 1, 1)] * 5, total_s)
+    expected = {"expected_tokens": expected_tokens, "expected_s": cost * 0.1, "plain_step_s": 0.1}
+    made.steps = [dataclasses.replace(step, chosen=1, **expected) for step in made.steps]
+    return made
+
+
+def test_an_auto_prompt_and_its_groups_carry_the_policys_prediction():
+    runs = runs_for("p1", "code", [plain(1.0)] * 3, [auto_record(3.0, 1.5)] * 3)
+    runs += runs_for("p2", "code", [plain(1.0)], [auto_record(2.0, 1.0)])  # 2.0 as well
+    runs += runs_for("p3", "chat", [plain(1.0)], [auto_record(1.0, 2.0)])  # 0.5
+    timed = record("assisted", [(2, 1, 1)] * 5, 0.5)
+    timed.draft_forward_s = [0.01] * 5  # so that the cost ratio c is measured
+    constant = runs_for("p1", "code", [plain(1.0)], [timed])
+    variants = [bench.Variant("assistant", "assistant", DraftSettings(schedule="auto"))]
+    info = {"pair": "hand-made", "device": "cpu", "dtype": "float32"}
+    result = bench.report(runs, variants, info, RunSettings(), repeats=3)
+    p1, p2, p3 = result["prompts"]
+    assert (p1["predicted_speedup"], p1["prediction"]) == (2.0, "policy")
+    assert p2["predicted_speedup"] == 2.0
+    assert (p3["predicted_speedup"], p3["prediction"]) == (0.5, "policy")
+    assert result["categories"]["code"]["prediction"] == "policy"
+    overall = result["overall"]
+    assert overall["predicted_speedup"] == 2.0  # the median of 2.0, 2.0 and 0.5
+    assert overall["predicted_speedup_geomean"] == near((2.0 * 2.0 * 0.5) ** (1 / 3))
+    assert overall["prediction"] == "policy"
+    assert "predicted 2.00x (the auto policy's expectations)" in bench.render(result)
+    # A constant schedule's runs carry no expectations: Leviathan et al.'s model, as before.
+    result = bench.report(constant, variants, info, RunSettings(), repeats=1)
+    assert result["prompts"][0]["prediction"] == result["overall"]["prediction"] == "leviathan"
+
+
 def test_auto_is_a_schedule_the_benchmark_sweeps():
     spec = pairs.custom_pair("some/target", "some/assistant")
     variants = bench.plan_variants(spec, ["assistant"], {"schedule": ["constant", "auto"]})

@@ -26,6 +26,7 @@ TOP_KEYS = {
     "assisted",
     "speedup",
     "predicted_speedup",
+    "prediction",
     "identical",
     "first_divergence",
 }
@@ -101,11 +102,25 @@ def test_the_json_and_the_table_name_the_assistant_precision(tiny_dirs):
 
 
 def test_the_auto_schedule_caps_at_8_and_carries_its_choices_and_t_of_k(tiny_dirs):
-    _, result = run_tiny_pair(tiny_dirs, "--max-new-tokens", "12", "--schedule", "auto")
+    output, result = run_tiny_pair(tiny_dirs, "--max-new-tokens", "12", "--schedule", "auto")
     assisted = result["assisted"]
     assert [k for k, _ in assisted["verify_cost_s"]] == list(range(1, 10))  # cap 8 + 1
     assert all(0 <= step["chosen"] <= 8 for step in assisted["per_step"])
+    assert all(step["expected_s"] > 0 for step in assisted["per_step"])
     assert "verify_cost_s" not in result["plain"] and result["identical"] is True
+    assert result["prediction"] == "policy" and result["predicted_speedup"] > 0
+    assert "(the auto policy's expectations)" in output
+
+
+def test_the_table_says_what_the_prediction_comes_from():
+    plain = {"new_tokens": 4, "tokens_per_s": 2.0}
+    result = {"pair": "p", "device": "cpu", "dtype": "float32", "plain": plain, "assisted": plain,
+              "speedup": 1.0, "predicted_speedup": 1.0, "prediction": "policy", "alpha": None,
+              "mean_drafted": 0.0, "cost_ratio": None, "divergence": None}  # fmt: skip
+    # A policy that drafted nothing: no α, γ or c to quote, and its own prediction.
+    assert "1.00x  (the auto policy's expectations)" in cli.format_table(result)
+    leviathan = result | {"prediction": "leviathan", "alpha": 0.5, "mean_drafted": 3.0}
+    assert "(α=0.50, γ=3.0, c=0.20)" in cli.format_table(leviathan | {"cost_ratio": 0.2})
 
 
 def test_plain_mode_only(tiny_dirs):

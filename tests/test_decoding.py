@@ -158,6 +158,8 @@ def test_steps_account_for_every_token(pair):
     # Each step's drafting time covers its passes, the assistant's prefill included.
     assert all(step.draft_s is not None and step.draft_s >= 0 for step in assisted.steps)
     assert sum(step.draft_s for step in assisted.steps) > sum(assisted.draft_forward_s)
+    # No policy under a constant schedule, so nothing it expected.
+    assert all(step.expected_s is None and step.chosen is None for step in assisted.steps)
 
 
 def test_plain_steps_are_single_tokens(pair):
@@ -472,6 +474,14 @@ def test_the_auto_schedule_is_lossless_and_records_its_choices(pair):
     assert "chosen" in summary["per_step"][0]
     assert RunRecord.from_dict(assisted.to_dict()) == assisted
     assert "verify_cost_s" not in stats.summarize(plain)
+    # Each step keeps what the policy expected of its choice, and they make the prediction.
+    for step in assisted.steps:
+        assert step.expected_tokens >= 1 and step.expected_s > 0 and step.plain_step_s > 0
+        if step.chosen == 0:
+            assert (step.expected_tokens, step.expected_s) == (1.0, step.plain_step_s)
+    assert "expected_tokens" in summary["per_step"][0]
+    assert stats.compare(plain, assisted)["prediction"] == stats.POLICY
+    assert all(step.expected_s is None for step in plain.steps)
 
 
 def test_the_auto_schedule_drafts_long_when_drafts_are_free_and_right(lookup_pair):

@@ -8,7 +8,13 @@ import pytest
 
 from assisted.acceptance import HISTORY_WEIGHT, Acceptance
 from assisted.drafters import DrafterKind
-from assisted.policy import PROBE_AFTER, Choice, DraftPolicy, measure_bookkeeping_s
+from assisted.policy import (
+    PROBE_AFTER,
+    Choice,
+    DraftPolicy,
+    Expectation,
+    measure_bookkeeping_s,
+)
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
@@ -224,3 +230,35 @@ def test_an_assistant_left_unused_drafts_once_at_its_best_length():
     # The assistant, idle for PROBE_AFTER steps, drafts once after the steps it skipped.
     assert choices[-1] == Choice(A, p.best(A, CAP)[0], catch_up=True)
     assert p.choose(both, **FAR).source == L
+
+
+def test_each_choice_keeps_what_the_policy_expected_of_it_when_it_chose():
+    p = policy(steep(), drafter_s=0.002)
+    assert p.expected is None  # nothing chosen yet
+    teach(p, accepted=0)
+    assert p.choose(ROOM, **FAR) == Choice(None, 0)
+    assert p.expected == Expectation(1.0, 0.020, 0.020)  # one token for one plain step
+    p = policy(flat())
+    teach(p, accepted=CAP)
+    choice = p.choose(ROOM, **FAR)
+    # Not the optimistic E(γ) it chose with: the estimate it would be judged against.
+    tokens = p.acceptance.expected_tokens(A, choice.gamma)
+    assert tokens < p.acceptance.expected_tokens(A, choice.gamma, optimistic=True)
+    assert p.expected == Expectation(tokens, p.cost_s(A, choice.gamma), flat()[1])
+    # Later timings refine the cost model, but not what was expected of the choice made.
+    p.costs.observe_verify(choice.gamma + 1, 1.0)
+    assert p.expected.expected_s < p.cost_s(A, choice.gamma)
+
+
+def test_the_expected_cost_of_a_first_draft_or_a_catch_up_includes_it():
+    p = policy(flat(), drafter_s=0.002, prefill_s=0.0001)
+    first = p.choose(ROOM, tokens_left=64, context=30)
+    assert first.prefill
+    assert p.expected.expected_s == pytest.approx(p.costs.cost_s(A, first.gamma) + 0.0001 * 30)
+    teach(p, accepted=CAP)
+    p.choice = Choice(L, 2)
+    p.observe(2, 2)  # a step without the assistant: its cache falls behind
+    p.costs.catch_up_s = 0.005
+    caught_up = p.choose(ROOM, **FAR)
+    assert caught_up.catch_up and not caught_up.prefill
+    assert p.expected.expected_s == pytest.approx(p.costs.cost_s(A, caught_up.gamma) + 0.005)

@@ -212,6 +212,46 @@ def test_each_auto_step_lists_its_chosen_length_and_the_source_of_its_candidates
     assert (second["chosen"], second["source"]) == (2, "prompt-lookup")
 
 
+def expecting(tokens: float, cost: float, plain_s: float = 0.1, n: int = 1, chosen: int = 0):
+    """An `auto` step that expected `tokens` tokens at `cost` plain steps of `plain_s`."""
+    expected = {"expected_tokens": tokens, "expected_s": cost * plain_s, "plain_step_s": plain_s}
+    return Step(tuple(range(n)), "x" * n, chosen, chosen, 0.1, chosen=chosen, **expected)
+
+
+def test_the_policy_predicts_from_what_it_expected_step_by_step():
+    plain_steps = RunRecord("assisted", "assistant", 3, [expecting(1.0, 1.0)] * 5)
+    assert stats.policy_predicted_speedup(plain_steps) == 1.0  # exactly: it drafted nothing
+    drafting = RunRecord("assisted", "assistant", 3, [expecting(3.0, 1.5, chosen=4)])
+    assert stats.policy_predicted_speedup(drafting) == pytest.approx(2.0)
+    # Σ E·T(1) / Σ cost, with T(1) as it stood at each step: 1 + 3 tokens' worth of plain
+    # time, (0.1 + 3 × 0.2) s, over (0.1 + 1.5 × 0.2) s.
+    both = RunRecord("assisted", "assistant", 3, [expecting(1, 1), expecting(3, 1.5, 0.2)])
+    assert stats.policy_predicted_speedup(both) == pytest.approx(0.7 / 0.4)
+    assert stats.policy_predicted_speedup(ASSISTED) is None  # not an `auto` run
+
+
+def test_an_auto_run_reports_the_policys_prediction_and_a_constant_one_leviathans():
+    steps = [expecting(1.0, 1.0, n=1), expecting(3.0, 1.5, n=3, chosen=2)]
+    auto = RunRecord("assisted", "assistant", 7, steps, total_s=0.5)
+    result = stats.report("pair", "cpu", "float32", PLAIN, auto)
+    assert result["prediction"] == stats.POLICY
+    assert result["predicted_speedup"] == pytest.approx((0.1 + 0.3) / (0.1 + 0.15), abs=1e-4)
+    assert result["alpha"] is not None  # still reported beside it
+    constant = stats.report("pair", "cpu", "float32", PLAIN, ASSISTED)
+    assert constant["prediction"] == stats.LEVIATHAN
+    alpha = stats.alpha_from_acceptance_rate(0.5, 3.0)
+    assert constant["predicted_speedup"] == round(stats.predicted_speedup(alpha, 3.0, 0.2), 4)
+    assert stats.report("pair", "cpu", "float32", PLAIN, None)["prediction"] is None
+
+
+def test_each_auto_step_lists_what_the_policy_expected_of_it():
+    record = RunRecord("assisted", "assistant", 3, [expecting(2.5, 1.25, n=2, chosen=2)])
+    (row,) = stats.per_step(record)
+    assert (row["expected_tokens"], row["expected_s"], row["plain_step_s"]) == (2.5, 0.125, 0.1)
+    assert RunRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    assert "expected_s" not in stats.per_step(DRAFTED)[0]
+
+
 def test_the_verify_cost_ratio_is_quoted_at_the_median_chosen_draft_or_at_four_rows():
     flat = [(1, 0.10), (2, 0.10), (3, 0.11), (4, 0.11), (5, 0.12)]
     assert stats.verify_cost_ratio(flat, 4) == pytest.approx(1.1)

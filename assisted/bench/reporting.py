@@ -4,25 +4,29 @@ Figures (terms as defined in `assisted.stats`):
 - a prompt's **speedup** = median assisted tokens/s ÷ median plain tokens/s over the
   repeats (a tokens/s ratio, so runs of different lengths still compare);
 - its **acceptance rate** and **tokens per step** pool all its assisted runs (Σ/Σ);
-- its **predicted speedup** is the median over repeats of the Leviathan et al. model fed
-  with that repeat's measured acceptance, draft length and cost ratio;
+- its **predicted speedup** is the median over repeats of each repeat's prediction: under
+  the `auto` schedule the policy's own, summed from its per-step expectations, otherwise
+  the Leviathan et al. model fed with that repeat's measured acceptance, draft length and
+  cost ratio; its **prediction** names which ("policy" or "leviathan");
 - **identical** means every assisted run produced exactly the plain run's tokens; a
   prompt's **outcome** is the most worrying of its repeats' (`assisted.divergence`:
   identical, near-tie, not judged, unexplained), and groups count prompts by outcome.
 - A category's speedup is the median of its prompts' speedups (geometric mean beside it);
   its acceptance rate and tokens per step pool the steps of all its runs; its predicted
-  speedup is the median of its prompts'. "overall" does the same over all prompts, and its
-  headline figure is the geometric mean of the per-prompt speedups.
+  speedup is the median of its prompts' (geometric mean beside it), with the prediction
+  they came from. "overall" does the same over all prompts, and its headline figure is the
+  geometric mean of the per-prompt speedups.
 
 The report, as `report()` returns it and `python -m assisted.bench` prints it as JSON:
     {"pair", "device", "dtype", "settings", "drafter",
      "overall": {"speedup_geomean", "speedup_median", "acceptance_rate", "tokens_per_step",
-                 "predicted_speedup", "prompts", "identical_prompts", "near_tie_prompts",
-                 "unexplained_prompts", "overhead_pct", "assisted_overhead_pct"},
+                 "predicted_speedup", "predicted_speedup_geomean", "prediction", "prompts",
+                 "identical_prompts", "near_tie_prompts", "unexplained_prompts",
+                 "overhead_pct", "assisted_overhead_pct"},
      "categories": {NAME: {"speedup", "speedup_geomean", "acceptance_rate", ...}},
      "prompts": [{"question_id", "category", "drafter", "speedup", "plain_tokens_per_s",
-                  "assisted_tokens_per_s", "acceptance_rate", "identical", "outcome",
-                  ...}],
+                  "assisted_tokens_per_s", "acceptance_rate", "predicted_speedup",
+                  "prediction", "identical", "outcome", ...}],
      "drafters": {DRAFTER: {"drafter_kind", "draft", "overall", "categories"}}}
 "overall" and "categories" describe the first drafter; "drafters" holds every drafter's;
 "prompts" holds a row per prompt and drafter.
@@ -34,7 +38,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -86,6 +90,7 @@ def summarize_prompt(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) 
         "acceptance_rate": _ratio(accepted, drafted),
         "tokens_per_step": _ratio(tokens, steps),
         "predicted_speedup": _round(stats.median([c["predicted_speedup"] for c in compared])),
+        "prediction": _prediction(c["prediction"] for c in compared),
         "alpha": _round(stats.median([c["alpha"] for c in compared])),
         "mean_drafted": _ratio(drafted, steps),
         "cost_ratio": _round(stats.median([c["cost_ratio"] for c in compared])),
@@ -108,7 +113,7 @@ def summarize_prompt(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) 
 
 def summarize_group(rows: Sequence[dict]) -> dict:
     """Aggregate prompt rows (one drafter): median and geometric-mean speedup, pooled
-    acceptance rate and tokens per step, median predicted speedup."""
+    acceptance rate and tokens per step, median and geometric-mean predicted speedup."""
     speedups = [r["speedup"] for r in rows if r["speedup"] is not None]
     predicted = [r["predicted_speedup"] for r in rows if r["predicted_speedup"] is not None]
     return {
@@ -124,6 +129,7 @@ def summarize_group(rows: Sequence[dict]) -> dict:
         ),
         "predicted_speedup": _round(stats.median(predicted)),
         "predicted_speedup_geomean": _round(stats.geometric_mean(predicted)),
+        "prediction": _prediction(r["prediction"] for r in rows),
         "prompts": len(rows),
         "identical_prompts": sum(bool(r["identical"]) for r in rows),
         "near_tie_prompts": sum(r["outcome"] == divergence.NEAR_TIE for r in rows),
@@ -182,6 +188,14 @@ def report(
         "prompts": rows,
         "drafters": drafters,
     }
+
+
+def _prediction(models: Iterable[str | None]) -> str | None:
+    """The model that made these predictions (`stats.compare`'s `prediction`); None where
+    there are none, or where they mix (rows of one drafter share its schedule, so they
+    cannot, short of records made before the policy kept its expectations)."""
+    named = {model for model in models if model}
+    return named.pop() if len(named) == 1 else None
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
@@ -258,7 +272,7 @@ def render(result: dict) -> str:
             f"Overall, {name}: speedup {_cell(overall['speedup_geomean'], '{:.2f}x')} "
             f"(geometric mean over {overall['prompts']} prompts; median "
             f"{_cell(overall['speedup_median'], '{:.2f}x')}), predicted "
-            f"{_cell(overall['predicted_speedup'], '{:.2f}x')}, acceptance "
+            f"{_cell(overall['predicted_speedup'], '{:.2f}x')}{_basis(overall)}, acceptance "
             f"{_cell(overall['acceptance_rate'], '{:.0%}')}, "
             f"{_cell(overall['tokens_per_step'], '{:.2f}')} tokens/step, "
             f"{_outcome_counts(overall)}"
@@ -301,6 +315,12 @@ def _table(
         ).rstrip()
 
     return "\n".join(line(cells) for cells in [header, *body])
+
+
+def _basis(group: dict) -> str:
+    """Which model a group's predicted speedup comes from, in brackets; "" without one."""
+    prediction = group["prediction"]
+    return f" ({stats.PREDICTION_NAMES[prediction]})" if prediction else ""
 
 
 def _outcome_cell(row: dict) -> str:

@@ -7,6 +7,7 @@ Every figure comes from `assisted.bench.report(...)`; this module only formats.
 
 from __future__ import annotations
 
+from assisted import stats
 from assisted.settings import WARMUP_TOKENS
 from assisted.ui.numbers import number, percent
 from assisted.ui.pace import Pace
@@ -102,6 +103,12 @@ def bench_progress_markdown(done: int, total: int, label: str, elapsed_s: float)
     return f"**Run {done} of {total} done**: {label} · {timing}"
 
 
+def _basis(group: dict) -> str:
+    """Which model a group's predicted speedup comes from, in brackets; "" without one."""
+    prediction = group["prediction"]
+    return f" ({stats.PREDICTION_NAMES[prediction]})" if prediction else ""
+
+
 def _identical(row: dict) -> str:
     """ "yes", or the prompt's outcome (its most worrying repeat's verdict) and the first
     token where a repeat diverged."""
@@ -174,7 +181,7 @@ def bench_overall_markdown(report: dict) -> str:
             f"(geometric mean over {overall['prompts']} prompt"
             f"{'s' if overall['prompts'] != 1 else ''}; median "
             f"{number(overall['speedup_median'], 2, '×')}) · predicted "
-            f"{number(overall['predicted_speedup'], 2, '×')} · acceptance rate "
+            f"{number(overall['predicted_speedup'], 2, '×')}{_basis(overall)} · acceptance rate "
             f"{percent(overall['acceptance_rate'])} · "
             f"{number(overall['tokens_per_step'], 2)} tokens per step · identical "
             f"{_identical_prompts(overall)}"

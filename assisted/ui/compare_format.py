@@ -262,29 +262,50 @@ def stat_card_html(summary: dict | None, *, state: str = "", empty: str = "no ru
 
 SPEEDUP_GAP = 0.15  # relative gap under which measured and predicted speedups "agree"
 
+# Only Leviathan et al.'s model can leave a run without a prediction: the policy's needs
+# one step only.
+NO_PREDICTION = (
+    "No prediction: the run was too short to measure the drafter's cost ratio c (it needs at "
+    "least two drafting passes and two plain steps)."
+)
+# Why the measured speedup differs from the predicted one, by the model that predicted it
+# (`stats.LEVIATHAN`, `stats.POLICY`) and by how they compare.
+WHY_PREDICTION_DIFFERS = {
+    stats.LEVIATHAN: {
+        "agree": "They agree within 15%: verification and overheads cost about what the "
+        "model assumes here.",
+        "below": "Measured is below predicted: the model counts verifying γ + 1 tokens as one "
+        "ordinary target step, but a wider verification pass costs more (most on CPUs), and "
+        "the prefill and per-step overheads are in the measured time.",
+        "above": "Measured is above predicted: α and c are estimates from this one run (c "
+        "from timing single assistant passes), and short runs are noisy.",
+    },
+    stats.POLICY: {
+        "agree": "They agree within 15%: the policy's steps committed and cost about what it "
+        "expected when it chose them.",
+        "below": "Measured is below predicted: the policy's steps committed fewer tokens, or "
+        "took longer, than it expected when it chose them; and the prompt's prefill, in both "
+        "runs' measured time but not in the prediction, pulls the measured speedup towards 1.",
+        "above": "Measured is above predicted: the policy's steps committed more tokens, or "
+        "took less time, than it expected when it chose them (its estimates learn as the run "
+        "goes); and the prompt's prefill, in both runs' measured time but not in the "
+        "prediction, pulls the measured speedup towards 1.",
+    },
+}
 
-def why_prediction_differs(measured: float | None, predicted: float | None) -> str:
-    """One sentence on why the measured speedup differs from the predicted one."""
+
+def why_prediction_differs(
+    measured: float | None, predicted: float | None, prediction: str = stats.LEVIATHAN
+) -> str:
+    """One sentence on why the measured speedup differs from the predicted one, as
+    `prediction` (the model that made it) explains the gap."""
     if measured is None or predicted is None:
-        return (
-            "No prediction: the run was too short to measure the drafter's cost ratio c "
-            "(it needs at least two drafting passes and two plain steps)."
-        )
+        return NO_PREDICTION
     if abs(measured - predicted) <= SPEEDUP_GAP * predicted:
-        return (
-            "They agree within 15%: verification and overheads cost about what the model "
-            "assumes here."
-        )
-    if measured < predicted:
-        return (
-            "Measured is below predicted: the model counts verifying γ + 1 tokens as one "
-            "ordinary target step, but a wider verification pass costs more (most on CPUs), "
-            "and the prefill and per-step overheads are in the measured time."
-        )
-    return (
-        "Measured is above predicted: α and c are estimates from this one run (c from "
-        "timing single assistant passes), and short runs are noisy."
-    )
+        case = "agree"
+    else:
+        case = "below" if measured < predicted else "above"
+    return WHY_PREDICTION_DIFFERS[prediction][case]
 
 
 # A heuristic reading of the auto schedule's cost curve, by what each row past the first
@@ -339,6 +360,25 @@ def _precision_note(result: dict) -> str:
     return f" with the assistant in {precision} and the target in {result.get('dtype')}"
 
 
+def _prediction_basis(result: dict) -> str:
+    """What the predicted speedup was computed from, to follow it in the summary."""
+    if result.get("prediction") == stats.POLICY:
+        return (
+            "from the `auto` policy's own expectations, step by step: the tokens it expected "
+            "each choice to commit and the seconds it expected it to take, against a plain "
+            f"step's{_precision_note(result)} (not from α, γ and c: its steps may each draft "
+            "from a different source, or not at all)."
+        )
+    assisted = result.get("assisted") or {}
+    return (
+        f"from acceptance rate {percent(assisted.get('acceptance_rate'))} "
+        f"(α ≈ {number(result.get('alpha'), 2)}), mean draft length "
+        f"γ = {number(result.get('mean_drafted'), 1)} and cost ratio "
+        f"c = {number(result.get('cost_ratio'), 2)}{_precision_note(result)} "
+        "(Leviathan et al. 2023)."
+    )
+
+
 def summary_markdown(result: dict) -> str:
     """The comparison's verdict, from `decoding.report(...)`."""
     plain, assisted = result.get("plain"), result.get("assisted")
@@ -346,15 +386,12 @@ def summary_markdown(result: dict) -> str:
         which = "plain" if plain else "neither run"
         return f"Both runs are needed for a comparison; {which} finished."
     measured, predicted = result.get("speedup"), result.get("predicted_speedup")
+    prediction = result.get("prediction") or stats.LEVIATHAN
     lines = [
         f"**Measured speedup: {number(measured, 2, '×')}** "
         f"(assisted tokens/s ÷ plain tokens/s) · "
-        f"**predicted: {number(predicted, 2, '×')}** from acceptance rate "
-        f"{percent(assisted.get('acceptance_rate'))} (α ≈ {number(result.get('alpha'), 2)}), "
-        f"mean draft length γ = {number(result.get('mean_drafted'), 1)} and cost ratio "
-        f"c = {number(result.get('cost_ratio'), 2)}{_precision_note(result)} "
-        "(Leviathan et al. 2023).",
-        why_prediction_differs(measured, predicted),
+        f"**predicted: {number(predicted, 2, '×')}** {_prediction_basis(result)}",
+        why_prediction_differs(measured, predicted, prediction),
     ]
     cost = cost_model_line(assisted)
     if cost:
