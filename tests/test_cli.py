@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
-from assisted import cli
+from assisted import cli, learnt_store
 
 RUN_KEYS = {"text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps"}
 ASSISTED_KEYS = RUN_KEYS | {
@@ -101,11 +102,16 @@ def test_the_json_and_the_table_name_the_assistant_precision(tiny_dirs):
 
 
 def test_the_auto_schedule_caps_at_8_and_carries_its_choices_and_t_of_k(tiny_dirs):
-    _, result = run_tiny_pair(tiny_dirs, "--max-new-tokens", "12", "--schedule", "auto")
+    output, result = run_tiny_pair(tiny_dirs, "--max-new-tokens", "12", "--schedule", "auto")
     assisted = result["assisted"]
     assert [k for k, _ in assisted["verify_cost_s"]] == list(range(1, 10))  # cap 8 + 1
     assert all(0 <= step["chosen"] <= 8 for step in assisted["per_step"])
     assert "verify_cost_s" not in result["plain"] and result["identical"] is True
+    # Timed by this process, at the latest in the warm-up, or read from an earlier one's file.
+    calibration = assisted["calibration"]
+    assert calibration["source"] in ("timed", "disk") and calibration["seconds"] >= 0
+    assert Path(calibration["file"]).parent == learnt_store.learnt_dir()
+    assert "\ncalibration " in output and "calibration" not in result["plain"]
 
 
 def test_plain_mode_only(tiny_dirs):
