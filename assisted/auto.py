@@ -7,8 +7,8 @@ number (0: a plain target step). Transformers still drafts, verifies and accepts
 
 The policy starts from what the pair learnt (`assisted.learnt`): a calibration of the
 target's verification times and of the assistant's drafting and prefill times, timed once
-per loaded pair, and the acceptance that the pair's latest run saw. Each run leaves what it
-learnt for the next one.
+per pair, machine and dtype, and the acceptance that the pair's latest run saw. Each run
+leaves what it learnt for the next one, in memory and on disk (`assisted.learnt_store`).
 
 Calibration measured: timing all nine rows of cap 8 took 20 s on the embedded pair in fp32
 on 2 busy CPU cores (T(1) 0.3 s); timing T(1) and T(cap + 1) and interpolating between them,
@@ -31,6 +31,7 @@ from transformers.generation.candidate_generator import (
     _prepare_position_ids,
 )
 
+from assisted import learnt_store
 from assisted.drafters import DrafterKind
 from assisted.lookup import NO_MATCH, Match, SuffixLookup
 from assisted.observe import common_prefix_length, synchronize
@@ -40,7 +41,6 @@ from assisted.settings import DraftSettings
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from assisted.learnt import LearntState
     from assisted.pairs import LoadedPair
 
 # Each calibration timing is the fastest of this many forward passes, after one untimed
@@ -77,14 +77,18 @@ def new_policy(
     return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
 
 
-def keep_learnt(learnt: LearntState, precision: str, policy: DraftPolicy) -> None:
+def keep_learnt(pair: LoadedPair, precision: str, policy: DraftPolicy) -> None:
     """What an `auto` run learnt, for the pair's next runs: acceptance per source, T(k) for
-    the rows it verified, and the assistant's prefill time per token."""
+    the rows it verified, and the assistant's prefill time per token. Kept in memory, and
+    in the pair's learnt file for the next process: a small write, made once the run's
+    clock has stopped."""
+    learnt = pair.learnt
     drafting = learnt.precision(precision)
     drafting.acceptance = policy.acceptance.counts()
     learnt.verify_s.update(policy.costs.observed_verify_s())
     if policy.model_source is not None:
         drafting.prefill_s = policy.costs.prefill_s
+    learnt_store.save(pair.learnt_file, learnt)
 
 
 def calibrate(
@@ -104,7 +108,11 @@ def calibrate(
 
     A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
     keep the policy from ever drafting long enough to correct it; so verifying k rows
-    timed slower than k separate one-row passes is taken as disturbed and timed again."""
+    timed slower than k separate one-row passes is taken as disturbed and timed again.
+
+    Costs an earlier process left on disk (`assisted.learnt_store`) are not timed again;
+    the seconds spent timing add up in the pair's `LearntState.timed_s`, for the report."""
+    started = time.perf_counter()
     verify_s = pair.learnt.verify_s
     drafting = pair.learnt.precision(precision)
     missing = [k for k in (1, cap + 1) if k not in verify_s]
@@ -113,13 +121,16 @@ def calibrate(
             verify_s[k] = min(seconds, verify_s.get(k, seconds))
         if verify_s[cap + 1] <= (cap + 1) * verify_s[1]:
             break
-    if assistant is not None and drafting.draft_s is None:
+    drafting_missing = assistant is not None and drafting.draft_s is None
+    if drafting_missing:
         # One row, as the assistant drafts one token per forward pass; a block of rows for
         # the prefill, whose time per token is flatter than a single row's.
         timed = _time_forwards(assistant, prefix, [1, _PREFILL_ROWS], pair.device)
         drafting.draft_s = timed[1]
         if drafting.prefill_s is None:
             drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+    if missing or drafting_missing:
+        pair.learnt.timed_s += time.perf_counter() - started
     curve = {k: _interpolate(verify_s, k) for k in range(1, cap + 2)}
     if assistant is None:
         return curve, 0.0, 0.0

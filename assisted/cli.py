@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted import divergence, stats
+from assisted import divergence, learnt_store, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.drafters import DRAFTER_NAMES
 from assisted.examples import ExamplesError
@@ -178,6 +178,9 @@ def format_table(result: dict) -> str:
             predicted = result["predicted_speedup"]
             lines.append(f"{'predicted speedup':22}{predicted:>23.2f}x  ({basis})")
         lines.append(f"{'output':22}{divergence.describe(result['divergence'])}")
+    calibration = learnt_store.describe((result.get("assisted") or {}).get("calibration"))
+    if calibration:
+        lines.append(f"{'calibration':22}{calibration}")
     return "\n".join(lines)
 
 

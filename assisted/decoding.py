@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
-from assisted import auto, quantize, stats
+from assisted import auto, learnt_store, quantize, stats
 from assisted.drafters import DrafterKind
 from assisted.loading import release_memory
 from assisted.lookup import SuffixLookup, user_span
@@ -141,6 +141,7 @@ def run(
         assistant_precision=precision,
         dtype=pair.dtype_name,
         sampled=settings.sample,
+        calibration=learnt_store.calibration(pair.learnt, pair.learnt_file) if policy else None,
     )
     events: queue.Queue = queue.Queue()
 
@@ -165,7 +166,7 @@ def run(
             observer.flush()
             if policy is not None:
                 record.verify_cost_s = policy.costs.verify_curve()
-                auto.keep_learnt(pair.learnt, _precision_key(pair, draft), policy)
+                auto.keep_learnt(pair, _precision_key(pair, draft), policy)  # off the clock
             record.stopped = stopper.triggered
             events.put(RunDone(record))
         except BaseException as error:  # surfaced in the caller's thread, never swallowed

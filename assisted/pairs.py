@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assisted import embedded, fetch
+from assisted import embedded, fetch, learnt_store
 from assisted.drafters import DrafterKind
 from assisted.learnt import LearntState
 from assisted.loading import load_model, release_memory
@@ -58,8 +58,10 @@ class LoadedPair:
     # for drafters without a model of their own.
     assistant_source: str | None = None
     keeps_assistant: bool = False  # a run drafted with the assistant as loaded
-    # What the `auto` policy learnt on this pair: costs and acceptance, shared by siblings.
+    # What the `auto` policy learnt on this pair: costs and acceptance, shared by siblings;
+    # read from the file an earlier process left, and written back after each `auto` run.
     learnt: LearntState = field(default_factory=LearntState)
+    learnt_file: learnt_store.LearntFile | None = None  # None: nothing kept on disk
 
     @property
     def dtype_name(self) -> str:
@@ -316,9 +318,10 @@ def _load(
     if progress:
         progress(f"Loaded {spec.name}", 1.0)
     source = sources[assistant_ref] if assistant_ref else None
+    kept = learnt_store.learnt_file(spec, target_ref, assistant_ref, device, dtype)
     return LoadedPair(
         spec, target, tokenizer, assistant, assistant_tokenizer, device, dtype,
-        assistant_source=source,
+        assistant_source=source, learnt=learnt_store.load(kept), learnt_file=kept,
     )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from typing import Literal
 from assisted.drafters import DrafterKind
 
 Mode = Literal["plain", "assisted"]
+CalibrationSource = Literal["timed", "disk"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,19 @@ class Step:
     plain_step_s: float | None = None
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """Where an `auto` run's costs came from. "timed": this process timed them, at the
+    pair's first `auto` run (for a comparison, its warm-up), in `seconds` all told. "disk":
+    an earlier process on this machine did, and they were read from its file (0 seconds).
+    `file` is where the pair's learnt state is kept; None where nothing is kept on disk
+    (`assisted.learnt_store`)."""
+
+    source: CalibrationSource
+    seconds: float = 0.0
+    file: str | None = None
+
+
 @dataclass
 class RunRecord:
     """Everything recorded about one run of one prompt in one mode."""
@@ -80,6 +94,8 @@ class RunRecord:
     # Under the `auto` schedule: the target's seconds to verify k rows, as (k, seconds) for
     # k = 1 … cap + 1, calibrated before the run and refined by its timed steps.
     verify_cost_s: list[tuple[int, float]] = field(default_factory=list)
+    # Under the `auto` schedule: where those costs came from. None under other schedules.
+    calibration: Calibration | None = None
     # The target's two best tokens at each committed token, with their logits, as (first,
     # first_logit, second, second_logit); None where a position was not seen. They are the
     # evidence for a divergence from the plain run (assisted.divergence).
@@ -105,8 +121,16 @@ class RunRecord:
         curve = [(int(k), s) for k, s in data.get("verify_cost_s", [])]
         drafter = _kind(data.get("drafter"))
         top2 = [None if row is None else tuple(row) for row in data.get("top2", [])]
+        calibration = Calibration(**data["calibration"]) if data.get("calibration") else None
         return cls(
-            **{**data, "steps": steps, "verify_cost_s": curve, "drafter": drafter, "top2": top2}
+            **{
+                **data,
+                "steps": steps,
+                "verify_cost_s": curve,
+                "drafter": drafter,
+                "top2": top2,
+                "calibration": calibration,
+            }
         )
 
 

@@ -68,6 +68,9 @@ Terms (one definition each, used everywhere):
 - **verify_cost_s** (`auto` schedule only): T(k), the target's seconds to verify k rows
   (the last committed token + k − 1 candidates), as [k, seconds] for k = 1 … cap + 1:
   calibrated before the run, refined by its timed steps (see assisted.costs).
+- **calibration** (`auto` schedule only): where those costs came from, `"timed"` by this
+  process (`seconds`: how long it spent timing them) or read from `"disk"`, where an
+  earlier process on this machine left them (`file`; see assisted.learnt_store).
 - **source**: where a step's candidates came from, a drafter kind (`assisted.drafters`);
   under `auto` it can change from step to step. None for a step that drafted nothing.
 - **identical**: the assisted run committed exactly the plain run's tokens.
@@ -286,6 +289,13 @@ def summarize(record: RunRecord) -> dict:
         )
         if record.verify_cost_s:
             summary["verify_cost_s"] = [[k, _round(s, 6)] for k, s in record.verify_cost_s]
+        if record.calibration:
+            calibration = record.calibration
+            summary["calibration"] = {
+                "source": calibration.source,
+                "seconds": _round(calibration.seconds, 2),
+                "file": calibration.file,
+            }
     return summary
 
 

@@ -14,6 +14,18 @@ import pytest
 from tests.tiny import build_model, build_tokenizer
 
 
+@pytest.fixture(scope="session", autouse=True)
+def learnt_dir(tmp_path_factory) -> Path:
+    """What the `auto` policy learns goes to a folder of the session's, never to the user's
+    cache. ASSISTED_CACHE itself stays: the integration tests read the converted models
+    there. Autouse and session-wide, it is set before any fixture loads a pair, and app
+    servers started as subprocesses inherit it."""
+    folder = tmp_path_factory.mktemp("learnt")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ASSISTED_LEARNT_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
     """Folders of tiny models: `target`, `other` (a different random model with the same

@@ -188,6 +188,9 @@ def test_the_auto_schedule_runs_and_returns_its_cost_curve(client):
     assert "**Cost model:** verifying" in final[5] and "one row here" in final[5]
     # The prediction is the policy's own, and the summary says so.
     assert result["prediction"] == "policy" and "the `auto` policy's own" in final[5]
+    # And where the costs came from: timed by the server, or read from its earlier file.
+    timed = result["assisted"]["calibration"]["source"] == "timed"
+    assert ("Costs calibrated once" if timed else "Costs loaded from an earlier") in final[5]
     columns, rows = final[10]["columns"], final[10]["data"]
     points = [dict(zip(columns, row, strict=True)) for row in rows if row[0] is not None]
     chosen = [p["candidates"] for p in points if p["source"] != "headroom"]

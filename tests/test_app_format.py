@@ -13,7 +13,7 @@ import pandas as pd
 
 from assisted import decoding, stats
 from assisted.drafters import DrafterKind
-from assisted.record import RunRecord, Step
+from assisted.record import Calibration, RunRecord, Step
 from assisted.settings import RunSettings
 from assisted.stats import report
 from assisted.ui import benchmark_format, compare_charts, compare_format
@@ -177,6 +177,27 @@ def test_the_cost_line_reads_a_flat_curve_as_cheap_drafts_and_a_steep_one_as_sho
     assisted = RunRecord("assisted", DrafterKind.ASSISTANT, 5, steps, 0.5, verify_cost_s=steep[:3])
     text = compare_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
     assert "**Cost model:** verifying 3 rows (the median draft the policy chose, 2" in text
+    assert "Costs" not in text  # a record that says nothing of its calibration
+
+
+def test_the_summary_says_in_one_line_where_the_auto_runs_costs_came_from():
+    plain, _ = _records([1, 2, 3], [])
+    steps = [Step((1, 2, 3), "xxx", 2, 2, 0.5, chosen=2)]
+    curve = [(1, 0.4), (2, 0.5), (3, 0.6)]
+    for calibration, line in [
+        (Calibration("timed", 5.64, "/c/p.json"), "calibrated once on this machine in 5.6 s"),
+        (Calibration("disk", 0.0, "/c/p.json"), "loaded from an earlier run on this machine"),
+    ]:
+        assisted = RunRecord(
+            "assisted", DrafterKind.ASSISTANT, 5, steps, 0.5, verify_cost_s=curve,
+            calibration=calibration,
+        )  # fmt: skip
+        paragraphs = compare_format.summary_markdown(
+            report("p", "cpu", "float32", plain, assisted)
+        ).split("\n\n")
+        found = [paragraph for paragraph in paragraphs if line in paragraph]
+        assert len(found) == 1 and "\n" not in found[0]
+        assert paragraphs.index(found[0]) == 3  # after the cost model's line
 
 
 def test_why_prediction_differs_covers_each_case():

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
-from assisted import cli
+from assisted import cli, learnt_store
 
 RUN_KEYS = {"text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps"}
 ASSISTED_KEYS = RUN_KEYS | {
@@ -110,6 +111,11 @@ def test_the_auto_schedule_caps_at_8_and_carries_its_choices_and_t_of_k(tiny_dir
     assert "verify_cost_s" not in result["plain"] and result["identical"] is True
     assert result["prediction"] == "policy" and result["predicted_speedup"] > 0
     assert "(the auto policy's expectations)" in output
+    # Timed by this process, at the latest in the warm-up, or read from an earlier one's file.
+    calibration = assisted["calibration"]
+    assert calibration["source"] in ("timed", "disk") and calibration["seconds"] >= 0
+    assert Path(calibration["file"]).parent == learnt_store.learnt_dir()
+    assert "\ncalibration " in output and "calibration" not in result["plain"]
 
 
 def test_the_table_says_what_the_prediction_comes_from():

@@ -22,6 +22,7 @@ from assisted.bench.planning import BenchError, Variant, with_drafter
 from assisted.bench.reporting import Run, overhead_percent, report
 from assisted.drafters import DrafterKind
 from assisted.examples import Example
+from assisted.learnt import LearntSnapshot
 from assisted.pairs import LoadedPair
 from assisted.record import RunRecord
 from assisted.settings import WARMUP_TOKENS, DraftSettings, RunSettings
@@ -77,6 +78,10 @@ def benchmark(
     overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
     total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
     session = _Session(pair, variants, drafting, settings, repeats, stop, total)
+    # A benchmark starts from no acceptance, so that its figures do not depend on what the
+    # pair ran before, in this process or in an earlier one (`assisted.learnt_store`). The
+    # costs, facts about the machine, stay.
+    pair.learnt.restore(LearntSnapshot({}))
     yield session.progress("warming up")
     decoding.warm_up(pair, ("plain",))
     for variant in variants:

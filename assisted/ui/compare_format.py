@@ -12,7 +12,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from assisted import divergence, stats
+from assisted import divergence, learnt_store, stats
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
 from assisted.ui.numbers import number, percent
@@ -396,6 +396,9 @@ def summary_markdown(result: dict) -> str:
     cost = cost_model_line(assisted)
     if cost:
         lines.append(cost)
+    calibration = learnt_store.describe(assisted.get("calibration"))
+    if calibration:
+        lines.append(calibration)
     lines.append(_divergence_line(result.get("divergence")))
     if plain.get("stopped") or assisted.get("stopped"):
         lines.append("Stopped: the figures cover what was produced before the stop.")

@@ -1,0 +1,225 @@
+"""What the `auto` policy learnt, kept on disk: the state comes back from its file as it
+was, a new process reads the costs instead of timing them, a file that cannot be used costs
+a calibration and nothing else, each pair, machine and dtype has a file of its own, and
+"off" keeps nothing."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+
+import pytest
+import torch
+
+from assisted import auto, decoding, learnt_store, pairs, stats
+from assisted.decoding import RunDone
+from assisted.drafters import DrafterKind
+from assisted.learnt import LearntState
+from assisted.learnt_store import LearntFile
+from assisted.record import Calibration, RunRecord
+from assisted.settings import DraftSettings, RunSettings
+
+AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
+A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
+KEY = {"pair": "p", "machine": "cpu"}
+
+
+def restart(monkeypatch) -> None:
+    """As a new process would: no pair in memory, so the next load reads the file."""
+    monkeypatch.setattr(pairs, "_loaded", OrderedDict())
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    """A learnt folder of the test's own, and no pair in memory."""
+    monkeypatch.setenv("ASSISTED_LEARNT_DIR", str(tmp_path / "learnt"))
+    restart(monkeypatch)
+    return tmp_path / "learnt"
+
+
+def load(tiny_dirs) -> pairs.LoadedPair:
+    spec = pairs.custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    return pairs.load_pair(spec, device="cpu", dtype="float32")
+
+
+def auto_run(pair: pairs.LoadedPair) -> RunRecord:
+    ids = decoding.encode_prompt(pair, "def add(a, b):")
+    events = decoding.run(pair, ids, "assisted", RunSettings(max_new_tokens=12), AUTO)
+    return next(event.record for event in events if isinstance(event, RunDone))
+
+
+def learnt() -> LearntState:
+    state = LearntState(verify_s={1: 0.012, 3: 0.0151, 5: 0.02})
+    none = state.precision("none")
+    none.draft_s, none.prefill_s = 0.003, 0.0004
+    none.acceptance = {
+        (A, False, 0): ([1.5, 0.25], [3.0, 1.0]),
+        (A, True, 0): ([2.0, 1.9], [2.0, 2.0]),
+        (L, False, 2): ([0.0, 0.0], [1.0, 0.0]),
+    }
+    state.precision("int8").acceptance = {(L, True, 4): ([0.1], [0.2])}  # no costs timed
+    return state
+
+
+def test_a_learnt_state_comes_back_from_its_file_as_it_was(folder):
+    file = LearntFile(folder / "p.json", KEY)
+    learnt_store.save(file, learnt())
+    again = learnt_store.load(file)
+    assert again == learnt()
+    keys = [key for p in again.precisions.values() for key in p.acceptance]
+    assert all(
+        type(source) is DrafterKind and type(streak) is bool and type(bucket) is int
+        for source, streak, bucket in keys
+    )
+    assert list(folder.iterdir()) == [file.path]  # no temporary file left beside it
+
+
+def test_a_new_process_reads_the_costs_an_earlier_one_timed_and_times_nothing(
+    tiny_dirs, folder, monkeypatch
+):
+    first = load(tiny_dirs)
+    record = auto_run(first)
+    path = first.learnt_file.path
+    assert path.parent == folder and path.is_file()
+    assert record.calibration.source == "timed" and record.calibration.seconds > 0
+    assert record.calibration.file == str(path)
+
+    restart(monkeypatch)
+
+    def timing(*args, **kwargs):
+        raise AssertionError("the costs were timed again")
+
+    monkeypatch.setattr(auto, "_time_forwards", timing)
+    second = load(tiny_dirs)
+    assert second is not first and second.learnt == first.learnt
+    record = auto_run(second)
+    assert record.calibration == Calibration("disk", 0.0, str(path))
+    assert stats.summarize(record)["calibration"] == {
+        "source": "disk",
+        "seconds": 0.0,
+        "file": str(path),
+    }
+    assert learnt_store.load(second.learnt_file) == second.learnt  # saved after the run
+
+
+GOOD = {"version": learnt_store.FORMAT_VERSION, "key": KEY, **learnt().to_dict()}
+
+
+def spoilt(**changes) -> str:
+    return json.dumps({**GOOD, **changes})
+
+
+def entry(**changes) -> dict:
+    """Precisions whose one acceptance entry is changed."""
+    good = {"source": A.value, "streak": False, "match": 0, "accepted": [1.0], "tried": [2.0]}
+    return {"none": {"draft_s": None, "prefill_s": None, "acceptance": [{**good, **changes}]}}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "{not json",
+        "[]",
+        spoilt(version=learnt_store.FORMAT_VERSION + 1),
+        spoilt(key={**KEY, "dtype": "bfloat16"}),
+        spoilt(verify_s=[[1, float("nan")]]),
+        spoilt(verify_s=[[1, 0.0]]),
+        spoilt(verify_s=[[0, 0.1]]),
+        spoilt(verify_s={"1": 0.1}),
+        spoilt(precisions=entry(source="oracle")),
+        spoilt(precisions=entry(streak="yes")),
+        spoilt(precisions=entry(match=9)),
+        spoilt(precisions=entry(tried=[2.0, 1.0])),
+        spoilt(precisions=entry(accepted=[-1.0])),
+        spoilt(precisions=[]),
+    ],
+)
+def test_a_file_that_cannot_be_used_is_ignored_with_a_warning(folder, caplog, text):
+    file = LearntFile(folder / "p.json", KEY)
+    folder.mkdir()
+    file.path.write_text(text)
+    with caplog.at_level(logging.WARNING, logger="assisted.learnt_store"):
+        assert learnt_store.load(file) == LearntState()
+    assert f"ignoring {file.path}" in caplog.text
+
+
+def test_a_pair_loads_past_a_corrupt_file_and_its_next_run_replaces_it(
+    tiny_dirs, folder, monkeypatch, caplog
+):
+    path = load(tiny_dirs).learnt_file.path
+    folder.mkdir()
+    path.write_text('{"version": 1, "key": ')  # cut short, as by a full disk
+    restart(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="assisted.learnt_store"):
+        pair = load(tiny_dirs)
+    assert "ignoring" in caplog.text and pair.learnt == LearntState()
+    assert auto_run(pair).calibration.source == "timed"
+    assert learnt_store.load(pair.learnt_file) == pair.learnt
+
+
+def test_each_pair_machine_and_dtype_has_a_file_of_its_own(folder, monkeypatch):
+    spec = pairs.custom_pair("owner/target", "owner/assistant")
+
+    def path(spec=spec, assistant="owner/assistant", device="cpu", dtype=torch.float32):
+        device = torch.device(device)
+        return learnt_store.learnt_file(spec, "owner/target", assistant, device, dtype).path
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    paths = [
+        path(),
+        path(dtype=torch.bfloat16),
+        path(device="cuda"),
+        path(pairs.custom_pair("owner/target", "owner/other"), "owner/other"),
+        path(pairs.custom_pair("owner/target", None), None),
+    ]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 64)  # the same CPU, more cores
+    paths.append(path())
+    monkeypatch.setattr(learnt_store, "_cpu_model", lambda: "Another CPU")
+    paths.append(path())
+    assert len(set(paths)) == len(paths)
+    assert all(p.parent == folder for p in paths)  # the ids' slashes make no folders
+    assert paths[-1] == path()  # the same key, the same file
+    machine = learnt_store.machine(torch.device("cpu"))
+    assert torch.backends.cpu.get_cpu_capability() in machine
+    assert "Another CPU" in machine and "64 threads" in machine
+
+
+def test_the_learnt_folder_is_beside_the_cached_models_unless_set_elsewhere(tmp_path, monkeypatch):
+    monkeypatch.delenv("ASSISTED_LEARNT_DIR")
+    monkeypatch.setenv("ASSISTED_CACHE", str(tmp_path))
+    assert learnt_store.learnt_dir() == tmp_path / "learnt"
+    for off in ("", "off", "OFF"):
+        monkeypatch.setenv("ASSISTED_LEARNT_DIR", off)
+        assert learnt_store.learnt_dir() is None
+
+
+def test_with_persistence_off_nothing_is_kept_on_disk(tiny_dirs, tmp_path, monkeypatch):
+    monkeypatch.setenv("ASSISTED_CACHE", str(tmp_path))
+    monkeypatch.setenv("ASSISTED_LEARNT_DIR", "off")
+    restart(monkeypatch)
+    pair = load(tiny_dirs)
+    record = auto_run(pair)
+    assert pair.learnt_file is None and pair.learnt.verify_s  # learnt, in memory only
+    assert record.calibration.source == "timed" and record.calibration.file is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_save_that_fails_is_logged_not_raised(tmp_path, caplog):
+    (tmp_path / "file").write_text("")
+    file = LearntFile(tmp_path / "file" / "p.json", KEY)  # its folder is a file
+    with caplog.at_level(logging.WARNING, logger="assisted.learnt_store"):
+        learnt_store.save(file, learnt())
+    assert f"cannot keep what the auto policy learnt in {file.path}" in caplog.text
+
+
+def test_the_sentence_for_people_says_where_the_costs_came_from():
+    timed = {"source": "timed", "seconds": 5.64, "file": "/cache/learnt/p.json"}
+    assert learnt_store.describe(timed) == (
+        "Costs calibrated once on this machine in 5.6 s, kept for the next start."
+    )
+    assert learnt_store.describe({**timed, "file": None}).endswith("in 5.6 s.")
+    disk = {"source": "disk", "seconds": 0.0, "file": "/cache/learnt/p.json"}
+    assert learnt_store.describe(disk).startswith("Costs loaded from an earlier run")
+    assert learnt_store.describe(None) is None
