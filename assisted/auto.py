@@ -33,6 +33,7 @@ from transformers.generation.candidate_generator import (
 
 from assisted import learnt_store
 from assisted.drafters import DrafterKind
+from assisted.lean import LeanDrafter
 from assisted.lookup import NO_MATCH, Match, SuffixLookup
 from assisted.observe import common_prefix_length, synchronize
 from assisted.policy import DraftPolicy
@@ -178,9 +179,12 @@ def drafting_policy(
     policy: DraftPolicy | None,
     draft: DraftSettings | None = None,
     lookup: SuffixLookup | None = None,
+    lean: bool = True,
 ) -> Iterator[None]:
     """Within the block, `target.generate()` drafts as `policy` chooses, and prompt lookup
-    matches with `lookup` (`assisted.lookup`; None: Transformers' own search).
+    matches with `lookup` (`assisted.lookup`; None: Transformers' own search). Under a
+    policy and greedy decoding the assistant drafts with `assisted.lean`'s loop where
+    `lean`, else with its generator's `generate()`.
 
     Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
     (tests/test_decoding.py pins it), wrapping the generator Transformers builds. Under a
@@ -216,7 +220,14 @@ def drafting_policy(
         else:
             source = _SuffixSource(lookup)
         assistant = None if prompt_lookup else generator
-        return _PolicyDrafter(assistant, source, policy, config.max_length)
+        loop = None
+        if lean and assistant is not None and not config.do_sample:
+            # Greedy: the target needs the candidates' ids only (`assisted.lean`).
+            eos = config.eos_token_id
+            eos_ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
+            threshold = assistant.assistant_confidence_threshold or 0.0
+            loop = LeanDrafter(assistant.assistant_model, threshold, eos_ids)
+        return _PolicyDrafter(assistant, source, policy, config.max_length, loop)
 
     target._get_candidate_generator = get_candidate_generator
     try:
@@ -293,8 +304,12 @@ class _PolicyDrafter(CandidateGenerator):
         lookup: _SuffixSource | _TransformersLookup,
         policy: DraftPolicy,
         max_length: int,
+        lean: LeanDrafter | None = None,
     ):
+        """`lean`, where given, drafts the assistant's candidates in place of its
+        generator's `generate()`."""
         self.assistant = assistant
+        self.lean = lean
         self.lookup = lookup
         self.policy = policy
         self.max_length = max_length
@@ -322,6 +337,11 @@ class _PolicyDrafter(CandidateGenerator):
 
     def _draft(self, input_ids: torch.LongTensor, gamma: int, **kwargs):
         """The assistant's `gamma` candidates, from a cache holding committed ids only."""
+        if self.lean is not None:
+            started = time.perf_counter()
+            drafted = self.lean.draft(input_ids, gamma)  # ids read back: a synchronisation
+            self.policy.costs.observe_call(time.perf_counter() - started)
+            return _with_tokens(input_ids, drafted), None
         assistant = self.assistant
         assistant.num_assistant_tokens = gamma
         cache = assistant.assistant_kwargs.get("past_key_values")
@@ -352,7 +372,7 @@ class _PolicyDrafter(CandidateGenerator):
     def update_candidate_strategy(
         self, input_ids: torch.LongTensor, scores: torch.Tensor, num_matches: int
     ) -> None:
-        if self.policy.choice.source == ASSISTANT:
+        if self.policy.choice.source == ASSISTANT and self.lean is None:
             self.assistant.update_candidate_strategy(input_ids, scores, num_matches)
         # `scores` holds one row per candidate plus the target's own token.
         self.policy.observe(scores.shape[1] - 1, num_matches)

@@ -19,6 +19,7 @@ from transformers.generation.utils import GenerationMixin
 from assisted import auto, decoding, stats
 from assisted.decoding import RunDone, StepEvent
 from assisted.drafters import DrafterKind
+from assisted.lean import LeanDrafter
 from assisted.learnt import LearntState
 from assisted.pairs import custom_pair, load_pair
 from assisted.policy import Choice, DraftPolicy
@@ -317,7 +318,7 @@ class Scripted(DraftPolicy):
         self.seen.append((drafted, accepted))
 
 
-def generate_with(pair, policy, prompt=PROMPT, **kwargs):
+def generate_with(pair, policy, prompt=PROMPT, lean=True, **kwargs):
     """Greedy ids of one generate() under `policy`, and the rows of each target pass."""
     rows = []
     hook = pair.target.register_forward_pre_hook(
@@ -325,7 +326,7 @@ def generate_with(pair, policy, prompt=PROMPT, **kwargs):
     )
     ids = torch.tensor([decoding.encode_prompt(pair, prompt)])
     try:
-        with auto.drafting_policy(pair.target, policy):
+        with auto.drafting_policy(pair.target, policy, lean=lean):
             out = pair.target.generate(ids, max_new_tokens=16, do_sample=False, **kwargs)
     finally:
         hook.remove()
@@ -424,30 +425,42 @@ def test_switching_between_zero_and_k_within_one_generate_is_lossless(self_pair,
         assert 1 in rows and max(rows) > 1
 
 
-def test_the_assistant_drafts_from_the_committed_ids_alone(pair, monkeypatch):
+@pytest.mark.parametrize("lean", [True, False])
+def test_the_assistant_drafts_from_the_committed_ids_alone(pair, monkeypatch, lean):
     """After steps the assistant skipped, its cache still holds its last draft's rejected
     candidates; the drafter crops them, so every draft equals a fresh assistant's (no
-    cache) from the committed ids. Without the crop, the second draft here differs."""
+    cache) from the committed ids, drafted by the lean loop or by the assistant's
+    generate(). Without the crop, the second draft here differs."""
     drafts = []
-    get_candidates = AssistedCandidateGenerator.get_candidates
+    if lean:
+        draft = LeanDrafter.draft
 
-    def recording(self, input_ids, **kwargs):
-        candidate_ids, logits = get_candidates(self, input_ids, **kwargs)
-        drafts.append((input_ids.clone(), candidate_ids[0, input_ids.shape[1] :].tolist()))
-        return candidate_ids, logits
+        def recording(self, input_ids, gamma):
+            drafted = draft(self, input_ids, gamma)
+            drafts.append((input_ids.clone(), drafted))
+            return drafted
 
-    monkeypatch.setattr(AssistedCandidateGenerator, "get_candidates", recording)
+        monkeypatch.setattr(LeanDrafter, "draft", recording)
+    else:
+        get_candidates = AssistedCandidateGenerator.get_candidates
+
+        def recording(self, input_ids, **kwargs):
+            candidate_ids, logits = get_candidates(self, input_ids, **kwargs)
+            drafts.append((input_ids.clone(), candidate_ids[0, input_ids.shape[1] :].tolist()))
+            return candidate_ids, logits
+
+        monkeypatch.setattr(AssistedCandidateGenerator, "get_candidates", recording)
     pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
     pair.assistant.generation_config.assistant_confidence_threshold = 0.0
     policy = Scripted([4, 0, 0, 0, 3, 0, 0, 2, 0, 0, 0])
-    ids, _ = generate_with(pair, policy, assistant_model=pair.assistant)
+    ids, _ = generate_with(pair, policy, lean=lean, assistant_model=pair.assistant)
     assert ids == plain_ids(pair)
     assert len(drafts) >= 3 and any(accepted < 3 for _, accepted in policy.seen)
-    for input_ids, draft in drafts:
+    for input_ids, draft_ids in drafts:
         fresh = pair.assistant.generate(
-            input_ids, max_new_tokens=len(draft), do_sample=False, use_cache=False
+            input_ids, max_new_tokens=len(draft_ids), do_sample=False, use_cache=False
         )
-        assert fresh[0, input_ids.shape[1] :].tolist() == draft
+        assert fresh[0, input_ids.shape[1] :].tolist() == draft_ids
 
 
 def test_switching_prompt_lookup_between_zero_and_k_is_lossless(tiny_dirs):
