@@ -219,6 +219,14 @@ def test_a_streak_has_its_own_estimate():
     assert not p.acceptance.streak[L] and p.acceptance.expected_tokens(L, 4) < 2.0
 
 
+def test_no_probe_within_a_few_tokens_of_the_end():
+    p = policy(flat(), drafter_s=0.004)
+    teach(p, accepted=0)
+    near_end = {"tokens_left": PROBE_AFTER, "context": 50}
+    assert all(p.choose(ROOM, **near_end).gamma == 0 for _ in range(3 * PROBE_AFTER))
+    assert p.choose(ROOM, **FAR).gamma == 1  # further from the end, the probe is due
+
+
 def test_an_assistant_left_unused_drafts_once_at_its_best_length():
     p = policy(flat(), drafter_s=0.004)
     teach(p, accepted=0, source=A)  # it drafted badly
