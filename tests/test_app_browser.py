@@ -17,6 +17,8 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 import app  # noqa: E402
 from assisted import pairs  # noqa: E402
+from assisted.examples import EXAMPLES_DIR  # noqa: E402
+from assisted.registry import PAIRS  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -316,5 +318,38 @@ def test_without_custom_pairs_the_inputs_are_hidden(browser, url_without_custom_
         expect(page.get_by_role("option", name="tiny")).to_be_visible()
         expect(page.get_by_label("Target model id")).to_be_hidden()
         expect(page.get_by_role("button", name="Load pair")).to_be_hidden()
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def url_of_the_embedded_pair():
+    demo, url = launch(app.AppConfig(registry={"embedded": PAIRS["embedded"]}))
+    yield url
+    demo.close()
+
+
+@pytest.mark.integration
+def test_no_rejected_draft_of_a_summary_copies_the_chat_template(browser, url_of_the_embedded_pair):
+    """Transformers' lookup proposed the template's system prompt ("You are Qwen, created by
+    Alibaba") at the first step of this summary and three times after; the default pair's
+    drafts come from the user's text, the output and the assistant only."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.set_default_timeout(20_000)
+    try:
+        page.goto(url_of_the_embedded_pair)
+        expect = sync_api.expect
+        expect(page.locator("#pair-status")).to_contain_text("Ready", timeout=4 * TIMEOUT_MS)
+        set_max_new_tokens(page, 40)
+        prompt = (EXAMPLES_DIR / "summarise" / "meeting-notes.txt").read_text()
+        page.locator("#prompt textarea").fill(prompt)
+        page.locator("#compare").click()
+        expect(page.locator("#status")).to_contain_text("Done", timeout=4 * TIMEOUT_MS)
+        expect(page.locator("#assisted-text .step")).not_to_have_count(0)
+        rejected = page.locator("#assisted-text .rej").all_inner_texts()
+        template = ("You are", "Qwen", "Alibaba", "helpful assistant", "im_start", "im_end")
+        assert not [text for text in rejected if any(part in text for part in template)]
+        SCREENSHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "browser-embedded-summary.png"), full_page=True)
     finally:
         page.close()
