@@ -3,7 +3,10 @@
 The target's `_get_candidate_generator` is overridden on the instance for the run, wrapping
 the candidate generator Transformers built so that `assisted.policy` chooses, before each
 step, the source of the candidates (the assistant, or a prompt-lookup match) and their
-number (0: a plain target step). Transformers still drafts, verifies and accepts.
+number (0: a plain target step). Transformers still verifies and accepts. The matches come
+from `assisted.lookup` (or Transformers' own search, `lookup: "transformers"`); under
+greedy decoding the assistant drafts with `assisted.lean`'s loop, else with its own
+generator, and either way from a cache that holds committed ids only.
 
 The policy starts from what the pair learnt (`assisted.learnt`): a calibration of the
 target's verification times and of the assistant's drafting and prefill times, timed once
@@ -204,36 +207,39 @@ def drafting_policy(
         if not prompt_lookup and type(generator) is not AssistedCandidateGenerator:
             # Subclasses (universal, early exit, MTP) draft and read their length elsewhere.
             raise TypeError(f"the auto schedule cannot drive {type(generator).__name__}")
-        if lookup is None:
-            if not prompt_lookup:
-                generator_kwargs = {
-                    "eos_token_id": config._eos_token_tensor,
-                    "max_matching_ngram_size": draft.max_matching_ngram_size,
-                    "max_length": config.max_length,
-                    "logits_processor": kwargs["logits_processor"],
-                    "vocab_size": target.config.get_text_config().vocab_size,
-                }
-                search = PromptLookupCandidateGenerator(**generator_kwargs)
-            else:
-                search = generator
-            source = _TransformersLookup(search)
-        else:
+        if lookup is not None:
             source = _SuffixSource(lookup)
-        assistant = None if prompt_lookup else generator
-        loop = None
-        if lean and assistant is not None and not config.do_sample:
-            # Greedy: the target needs the candidates' ids only (`assisted.lean`).
-            eos = config.eos_token_id
-            eos_ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
-            threshold = assistant.assistant_confidence_threshold or 0.0
-            loop = LeanDrafter(assistant.assistant_model, threshold, eos_ids)
-        return _PolicyDrafter(assistant, source, policy, config.max_length, loop)
+        elif prompt_lookup:
+            source = _TransformersLookup(generator)
+        else:
+            search = PromptLookupCandidateGenerator(
+                eos_token_id=config._eos_token_tensor,
+                max_matching_ngram_size=draft.max_matching_ngram_size,
+                max_length=config.max_length,
+                logits_processor=kwargs["logits_processor"],
+                vocab_size=target.config.get_text_config().vocab_size,
+            )
+            source = _TransformersLookup(search)
+        if prompt_lookup:
+            return _PolicyDrafter(None, source, policy, config.max_length)
+        # Greedy: the target needs the candidates' ids only (`assisted.lean`).
+        loop = _lean_drafter(generator, config) if lean and not config.do_sample else None
+        return _PolicyDrafter(generator, source, policy, config.max_length, loop)
 
     target._get_candidate_generator = get_candidate_generator
     try:
         yield
     finally:
         del target._get_candidate_generator
+
+
+def _lean_drafter(generator: AssistedCandidateGenerator, config) -> LeanDrafter:
+    """A lean loop drafting as `generator`'s assistant would, under `config`'s end of
+    sequence and the assistant's confidence threshold."""
+    eos = config.eos_token_id
+    eos_ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
+    threshold = generator.assistant_confidence_threshold or 0.0
+    return LeanDrafter(generator.assistant_model, threshold, eos_ids)
 
 
 class _SuffixSource:

@@ -263,9 +263,9 @@ def generate_bare(
     policy = _auto_policy(pair, draft, assistant) if mode == "assisted" else None
     if settings.sample:
         torch.manual_seed(settings.seed)
+    seam = _drafting_seam(pair, prompt_ids, draft, policy) if mode == "assisted" else nullcontext()
     synchronize(pair.device)
     start = time.perf_counter()
-    seam = _drafting_seam(pair, prompt_ids, draft, policy) if mode == "assisted" else nullcontext()
     with torch.inference_mode(), seam:
         output = pair.target.generate(**kwargs)
     synchronize(pair.device)
@@ -363,12 +363,20 @@ def _drafting_seam(
     lookup matches as `draft.lookup` says (`assisted.lookup`, or Transformers' own)."""
     lookup = None
     if draft.lookup == "suffix":
-        tokenizer = pair.tokenizer
-        eos = pair.target.generation_config.eos_token_id
-        special = set(tokenizer.all_special_ids) | set(eos if isinstance(eos, list) else [eos])
         span = user_span(prompt_ids, _template_ids(pair))
-        lookup = SuffixLookup(len(prompt_ids), span, special - {None})
+        lookup = SuffixLookup(len(prompt_ids), span, never_drafted(pair))
     return auto.drafting_policy(pair.target, policy, draft, lookup)
+
+
+def never_drafted(pair: LoadedPair) -> set[int]:
+    """The ids a lookup never drafts: end of sequence and every special token, role markers
+    such as Qwen's <|im_start|> included (added tokens that `all_special_ids` leaves out),
+    even where a user typed one into the prompt."""
+    tokenizer = pair.tokenizer
+    eos = pair.target.generation_config.eos_token_id
+    special = set(tokenizer.all_special_ids) | set(eos if isinstance(eos, list) else [eos])
+    special |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
+    return special - {None}
 
 
 def _template_ids(pair: LoadedPair) -> list[int]:

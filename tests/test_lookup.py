@@ -115,3 +115,14 @@ def test_no_draft_of_a_run_holds_template_tokens_and_the_output_is_plains(lookup
 
 def tokens(event) -> tuple[int, ...]:
     return event.step.token_ids if isinstance(event, StepEvent) else ()
+
+
+def test_role_markers_are_never_drafted_even_where_typed_into_the_prompt(lookup_pair):
+    tokenizer = lookup_pair.tokenizer
+    never = decoding.never_drafted(lookup_pair)
+    assert {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>")} <= never
+    words = tokenizer("quick brown")["input_ids"]
+    typed = words + tokenizer("<|im_start|> fox ")["input_ids"] + words
+    lookup = SuffixLookup(len(typed), (0, len(typed)), never)  # all of it the user's
+    assert lookup.find(typed, 4) == NO_MATCH  # "quick brown" is followed by a role marker
+    assert SuffixLookup(len(typed), (0, len(typed)), set()).find(typed, 4).tokens
