@@ -36,7 +36,7 @@ from transformers.generation.candidate_generator import (
 
 from assisted import learnt_store
 from assisted.drafters import DrafterKind
-from assisted.lean import LeanDrafter
+from assisted.lean import LeanDrafter, crop_to_committed
 from assisted.lookup import NO_MATCH, Match, SuffixLookup
 from assisted.observe import common_prefix_length, synchronize
 from assisted.policy import DraftPolicy
@@ -362,10 +362,7 @@ class _PolicyDrafter(CandidateGenerator):
             # Transformers trims the cache by length only, as if the assistant had drafted
             # the step before; after steps it skipped, the cache still holds the candidates
             # of its last draft, rejected or not. Keep what the committed ids confirm.
-            confirmed = common_prefix_length(self.held, input_ids[0].tolist())
-            stale = cache.get_seq_length() - confirmed
-            if stale > 0:
-                cache.crop(-stale)  # 5.23: a negative count removes that many tokens
+            crop_to_committed(cache, self.held, input_ids[0].tolist(), input_ids.shape[1])
         started = time.perf_counter()
         candidate_ids, candidate_logits = assistant.get_candidates(input_ids, **kwargs)
         # generate() has synchronised the device before returning the draft's ids.

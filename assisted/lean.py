@@ -29,7 +29,7 @@ from transformers import DynamicCache
 from assisted.observe import common_prefix_length
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from transformers import Cache, PreTrainedModel
 
 
 class LeanDrafter:
@@ -46,9 +46,7 @@ class LeanDrafter:
         """Up to `gamma` candidates to follow `input_ids` (one sequence)."""
         ids = input_ids[0].tolist()
         # At least the last id is read again: its logits give the first candidate.
-        keep = min(common_prefix_length(self.held, ids), len(ids) - 1)
-        if self.cache.get_seq_length() > keep:
-            self.cache.crop(keep - self.cache.get_seq_length())  # negative: tokens removed
+        keep = crop_to_committed(self.cache, self.held, ids, len(ids) - 1)
         feed = input_ids[:, keep:].to(self.model.device)
         drafted: list[int] = []
         with torch.inference_mode():
@@ -70,6 +68,16 @@ class LeanDrafter:
         if not self.threshold:
             return False
         return logits.float().softmax(-1)[token].item() < self.threshold
+
+
+def crop_to_committed(cache: Cache, held: list[int], ids: list[int], most: int) -> int:
+    """Crop `cache`, which holds the keys and values of `held`, to the prefix of `held` that
+    the committed `ids` confirm, and to at most `most` tokens; the tokens it then holds."""
+    keep = min(common_prefix_length(held, ids), most)
+    stale = cache.get_seq_length() - keep
+    if stale > 0:
+        cache.crop(-stale)  # 5.23: a negative count removes that many tokens
+    return min(keep, cache.get_seq_length())
 
 
 def measure_call_s(
