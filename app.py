@@ -14,36 +14,46 @@ Environment:
 - ASSISTED_ALLOW_CUSTOM=0: offer no custom pairs (the inputs are hidden, the API refuses them).
 - ASSISTED_PAIRS: the registry pairs to offer, as a comma list (default: all of them).
 - SPACE_ID (set by Hugging Face Spaces): load the default pair at import, as ZeroGPU wants.
+- SPACES_ZERO_GPU (set by ZeroGPU hardware): the GPU work runs in forked processes, each
+  call scheduled by ZeroGPU (docs/space.md#zerogpu).
+- ASSISTED_GPU_CALL_MAX_S (default 300): the most one ZeroGPU call asks for; a longer
+  benchmark is split into calls.
 """
 
 import spaces  # first: on ZeroGPU it must patch CUDA before anything touches it
 
 # isort: split
 import os
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import gradio as gr
+from spaces.config import Config as SpacesConfig
 
 from assisted import bench, decoding, pairs
 from assisted.device_queue import DeviceQueue
 from assisted.examples import Example, load_folder
+from assisted.learnt import LearntSnapshot
 from assisted.registry import DEFAULT_PAIR, PAIRS, PairSpec
 from assisted.settings import DraftSettings, RunSettings, SettingsError
+from assisted.stop_flags import StopFlag, StopFlags
 from assisted.ui import page
-from assisted.ui.benchmark_tab import build_benchmark_tab
-from assisted.ui.compare_tab import build_compare_tab
-from assisted.ui.live import Live
+from assisted.ui.benchmark_tab import StreamBenchmark, build_benchmark_tab
+from assisted.ui.compare_tab import StreamComparison, build_compare_tab
+from assisted.ui.gpu_time import CallReport, GpuTimes, s_per_token
+from assisted.ui.live import Live, idle_outputs
 from assisted.ui.outputs import CompareOutputs
 from assisted.ui.shared import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
-from assisted.ui.shared import PairLoader, Stops
+from assisted.ui.shared import PairLoader
 
 QUEUE_MAX_SIZE = 16  # requests waiting for the device; more are turned away
 YIELD_EVERY_S = 0.08  # stream at most this often while steps arrive (phases always stream)
-GPU_MAX_S = 240  # ZeroGPU budget for one comparison
-BENCH_GPU_MAX_S = 600  # ZeroGPU budget for one benchmark
+# The most one ZeroGPU call asks for. ZeroGPU refuses longer requests ("The requested GPU
+# duration is larger than the maximum allowed"); its limit is not documented, and 300 s is
+# what signed-in visitors were reported to get. A longer benchmark is split into calls.
+GPU_CALL_MAX_S = int(os.environ.get("ASSISTED_GPU_CALL_MAX_S", "300"))
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,9 @@ class AppConfig:
     dtype: str = "auto"
     allow_local: bool = False
     allow_custom: bool = True
+    # On ZeroGPU the GPU work runs in forked processes that ZeroGPU schedules: the handlers
+    # never load a pair or touch CUDA, and visitors do not queue for one device.
+    zerogpu: bool = False
 
     @classmethod
     def from_env(cls) -> "AppConfig":
@@ -69,6 +82,7 @@ class AppConfig:
             dtype=os.environ.get("ASSISTED_DTYPE", "auto"),
             allow_local=os.environ.get("ASSISTED_ALLOW_LOCAL", "") == "1",
             allow_custom=os.environ.get("ASSISTED_ALLOW_CUSTOM", "1") != "0",
+            zerogpu=SpacesConfig.zero_gpu,
         )
 
 
@@ -84,18 +98,26 @@ def offered_pairs(names: str) -> dict[str, PairSpec]:
     return {name: PAIRS[name] for name in chosen} if chosen else dict(PAIRS)
 
 
-# Stop requests, by session (and tab): a Stop button sets the event of its session's running
-# request, and the backend ends the run within one step.
-_stops: Stops = {}
+# Stop requests, by session (and tab): a Stop button sets its running request's flag, and
+# the backend ends the run within one step. Files, so that a GPU worker forked by ZeroGPU
+# sees them too (`assisted.stop_flags`).
+_stops = StopFlags()
 # One request at a time uses the device, in order of arrival: timed runs, and loading pairs
 # into memory, which would slow a timed run down. Requests join only once their files are
-# fetched.
+# fetched. On ZeroGPU the visitors' calls are ZeroGPU's to schedule, each on a GPU of its
+# own, and the line lets everyone through (`build_demo`).
 _device = DeviceQueue()
+# What the GPU calls measured, for the time the next one asks ZeroGPU for.
+_gpu_times = GpuTimes(GPU_CALL_MAX_S)
+# The names of the pairs loaded at start-up (`preload`): a forked GPU worker finds them in
+# memory. Any other pair loads inside each GPU call that needs it.
+_preloaded: set[str] = set()
 
 
-def _gpu_duration(spec, device, dtype, allow_local, prompt, settings, draft, stop_key) -> int:
-    # Warm-up plus two runs; a generous per-token allowance for a shared GPU.
-    return min(GPU_MAX_S, 30 + int(0.25 * 2 * settings.max_new_tokens))
+def _gpu_duration(spec, device, dtype, allow_local, prompt, settings, draft, stop) -> int:
+    return _gpu_times.comparison(
+        spec.name, settings.max_new_tokens, spec.name in _preloaded
+    ).seconds
 
 
 @spaces.GPU(duration=_gpu_duration)
@@ -107,34 +129,94 @@ def stream_comparison(
     prompt: str,
     settings: RunSettings,
     draft: DraftSettings,
-    stop_key: str,
-) -> Iterator[CompareOutputs]:
-    """Plain then assisted, yielding every output's value (picklable) as steps arrive."""
-    pair = pairs.load_pair(spec, device, dtype, allow_local=allow_local)  # cached: loaded
-    stop = _stops.setdefault(stop_key, threading.Event())
+    stop: StopFlag,
+) -> Iterator[CompareOutputs | CallReport]:
+    """Plain then assisted, yielding every output's value (picklable) as steps arrive, and
+    last what the call measured (a CallReport, which the handler keeps and does not show).
+
+    On ZeroGPU this runs in a process forked for the call or an idle one reused: it loads
+    the pair where that process does not hold it, and starts from what earlier processes
+    learnt (`gpu_ready`)."""
     try:
+        loading = gpu_ready(spec, device, dtype, allow_local)
+        pair, load_s = yield from map_yields(idle_outputs, loading)
         prompt_ids = decoding.encode_prompt(pair, prompt, settings.chat_template)
         live = Live(pair, len(prompt_ids), settings, stop)
+        warmed = len(pair.warmed_modes)
+        setup = Stopwatch()
         last_yield = 0.0
         for event in decoding.compare(pair, prompt, settings, draft, stop=stop):
             live.add(event)
+            if isinstance(event, decoding.Phase):
+                setup.mark(event.name == "warmup")
             now = time.perf_counter()
             if not isinstance(event, decoding.StepEvent) or now - last_yield >= YIELD_EVERY_S:
                 last_yield = now
                 yield live.outputs()
     except SettingsError as error:
         raise gr.Error(str(error), title="Settings") from error
+    except pairs.PairError as error:
+        raise gr.Error(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
     except Exception as error:  # a failure inside generation: say so, never hang
         raise gr.Error(f"Generation failed: {type(error).__name__}: {error}") from error
-    yield live.outputs(done=True)
+    final = live.outputs(done=True)
+    yield final
+    yield CallReport(
+        spec.name,
+        load_s,
+        setup.seconds if len(pair.warmed_modes) > warmed else None,
+        plain_s_per_token=s_per_token(final.result, "plain"),
+        assisted_s_per_token=s_per_token(final.result, "assisted"),
+    )
+
+
+def gpu_ready(
+    spec: PairSpec, device: str, dtype: str, allow_local: bool
+) -> Generator[str, None, tuple[pairs.LoadedPair, float | None]]:
+    """The pair in this process, loaded here where it is not (a status line meanwhile),
+    and the seconds loading took (None: it was in memory). Runs in the GPU call: on
+    ZeroGPU nothing may touch CUDA in the main process's handler threads."""
+    pair = pairs.loaded(spec, device, dtype)
+    load_s = None
+    if pair is None:
+        yield f"**Loading** `{spec.name}` inside this GPU call…"
+        started = time.perf_counter()
+        pair = pairs.load_pair(spec, device, dtype, allow_local=allow_local)
+        load_s = time.perf_counter() - started
+    return pair, load_s
+
+
+def map_yields(function: Callable[[Any], Any], generator: Generator) -> Generator:
+    """`generator`'s yields passed through `function`; returns what it returns."""
+    while True:
+        try:
+            item = next(generator)
+        except StopIteration as done:
+            return done.value
+        yield function(item)
+
+
+class Stopwatch:
+    """Seconds between the first `mark(True)` and the next `mark(False)`."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.seconds: float | None = None
+
+    def mark(self, start: bool) -> None:
+        now = time.perf_counter()
+        if start and self.started is None:
+            self.started = now
+        elif not start and self.started is not None and self.seconds is None:
+            self.seconds = now - self.started
 
 
 def _bench_gpu_duration(
-    spec, device, dtype, allow_local, examples, variants, settings, repeats, stop_key
+    spec, device, dtype, allow_local, examples, variants, settings, repeats, stop, acceptance
 ) -> int:
-    # The same per-token allowance as a comparison, for every timed run.
-    runs = len(examples) * repeats * (1 + len(variants))
-    return min(BENCH_GPU_MAX_S, 30 + int(0.25 * runs * settings.max_new_tokens))
+    tokens = len(examples) * repeats * settings.max_new_tokens
+    estimate = _gpu_times.runs(spec.name, tokens, tokens * len(variants), spec.name in _preloaded)
+    return estimate.seconds
 
 
 @spaces.GPU(duration=_bench_gpu_duration)
@@ -147,45 +229,60 @@ def stream_benchmark(
     variants: list[bench.Variant],
     settings: RunSettings,
     repeats: int,
-    stop_key: str,
-) -> Iterator[bench.Progress | dict]:
-    """`assisted.bench.benchmark` on the loaded pair: its Progress events, then the report.
+    stop: StopFlag,
+    acceptance: LearntSnapshot | None = None,
+) -> Iterator[bench.Progress | bench.Finished | CallReport]:
+    """`assisted.bench.benchmark` on the pair: its Progress events, Finished, then what the
+    call measured (a CallReport). `acceptance` is what the prompts before these left (a
+    benchmark split into several GPU calls); None starts from none.
 
     Stop ends the run in progress within one step, and the benchmark without a report."""
-    pair = pairs.load_pair(spec, device, dtype, allow_local=allow_local)  # cached: loaded
-    stop = _stops.setdefault(stop_key, threading.Event())
-    events = bench.benchmark(pair, examples, variants, settings, repeats, stop=stop)
     try:
-        for event in events:
-            if isinstance(event, bench.Finished):
-                yield event.report
-                return
-            yield event
+        loading = gpu_ready(spec, device, dtype, allow_local)
+        pair, load_s = yield from map_yields(lambda line: bench.Progress(0, 0, line), loading)
+    except pairs.PairError as error:
+        raise gr.Error(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
+    events = bench.benchmark(
+        pair, examples, variants, settings, repeats, stop=stop, acceptance=acceptance
+    )
+    try:
+        yield from events
     except (bench.BenchError, SettingsError) as error:
         raise gr.Error(str(error), title="Benchmark") from error
     except Exception as error:  # a failure inside generation: say so, never hang
         raise gr.Error(f"Benchmark failed: {type(error).__name__}: {error}") from error
     finally:
         events.close()
+    yield CallReport(spec.name, load_s, None)
 
 
 # -- the app -------------------------------------------------------------------------------
 
 
-def build_demo(config: AppConfig | None = None) -> gr.Blocks:
+class GpuCalls(NamedTuple):
+    """The GPU entry points the tabs call: this module's, or (in tests) the same functions
+    wrapped as ZeroGPU wraps them."""
+
+    compare: StreamComparison
+    benchmark: StreamBenchmark
+
+
+def build_demo(config: AppConfig | None = None, gpu: GpuCalls | None = None) -> gr.Blocks:
     """The app's Blocks. Nothing loads until a page opens or a request arrives."""
     config = config or AppConfig.from_env()
+    gpu = gpu or GpuCalls(stream_comparison, stream_benchmark)
     if config.default_pair not in config.registry:
         raise ValueError(f"default pair {config.default_pair!r} is not in the registry")
     examples: list[Example] = load_folder()
-    loader = PairLoader(config, _device)
+    queue = DeviceQueue(one_at_a_time=False) if config.zerogpu else _device
+    loader = PairLoader(config, queue, _gpu_times, _preloaded)
     with gr.Blocks(title=page.TITLE) as demo:
         gr.Markdown(page.HEADER)
         with gr.Tabs():
             with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
-                build_compare_tab(demo, loader, _stops, stream_comparison, examples)
+                build_compare_tab(demo, loader, _stops, gpu.compare, examples)
             with gr.Tab("Benchmark", id="benchmark", elem_id="tab-benchmark") as tab:
-                build_benchmark_tab(tab, loader, _stops, stream_benchmark, examples)
+                build_benchmark_tab(tab, loader, _stops, gpu.benchmark, examples)
         with gr.Accordion("What is assisted generation?", open=False):
             gr.Markdown(page.EXPLANATION)
     demo.queue(max_size=QUEUE_MAX_SIZE)
@@ -197,13 +294,26 @@ LAUNCH_KWARGS = {"css": page.CSS, "js": page.JS, "theme": gr.themes.Soft()}
 
 
 def preload(config: AppConfig) -> None:
-    """Load the default pair now, printing progress (start-up of a server or a Space)."""
+    """Load the default pair now, printing progress (start-up of a server or a Space).
+
+    On ZeroGPU, the other offered pairs too, in the order offered, while they fit the
+    memory limit and the number of pairs kept (`assisted.pairs`): a GPU call forked from
+    this process then finds them in memory. The rest load inside each call that needs
+    them. This runs in the thread that imported `spaces`, where ZeroGPU emulates CUDA."""
 
     def report(message: str, fraction: float | None) -> None:
         print(f"{message}" + (f" ({fraction:.0%})" if fraction is not None else ""), flush=True)
 
-    spec = config.registry[config.default_pair]
-    pairs.load_pair(spec, config.device, config.dtype, progress=report, allow_local=True)
+    names = [config.default_pair]
+    if config.zerogpu:
+        names += [name for name in config.registry if name != config.default_pair]
+    for name in names:
+        spec = config.registry[name]
+        if name != config.default_pair and not pairs.fits_beside_loaded(spec):
+            print(f"{name}: loads inside each GPU call (no room to keep it loaded)", flush=True)
+            continue
+        pairs.load_pair(spec, config.device, config.dtype, progress=report, allow_local=True)
+        _preloaded.add(spec.name)
 
 
 demo = build_demo()

@@ -4,6 +4,10 @@ Timed runs must not share the device, and loading a pair into memory competes wi
 A Gradio concurrency group gives the same order, but a request holds its place there for the
 whole event, downloads included: one visitor's 15 GB download stalled everyone. Here a
 request joins the line only once its files are on disk, and sees its place while it waits.
+
+On ZeroGPU there is no one device to share: each call gets a GPU of its own, and ZeroGPU
+schedules the calls itself. A queue made with `one_at_a_time=False` lets every request
+through at once.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ POLL_S = 2.0  # a waiter hears of its place at least this often (and can notice 
 class DeviceQueue:
     """The line for the device: the request using it first, then the waiting ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, one_at_a_time: bool = True) -> None:
+        self.one_at_a_time = one_at_a_time
         self._changed = threading.Condition()
         self._line: list[Turn] = []
 
@@ -35,6 +40,8 @@ class Turn:
     def waiting(self, poll_s: float = POLL_S) -> Iterator[int]:
         """Join the line. Yields how many requests are ahead, whenever that changes and at
         least every `poll_s`; ends once the device is ours, to keep until `leave()`."""
+        if not self._queue.one_at_a_time:
+            return
         changed, line = self._queue._changed, self._queue._line
         with changed:
             line.append(self)

@@ -196,6 +196,17 @@ _loaded: OrderedDict[tuple, LoadedPair] = OrderedDict()
 _lock = threading.Lock()
 
 
+def _new_lock_in_child() -> None:
+    """ZeroGPU forks a GPU worker from a handler thread while other threads run. A lock that
+    one of them held at the fork stays held in the child forever, since the thread that
+    would release it does not exist there: the child starts with a lock of its own."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 def load_pair(
     spec: PairSpec,
     device: str = "auto",
@@ -268,6 +279,24 @@ def loaded(spec: PairSpec, device: str = "auto", dtype: str = "auto") -> LoadedP
     torch_device = choose_device(device)
     with _lock:
         return _cached((spec, str(torch_device), str(choose_dtype(torch_device, dtype))))
+
+
+def loaded_spec(spec: PairSpec) -> LoadedPair | None:
+    """`spec`'s pair if it is in memory, on whatever device; loads nothing and asks torch
+    nothing (a ZeroGPU handler thread must not touch CUDA)."""
+    with _lock:
+        return next((pair for pair in _loaded.values() if pair.spec == spec), None)
+
+
+def fits_beside_loaded(spec: PairSpec) -> bool:
+    """Whether `spec` could be loaded without evicting a pair in memory: fewer than
+    MAX_LOADED_PAIRS are loaded, and its weight files fit under ASSISTED_MAX_MODEL_GB beside
+    the weights they hold. Reads the files' sizes (the Hub's listing for a Hub id)."""
+    refs = [spec.target, *([spec.assistant] if spec.assistant else [])]
+    if len(_loaded) >= MAX_LOADED_PAIRS:
+        return False
+    size = sum(_weights_bytes(resolve_model_ref(ref)) for ref in refs)
+    return memory_in_use() + size <= MAX_MODEL_GB * 1e9
 
 
 def loaded_pairs() -> list[str]:

@@ -38,29 +38,12 @@ import torch
 from torch import nn
 
 from assisted.drafters import DrafterKind
-from assisted.settings import SettingsError
-
-# What "auto" means on a CPU (see the measurements above).
-CPU_DEFAULT = "int8"
+from assisted.settings import assistant_precision
 
 
 def resolve(quant: str, drafter: DrafterKind | str, device: torch.device) -> str:
-    """The precision a run drafts in: "none" (the pair's dtype), "int8" or "int8-wo".
-
-    "auto" means int8 on a CPU, where it measured faster, and the pair's dtype elsewhere.
-    Drafters without a model of their own draft as they are (`DraftSettings.validate_for`
-    refuses an int8 precision for them).
-    """
-    if not DrafterKind(drafter).has_model:
-        return "none"
-    if quant == "auto":
-        return CPU_DEFAULT if device.type == "cpu" else "none"
-    if quant != "none" and device.type != "cpu":
-        raise SettingsError(
-            f"assistant precision {quant!r} uses CPU kernels; on {device.type} the assistant "
-            "drafts in the pair's dtype (choose 'auto' or 'none')"
-        )
-    return quant
+    """The precision a run drafts in on `device` (`settings.assistant_precision`)."""
+    return assistant_precision(quant, drafter, device.type)
 
 
 def quantized_copy(model: nn.Module, precision: str) -> nn.Module:

@@ -132,6 +132,26 @@ class RunSettings:
         return replace(self, **changes)
 
 
+def assistant_precision(quant: str, drafter: DrafterKind | str, device_type: str) -> str:
+    """The precision a run drafts in: "none" (the pair's dtype), "int8" or "int8-wo".
+
+    "auto" means int8 on a CPU, where it measured faster (`assisted.quantize`), and the
+    pair's dtype elsewhere. Drafters without a model of their own draft as they are
+    (`DraftSettings.validate_for` refuses an int8 precision for them). Takes the device's
+    type ("cpu", "cuda"), so that the app can refuse a setting before it asks ZeroGPU for a
+    GPU, without touching CUDA."""
+    if not DrafterKind(drafter).has_model:
+        return "none"
+    if quant == "auto":
+        return "int8" if device_type == "cpu" else "none"
+    if quant != "none" and device_type != "cpu":
+        raise SettingsError(
+            f"assistant precision {quant!r} uses CPU kernels; on {device_type} the assistant "
+            "drafts in the pair's dtype (choose 'auto' or 'none')"
+        )
+    return quant
+
+
 def validate_prompt(prompt: str) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise SettingsError("the prompt is empty: type something to generate from")

@@ -44,11 +44,13 @@ class Progress:
 
 @dataclass(frozen=True)
 class Finished:
-    """The benchmark's last event: the report (`reporting.report`) and the timed runs it
-    was made from, in the order they ran."""
+    """The benchmark's last event: the report (`reporting.report`), the timed runs it was
+    made from, in the order they ran, and the acceptance the last prompt left (where a
+    benchmark split into parts, the next part starts from it)."""
 
     report: dict
     runs: list[Run]
+    acceptance: LearntSnapshot = field(default_factory=lambda: LearntSnapshot({}))
 
 
 def benchmark(
@@ -59,11 +61,14 @@ def benchmark(
     repeats: int = REPEATS,
     overhead: bool = False,
     stop: threading.Event | None = None,
+    acceptance: LearntSnapshot | None = None,
 ) -> Iterator[Progress | Finished]:
     """Time every prompt plain and with every variant; yield Progress, then Finished.
 
     Setting `stop` ends the run in flight within one step and the benchmark with it: no
-    Finished is yielded, since a report of a partial set would mislead."""
+    Finished is yielded, since a report of a partial set would mislead. `acceptance` is
+    where the `auto` policy starts: what the prompts before these left, for a benchmark
+    split into parts (the app on ZeroGPU, one GPU call per part); None is no acceptance."""
     from assisted import decoding
 
     settings.validate()
@@ -78,14 +83,15 @@ def benchmark(
     overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
     total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
     session = _Session(pair, variants, drafting, settings, repeats, stop, total)
-    # A benchmark starts from no acceptance, so that its figures do not depend on what the
-    # pair ran before, in this process or in an earlier one (`assisted.learnt_store`). The
-    # costs, facts about the machine, stay.
-    pair.learnt.restore(LearntSnapshot({}))
     yield session.progress("warming up")
     decoding.warm_up(pair, ("plain",))
     for variant in variants:
         decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
+    # A benchmark starts from no acceptance, so that its figures do not depend on what the
+    # pair ran before, in this process or in an earlier one (`assisted.learnt_store`), nor
+    # on whether this process had to warm up; a part of a split benchmark starts from what
+    # the parts before it left. The costs, facts about the machine, stay.
+    pair.learnt.restore(acceptance or LearntSnapshot({}))
 
     overheads: dict[str, float | None] = {}
     if overhead and examples:
@@ -98,7 +104,7 @@ def benchmark(
     info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
     plain_pct, assisted_pct = overheads.get("plain"), overheads.get("assisted")
     result = report(session.runs, variants, info, settings, repeats, plain_pct, assisted_pct)
-    yield Finished(result, session.runs)
+    yield Finished(result, session.runs, pair.learnt.snapshot())
 
 
 @dataclass

@@ -14,6 +14,7 @@ import pandas as pd
 from assisted import bench
 from assisted.drafters import DrafterKind
 from assisted.examples import Example
+from assisted.learnt import LearntSnapshot
 from assisted.pairs import PairSpec
 from assisted.settings import (
     ASSISTANT_QUANTS,
@@ -21,6 +22,7 @@ from assisted.settings import (
     RunSettings,
     SettingsError,
 )
+from assisted.stop_flags import StopFlag
 from assisted.ui.benchmark_format import (
     CATEGORY_HEADERS,
     PROMPT_HEADERS,
@@ -31,6 +33,7 @@ from assisted.ui.benchmark_format import (
     bench_prompt_rows,
     bench_warning,
 )
+from assisted.ui.gpu_time import MARGIN, CallReport, GpuTimes
 from assisted.ui.outputs import BenchmarkOutputs
 from assisted.ui.shared import VISITORS_AT_ONCE, PairLoader, Stops, in_order, updating_only, whole
 
@@ -47,11 +50,46 @@ minutes: start with one category. The device is busy for Compare until the bench
 """
 
 StreamBenchmark = Callable[
-    [PairSpec, str, str, bool, list[Example], list[bench.Variant], RunSettings, int, str],
-    Iterator[bench.Progress | dict],
+    [
+        PairSpec,
+        str,
+        str,
+        bool,
+        list[Example],
+        list[bench.Variant],
+        RunSettings,
+        int,
+        StopFlag,
+        LearntSnapshot | None,
+    ],
+    Iterator[bench.Progress | bench.Finished | CallReport],
 ]
 """`app.stream_benchmark`, the GPU work: (spec, device, dtype, allow_local, examples,
-variants, settings, repeats, stop_key) → Progress events, then the report."""
+variants, settings, repeats, stop, acceptance) → Progress events, Finished, then what the
+call measured."""
+
+
+def gpu_calls(
+    examples: list[Example],
+    variants: list[bench.Variant],
+    settings: RunSettings,
+    repeats: int,
+    times: GpuTimes,
+    pair: str,
+    preloaded: bool,
+) -> list[list[Example]]:
+    """The prompts of each ZeroGPU call: as many, in order, as the measured pace lets one
+    call time within its limit (`GpuTimes.max_s`), and at least one."""
+    calls: list[list[Example]] = []
+    for example in examples:
+        if calls:
+            tokens = (len(calls[-1]) + 1) * repeats * settings.max_new_tokens
+            estimate = times.runs(pair, tokens, tokens * len(variants), preloaded)
+            if estimate.estimate_s * MARGIN <= times.max_s:
+                calls[-1].append(example)
+                continue
+        calls.append([example])
+    return calls
 
 
 def quant_sweep(drafters: list[str], quants: list[str] | None) -> list[str]:
@@ -154,6 +192,8 @@ class Benchmarking:
             bench_warning(len(chosen), len(variants), repeats, settings.max_new_tokens, pace),
             title="Benchmark started",
         )
+        for variant in variants:  # before a GPU is asked for
+            self.loader.check_for_device(spec, variant.draft)
         yield _no_report(f"**Loading** `{spec.name}`…")
         key = f"{request.session_hash or id(request)}:benchmark"
         with self.loader.request(self.stops, key) as (turn, stop):
@@ -162,27 +202,74 @@ class Benchmarking:
             if stop.is_set():
                 yield _no_report("**Stopped** before the timed runs started: no report.")
                 return
-            self.loader.load(spec, True, progress)
-            config = self.loader.config
-            items = self.stream(
-                spec, config.device, config.dtype, True, chosen, variants, settings, repeats, key
+            self.loader.load_for_run(spec, True, progress)
+            yield from self._timed(spec, chosen, variants, settings, repeats, stop)
+
+    def _timed(
+        self,
+        spec: PairSpec,
+        chosen: list[Example],
+        variants: list[bench.Variant],
+        settings: RunSettings,
+        repeats: int,
+        stop: StopFlag,
+    ) -> Iterator[BenchmarkOutputs]:
+        """The timed runs, in one GPU call, or on ZeroGPU in as many as its limit needs,
+        each starting from the acceptance the one before it left; then the report."""
+        loader, config = self.loader, self.loader.config
+        preloaded = spec.name in loader.preloaded
+        calls = [chosen]
+        if config.zerogpu:
+            calls = gpu_calls(
+                chosen, variants, settings, repeats, loader.gpu_times, spec.name, preloaded
             )
-            start = time.perf_counter()
-            done = total = 0
+        total = len(chosen) * repeats * (1 + len(variants))
+        start = time.perf_counter()
+        done, runs, finished = 0, [], None
+        for number, examples in enumerate(calls, 1):
+            if config.zerogpu:
+                tokens = len(examples) * repeats * settings.max_new_tokens
+                estimate = loader.gpu_times.runs(
+                    spec.name, tokens, tokens * len(variants), preloaded
+                )
+                status = loader.gpu_call_status(spec, estimate)
+                yield updating_only(
+                    BenchmarkOutputs, status=f"Call {number} of {len(calls)}. {status}"
+                )
+            acceptance = finished.acceptance if finished else None
+            items = self.stream(
+                spec, config.device, config.dtype, True, examples, variants, settings, repeats,
+                stop, acceptance,
+            )  # fmt: skip
+            before, finished = done, None
             for item in items:
-                elapsed = time.perf_counter() - start
-                if not isinstance(item, bench.Progress):
-                    yield _finished(item, total, elapsed)
-                    return
-                done, total = item.done, item.total
-                if item.record is not None:  # the pair's pace, for the next estimate
-                    self.loader.paces.note_plain_run(spec.target, spec.name, item.record)
-                status = bench_progress_markdown(done, total, item.label, elapsed)
-                yield updating_only(BenchmarkOutputs, status=status)
+                if isinstance(item, CallReport):  # for the next call's request
+                    loader.gpu_times.note(item)
+                elif isinstance(item, bench.Finished):
+                    finished = item
+                elif item.total == 0:  # a status line of the call's own (loading)
+                    yield updating_only(BenchmarkOutputs, status=item.label)
+                else:
+                    done = before + item.done
+                    if item.record is not None:  # the pair's pace, for the next estimate
+                        loader.paces.note_plain_run(spec.target, spec.name, item.record)
+                    elapsed = time.perf_counter() - start
+                    status = bench_progress_markdown(done, total, item.label, elapsed)
+                    yield updating_only(BenchmarkOutputs, status=status)
+            if finished is None:
+                break
+            runs += finished.runs
+        if finished is None:
             if stop.is_set():
                 yield _no_report(f"**Stopped** after {done} of {total} timed runs: no report.")
             else:
                 yield _no_report("The benchmark ended without a report.")
+            return
+        report = finished.report
+        if len(calls) > 1:  # one report of every call's runs
+            info = {name: report[name] for name in ("pair", "device", "dtype")}
+            report = bench.report(runs, variants, info, settings, repeats)
+        yield _finished(report, total, time.perf_counter() - start)
 
     def request_stop(self, request: gr.Request) -> None:
         event = self.stops.get(f"{request.session_hash}:benchmark")

@@ -21,9 +21,11 @@ from assisted.settings import (
     SettingsError,
     validate_prompt,
 )
+from assisted.stop_flags import StopFlag
 from assisted.ui import compare_layout as layout
 from assisted.ui.compare_format import chunks_from_dicts, race_timeline, run_html
 from assisted.ui.compare_layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, draft_length_default
+from assisted.ui.gpu_time import CallReport
 from assisted.ui.live import MODES, idle_outputs
 from assisted.ui.outputs import CompareOutputs, ReplayOutputs
 from assisted.ui.shared import (
@@ -39,10 +41,11 @@ from assisted.ui.shared import (
 REPLAY_EVERY_S = 0.05  # the race replay's update interval
 
 StreamComparison = Callable[
-    [PairSpec, str, str, bool, str, RunSettings, DraftSettings, str], Iterator[CompareOutputs]
+    [PairSpec, str, str, bool, str, RunSettings, DraftSettings, StopFlag],
+    Iterator[CompareOutputs | CallReport],
 ]
 """`app.stream_comparison`, the GPU work: (spec, device, dtype, allow_local, prompt, settings,
-draft, stop_key) → every output's value, as steps arrive."""
+draft, stop) → every output's value, as steps arrive, then what the call measured."""
 
 
 def run_settings(
@@ -139,6 +142,7 @@ class Comparing:
         )
         spec, allow_local = self.loader.spec_for(pair, custom_target, custom_assistant)
         draft = draft_settings(spec, draft_length, schedule, confidence_threshold, assistant_quant)
+        self.loader.check_for_device(spec, draft)  # before a GPU is asked for
         key = request.session_hash or str(id(request))
         with self.loader.request(self.stops, key) as (turn, stop):
             for status in self.loader.until_ready(spec, allow_local, turn, stop):
@@ -146,11 +150,20 @@ class Comparing:
             if stop.is_set():
                 yield idle_outputs("**Stopped** before the timed runs started.")
                 return
-            self.loader.load(spec, allow_local, progress)
+            self.loader.load_for_run(spec, allow_local, progress)
+            if self.loader.config.zerogpu:
+                estimate = self.loader.gpu_times.comparison(
+                    spec.name, settings.max_new_tokens, spec.name in self.loader.preloaded
+                )
+                yield idle_outputs(self.loader.gpu_call_status(spec, estimate))
             device, dtype = self.loader.config.device, self.loader.config.dtype
-            streamed = self.stream(spec, device, dtype, allow_local, prompt, settings, draft, key)
+            streamed = self.stream(spec, device, dtype, allow_local, prompt, settings, draft, stop)
             outputs = None
-            for outputs in streamed:
+            for item in streamed:
+                if isinstance(item, CallReport):  # for the next call's request
+                    self.loader.gpu_times.note(item)
+                    continue
+                outputs = item
                 yield outputs
             if outputs is not None and outputs.result:  # the pair's pace, for the benchmark
                 self.loader.paces.note_comparison(spec.target, spec.name, outputs.result)

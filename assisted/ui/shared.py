@@ -5,11 +5,15 @@ A request fetches its pair's files first, outside the line for the device, so a 
 holds up no one comparing on a pair in memory. Only then does it take its turn
 (`assisted.device_queue`): timed runs, and loading pairs into memory, which would slow a
 timed run down, use the device one at a time.
+
+On ZeroGPU (`Config.zerogpu`) the handlers run in the main process, where CUDA is only
+emulated, and only in the thread that imported `spaces`: they fetch files and check
+settings, but never load a pair. A pair not loaded at start-up loads inside each GPU call
+that needs it, and the status line says so and what it costs.
 """
 
 import contextlib
 import itertools
-import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -18,6 +22,9 @@ import gradio as gr
 from assisted import pairs
 from assisted.device_queue import DeviceQueue, Turn
 from assisted.pairs import PairError, PairSpec
+from assisted.settings import DraftSettings, SettingsError, assistant_precision
+from assisted.stop_flags import StopFlag, StopFlags
+from assisted.ui.gpu_time import Estimate, GpuTimes
 from assisted.ui.pace import Paces
 
 CUSTOM = "custom"  # the pair dropdown's choice for user-supplied target/assistant ids
@@ -25,9 +32,9 @@ CUSTOM = "custom"  # the pair dropdown's choice for user-supplied target/assista
 # turn on the device, so a download holds up no one whose pair is in memory.
 VISITORS_AT_ONCE = 8
 
-Stops = dict[str, threading.Event]
-"""Stop requests by key (the session, and the tab): a Stop button sets its request's event,
-and the backend ends the run within one step."""
+Stops = StopFlags
+"""Stop requests by key (the session, and the tab): a Stop button sets its request's flag,
+and the backend ends the run within one step, in whichever process it runs."""
 
 
 class Config(Protocol):
@@ -45,6 +52,8 @@ class Config(Protocol):
     def allow_local(self) -> bool: ...
     @property
     def allow_custom(self) -> bool: ...
+    @property
+    def zerogpu(self) -> bool: ...
 
 
 Outputs = TypeVar("Outputs", bound=NamedTuple)
@@ -102,10 +111,46 @@ class PairLoader:
     are the page's handlers for the pair status line. `paces` holds how fast each pair
     decoded in the tabs' runs."""
 
-    def __init__(self, config: Config, queue: DeviceQueue):
+    def __init__(
+        self,
+        config: Config,
+        queue: DeviceQueue,
+        gpu_times: GpuTimes | None = None,
+        preloaded: set[str] | None = None,
+    ):
         self.config = config
         self.queue = queue
         self.paces = Paces()
+        self.gpu_times = gpu_times or GpuTimes(max_s=300)
+        self.preloaded = preloaded if preloaded is not None else set()
+
+    def device_type(self) -> str:
+        """The type of the device runs use ("cpu", "cuda"). On ZeroGPU it is CUDA, known
+        without asking torch: a handler thread must not touch CUDA there."""
+        if self.config.zerogpu:
+            return "cuda"
+        return pairs.choose_device(self.config.device).type
+
+    def check_for_device(self, spec: PairSpec, draft: DraftSettings) -> None:
+        """Refuse draft settings that cannot run on the device, before any GPU is asked for."""
+        try:
+            assistant_precision(draft.assistant_quant, spec.drafter, self.device_type())
+        except (SettingsError, PairError) as error:
+            raise gr.Error(str(error), title="Settings") from error
+
+    def gpu_call_status(self, spec: PairSpec, estimate: Estimate) -> str:
+        """The status line as a request asks ZeroGPU for a GPU."""
+        if spec.name in self.preloaded:
+            where = f"`{spec.name}` is in memory"
+        else:
+            where = f"`{spec.name}` loads inside the call ({self._load_cost(spec)})"
+        return f"**Asking ZeroGPU for a GPU**: {where}; the call {estimate.describe()}."
+
+    def _load_cost(self, spec: PairSpec) -> str:
+        load_s = self.gpu_times.load_s(spec.name)
+        if load_s is None:
+            return "its load time is not measured yet, and counts toward the call's time"
+        return f"{load_s:.0f} s on the latest call, counted toward the call's time"
 
     def spec_for(
         self, pair: str, custom_target: str, custom_assistant: str
@@ -160,7 +205,7 @@ class PairLoader:
             raise _not_loaded(spec, error) from error
 
     def until_ready(
-        self, spec: PairSpec, allow_local: bool, turn: Turn, stop: threading.Event
+        self, spec: PairSpec, allow_local: bool, turn: Turn, stop: StopFlag
     ) -> Iterator[str]:
         """Status lines while the pair's files are fetched, then while the request waits for
         its turn on the device; ends early when Stop is pressed. The download comes first,
@@ -172,17 +217,21 @@ class PairLoader:
             yield status
 
     @contextlib.contextmanager
-    def request(self, stops: Stops, key: str) -> Iterator[tuple[Turn, threading.Event]]:
-        """A request's place in the line for the device and its Stop event (under `key` in
+    def request(self, stops: Stops, key: str) -> Iterator[tuple[Turn, StopFlag]]:
+        """A request's place in the line for the device and its Stop flag (under `key` in
         `stops`), both given up when the request ends."""
-        stop = stops[key] = threading.Event()
+        stop = stops.open(key)
         turn = self.queue.turn()
         try:
             yield turn, stop
         finally:
             turn.leave()
-            if stops.get(key) is stop:
-                del stops[key]
+            stops.close(key, stop)
+
+    def load_for_run(self, spec: PairSpec, allow_local: bool, progress: gr.Progress) -> None:
+        """Load the pair before its timed runs; on ZeroGPU the GPU call loads it instead."""
+        if not self.config.zerogpu:
+            self.load(spec, allow_local, progress)
 
     def load_chosen(
         self,
@@ -211,10 +260,22 @@ class PairLoader:
         self, spec: PairSpec, allow_local: bool, progress: gr.Progress
     ) -> Iterator[str]:
         """The pair's status lines: fetched, then loaded on the device's turn (the turn is
-        skipped for a pair already in memory)."""
+        skipped for a pair already in memory). On ZeroGPU, fetched only: a pair loaded at
+        start-up is in memory, and any other loads inside the GPU calls."""
         turn = self.queue.turn()
         try:
             yield from self.fetch_status(spec, allow_local)
+            if self.config.zerogpu:
+                pair = pairs.loaded_spec(spec) if spec.name in self.preloaded else None
+                yield (
+                    pair_status(pair)
+                    if pair
+                    else (
+                        f"**Ready:** `{spec.name}`'s files are here. On ZeroGPU it loads inside "
+                        f"each GPU call that uses it ({self._load_cost(spec)})."
+                    )
+                )
+                return
             pair = pairs.loaded(spec, self.config.device, self.config.dtype)
             if pair is None:
                 yield from map(waiting_status, turn.waiting())

@@ -1,0 +1,124 @@
+"""How much GPU time a ZeroGPU call asks for: what this app measured, times a stated margin.
+
+ZeroGPU charges the requested duration against the visitor's quota when it schedules the
+call (`spaces/zero/client.py`, `schedule(duration=...)`), and may abort a call that runs
+past it. Over-asking turns visitors away sooner (a free visitor's quota is minutes a day);
+under-asking loses the run. So a call asks for what the calls before it measured, times
+MARGIN:
+
+- the timed runs: the new tokens at the pair's latest seconds per token, plain and assisted
+  (a run's `total_s` over its new tokens: prefill included);
+- what a call does before them: loading the pair, unless it was loaded at start-up; and the
+  set-up (preparing the pair, the warm-up, and the calibration until a call has kept its
+  costs on disk), as the latest call that did it measured. The set-up is counted on every
+  call: ZeroGPU may hand the call a fresh fork, which has to warm up again, and the app
+  cannot know beforehand;
+- a pair not measured yet: FIRST_S_PER_TOKEN, FIRST_SETUP_S and FIRST_LOAD_S, generous.
+
+Each GPU call reports what it measured (`CallReport`, its last yield, which the handler
+keeps and does not show). Imports neither torch nor gradio: it runs in the main process.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+MARGIN = 1.5  # the request is this many times the estimate: runs vary by up to 1.5x
+FLOOR_S = 20  # never ask for less: scheduling and the fork's start cost seconds too
+FIRST_S_PER_TOKEN = 0.1  # a pair never timed here: a 7-9B target in bf16 on a shared GPU
+FIRST_SETUP_S = 30.0  # warm-up and calibration of a pair never timed here
+FIRST_LOAD_S = 90.0  # loading a pair inside a call before any load was timed
+
+
+@dataclass(frozen=True)
+class CallReport:
+    """What one GPU call measured, for the next call's request. Seconds are None for work
+    the call did not do (the pair was in memory; the process was warm)."""
+
+    pair: str
+    load_s: float | None
+    setup_s: float | None
+    plain_s_per_token: float | None = None
+    assisted_s_per_token: float | None = None
+
+
+@dataclass
+class _PairTimes:
+    load_s: float | None = None
+    setup_s: float | None = None
+    plain_s_per_token: float | None = None
+    assisted_s_per_token: float | None = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A request: `seconds` to ask for, and the sum it came from, for the status line."""
+
+    seconds: int
+    estimate_s: float
+    measured: bool  # False: the pair has no measured pace yet, so the figures are guesses
+
+    def describe(self) -> str:
+        basis = "measured here" if self.measured else "a first guess: not measured here yet"
+        return (
+            f"asks ZeroGPU for {self.seconds} s: {self.estimate_s:.0f} s estimated ({basis}) "
+            f"× {MARGIN:g} margin"
+        )
+
+
+class GpuTimes:
+    """What the GPU calls measured, by pair; shared by the tabs' handlers (threads)."""
+
+    def __init__(self, max_s: int) -> None:
+        self.max_s = max_s
+        self._lock = threading.Lock()
+        self._pairs: dict[str, _PairTimes] = {}
+
+    def note(self, report: CallReport) -> None:
+        with self._lock:
+            times = self._pairs.setdefault(report.pair, _PairTimes())
+            for name in ("load_s", "setup_s", "plain_s_per_token", "assisted_s_per_token"):
+                if (value := getattr(report, name)) is not None:
+                    setattr(times, name, value)
+
+    def comparison(self, pair: str, new_tokens: int, preloaded: bool) -> Estimate:
+        """The request for a comparison of `new_tokens` on `pair` (plain, then assisted)."""
+        return self.runs(pair, new_tokens, new_tokens, preloaded)
+
+    def runs(self, pair: str, plain_tokens: int, assisted_tokens: int, preloaded: bool) -> Estimate:
+        """The request for a call that times `plain_tokens` of plain decoding and
+        `assisted_tokens` of assisted decoding on `pair`, after its set-up."""
+        with self._lock:
+            times = self._pairs.get(pair, _PairTimes())
+        plain = times.plain_s_per_token
+        assisted = times.assisted_s_per_token or plain
+        measured = plain is not None
+        estimate = (
+            plain_tokens * (plain or FIRST_S_PER_TOKEN)
+            + assisted_tokens * (assisted or FIRST_S_PER_TOKEN)
+            + (times.setup_s if times.setup_s is not None else FIRST_SETUP_S)
+            + (0.0 if preloaded else times.load_s if times.load_s is not None else FIRST_LOAD_S)
+        )
+        seconds = min(self.max_s, max(FLOOR_S, math.ceil(MARGIN * estimate)))
+        return Estimate(seconds, estimate, measured)
+
+    def load_s(self, pair: str) -> float | None:
+        """Seconds the latest call that loaded `pair` took to load it; None: none did."""
+        with self._lock:
+            return self._pairs.get(pair, _PairTimes()).load_s
+
+    def s_per_token(self, pair: str) -> float:
+        """Plain plus assisted seconds per token on `pair` (a guess where not measured)."""
+        with self._lock:
+            times = self._pairs.get(pair, _PairTimes())
+        plain = times.plain_s_per_token or FIRST_S_PER_TOKEN
+        return plain + (times.assisted_s_per_token or plain)
+
+
+def s_per_token(result: dict | None, mode: str) -> float | None:
+    """A comparison result's seconds per new token in `mode`, prefill included."""
+    run = (result or {}).get(mode) or {}
+    tokens, seconds = run.get("new_tokens"), run.get("total_s")
+    return seconds / tokens if tokens and seconds else None

@@ -1,0 +1,234 @@
+"""The app on ZeroGPU, emulated (`tests.zerogpu`): each GPU call in a forked process, a
+fresh one or a reused idle one, arguments and yields pickled, nothing flowing back.
+
+Served over HTTP with a tiny pair loaded at start-up in the main process, as a Space loads
+its default pair at import, and called through `gradio_client`. `pytest -k zerogpu` runs
+them all."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+gradio_client = pytest.importorskip("gradio_client")
+
+import app  # noqa: E402
+from assisted import learnt_store, pairs  # noqa: E402
+from assisted.ui import gpu_time  # noqa: E402
+from tests.serve import launch  # noqa: E402
+from tests.test_app import settings  # noqa: E402
+from tests.zerogpu import ZeroGPU  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def zerogpu():
+    with pytest.MonkeyPatch.context() as patch:
+        yield ZeroGPU(patch)
+
+
+@pytest.fixture(scope="module")
+def config(tiny_dirs):
+    target, other = str(tiny_dirs["target"]), str(tiny_dirs["other"])
+    registry = {
+        "tiny": pairs.custom_pair(target, other),
+        "tiny-lookup": pairs.custom_pair(target, None),
+    }
+    return app.AppConfig(
+        registry=registry,
+        default_pair="tiny",
+        device="cpu",
+        dtype="float32",
+        allow_local=True,
+        zerogpu=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def server(zerogpu, config):
+    pairs._loaded.clear()
+    # At import on a Space, in the thread that imported `spaces`: room for the default pair
+    # only, so that `tiny-lookup` loads inside the GPU calls.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
+        app.preload(config)
+    assert app._preloaded == {config.registry["tiny"].name}
+    gpu = app.GpuCalls(
+        zerogpu.wrap(app.stream_comparison, app._gpu_duration),
+        zerogpu.wrap(app.stream_benchmark, app._bench_gpu_duration),
+    )
+    demo = app.build_demo(config, gpu)
+    _, url, _ = demo.launch(
+        server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **app.LAUNCH_KWARGS
+    )
+    yield demo, url
+    demo.close()
+    app._preloaded.clear()
+    app._gpu_times.__init__(app.GPU_CALL_MAX_S)
+
+
+@pytest.fixture
+def client(server, zerogpu):
+    zerogpu.reuse = True
+    zerogpu.requests.clear()
+    zerogpu.handler_calls.clear()
+    return gradio_client.Client(server[1], verbose=False)
+
+
+def in_a_handler_thread(function, *args) -> list:
+    """`function(*args)`'s yields, run in a thread as Gradio runs a handler."""
+    values: list = []
+    thread = threading.Thread(target=lambda: values.extend(function(*args)))
+    thread.start()
+    thread.join(60)
+    return values
+
+
+def test_zerogpu_a_comparison_runs_in_a_forked_worker_and_nothing_loads_in_a_handler(
+    client, zerogpu
+):
+    result = client.predict(**settings(), api_name="/compare")[-1]
+    assert result["identical"] is True and result["plain"]["new_tokens"] > 0
+    assert zerogpu.worker_pids[-1] != os.getpid()
+    assert len(zerogpu.requests) == 1
+    assert zerogpu.handler_calls == []  # CUDA is not emulated in a handler thread
+
+
+def test_zerogpu_a_pair_not_loaded_at_start_up_loads_inside_the_call(server, client, zerogpu):
+    job = client.submit(**settings(pair="tiny-lookup"), api_name="/compare")
+    final = job.result()
+    statuses = [values[0] for values in job.outputs()]
+    assert any("loads inside the call" in status for status in statuses)
+    assert any("inside this GPU call" in status for status in statuses), statuses
+    assert final[-1]["identical"] is True
+    assert zerogpu.handler_calls == []
+    assert "tiny-lookup" not in " ".join(pairs.loaded_pairs())  # loaded in the worker only
+    # The pair dropdown's status says where the pair loads, and loads nothing itself.
+    load_chosen = next(b.fn for b in server[0].fns.values() if b.name == "load_chosen")
+    assert "loads inside each GPU call" in in_a_handler_thread(load_chosen, "tiny-lookup")[-1]
+    assert "**Ready:** `" in in_a_handler_thread(load_chosen, "tiny")[-1]  # in memory
+    assert zerogpu.handler_calls == []
+
+
+def learnt_files(folder) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
+
+
+def test_zerogpu_workers_start_from_what_earlier_workers_learnt(client, zerogpu, learnt_dir):
+    auto = settings(schedule="auto", draft_length=4, max_new_tokens=16)
+    for path in learnt_dir.glob("*.json"):
+        path.unlink()
+    (main_pair,) = [p for p in pairs._loaded.values() if p.spec.name.endswith("other")]
+    main_pair.learnt = learnt_store.load(None)  # the main process learnt nothing
+
+    zerogpu.reuse = False  # a fresh fork: it times the costs, and keeps them on disk
+    first = client.predict(**auto, api_name="/compare")[-1]["assisted"]["calibration"]
+    assert first["source"] == "timed" and first["file"]
+    zerogpu.reuse = True  # the same worker again: it holds what it timed
+    again = client.predict(**auto, api_name="/compare")[-1]["assisted"]["calibration"]
+    assert zerogpu.worker_pids[-1] == zerogpu.worker_pids[-2]
+    assert again["source"] == "timed"  # "calibrated once … kept for the next start"
+    zerogpu.reuse = False  # a fresh fork of a main process that never calibrated
+    fresh = client.predict(**auto, api_name="/compare")[-1]["assisted"]["calibration"]
+    assert zerogpu.worker_pids[-1] != zerogpu.worker_pids[-2]
+    assert fresh["source"] == "disk", "a fresh fork calibrated again"
+    assert not main_pair.learnt.verify_s  # nothing flowed back to the main process
+    [kept] = [f for f in learnt_files(learnt_dir) if f["key"]["pair"] == main_pair.spec.name]
+    assert kept["verify_s"] and kept["precisions"]
+
+
+def test_zerogpu_stop_ends_a_running_comparison_within_one_step(client, zerogpu, slow_steps):
+    job = client.submit(**settings(max_new_tokens=200), api_name="/compare")
+    for values in job:
+        if "Plain decoding" in values[0] or "plain" in values[0].lower().split("**")[1:2]:
+            break
+    time.sleep(0.5)
+    app._stops[client.session_hash].set()  # what the Stop button does
+    final = job.result()
+    result = final[-1]
+    assert result is None or result["plain"]["stopped"] or result["assisted"] is None
+    assert "Stopped" in final[0]
+
+
+def test_zerogpu_stop_ends_a_running_benchmark(client, zerogpu, slow_steps):
+    job = client.submit(
+        categories=["edit-code"], repeats=1, max_new_tokens=200, api_name="/benchmark"
+    )
+    for values in job:
+        if "timed runs" in values[0] or "warm-up" in values[0]:
+            break
+    app._stops[f"{client.session_hash}:benchmark"].set()
+    final = job.result()
+    assert "Stopped" in final[0] and final[-1] is None
+
+
+def test_zerogpu_settings_that_cannot_run_are_refused_before_a_gpu_is_asked_for(client, zerogpu):
+    # On ZeroGPU the device is CUDA, where the int8 assistant's CPU kernels cannot run.
+    with pytest.raises(gradio_client.exceptions.AppError, match="uses CPU kernels"):
+        client.predict(**settings(assistant_quant="int8"), api_name="/compare")
+    assert zerogpu.requests == []
+
+
+def test_zerogpu_a_comparison_asks_for_what_its_pair_was_measured_to_need(client, zerogpu):
+    app._gpu_times.__init__(app.GPU_CALL_MAX_S)  # nothing measured yet
+    tokens = 24
+    client.predict(**settings(max_new_tokens=tokens), api_name="/compare")
+    client.predict(**settings(max_new_tokens=tokens), api_name="/compare")
+    first, second = (request.duration_s for request in zerogpu.requests)
+    guess = gpu_time.MARGIN * (2 * tokens * gpu_time.FIRST_S_PER_TOKEN + gpu_time.FIRST_SETUP_S)
+    assert first == max(gpu_time.FLOOR_S, int(guess) + 1)
+    measured = app._gpu_times.comparison("tiny", tokens, preloaded=True)
+    assert measured.measured and second == measured.seconds
+    assert second < first  # tiny models on a CPU: far faster than the first guess
+
+
+def test_zerogpu_a_long_benchmark_is_split_into_calls_within_the_limit(client, zerogpu):
+    app._gpu_times.__init__(app.GPU_CALL_MAX_S)
+    one_prompt = app._gpu_times.runs("tiny", 16, 16, preloaded=True).seconds
+    app._gpu_times.max_s = one_prompt  # room for one prompt per call
+    try:
+        report = client.predict(
+            categories=["edit-code"], repeats=1, max_new_tokens=16, api_name="/benchmark"
+        )[-1]
+    finally:
+        app._gpu_times.max_s = app.GPU_CALL_MAX_S
+    prompts = len(report["prompts"])
+    assert prompts >= 2 and len(zerogpu.requests) == prompts
+    assert all(request.duration_s <= one_prompt for request in zerogpu.requests)
+    assert report["overall"]["speedup_geomean"] and report["categories"]["edit-code"]
+
+
+def test_zerogpu_visitors_do_not_queue_for_one_device(client, zerogpu):
+    holder = app._device.turn()
+    list(holder.waiting())  # elsewhere, this would hold every request up
+    try:
+        job = client.submit(**settings(), api_name="/compare")
+        final = job.result(timeout=120)
+        statuses = [values[0] for values in job.outputs()]
+    finally:
+        holder.leave()
+    assert final[-1]["identical"] is True
+    assert not any("Waiting for the device" in status for status in statuses)
+
+
+def test_zerogpu_a_fork_taken_while_a_handler_holds_the_pairs_lock_runs(client, zerogpu):
+    zerogpu.reuse = False  # a fresh fork, taken while another thread holds the lock
+    taken, release = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:
+        with pairs._lock:
+            taken.set()
+            release.wait(180)
+
+    holder = threading.Thread(target=hold_the_lock, daemon=True)
+    holder.start()
+    taken.wait()
+    try:
+        job = client.submit(**settings(pair="tiny-lookup"), api_name="/compare")
+        final = job.result(timeout=120)
+    finally:
+        release.set()
+    assert final[-1]["identical"] is True
