@@ -22,7 +22,6 @@ from assisted.bench.planning import BenchError, Variant, with_drafter
 from assisted.bench.reporting import Run, overhead_percent, report
 from assisted.drafters import DrafterKind
 from assisted.examples import Example
-from assisted.learnt import LearntSnapshot
 from assisted.pairs import LoadedPair
 from assisted.record import RunRecord
 from assisted.settings import WARMUP_TOKENS, DraftSettings, RunSettings
@@ -79,21 +78,22 @@ def benchmark(
     total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
     session = _Session(pair, variants, drafting, settings, repeats, stop, total)
     # A benchmark starts from no acceptance, so that its figures do not depend on what the
-    # pair ran before, in this process or in an earlier one (`assisted.learnt_store`). The
-    # costs, facts about the machine, stay.
-    pair.learnt.restore(LearntSnapshot({}))
-    yield session.progress("warming up")
-    decoding.warm_up(pair, ("plain",))
-    for variant in variants:
-        decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
+    # pair ran before, in this process or in an earlier one (`assisted.learnt_store`), and
+    # what its runs teach never reaches the file: the pair's own acceptance is back once it
+    # ends. The costs, facts about the machine, stay, and are kept as its runs refine them.
+    with pair.learnt.acceptance_apart():
+        yield session.progress("warming up")
+        decoding.warm_up(pair, ("plain",))
+        for variant in variants:
+            decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
 
-    overheads: dict[str, float | None] = {}
-    if overhead and examples:
-        overheads = yield from _time_overheads(session, prompt_ids[0])
-    for index, (example, ids) in enumerate(zip(examples, prompt_ids, strict=True)):
-        completed = yield from _time_prompt(session, index, example, ids)
-        if not completed:
-            return
+        overheads: dict[str, float | None] = {}
+        if overhead and examples:
+            overheads = yield from _time_overheads(session, prompt_ids[0])
+        for index, (example, ids) in enumerate(zip(examples, prompt_ids, strict=True)):
+            completed = yield from _time_prompt(session, index, example, ids)
+            if not completed:
+                return
 
     info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
     plain_pct, assisted_pct = overheads.get("plain"), overheads.get("assisted")
