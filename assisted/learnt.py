@@ -23,7 +23,15 @@ the prompt's own warm-up or repeats, as a new prompt in the app would, nor from 
 before the benchmark. The costs stay as the latest runs refined them, since timing the same
 machine again only sharpens them. A restore works in place: the pair's siblings
 (`dataclasses.replace` of the pair, as the benchmark's drafter variants are) share this
-object, and see it.
+object, and see it. The benchmark does all this inside `acceptance_apart()`, so that its
+acceptance never reaches the file, and the pair's own is back once it ends.
+
+Several processes learn on one pair and write one file (ZeroGPU workers, the CLI, the
+benchmark), so a save merges (`merge`) rather than replaces: what the file holds, with what
+this process learnt since it last read or wrote the file. The state is changed in place by
+several hands (the calibration, each run's refinements, the benchmark's restores), so
+rather than have each of them report what it changed, the state keeps a copy of the file as
+it last saw it (`synced`), and what differs from that copy is what this process learnt.
 
 No torch here.
 """
@@ -31,10 +39,15 @@ No torch here.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from assisted.acceptance import LONG_MATCH, AcceptanceCounts, Counts, EstimateKey
 from assisted.drafters import DrafterKind
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -64,6 +77,11 @@ class LearntState:
     # Seconds this process spent timing the costs (`assisted.auto.calibrate`), for the runs'
     # reports: 0 where every cost came from an earlier process. Not kept on disk.
     timed_s: float = field(default=0.0, compare=False)
+    # The learnt file's state when this process last read or wrote it (`merge`); None
+    # before it ever did. Not kept on disk.
+    synced: LearntState | None = field(default=None, compare=False, repr=False)
+    # False while the acceptance is this process's alone (`acceptance_apart`).
+    shares_acceptance: bool = field(default=True, compare=False)
 
     def precision(self, name: str) -> PrecisionLearnt:
         """What was learnt in precision `name` ("none", "int8", ...), empty at first."""
@@ -80,6 +98,48 @@ class LearntState:
         it starts from nothing again. The costs stay as they are."""
         for name in self.precisions.keys() | snapshot.acceptance.keys():
             self.precision(name).acceptance = _copy(snapshot.acceptance.get(name, {}))
+
+    @contextmanager
+    def acceptance_apart(self) -> Iterator[None]:
+        """Within the block the acceptance starts from nothing and is this process's alone:
+        `merge` neither writes it to the file nor brings another writer's into it, while
+        the costs merge as ever. Afterwards the acceptance is back as the block found it,
+        and the next save or refresh brings in what other writers learnt meanwhile."""
+        kept = self.snapshot()
+        self.shares_acceptance = False
+        self.restore(LearntSnapshot({}))
+        try:
+            yield
+        finally:
+            self.restore(kept)
+            self.shares_acceptance = True
+
+    def copy(self) -> LearntState:
+        """The costs and acceptance, apart from this state's."""
+        return LearntState(
+            dict(self.verify_s),
+            {
+                name: PrecisionLearnt(learnt.draft_s, learnt.prefill_s, _copy(learnt.acceptance))
+                for name, learnt in self.precisions.items()
+            },
+        )
+
+    def adopt(self, merged: LearntState, synced: LearntState) -> None:
+        """Hold `merged` (`merge`), in place, now that the file holds `synced`. While the
+        acceptance is apart, it stays as it is, and so does the file's copy of it."""
+        self.verify_s.clear()
+        self.verify_s.update(merged.verify_s)
+        for name, theirs in merged.precisions.items():
+            mine = self.precision(name)
+            mine.draft_s, mine.prefill_s = theirs.draft_s, theirs.prefill_s
+            if self.shares_acceptance:
+                mine.acceptance = _copy(theirs.acceptance)
+        seen = synced.copy()
+        if not self.shares_acceptance:
+            before = self.synced or LearntState()
+            for name in seen.precisions.keys() | before.precisions.keys():
+                seen.precision(name).acceptance = _copy(before.precision(name).acceptance)
+        self.synced = seen
 
     def to_dict(self) -> dict:
         """The state as JSON-ready data: T(k) as [k, seconds] pairs, and each acceptance
@@ -122,6 +182,44 @@ class LearntState:
             for name, learnt in data["precisions"].items()
         }
         return cls(verify_s, precisions)
+
+
+def merge(disk: LearntState, state: LearntState) -> LearntState:
+    """What the file should hold: `disk`, what it holds now, with what `state` learnt since
+    it last read or wrote the file (its `synced` copy), value by value.
+
+    - T(k), per row k, and each precision's drafting and prefill seconds: this process's
+      value where it timed or refined it since (it differs from its copy of the file), or
+      where the file has none; the file's otherwise. Two measurements of one machine are
+      both honest, so the later writer's stands.
+    - Acceptance, per precision and estimate (source, streak, match bucket): the same rule.
+      A run leaves its counts for the estimates it used and the history it started from
+      for the others (`AcceptanceModel.counts`), so each estimate in the file is the
+      latest counts of a run that used it, whichever process ran it. While `state`'s
+      acceptance is apart (`acceptance_apart`), the file's stands whole.
+
+    Nothing is ever removed: a value only the process holds stays, so a file deleted under
+    a running process comes back with what that process holds at its next save."""
+    synced = state.synced or LearntState()
+    merged = disk.copy()
+    for k, seconds in state.verify_s.items():
+        merged.verify_s[k] = _newer(seconds, synced.verify_s.get(k), disk.verify_s.get(k))
+    for name, mine in state.precisions.items():
+        was = synced.precisions.get(name, PrecisionLearnt())
+        theirs = merged.precision(name)
+        theirs.draft_s = _newer(mine.draft_s, was.draft_s, theirs.draft_s)
+        theirs.prefill_s = _newer(mine.prefill_s, was.prefill_s, theirs.prefill_s)
+        if state.shares_acceptance:
+            for key, counts in _copy(mine.acceptance).items():
+                new = _newer(counts, was.acceptance.get(key), theirs.acceptance.get(key))
+                theirs.acceptance[key] = new
+    return merged
+
+
+def _newer(mine: _T | None, synced: _T | None, disk: _T | None) -> _T | None:
+    """This process's value where it changed it since it last saw the file, or where the
+    file has none; the file's otherwise."""
+    return mine if mine is not None and (mine != synced or disk is None) else disk
 
 
 def _copy(acceptance: AcceptanceCounts) -> AcceptanceCounts:

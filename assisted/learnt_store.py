@@ -4,7 +4,8 @@ Timing the costs takes seconds (5.6 s for the embedded pair on 2 busy CPU cores,
 `assisted.auto`); kept in memory only, each CLI call and each Space restart would pay it
 again and start with no acceptance. So a pair reads what earlier processes learnt when it
 loads (`assisted.pairs`), and every `auto` run writes it back once its clock has stopped
-(`assisted.decoding`).
+(`assisted.decoding`). A process that lives on while others write (a ZeroGPU worker, forked
+from the main process or reused) brings their learning in with `refresh`.
 
 Where: `learnt/` in the cache of the converted models (`assisted.embedded.cache_root`), or
 the folder ASSISTED_LEARNT_DIR names; ASSISTED_LEARNT_DIR set to "" or "off" keeps nothing
@@ -19,9 +20,16 @@ the dtype. The costs are facts about that machine and dtype; the acceptance, per
 precision, is already keyed inside the state.
 
 A file that cannot be read, holds another key or another format version is ignored with a
-warning, and the next save replaces it: it costs a calibration, never the loaded models. A
-save writes a temporary file and renames it over the old one, so that a crash mid-write
-leaves the old file whole; a save that fails is logged, and the run's result stands.
+warning, and the next save replaces it: it costs a calibration, never the loaded models.
+
+Several processes write one file, each holding a copy read earlier, so a save never writes
+its copy whole (the last writer would undo the others): holding a lock on `<file>.lock`
+(`fcntl.flock`; where locking fails, logged once, it saves without), it reads the file,
+merges in what this process learnt since it last read or wrote it (the rules:
+`assisted.learnt.merge`), writes a temporary file and renames it over the old one (a crash
+mid-write leaves the old file whole), and takes the merged state into memory. Temporary
+files that crashed writers left are removed once they are `STALE_TMP_S` old. A save that
+fails is logged, and the run's result stands.
 
 No torch at import.
 """
@@ -29,6 +37,7 @@ No torch at import.
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import logging
@@ -36,12 +45,14 @@ import os
 import platform
 import re
 import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from assisted import embedded
-from assisted.learnt import LearntState
+from assisted.learnt import LearntState, merge
 from assisted.record import Calibration
 
 if TYPE_CHECKING:
@@ -51,9 +62,16 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 2  # raised when the file's shape changes: older files are then ignored
 _OFF = ("", "off")  # ASSISTED_LEARNT_DIR values that keep nothing on disk
+# A writer holds the lock for one small read and write (milliseconds): one that holds it
+# longer has hung, and waiting on it would hold the run's result back.
+LOCK_TIMEOUT_S = 10.0
+# A writer renames its temporary file within milliseconds of making it: one this old was
+# left by a writer that crashed.
+STALE_TMP_S = 300.0
 
 _log = logging.getLogger(__name__)
 _warned: set[Path] = set()  # files whose failed save was logged: once each is enough
+_warned_unlocked: set[Path] = set()  # files saved without the lock, logged once each
 
 
 @dataclass(frozen=True)
@@ -124,6 +142,56 @@ def _cpu_model() -> str:
 def load(file: LearntFile | None) -> LearntState:
     """What earlier processes learnt under `file`'s key; nothing learnt where there is no
     file or it cannot be used (logged)."""
+    state = _read(file)
+    state.synced = state.copy()
+    return state
+
+
+def refresh(file: LearntFile | None, state: LearntState) -> None:
+    """Bring into `state`, in place, what other processes wrote to `file` since this one
+    last read or wrote it, keeping what this process learnt and has not written yet (the
+    rules: `assisted.learnt.merge`). A ZeroGPU worker calls it as each GPU call starts, so
+    that a fresh fork (holding what the main process read at load) and a reused worker
+    (holding what it last wrote) both start from the latest. Nothing where `file` is None;
+    a file that cannot be used is ignored (logged), and `state` stays as it is."""
+    if file is None:
+        return
+    disk = _read(file)
+    state.adopt(merge(disk, state), synced=disk)
+
+
+def save(file: LearntFile | None, state: LearntState) -> None:
+    """Merge what `state` learnt into `file`, and take what other processes wrote there into
+    `state` (the module's note); nothing where `file` is None. A failure is logged (once
+    per file), never raised, and leaves `state` as it was."""
+    if file is None:
+        return
+    temporary = None
+    try:
+        file.path.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(file.path):
+            _remove_stale_temporaries(file.path)
+            merged = merge(_read(file), state)
+            text = json.dumps({"version": FORMAT_VERSION, "key": file.key, **merged.to_dict()})
+            handle, temporary = tempfile.mkstemp(
+                dir=file.path.parent, prefix=f"{file.path.name}.", suffix=".tmp"
+            )
+            with os.fdopen(handle, "w") as out:
+                out.write(text)
+            os.replace(temporary, file.path)
+            state.adopt(merged, synced=merged)
+    except OSError as error:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                Path(temporary).unlink(missing_ok=True)
+        if file.path not in _warned:
+            _warned.add(file.path)
+            _log.warning("cannot keep what the auto policy learnt in %s: %s", file.path, error)
+
+
+def _read(file: LearntFile | None) -> LearntState:
+    """What `file` holds; nothing learnt where there is no file or it cannot be used
+    (logged)."""
     if file is None:
         return LearntState()
     try:
@@ -145,26 +213,59 @@ def load(file: LearntFile | None) -> LearntState:
         return LearntState()
 
 
-def save(file: LearntFile | None, state: LearntState) -> None:
-    """Keep `state` in `file`, replacing what was there at once; nothing where `file` is
-    None. A failure is logged (once per file), never raised."""
-    if file is None:
-        return
-    text = json.dumps({"version": FORMAT_VERSION, "key": file.key, **state.to_dict()})
-    temporary = None
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Within the block, this process alone reads and writes `path` among those that lock
+    it, as long as locking works (`_lock`)."""
+    lock = _lock(path)
     try:
-        file.path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=file.path.parent, suffix=".tmp")
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        os.replace(temporary, file.path)
+        yield
+    finally:
+        if lock is not None:
+            lock.close()  # which releases the lock
+
+
+def _lock(path: Path) -> IO | None:
+    """The lock file beside `path`, open and locked; None where it cannot be locked
+    (logged once per file): a save then runs unlocked, and may lose what a writer saving at
+    the same moment learnt, never the file itself."""
+    try:
+        import fcntl  # Unix only
+    except ImportError as error:
+        return _unlocked(path, error)
+    try:
+        lock = open(path.with_name(f"{path.name}.lock"), "a")  # noqa: SIM115 (held past here)
     except OSError as error:
-        if temporary is not None:
-            with contextlib.suppress(OSError):
-                Path(temporary).unlink(missing_ok=True)
-        if file.path not in _warned:
-            _warned.add(file.path)
-            _log.warning("cannot keep what the auto policy learnt in %s: %s", file.path, error)
+        return _unlocked(path, error)
+    deadline = time.monotonic() + LOCK_TIMEOUT_S
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.01)
+                continue
+            error = TimeoutError(f"another writer held the lock for {LOCK_TIMEOUT_S:.0f} s")
+        except OSError as failure:  # a file system without locks, as some network ones
+            error = failure
+        lock.close()
+        return _unlocked(path, error)
+
+
+def _unlocked(path: Path, error: Exception) -> None:
+    if path not in _warned_unlocked:
+        _warned_unlocked.add(path)
+        _log.warning("saving %s without a lock (%s): a concurrent save may be lost", path, error)
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporary files of `path` that crashed writers left (`STALE_TMP_S`)."""
+    stale = time.time() - STALE_TMP_S
+    for temporary in path.parent.glob(f"{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):  # removed already, by another writer
+            if temporary.stat().st_mtime < stale:
+                temporary.unlink()
 
 
 def calibration(state: LearntState, file: LearntFile | None) -> Calibration:

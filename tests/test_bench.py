@@ -454,6 +454,40 @@ def test_every_timed_run_of_a_prompt_starts_from_what_the_earlier_prompts_taught
     assert started_from == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
 
 
+def test_the_benchmark_keeps_its_costs_but_never_its_acceptance_in_the_learnt_file(
+    models, monkeypatch, tmp_path
+):
+    """Each assisted run saves what it learnt, as `auto.keep_learnt` does: the costs reach
+    the file, the benchmark's acceptance neither reaches it nor stays in the pair."""
+    from assisted import decoding, learnt_store
+    from assisted.learnt import LearntState
+
+    file = learnt_store.LearntFile(tmp_path / "p.json", {"pair": "p"})
+    key = (DrafterKind.ASSISTANT, False, 0)
+    app = LearntState(verify_s={1: 0.5})
+    app.precision("none").acceptance[key] = ([6.0], [7.0])  # what the app learnt
+    learnt_store.save(file, app)
+    loaded = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
+    pair = dataclasses.replace(loaded, learnt=learnt_store.load(file), learnt_file=file)
+    variants = bench.plan_variants(pair.spec, ["assistant"])
+    settings = RunSettings(max_new_tokens=WARMUP_TOKENS + 4)
+
+    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None):
+        if mode == "assisted":
+            drafter.learnt.precision("none").acceptance[key] = ([0.0], [1.0])
+            drafter.learnt.verify_s[2] = 0.25
+            learnt_store.save(drafter.learnt_file, drafter.learnt)
+        yield decoding.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+
+    monkeypatch.setattr(decoding, "warm_up", lambda *args, **kwargs: None)
+    monkeypatch.setattr(decoding, "run", fake_run)
+    list(bench.benchmark(pair, [Example("q", "chat", "prompt")], variants, settings, repeats=1))
+    on_disk = learnt_store.load(file)
+    assert on_disk.verify_s == {1: 0.5, 2: 0.25}
+    assert on_disk.precision("none").acceptance == {key: ([6.0], [7.0])}
+    assert pair.learnt == on_disk  # the pair's own acceptance is back
+
+
 def test_stop_ends_the_benchmark_within_a_step_without_a_report(models):
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     examples = [Example("long", "write-code", "def add(a, b):")]

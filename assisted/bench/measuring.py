@@ -22,7 +22,6 @@ from assisted.bench.planning import BenchError, Variant, with_drafter
 from assisted.bench.reporting import Run, overhead_percent, report
 from assisted.drafters import DrafterKind
 from assisted.examples import Example
-from assisted.learnt import LearntSnapshot
 from assisted.pairs import LoadedPair
 from assisted.record import RunRecord
 from assisted.settings import WARMUP_TOKENS, DraftSettings, RunSettings
@@ -83,28 +82,32 @@ def benchmark(
     overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
     total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
     session = _Session(pair, variants, drafting, settings, repeats, stop, total)
-    yield session.progress("warming up")
-    decoding.warm_up(pair, ("plain",))
-    for variant in variants:
-        decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
     # A benchmark starts from no acceptance, so that its figures do not depend on what the
     # pair ran before, in this process or in an earlier one (`assisted.learnt_store`), nor
     # on whether this process had to warm up; a part of a split benchmark starts from what
-    # the parts before it left. The costs, facts about the machine, stay.
-    pair.learnt.restore(acceptance or LearntSnapshot({}))
+    # the parts before it left. What its runs teach never reaches the file: the pair's own
+    # acceptance is back once it ends. The costs, facts about the machine, stay, and are
+    # kept as its runs refine them.
+    with pair.learnt.acceptance_apart():
+        yield session.progress("warming up")
+        decoding.warm_up(pair, ("plain",))
+        for variant in variants:
+            decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
+        pair.learnt.restore(acceptance or LearntSnapshot({}))
 
-    overheads: dict[str, float | None] = {}
-    if overhead and examples:
-        overheads = yield from _time_overheads(session, prompt_ids[0])
-    for index, (example, ids) in enumerate(zip(examples, prompt_ids, strict=True)):
-        completed = yield from _time_prompt(session, index, example, ids)
-        if not completed:
-            return
+        overheads: dict[str, float | None] = {}
+        if overhead and examples:
+            overheads = yield from _time_overheads(session, prompt_ids[0])
+        for index, (example, ids) in enumerate(zip(examples, prompt_ids, strict=True)):
+            completed = yield from _time_prompt(session, index, example, ids)
+            if not completed:
+                return
+        left = pair.learnt.snapshot()  # where the next part of a split benchmark starts
 
     info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
     plain_pct, assisted_pct = overheads.get("plain"), overheads.get("assisted")
     result = report(session.runs, variants, info, settings, repeats, plain_pct, assisted_pct)
-    yield Finished(result, session.runs, pair.learnt.snapshot())
+    yield Finished(result, session.runs, left)
 
 
 @dataclass
