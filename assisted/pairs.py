@@ -94,9 +94,10 @@ class LoadedPair:
 
     def _assistant_as_loaded(self) -> PreTrainedModel:
         if self.assistant is None:
-            self.assistant, _ = load_model(
-                self.spec.assistant, self.assistant_source, self.device, self.dtype, None
-            )
+            self.assistant, _ = _load_assistant(
+                self.spec, self.spec.assistant, self.assistant_source, self.target,
+                self.device, self.dtype, None,
+            )  # fmt: skip
         return self.assistant
 
     def memory_bytes(self) -> int:
@@ -257,6 +258,7 @@ def fetching(
             raise
         except (OSError, ValueError) as error:
             raise PairError(f"cannot fetch {ref!r}: {first_line(error)}") from error
+    _check_pair(spec, [sources[ref] for ref in refs])
     return sources
 
 
@@ -330,20 +332,9 @@ def _load(
     )
     assistant = assistant_tokenizer = None
     if assistant_ref:
-        assistant, assistant_tokenizer = load_model(
-            assistant_ref, sources[assistant_ref], device, dtype, progress
+        assistant, assistant_tokenizer = _load_assistant(
+            spec, assistant_ref, sources[assistant_ref], target, device, dtype, progress
         )
-        same_vocab = tokenizer.get_vocab() == assistant_tokenizer.get_vocab()
-        if not spec.drafter.own_tokenizer and not same_vocab:
-            raise PairError(
-                f"{spec.target} and {spec.assistant} have different tokenizers; pick the "
-                f"{DrafterKind.UNIVERSAL.value!r} drafter (universal assisted generation) for "
-                "this pair"
-            )
-    if spec.drafter is DrafterKind.EARLY_EXIT:
-        layers = target.config.get_text_config().num_hidden_layers
-        if not spec.early_exit_layer or not 0 < spec.early_exit_layer < layers:
-            raise PairError(f"early-exit layer must be between 1 and {layers - 1}")
     if progress:
         progress(f"Loaded {spec.name}", 1.0)
     source = sources[assistant_ref] if assistant_ref else None
@@ -352,6 +343,68 @@ def _load(
         spec, target, tokenizer, assistant, assistant_tokenizer, device, dtype,
         assistant_source=source, learnt=learnt_store.load(kept), learnt_file=kept,
     )  # fmt: skip
+
+
+def _load_assistant(
+    spec: PairSpec,
+    ref: str,
+    source: str,
+    target: PreTrainedModel,
+    device: torch.device,
+    dtype: torch.dtype,
+    progress: embedded.Progress | None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The assistant model, given the target's vocabulary size where it shares the target's
+    tokenizer (`assisted.vocab`: padded vocabularies)."""
+    from assisted.vocab import fit_vocabulary
+
+    assistant, tokenizer = load_model(ref, source, device, dtype, progress)
+    if not spec.drafter.own_tokenizer:
+        fit_vocabulary(assistant, target.config.get_text_config().vocab_size)
+    return assistant, tokenizer
+
+
+def _check_pair(spec: PairSpec, folders: list[str]) -> None:
+    """Refuse, from the configs and tokenizer files in `folders` (target first) and before
+    any weights load, a pair that generate() would refuse.
+
+    Transformers takes two models for one tokenizer when their configs' vocab sizes agree,
+    and for two otherwise. Same tokenizer and other sizes is a padded vocabulary, which
+    loading fits (`assisted.vocab`); the other mismatches are refused here."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    configs = [AutoConfig.from_pretrained(f, trust_remote_code=False) for f in folders]
+    if spec.drafter is DrafterKind.EARLY_EXIT:
+        layers = configs[0].get_text_config().num_hidden_layers
+        if not spec.early_exit_layer or not 0 < spec.early_exit_layer < layers:
+            raise PairError(f"early-exit layer must be between 1 and {layers - 1}")
+    if not spec.drafter.has_model:
+        return
+    try:
+        vocabs = [AutoTokenizer.from_pretrained(f, trust_remote_code=False) for f in folders]
+    except (OSError, ValueError) as error:
+        raise PairError(
+            f"cannot load the tokenizers of {spec.name}: {first_line(error)}"
+        ) from error
+    same_tokenizer = vocabs[0].get_vocab() == vocabs[1].get_vocab()
+    sizes = [config.get_text_config().vocab_size for config in configs]
+    if not spec.drafter.own_tokenizer and not same_tokenizer:
+        raise PairError(
+            f"{spec.target} and {spec.assistant} have different tokenizers; pick the "
+            f"{DrafterKind.UNIVERSAL.value!r} drafter (universal assisted generation) for "
+            "this pair"
+        )
+    if spec.drafter.own_tokenizer and sizes[0] == sizes[1]:
+        if same_tokenizer:
+            raise PairError(
+                f"{spec.target} and {spec.assistant} share one tokenizer; pick the "
+                f"{DrafterKind.ASSISTANT.value!r} drafter for this pair"
+            )
+        raise PairError(
+            f"{spec.target} and {spec.assistant} have different tokenizers but the same "
+            f"vocabulary size ({sizes[0]:,}), and Transformers tells tokenizers apart by that "
+            "size: it cannot run universal assisted generation on this pair"
+        )
 
 
 def _check_config(ref: str, folder: Path) -> None:

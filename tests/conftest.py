@@ -39,6 +39,19 @@ def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
     return {name: root / name for name in ("target", "other", "other_tokenizer")}
 
 
+@pytest.fixture(scope="session")
+def padded_dirs(tiny_dirs) -> dict[str, Path]:
+    """Folders of a padded-vocabulary pair, as Qwen2.5-7B ← 0.5B: one tokenizer (that of
+    `tiny_dirs`), config vocab sizes 152064 (`target`) and 151936 (`assistant`)."""
+    from transformers import AutoTokenizer
+
+    root = tiny_dirs["target"].parent / "padded"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dirs["target"])
+    build_model(root / "target", tokenizer, seed=4, vocab_size=152064, tie=False)
+    build_model(root / "assistant", tokenizer, seed=5, vocab_size=151936)
+    return {name: root / name for name in ("target", "assistant")}
+
+
 @pytest.fixture
 def slow_steps(monkeypatch):
     """Every decoding step takes 30 ms longer. Tiny models otherwise finish 200 steps in about

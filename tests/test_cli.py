@@ -177,3 +177,19 @@ def test_incompatible_pair_is_refused(tiny_dirs, capsys):
     )  # fmt: skip
     assert code == 2
     assert "different tokenizers" in capsys.readouterr().err
+
+
+def test_two_folders_of_a_padded_vocabulary_pair_compare(padded_dirs):
+    """Config vocab sizes 152064 and 151936 with one tokenizer, as Qwen2.5-7B ← 0.5B."""
+    code, output = run_cli(
+        "def add(a, b):",
+        "--target", str(padded_dirs["target"]),
+        "--assistant", str(padded_dirs["assistant"]),
+        "--max-new-tokens", "8",
+        "--dtype", "float32",
+        "--json",
+    )  # fmt: skip
+    assert code == 0
+    result = json.loads(output.strip().splitlines()[-1])
+    assert result["identical"] is True and result["assisted"]["new_tokens"] == 8
+    assert result["assisted"]["drafted"] > 0

@@ -6,11 +6,12 @@ import json
 
 import pytest
 import torch
-from transformers import MambaConfig, ViTConfig
+from transformers import AutoConfig, AutoTokenizer, MambaConfig, ViTConfig
 
 from assisted import pairs, registry
 from assisted.drafters import DrafterKind
 from assisted.pairs import PairError, custom_pair, get_spec, load_pair, resolve_model_ref
+from tests.tiny import build_model
 
 
 @pytest.fixture(autouse=True)
@@ -82,6 +83,46 @@ def test_different_tokenizers_need_the_universal_drafter(tiny_dirs):
         str(tiny_dirs["target"]), str(tiny_dirs["other_tokenizer"]), "universal"
     )
     assert load_pair(universal, device="cpu", dtype="float32").assistant is not None
+
+
+def test_a_pair_that_generate_would_refuse_is_refused_before_its_weights_load(
+    tiny_dirs, monkeypatch
+):
+    kept = load_pair(custom_pair(str(tiny_dirs["target"]), None), "cpu")
+    loads = []
+    monkeypatch.setattr(pairs, "load_model", lambda *args, **kwargs: loads.append(args))
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other_tokenizer"]))
+    with pytest.raises(PairError, match=r"different tokenizers; pick the 'universal' drafter"):
+        load_pair(spec, device="cpu", dtype="float32")
+    assert loads == [] and pairs.loaded_pairs() == [kept.spec.name]
+
+
+def test_the_universal_drafter_needs_vocab_sizes_that_differ(tiny_dirs, tmp_path):
+    """Transformers tells tokenizers apart by the configs' vocab sizes: with equal ones it
+    refuses `assistant_tokenizer` ("not required")."""
+    target = str(tiny_dirs["target"])
+    same = custom_pair(target, str(tiny_dirs["other"]), "universal")
+    with pytest.raises(PairError, match="share one tokenizer; pick the 'assistant' drafter"):
+        load_pair(same, device="cpu", dtype="float32")
+    other = AutoTokenizer.from_pretrained(tiny_dirs["other_tokenizer"])
+    size = AutoConfig.from_pretrained(target).vocab_size
+    build_model(tmp_path, other, seed=6, vocab_size=size)  # another tokenizer, padded to 400
+    lookalike = custom_pair(target, str(tmp_path), "universal")
+    with pytest.raises(PairError, match=r"same vocabulary size \(400\).*cannot run universal"):
+        load_pair(lookalike, device="cpu", dtype="float32")
+
+
+def test_a_padded_assistant_takes_the_target_vocab_size_and_reads_any_target_id(padded_dirs):
+    pair = load_pair(
+        custom_pair(str(padded_dirs["target"]), str(padded_dirs["assistant"])), "cpu", "float32"
+    )
+    assert pair.assistant.config.vocab_size == pair.target.config.vocab_size == 152064
+    # An id of the target's padding rows, which the assistant has no row for.
+    ids = torch.tensor([[5, 152063]])
+    for precision in ("none", "int8", "int8-wo"):
+        logits = pair.drafting_assistant(precision)(ids).logits
+        assert logits.shape == (1, 2, 152064)
+        assert (logits[..., 151936:] == torch.finfo(logits.dtype).min).all()
 
 
 def test_a_model_that_is_not_a_causal_lm_is_refused(tmp_path):

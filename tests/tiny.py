@@ -1,5 +1,5 @@
 """Tiny models built in the test session: a BPE tokenizer trained on a few sentences and
-random Qwen2-shaped models. Nothing is downloaded."""
+random models (Qwen2-shaped unless asked otherwise). Nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -46,27 +46,54 @@ def build_tokenizer(folder: Path, vocab_size: int = 400) -> PreTrainedTokenizerF
 
 
 def build_model(
-    folder: Path, tokenizer: PreTrainedTokenizerFast, seed: int, layers: int = 2
+    folder: Path,
+    tokenizer: PreTrainedTokenizerFast,
+    seed: int,
+    layers: int = 2,
+    vocab_size: int | None = None,
+    model_type: str = "qwen2",
+    tie: bool = True,
+    **config: object,
 ) -> None:
-    """A random Qwen2 model. A large init scale makes logits peaked, so greedy choices are
-    not near-ties that float rounding could flip."""
+    """A random model of `model_type` (`config` adds to its config, e.g. sliding_window). A
+    large init scale makes logits peaked, so greedy choices are not near-ties that float
+    rounding could flip. A `vocab_size` above the tokenizer's pads the embeddings, as
+    published checkpoints do, with rows the model never picks (`_never_pick_padding`)."""
     torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
+    config = AutoConfig.for_model(
+        model_type,
+        vocab_size=vocab_size or len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
+        head_dim=16,
         max_position_embeddings=256,
         initializer_range=0.3,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
+        **config,
     )
-    model = Qwen2ForCausalLM(config).eval()
+    model = AutoModelForCausalLM.from_config(config).eval()
+    if config.vocab_size > len(tokenizer):
+        _never_pick_padding(model, len(tokenizer))
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+
+
+def _never_pick_padding(model: torch.nn.Module, real: int) -> None:
+    """Make the rows from `real` on lose every choice, as a trained model's padding rows do:
+    hidden feature 0 is a constant that no layer writes, and padding rows weigh it -100."""
+    with torch.no_grad():
+        model.get_input_embeddings().weight[:real, 0] = 1.0
+        for name, weight in model.named_parameters():
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                weight[0] = 0.0  # layers leave feature 0 as the embedding set it
+        head = model.get_output_embeddings().weight
+        head[real:] = 0.0
+        head[real:, 0] = -100.0
