@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 from spaces.config import Config as SpacesConfig
 
-from assisted import bench, decoding, pairs
+from assisted import bench, decoding, learnt_store, pairs
 from assisted.device_queue import DeviceQueue
 from assisted.examples import Example, load_folder
 from assisted.learnt import LearntSnapshot
@@ -175,7 +175,12 @@ def gpu_ready(
 ) -> Generator[str, None, tuple[pairs.LoadedPair, float | None]]:
     """The pair in this process, loaded here where it is not (a status line meanwhile),
     and the seconds loading took (None: it was in memory). Runs in the GPU call: on
-    ZeroGPU nothing may touch CUDA in the main process's handler threads."""
+    ZeroGPU nothing may touch CUDA in the main process's handler threads.
+
+    The pair starts from what every process learnt so far: on ZeroGPU this process was
+    forked from the main one, which holds what it read at start-up only, or it is an idle
+    worker reused, which holds what it learnt itself; the file holds what all of them
+    kept (`assisted.learnt_store`)."""
     pair = pairs.loaded(spec, device, dtype)
     load_s = None
     if pair is None:
@@ -183,6 +188,8 @@ def gpu_ready(
         started = time.perf_counter()
         pair = pairs.load_pair(spec, device, dtype, allow_local=allow_local)
         load_s = time.perf_counter() - started
+    else:
+        learnt_store.refresh(pair.learnt_file, pair.learnt)
     return pair, load_s
 
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import pytest
 import spaces.zero
 
+from assisted import pairs
+
 
 def _cuda_stand_in() -> types.ModuleType:
     """`spaces.zero.torch`, where it imports; else a module of its functions, doing nothing."""
@@ -48,8 +50,6 @@ zero_torch = _cuda_stand_in()
 
 from spaces.zero import client, wrappers  # noqa: E402
 from spaces.zero.api import ScheduleResponse  # noqa: E402
-
-from assisted import pairs
 
 
 @dataclass(frozen=True)

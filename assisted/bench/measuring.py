@@ -22,6 +22,7 @@ from assisted.bench.planning import BenchError, Variant, with_drafter
 from assisted.bench.reporting import Run, overhead_percent, report
 from assisted.drafters import DrafterKind
 from assisted.examples import Example
+from assisted.learnt import LearntSnapshot
 from assisted.pairs import LoadedPair
 from assisted.record import RunRecord
 from assisted.settings import WARMUP_TOKENS, DraftSettings, RunSettings
