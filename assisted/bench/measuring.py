@@ -1,7 +1,8 @@
 """Measuring a benchmark: every prompt timed plain and with every variant, on one loaded pair.
 
-Method, per prompt: a short untimed warm-up of the prompt in every mode, then `--repeats`
-rounds of one plain run and one assisted run per drafter. The order flips from round to
+Method: every variant prepared first (`assisted.prepare`); then, per prompt, a short
+untimed warm-up of the prompt in every mode, then `--repeats` rounds of one plain run and
+one assisted run per drafter. The order flips from round to
 round and from prompt to prompt (plain first, then the drafters; next time the reverse), so
 slow drift of the machine (heat, other load) falls on both sides alike. Every drafter is
 compared with the same plain baseline.
@@ -65,6 +66,7 @@ def benchmark(
     Setting `stop` ends the run in flight within one step and the benchmark with it: no
     Finished is yielded, since a report of a partial set would mislead."""
     from assisted import decoding
+    from assisted.prepare import prepare
 
     settings.validate()
     if repeats < 1:
@@ -78,11 +80,15 @@ def benchmark(
     overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
     total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
     session = _Session(pair, variants, drafting, settings, repeats, stop, total)
+    yield session.progress("warming up")
+    # Every variant prepared before any run (`assisted.prepare`: copies, calibration, the
+    # learnt state read), so that no timed run prepares.
+    for variant in variants:
+        prepare(drafting[variant.drafter], variant.draft)
     # A benchmark starts from no acceptance, so that its figures do not depend on what the
     # pair ran before, in this process or in an earlier one (`assisted.learnt_store`). The
     # costs, facts about the machine, stay.
     pair.learnt.restore(LearntSnapshot({}))
-    yield session.progress("warming up")
     decoding.warm_up(pair, ("plain",))
     for variant in variants:
         decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
