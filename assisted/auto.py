@@ -57,28 +57,28 @@ ASSISTANT = DrafterKind.ASSISTANT
 LOOKUP = DrafterKind.PROMPT_LOOKUP
 
 
-def new_policy(
-    pair: LoadedPair,
-    draft: DraftSettings,
-    assistant: PreTrainedModel | None,
-    precision: str,
-    prefix: torch.Tensor,
-) -> DraftPolicy:
-    """A fresh policy for one `auto` run, seeded by the pair's calibration (timed after
-    `prefix` where it is missing) and by the acceptance its earlier runs saw in `precision`.
+def new_policy(pair: LoadedPair, draft: DraftSettings, precision: str) -> DraftPolicy:
+    """A fresh policy for one `auto` run, seeded by the pair's costs (calibrated when the
+    pair was prepared, `assisted.prepare`, and refined by its runs since) and by the
+    acceptance its earlier runs saw in `precision`. Times nothing.
 
     A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
     matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
+    cap = draft_cap(pair.spec.drafter, draft)
     if pair.spec.drafter is LOOKUP:
-        cap, drafter_s, model = draft.prompt_lookup_num_tokens, {LOOKUP: 0.0}, None
-        verify_s, _, _ = calibrate(pair, prefix, None, precision, cap)
-        prefill_s = 0.0
+        verify_s, _, _ = calibrated(pair, precision, cap, model=False)
+        drafter_s, model, prefill_s = {LOOKUP: 0.0}, None, 0.0
     else:
-        cap, model = draft.num_assistant_tokens, ASSISTANT
-        verify_s, per_token_s, prefill_s = calibrate(pair, prefix, assistant, precision, cap)
-        drafter_s = {ASSISTANT: per_token_s, LOOKUP: 0.0}
+        verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, model=True)
+        drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
     history = pair.learnt.precision(precision).acceptance
     return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
+
+
+def draft_cap(drafter: DrafterKind, draft: DraftSettings) -> int:
+    """The most candidates the policy drafts in a step: the prompt-lookup drafter's tokens
+    per step, or the assistant's draft length."""
+    return draft.prompt_lookup_num_tokens if drafter is LOOKUP else draft.num_assistant_tokens
 
 
 def keep_learnt(pair: LoadedPair, precision: str, policy: DraftPolicy) -> None:
@@ -115,7 +115,8 @@ def calibrate(
     timed slower than k separate one-row passes is taken as disturbed and timed again.
 
     Costs an earlier process left on disk (`assisted.learnt_store`) are not timed again;
-    the seconds spent timing add up in the pair's `LearntState.timed_s`, for the report."""
+    the seconds spent timing add up in the pair's `LearntState.timed_s`, for the report.
+    `assisted.prepare` calls it, before any run."""
     started = time.perf_counter()
     verify_s = pair.learnt.verify_s
     drafting = pair.learnt.precision(precision)
@@ -135,8 +136,24 @@ def calibrate(
             drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
     if missing or drafting_missing:
         pair.learnt.timed_s += time.perf_counter() - started
+    return calibrated(pair, precision, cap, model=assistant is not None)
+
+
+def calibrated(
+    pair: LoadedPair, precision: str, cap: int, model: bool
+) -> tuple[dict[int, float], float, float]:
+    """What `calibrate` returns, read from the pair's learnt state without timing anything:
+    T(k) for k = 1 … cap + 1, and where a `model` drafts, its seconds per drafted token and
+    per token of a prefill (else 0). Refused where they were never timed."""
+    verify_s = pair.learnt.verify_s
+    drafting = pair.learnt.precision(precision)
+    if 1 not in verify_s or cap + 1 not in verify_s or (model and drafting.draft_s is None):
+        raise RuntimeError(
+            f"{pair.spec.name} has no calibration for {precision!r} and a cap of {cap}: "
+            "prepare the pair first (assisted.prepare)"
+        )
     curve = {k: _interpolate(verify_s, k) for k in range(1, cap + 2)}
-    if assistant is None:
+    if not model:
         return curve, 0.0, 0.0
     return curve, drafting.draft_s, drafting.prefill_s
 

@@ -6,6 +6,13 @@ streamer and forward hooks turn Transformers' callbacks into one Step per target
 Under the `auto` schedule, a policy chooses each step's draft through one seam more
 (`assisted.auto`).
 
+An assisted run receives what `assisted.prepare` built once (the drafting model, the
+calibrated costs, the template's facts) and only runs: it builds, times and reads nothing
+else. Its callers prepare first (`compare` and `warm_up` do); a run that finds nothing
+prepared prepares before its clock starts. What an `auto` run learnt is saved at its end,
+after the clock stops (`auto.keep_learnt`): every caller passes there, and on ZeroGPU the
+worker's memory ends with the call.
+
 `generate()` runs in a worker thread and events cross to the caller through a queue, so
 the caller (CLI, UI, benchmark) renders as tokens arrive. This module knows nothing of
 text rendering: the observer decodes each step's text and its draft's.
@@ -25,13 +32,14 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
-from assisted import auto, learnt_store, quantize, stats
+from assisted import auto, learnt_store, stats
 from assisted.drafters import DrafterKind
 from assisted.loading import release_memory
 from assisted.lookup import SuffixLookup, user_span
 from assisted.observe import StepObserver, synchronize
 from assisted.pairs import LoadedPair
 from assisted.policy import DraftPolicy
+from assisted.prepare import WARMUP_PROMPT, Prepared, chat_ids, input_device, prepare
 from assisted.record import Mode, RunRecord, Step
 from assisted.settings import (
     WARMUP_TOKENS,
@@ -56,7 +64,6 @@ class _DropAssistantConfigWarning(logging.Filter):
 
 logging.getLogger("transformers.generation.utils").addFilter(_DropAssistantConfigWarning())
 
-_WARMUP_PROMPT = "Write one short sentence about the sea."
 # How long the caller's thread sleeps on the event queue before checking that the worker is
 # still alive. Events wake it at once, so this is only a safety net; a short poll wakes a
 # thread that competes with the math library's threads on a small CPU (measured: +4% per
@@ -95,13 +102,8 @@ def encode_prompt(pair: LoadedPair, prompt: str, chat_template: bool = True) -> 
     validate_prompt(prompt)
     tokenizer = pair.tokenizer
     if chat_template and tokenizer.chat_template:
-        text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-        )
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    else:
-        ids = tokenizer(prompt)["input_ids"]
-    return list(ids)
+        return chat_ids(tokenizer, prompt)
+    return list(tokenizer(prompt)["input_ids"])
 
 
 def check_length(pair: LoadedPair, prompt_ids: list[int], settings: RunSettings) -> None:
@@ -121,24 +123,24 @@ def run(
     draft: DraftSettings | None = None,
     stop: threading.Event | None = None,
 ) -> Iterator[StepEvent | RunDone]:
-    """Run one prompt in one mode, yielding a StepEvent per target step, then RunDone."""
+    """Run one prompt in one mode, yielding a StepEvent per target step, then RunDone.
+    An assisted run drafts as `prepare(pair, draft)` prepared it (done first if need be)."""
     settings.validate()
     draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
+    prepared = prepare(pair, draft) if mode == "assisted" else None
     check_length(pair, prompt_ids, settings)
     # `halt` is ours: set when the caller abandons this generator, so the worker ends
     # even if the caller's own `stop` is never set.
     halt = threading.Event()
     stopper = _StopRequested(*(e for e in (stop, halt) if e is not None))
-    drafter = pair.spec.drafter if mode == "assisted" else None
-    # Before the clock starts: an int8 copy of the assistant is made on first use.
-    assistant, precision = _drafting_assistant(pair, draft) if drafter else (None, None)
-    # Before the clock starts too: the policy's calibration, timed once per pair.
-    policy = _auto_policy(pair, draft, assistant) if drafter else None
+    drafter = pair.spec.drafter if prepared else None
+    assistant = prepared.assistant if prepared else None
+    policy = _auto_policy(pair, prepared)
     record = RunRecord(
         mode=mode,
         drafter=drafter,
         prompt_tokens=len(prompt_ids),
-        assistant_precision=precision,
+        assistant_precision=prepared.assistant_precision if prepared else None,
         dtype=pair.dtype_name,
         sampled=settings.sample,
         calibration=learnt_store.calibration(pair.learnt, pair.learnt_file) if policy else None,
@@ -149,8 +151,8 @@ def run(
         events.put(StepEvent(mode, index, step))
 
     observer = StepObserver(pair, record, on_step, len(prompt_ids), policy)
-    kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, observer, stopper, assistant)
-    seam = _drafting_seam(pair, prompt_ids, draft, policy) if drafter else nullcontext()
+    kwargs = _generate_kwargs(pair, prompt_ids, settings, prepared, observer, stopper)
+    seam = _drafting_seam(pair, prompt_ids, prepared, policy) if prepared else nullcontext()
 
     def work() -> None:
         try:
@@ -166,7 +168,7 @@ def run(
             observer.flush()
             if policy is not None:
                 record.verify_cost_s = policy.costs.verify_curve()
-                auto.keep_learnt(pair, _precision_key(pair, draft), policy)  # off the clock
+                auto.keep_learnt(pair, prepared.precision, policy)  # off the clock
             record.stopped = stopper.triggered
             events.put(RunDone(record))
         except BaseException as error:  # surfaced in the caller's thread, never swallowed
@@ -202,9 +204,11 @@ def compare(
     modes: tuple[Mode, ...] = ("plain", "assisted"),
     stop: threading.Event | None = None,
 ) -> Iterator[Event]:
-    """Warm up, then run `modes` one after the other on one device, streaming every event."""
+    """Prepare and warm up, then run `modes` one after the other on one device, streaming
+    every event."""
     prompt_ids = encode_prompt(pair, prompt, settings.chat_template)
     settings.validate()
+    draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
     check_length(pair, prompt_ids, settings)
     stop = stop or threading.Event()
     yield Phase("warmup")
@@ -217,15 +221,16 @@ def compare(
 
 
 def warm_up(pair: LoadedPair, modes: tuple[Mode, ...], draft: DraftSettings | None = None) -> None:
-    """Run each mode briefly once per loaded pair, so no timed run pays first-call costs;
-    then hand back to the system what the first runs, a quantized copy and the calibration
+    """Prepare the pair to draft with `draft` (`assisted.prepare`) where `modes` draft, then
+    run each mode briefly once per loaded pair, so no timed run pays first-call costs; then
+    hand back to the system what the first runs, a quantized copy and the calibration
     freed."""
-    ids = encode_prompt(pair, _WARMUP_PROMPT)
-    draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
+    prepared = prepare(pair, draft) if "assisted" in modes else None
+    ids = encode_prompt(pair, WARMUP_PROMPT)
     warmed = False
     for mode in modes:
         # Each assistant precision is its own model, with its own first-call costs.
-        key = mode if mode == "plain" else f"{mode}:{_precision_key(pair, draft)}"
+        key = mode if mode == "plain" else f"{mode}:{prepared.precision}"
         if key not in pair.warmed_modes:
             for _ in run(pair, ids, mode, RunSettings(max_new_tokens=WARMUP_TOKENS), draft):
                 pass
@@ -257,13 +262,12 @@ def generate_bare(
     """One `generate()` call with no streamer, hooks or thread: the overhead baseline.
     Under `auto` the policy still chooses each step's γ, from its calibration and the
     acceptance it sees (no timed verifications refine it here)."""
-    draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
-    assistant, _ = _drafting_assistant(pair, draft) if mode == "assisted" else (None, None)
-    kwargs = _generate_kwargs(pair, prompt_ids, mode, settings, draft, None, None, assistant)
-    policy = _auto_policy(pair, draft, assistant) if mode == "assisted" else None
+    prepared = prepare(pair, draft) if mode == "assisted" else None
+    kwargs = _generate_kwargs(pair, prompt_ids, settings, prepared, None, None)
+    policy = _auto_policy(pair, prepared)
     if settings.sample:
         torch.manual_seed(settings.seed)
-    seam = _drafting_seam(pair, prompt_ids, draft, policy) if mode == "assisted" else nullcontext()
+    seam = _drafting_seam(pair, prompt_ids, prepared, policy) if prepared else nullcontext()
     synchronize(pair.device)
     start = time.perf_counter()
     with torch.inference_mode(), seam:
@@ -276,13 +280,13 @@ def generate_bare(
 def _generate_kwargs(
     pair: LoadedPair,
     prompt_ids: list[int],
-    mode: Mode,
     settings: RunSettings,
-    draft: DraftSettings,
+    prepared: Prepared | None,
     observer: StepObserver | None,
     stopper: _StopRequested | None,
-    assistant: PreTrainedModel | None,
 ) -> dict:
+    """generate()'s arguments: plain decoding where nothing is `prepared`, else drafting as
+    it says."""
     target_config = pair.target.generation_config
     # Explicit values for everything that shapes the output, so a checkpoint's own
     # defaults (repetition penalty, top-k, sampling on) cannot make the two runs differ
@@ -297,7 +301,7 @@ def _generate_kwargs(
         eos_token_id=target_config.eos_token_id,
         pad_token_id=_pad_token_id(pair),
     )
-    ids = torch.tensor([prompt_ids], device=_input_device(pair))
+    ids = torch.tensor([prompt_ids], device=input_device(pair))
     kwargs: dict = {
         "input_ids": ids,
         "attention_mask": torch.ones_like(ids),
@@ -307,25 +311,9 @@ def _generate_kwargs(
         kwargs["streamer"] = observer
     if stopper is not None:
         kwargs["stopping_criteria"] = StoppingCriteriaList([stopper])
-    if mode == "assisted":
-        kwargs.update(_drafter_kwargs(pair, draft, assistant))
+    if prepared is not None:
+        kwargs.update(_drafter_kwargs(pair, prepared.draft, prepared.assistant))
     return kwargs
-
-
-def _drafting_assistant(
-    pair: LoadedPair, draft: DraftSettings
-) -> tuple[PreTrainedModel | None, str | None]:
-    """The assistant model that drafts with `draft`, and what it computes in ("int8", or
-    the pair's dtype); (None, None) for drafters without a model of their own."""
-    precision = _precision_key(pair, draft)
-    assistant = pair.drafting_assistant(precision)
-    if assistant is None:
-        return None, None
-    return assistant, pair.dtype_name if precision == "none" else precision
-
-
-def _precision_key(pair: LoadedPair, draft: DraftSettings) -> str:
-    return quantize.resolve(draft.assistant_quant, pair.spec.drafter, pair.device)
 
 
 def _drafter_kwargs(
@@ -357,48 +345,24 @@ def _drafter_kwargs(
 
 
 def _drafting_seam(
-    pair: LoadedPair, prompt_ids: list[int], draft: DraftSettings, policy: DraftPolicy | None
+    pair: LoadedPair, prompt_ids: list[int], prepared: Prepared, policy: DraftPolicy | None
 ) -> AbstractContextManager:
     """The seam through which `policy` (under `auto`) chooses each step's draft and prompt
-    lookup matches as `draft.lookup` says (`assisted.lookup`, or Transformers' own)."""
+    lookup matches as the draft settings say (`assisted.lookup`, or Transformers' own)."""
+    draft = prepared.draft
     lookup = None
     if draft.lookup == "suffix":
-        span = user_span(prompt_ids, _template_ids(pair))
-        lookup = SuffixLookup(len(prompt_ids), span, never_drafted(pair))
+        span = user_span(prompt_ids, prepared.template_ids)
+        lookup = SuffixLookup(len(prompt_ids), span, prepared.never_drafted)
     return auto.drafting_policy(pair.target, policy, draft, lookup)
 
 
-def never_drafted(pair: LoadedPair) -> set[int]:
-    """The ids a lookup never drafts: end of sequence and every special token, role markers
-    such as Qwen's <|im_start|> included (added tokens that `all_special_ids` leaves out),
-    even where a user typed one into the prompt."""
-    tokenizer = pair.tokenizer
-    eos = pair.target.generation_config.eos_token_id
-    special = set(tokenizer.all_special_ids) | set(eos if isinstance(eos, list) else [eos])
-    special |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
-    return special - {None}
-
-
-def _template_ids(pair: LoadedPair) -> list[int]:
-    """The chat template's ids around an empty user message (none without a template)."""
-    tokenizer = pair.tokenizer
-    if not tokenizer.chat_template:
-        return []
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": ""}], tokenize=False, add_generation_prompt=True
-    )
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-
-def _auto_policy(
-    pair: LoadedPair, draft: DraftSettings, assistant: PreTrainedModel | None
-) -> DraftPolicy | None:
-    """A fresh policy for one `auto` run, calibrated on a cache holding the warm-up prompt
-    where the pair has not been timed yet; None under the other schedules."""
-    if draft.schedule != "auto":
+def _auto_policy(pair: LoadedPair, prepared: Prepared | None) -> DraftPolicy | None:
+    """A fresh policy for one `auto` run, from the costs and acceptance the pair holds
+    (timing nothing); None for plain runs and the other schedules."""
+    if prepared is None or prepared.draft.schedule != "auto":
         return None
-    prefix = torch.tensor([encode_prompt(pair, _WARMUP_PROMPT)], device=_input_device(pair))
-    return auto.new_policy(pair, draft, assistant, _precision_key(pair, draft), prefix)
+    return auto.new_policy(pair, prepared.draft, prepared.precision)
 
 
 class _StopRequested(StoppingCriteria):
@@ -421,8 +385,3 @@ def _pad_token_id(pair: LoadedPair) -> int | None:
         return config.pad_token_id
     eos = config.eos_token_id
     return eos[0] if isinstance(eos, list) else eos
-
-
-def _input_device(pair: LoadedPair) -> torch.device:
-    # With a device map the embeddings may sit anywhere; inputs go where they are.
-    return pair.target.get_input_embeddings().weight.device

@@ -62,6 +62,9 @@ class LoadedPair:
     # read from the file an earlier process left, and written back after each `auto` run.
     learnt: LearntState = field(default_factory=LearntState)
     learnt_file: learnt_store.LearntFile | None = None  # None: nothing kept on disk
+    # What `assisted.prepare` built for this pair, by process and draft settings. Each pair
+    # object has its own (`dataclasses.replace` starts a copy's afresh).
+    prepared: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def dtype_name(self) -> str:

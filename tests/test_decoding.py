@@ -16,12 +16,12 @@ from transformers.generation.candidate_generator import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerationMixin
 
-from assisted import auto, decoding, stats
+from assisted import auto, decoding, learnt_store, prepare, quantize, stats
 from assisted.decoding import RunDone, StepEvent
 from assisted.drafters import DrafterKind
 from assisted.lean import LeanDrafter
 from assisted.learnt import LearntState
-from assisted.pairs import custom_pair, load_pair
+from assisted.pairs import LoadedPair, custom_pair, load_pair
 from assisted.policy import Choice, DraftPolicy
 from assisted.record import RunRecord
 from assisted.settings import MAX_NEW_TOKENS_CAP, DraftSettings, RunSettings, SettingsError
@@ -585,6 +585,74 @@ def test_the_auto_schedule_is_refused_for_drafters_it_cannot_drive(tiny_dirs):
     universal = load(tiny_dirs, assistant="other_tokenizer", drafter=DrafterKind.UNIVERSAL)
     with pytest.raises(SettingsError, match="auto"):
         list(decoding.compare(universal, PROMPT, GREEDY, AUTO))
+
+
+# -- preparing versus running -------------------------------------------------------------
+
+
+def fresh_copy(pair):
+    """`pair`'s models with nothing learnt or prepared, keeping nothing on disk."""
+    return dataclasses.replace(pair, learnt=LearntState(), learnt_file=None)
+
+
+def refuse(monkeypatch, pair):
+    """Make every piece of preparation raise: building a drafting copy, resolving the
+    precision, calibrating, rendering the chat template, reading the learnt state."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a run prepared")
+
+    monkeypatch.setattr(prepare, "_prepare", refused)
+    monkeypatch.setattr(LoadedPair, "drafting_assistant", refused)
+    monkeypatch.setattr(quantize, "resolve", refused)
+    monkeypatch.setattr(quantize, "quantized_copy", refused)
+    monkeypatch.setattr(auto, "calibrate", refused)
+    monkeypatch.setattr(auto, "_time_forwards", refused)
+    monkeypatch.setattr(prepare, "never_drafted", refused)
+    monkeypatch.setattr(prepare, "_template_ids", refused)
+    monkeypatch.setattr(pair.tokenizer, "apply_chat_template", refused)
+    monkeypatch.setattr(learnt_store, "load", refused)
+    monkeypatch.setattr(learnt_store, "refresh", refused, raising=False)
+
+
+@pytest.mark.parametrize("schedule", ["constant", "auto"])
+def test_a_prepared_run_only_runs(pair, tiny_dirs, monkeypatch, schedule):
+    """After `prepare`, plain and assisted runs (streamed and bare, the assistant in int8,
+    prompt lookup too) build, time, render and read nothing."""
+    model_pair = fresh_copy(pair)
+    lookup = fresh_copy(load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP))
+    drafts = [
+        (model_pair, dataclasses.replace(DRAFT, schedule=schedule, assistant_quant="int8")),
+        (lookup, DraftSettings(prompt_lookup_num_tokens=4, schedule=schedule)),
+    ]
+    ids = decoding.encode_prompt(model_pair, PROMPT)
+    for each, draft in drafts:
+        prepare.prepare(each, draft)
+    for each, draft in drafts:
+        refuse(monkeypatch, each)
+        for mode in ("plain", "assisted"):
+            (done,) = [
+                e for e in decoding.run(each, ids, mode, GREEDY, draft) if isinstance(e, RunDone)
+            ]
+            assert stats.new_tokens(done.record) > 0
+        assert decoding.generate_bare(each, ids, "assisted", GREEDY, draft)[0]
+
+
+def test_preparing_is_cached_per_process(pair, monkeypatch):
+    """A second call in one process returns what the first built; a process forked after it
+    (ZeroGPU's worker) prepares again, reusing the copy and the costs it inherited."""
+    model_pair = fresh_copy(pair)
+    draft = dataclasses.replace(AUTO, assistant_quant="int8")
+    first = prepare.prepare(model_pair, draft)
+    assert prepare.prepare(model_pair, draft) is first
+    assert first.assistant is model_pair.assistant_copies["int8"]
+    assert first.assistant_precision == "int8" and first.learnt.verify_s
+    monkeypatch.setattr(prepare.os, "getpid", lambda: -1)  # another process
+    monkeypatch.setattr(quantize, "quantized_copy", lambda *args: pytest.fail("copied again"))
+    monkeypatch.setattr(auto, "_time_forwards", lambda *args: pytest.fail("timed again"))
+    forked = prepare.prepare(model_pair, draft)
+    assert forked is not first and forked.assistant is first.assistant
+    assert prepare.prepare(model_pair, draft) is forked
 
 
 # -- events, stop, errors ---------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from assisted import decoding
+from assisted import decoding, prepare
 from assisted.decoding import StepEvent
 from assisted.lookup import LONGEST_MATCH, NO_MATCH, SuffixLookup, user_span
 from assisted.pairs import custom_pair, load_pair
@@ -119,7 +119,7 @@ def tokens(event) -> tuple[int, ...]:
 
 def test_role_markers_are_never_drafted_even_where_typed_into_the_prompt(lookup_pair):
     tokenizer = lookup_pair.tokenizer
-    never = decoding.never_drafted(lookup_pair)
+    never = prepare.never_drafted(lookup_pair)
     assert {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>")} <= never
     words = tokenizer("quick brown")["input_ids"]
     typed = words + tokenizer("<|im_start|> fox ")["input_ids"] + words

@@ -1,7 +1,8 @@
 """Measuring a benchmark: every prompt timed plain and with every variant, on one loaded pair.
 
-Method, per prompt: a short untimed warm-up of the prompt in every mode, then `--repeats`
-rounds of one plain run and one assisted run per drafter. The order flips from round to
+Method: every variant prepared first (`assisted.prepare`); then, per prompt, a short
+untimed warm-up of the prompt in every mode, then `--repeats` rounds of one plain run and
+one assisted run per drafter. The order flips from round to
 round and from prompt to prompt (plain first, then the drafters; next time the reverse), so
 slow drift of the machine (heat, other load) falls on both sides alike. Every drafter is
 compared with the same plain baseline.
@@ -70,6 +71,7 @@ def benchmark(
     where the `auto` policy starts: what the prompts before these left, for a benchmark
     split into parts (the app on ZeroGPU, one GPU call per part); None is no acceptance."""
     from assisted import decoding
+    from assisted.prepare import prepare
 
     settings.validate()
     if repeats < 1:
@@ -83,6 +85,11 @@ def benchmark(
     overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
     total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
     session = _Session(pair, variants, drafting, settings, repeats, stop, total)
+    yield session.progress("warming up")
+    # Every variant prepared before any run (`assisted.prepare`: copies, calibration, the
+    # learnt state read), so that no timed run prepares.
+    for variant in variants:
+        prepare(drafting[variant.drafter], variant.draft)
     # A benchmark starts from no acceptance, so that its figures do not depend on what the
     # pair ran before, in this process or in an earlier one (`assisted.learnt_store`), nor
     # on whether this process had to warm up; a part of a split benchmark starts from what
@@ -90,7 +97,6 @@ def benchmark(
     # acceptance is back once it ends. The costs, facts about the machine, stay, and are
     # kept as its runs refine them.
     with pair.learnt.acceptance_apart():
-        yield session.progress("warming up")
         decoding.warm_up(pair, ("plain",))
         for variant in variants:
             decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
