@@ -221,9 +221,10 @@ class Stopwatch:
 def _bench_gpu_duration(
     spec, device, dtype, allow_local, examples, variants, settings, repeats, stop, acceptance
 ) -> int:
-    tokens = len(examples) * repeats * settings.max_new_tokens
-    estimate = _gpu_times.runs(spec.name, tokens, tokens * len(variants), spec.name in _preloaded)
-    return estimate.seconds
+    preloaded = spec.name in _preloaded
+    return _gpu_times.benchmark(
+        spec.name, len(examples), len(variants), settings, repeats, preloaded
+    ).seconds
 
 
 @spaces.GPU(duration=_bench_gpu_duration)

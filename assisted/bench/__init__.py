@@ -21,6 +21,7 @@ from assisted.bench.planning import (
     check_drafter,
     parse_variant,
     plan_variants,
+    quant_sweep,
     select_examples,
     with_drafter,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "draw_chart",
     "parse_variant",
     "plan_variants",
+    "quant_sweep",
     "render",
     "report",
     "select_examples",

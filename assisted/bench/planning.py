@@ -199,6 +199,14 @@ def with_drafter(pair: LoadedPair, kind: str) -> LoadedPair:
     )
 
 
+def quant_sweep(drafters: list[str], quants: list[str] | None) -> list[str]:
+    """The assistant precisions to compare: none chosen means the pair's own; drafters
+    without a model of their own take none."""
+    if not any(DrafterKind(d).has_model for d in drafters):
+        return []
+    return list(dict.fromkeys(quants or []))
+
+
 def comma_list(text: str) -> list[str]:
     """The items of a comma list, stripped, empty ones dropped."""
     return [name.strip() for name in text.split(",") if name.strip()]

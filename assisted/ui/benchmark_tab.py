@@ -33,7 +33,7 @@ from assisted.ui.benchmark_format import (
     bench_prompt_rows,
     bench_warning,
 )
-from assisted.ui.gpu_time import MARGIN, CallReport, GpuTimes
+from assisted.ui.gpu_time import CallReport, benchmark_calls
 from assisted.ui.outputs import BenchmarkOutputs
 from assisted.ui.shared import VISITORS_AT_ONCE, PairLoader, Stops, in_order, updating_only, whole
 
@@ -50,54 +50,13 @@ minutes: start with one category. The device is busy for Compare until the bench
 """
 
 StreamBenchmark = Callable[
-    [
-        PairSpec,
-        str,
-        str,
-        bool,
-        list[Example],
-        list[bench.Variant],
-        RunSettings,
-        int,
-        StopFlag,
-        LearntSnapshot | None,
-    ],
+    [PairSpec, str, str, bool, list[Example], list[bench.Variant], RunSettings, int, StopFlag,
+     LearntSnapshot | None],
     Iterator[bench.Progress | bench.Finished | CallReport],
-]
+]  # fmt: skip
 """`app.stream_benchmark`, the GPU work: (spec, device, dtype, allow_local, examples,
 variants, settings, repeats, stop, acceptance) → Progress events, Finished, then what the
 call measured."""
-
-
-def gpu_calls(
-    examples: list[Example],
-    variants: list[bench.Variant],
-    settings: RunSettings,
-    repeats: int,
-    times: GpuTimes,
-    pair: str,
-    preloaded: bool,
-) -> list[list[Example]]:
-    """The prompts of each ZeroGPU call: as many, in order, as the measured pace lets one
-    call time within its limit (`GpuTimes.max_s`), and at least one."""
-    calls: list[list[Example]] = []
-    for example in examples:
-        if calls:
-            tokens = (len(calls[-1]) + 1) * repeats * settings.max_new_tokens
-            estimate = times.runs(pair, tokens, tokens * len(variants), preloaded)
-            if estimate.estimate_s * MARGIN <= times.max_s:
-                calls[-1].append(example)
-                continue
-        calls.append([example])
-    return calls
-
-
-def quant_sweep(drafters: list[str], quants: list[str] | None) -> list[str]:
-    """The assistant precisions to compare: none chosen means the pair's own; drafters
-    without a model of their own take none."""
-    if not any(DrafterKind(d).has_model for d in drafters):
-        return []
-    return list(dict.fromkeys(quants or []))
 
 
 def _no_report(status: str) -> BenchmarkOutputs:
@@ -183,7 +142,7 @@ class Benchmarking:
         try:
             settings = RunSettings(max_new_tokens=whole(max_new_tokens)).validate()
             chosen = bench.select_examples(self.examples, categories, limit)
-            sweep = {"assistant_quant": quant_sweep(drafters, assistant_quants)}
+            sweep = {"assistant_quant": bench.quant_sweep(drafters, assistant_quants)}
             variants = bench.plan_variants(spec, drafters, sweep)
         except (SettingsError, bench.BenchError) as error:
             raise gr.Error(str(error), title="Benchmark") from error
@@ -220,7 +179,7 @@ class Benchmarking:
         preloaded = spec.name in loader.preloaded
         calls = [chosen]
         if config.zerogpu:
-            calls = gpu_calls(
+            calls = benchmark_calls(
                 chosen, variants, settings, repeats, loader.gpu_times, spec.name, preloaded
             )
         total = len(chosen) * repeats * (1 + len(variants))
@@ -228,9 +187,8 @@ class Benchmarking:
         done, runs, finished = 0, [], None
         for number, examples in enumerate(calls, 1):
             if config.zerogpu:
-                tokens = len(examples) * repeats * settings.max_new_tokens
-                estimate = loader.gpu_times.runs(
-                    spec.name, tokens, tokens * len(variants), preloaded
+                estimate = loader.gpu_times.benchmark(
+                    spec.name, len(examples), len(variants), settings, repeats, preloaded
                 )
                 status = loader.gpu_call_status(spec, estimate)
                 yield updating_only(

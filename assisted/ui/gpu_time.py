@@ -23,7 +23,11 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from assisted.examples import Example
+from assisted.settings import RunSettings
 
 MARGIN = 1.5  # the request is this many times the estimate: runs vary by up to 1.5x
 FLOOR_S = 20  # never ask for less: scheduling and the fork's start cost seconds too
@@ -104,6 +108,20 @@ class GpuTimes:
         seconds = min(self.max_s, max(FLOOR_S, math.ceil(MARGIN * estimate)))
         return Estimate(seconds, estimate, measured)
 
+    def benchmark(
+        self,
+        pair: str,
+        prompts: int,
+        variants: int,
+        settings: RunSettings,
+        repeats: int,
+        preloaded: bool,
+    ) -> Estimate:
+        """The request for a call that benchmarks `prompts` prompts, each `repeats` times
+        plain and with each of `variants` drafting variants."""
+        tokens = prompts * repeats * settings.max_new_tokens
+        return self.runs(pair, tokens, tokens * variants, preloaded)
+
     def load_s(self, pair: str) -> float | None:
         """Seconds the latest call that loaded `pair` took to load it; None: none did."""
         with self._lock:
@@ -115,6 +133,30 @@ class GpuTimes:
             times = self._pairs.get(pair, _PairTimes())
         plain = times.plain_s_per_token or FIRST_S_PER_TOKEN
         return plain + (times.assisted_s_per_token or plain)
+
+
+def benchmark_calls(
+    examples: list[Example],
+    variants: Sequence[object],
+    settings: RunSettings,
+    repeats: int,
+    times: GpuTimes,
+    pair: str,
+    preloaded: bool,
+) -> list[list[Example]]:
+    """The prompts of each ZeroGPU call of a benchmark timing `variants` beside plain
+    decoding: as many, in order, as the measured pace lets one call time within the limit
+    (`times.max_s`), and at least one."""
+    calls: list[list[Example]] = []
+    for example in examples:
+        if calls:
+            prompts = len(calls[-1]) + 1
+            estimate = times.benchmark(pair, prompts, len(variants), settings, repeats, preloaded)
+            if estimate.estimate_s * MARGIN <= times.max_s:
+                calls[-1].append(example)
+                continue
+        calls.append([example])
+    return calls
 
 
 def s_per_token(result: dict | None, mode: str) -> float | None:
