@@ -1,7 +1,8 @@
 """Model pairs: validation of user-supplied ids, loading, and a small cache of loaded pairs.
 
 A pair is a target plus a drafter, of one of the kinds in `assisted.drafters`; the named
-ones are in `assisted.registry`.
+ones are in `assisted.registry`. What a pair must pass before its weights load is checked
+in `assisted.pair_checks`.
 
 Policy: CUDA → bf16 (fp16 where bf16 is unsupported); CPU → bf16 where the CPU has native
 bf16 instructions, else fp32. Large targets on CUDA load with `device_map="auto"`, which
