@@ -14,10 +14,16 @@ hash names the file, and the key is written inside it too, and checked on readin
 the file resets what that pair learnt on this machine.
 
 The key: the pair (its name, drafter and both model ids, so that custom pairs never share a
-file), the machine (for a CUDA device its name; for a CPU its model, the instruction set
-torch uses and the threads it runs on: the same CPU given fewer cores verifies slower) and
-the dtype. The costs are facts about that machine and dtype; the acceptance, per assistant
-precision, is already keyed inside the state.
+file), the machine (`machine`: for a CUDA device its name, compute capability, memory and
+the CUDA version; for a CPU its model, the instruction set torch uses and the threads it
+runs on: the same CPU given fewer cores verifies slower), the dtype, whether the target
+verifies with `cpu_linear`'s few-row product (ASSISTED_CPU_FEW_ROWS, fp32 on a CPU), and
+the torch and Transformers versions, whose kernels and generation loop set the costs. The
+costs are facts about all of these; the acceptance, per assistant precision, is already
+keyed inside the state.
+
+Each save stamps the file with when it was written and with which versions (`written`),
+outside the key: a stamp that differs never makes a file unusable.
 
 A file that cannot be read, holds another key or another format version is ignored with a
 warning, and the next save replaces it: it costs a calibration, never the loaded models.
@@ -37,8 +43,10 @@ No torch at import.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import glob
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -60,7 +68,7 @@ if TYPE_CHECKING:
 
     from assisted.registry import PairSpec
 
-FORMAT_VERSION = 2  # raised when the file's shape changes: older files are then ignored
+FORMAT_VERSION = 3  # raised when the file's shape changes: older files are then ignored
 _OFF = ("", "off")  # ASSISTED_LEARNT_DIR values that keep nothing on disk
 # A writer holds the lock for one small read and write (milliseconds): one that holds it
 # longer has hung, and waiting on it would hold the run's result back.
@@ -104,6 +112,11 @@ def learnt_file(
     folder = learnt_dir()
     if folder is None:
         return None
+    import torch
+    import transformers
+
+    from assisted.loading import few_rows_linear
+
     key = {
         "pair": spec.name,
         "drafter": spec.drafter.value,
@@ -111,6 +124,9 @@ def learnt_file(
         "assistant_id": assistant_id,
         "machine": machine(device),
         "dtype": str(dtype).removeprefix("torch."),
+        "cpu_few_rows": "on" if few_rows_linear(device, dtype) else "off",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name).strip("-.")[:40] or "pair"
@@ -118,11 +134,18 @@ def learnt_file(
 
 
 def machine(device: torch.device) -> str:
-    """What sets the speed of `device`, as far as the costs go."""
+    """What sets the speed of `device`, as far as the costs go: for a CUDA device its name,
+    compute capability, memory (a MIG slice has less) and the CUDA version torch was built
+    with; for a CPU its model, the instruction set torch uses and its thread count."""
     import torch
 
     if device.type == "cuda":
-        return f"cuda {torch.cuda.get_device_name(device)}"
+        card = torch.cuda.get_device_properties(device)
+        memory_mib = card.total_memory // 2**20
+        return (
+            f"cuda {card.name} capability {card.major}.{card.minor} {memory_mib} MiB "
+            f"CUDA {torch.version.cuda}"
+        )
     capability = torch.backends.cpu.get_cpu_capability()
     return f"cpu {_cpu_model()} {capability} {torch.get_num_threads()} threads"
 
@@ -172,7 +195,8 @@ def save(file: LearntFile | None, state: LearntState) -> None:
         with _locked(file.path):
             _remove_stale_temporaries(file.path)
             merged = merge(_read(file), state)
-            text = json.dumps({"version": FORMAT_VERSION, "key": file.key, **merged.to_dict()})
+            stamp = {"version": FORMAT_VERSION, "key": file.key, "written": written()}
+            text = json.dumps({**stamp, **merged.to_dict()})
             handle, temporary = tempfile.mkstemp(
                 dir=file.path.parent, prefix=f"{file.path.name}.", suffix=".tmp"
             )
@@ -187,6 +211,26 @@ def save(file: LearntFile | None, state: LearntState) -> None:
         if file.path not in _warned:
             _warned.add(file.path)
             _log.warning("cannot keep what the auto policy learnt in %s: %s", file.path, error)
+
+
+def written() -> dict[str, str | None]:
+    """The stamp of a save: when (ISO 8601, UTC), and with which versions of this project
+    (None where it is not installed as a package), torch, Transformers and Python. For
+    people reading the file; reading it never checks the stamp (the key decides)."""
+    import torch
+    import transformers
+
+    try:
+        own = importlib.metadata.version("assisted-decoding")
+    except importlib.metadata.PackageNotFoundError:
+        own = None
+    return {
+        "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "assisted": own,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def _read(file: LearntFile | None) -> LearntState:

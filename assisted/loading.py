@@ -50,7 +50,6 @@ def load_model(
     progress: embedded.Progress | None,
     offload: bool = False,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from assisted.cpu_linear import use_few_rows_linear
@@ -73,9 +72,15 @@ def load_model(
     if device.type == "cpu":
         _copy_in(model, Path(source))
     model.eval()
-    if device.type == "cpu" and dtype == torch.float32 and CPU_FEW_ROWS_LINEAR:
+    if few_rows_linear(device, dtype):
         use_few_rows_linear(model)
     return model, tokenizer
+
+
+def few_rows_linear(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether a model loaded on `device` in `dtype` verifies few rows with `cpu_linear`'s
+    product: fp32 on a CPU, unless ASSISTED_CPU_FEW_ROWS=0."""
+    return device.type == "cpu" and str(dtype) == "torch.float32" and CPU_FEW_ROWS_LINEAR
 
 
 def _copy_in(model: PreTrainedModel, folder: Path) -> None:

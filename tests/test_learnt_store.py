@@ -5,14 +5,18 @@ a calibration and nothing else, each pair, machine and dtype has a file of its o
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
+import platform
 from collections import OrderedDict
+from types import SimpleNamespace
 
 import pytest
 import torch
+import transformers
 
-from assisted import auto, decoding, learnt_store, pairs, stats
+from assisted import auto, decoding, learnt_store, loading, pairs, stats
 from assisted.decoding import RunDone
 from assisted.drafters import DrafterKind
 from assisted.learnt import LearntState
@@ -167,7 +171,7 @@ def test_each_pair_machine_and_dtype_has_a_file_of_its_own(folder, monkeypatch):
         device = torch.device(device)
         return learnt_store.learnt_file(spec, "owner/target", assistant, device, dtype).path
 
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: H200)
     paths = [
         path(),
         path(dtype=torch.bfloat16),
@@ -185,6 +189,68 @@ def test_each_pair_machine_and_dtype_has_a_file_of_its_own(folder, monkeypatch):
     machine = learnt_store.machine(torch.device("cpu"))
     assert torch.backends.cpu.get_cpu_capability() in machine
     assert "Another CPU" in machine and "64 threads" in machine
+
+
+H200 = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, total_memory=150_000 * 2**20)
+
+
+def key_of() -> dict:
+    spec = pairs.custom_pair("owner/target", "owner/assistant")
+    file = learnt_store.learnt_file(
+        spec, "owner/target", "owner/assistant", torch.device("cpu"), torch.float32
+    )
+    return file.key
+
+
+def test_the_key_holds_the_few_row_product_and_the_versions(folder, monkeypatch):
+    base = key_of()
+    assert base["cpu_few_rows"] == ("on" if loading.CPU_FEW_ROWS_LINEAR else "off")
+    assert (base["torch"], base["transformers"]) == (torch.__version__, transformers.__version__)
+    on = loading.CPU_FEW_ROWS_LINEAR
+    monkeypatch.setattr(loading, "CPU_FEW_ROWS_LINEAR", not on)  # ASSISTED_CPU_FEW_ROWS=0
+    few_rows = key_of()
+    monkeypatch.setattr(loading, "CPU_FEW_ROWS_LINEAR", on)
+    monkeypatch.setattr(torch, "__version__", "2.99.0")
+    newer_torch = key_of()
+    assert len({json.dumps(key, sort_keys=True) for key in (base, few_rows, newer_torch)}) == 3
+    # The product only ever runs in fp32 on a CPU: elsewhere the setting changes nothing.
+    bf16 = learnt_store.learnt_file(
+        pairs.custom_pair("t", "a"), "t", "a", torch.device("cpu"), torch.bfloat16
+    )
+    assert bf16.key["cpu_few_rows"] == "off"
+
+
+def test_a_cuda_machine_is_its_card_capability_memory_and_cuda_version(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: H200)
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    machine = learnt_store.machine(torch.device("cuda"))
+    assert machine == "cuda NVIDIA H200 capability 9.0 150000 MiB CUDA 12.8"
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert learnt_store.machine(torch.device("cuda")) != machine
+    slice_ = SimpleNamespace(**{**vars(H200), "total_memory": 35_000 * 2**20})  # a MIG slice
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: slice_)
+    assert "35000 MiB" in learnt_store.machine(torch.device("cuda"))
+
+
+def test_a_save_stamps_the_file_outside_the_key(folder, monkeypatch):
+    file = LearntFile(folder / "p.json", KEY)
+    learnt_store.save(file, learnt())
+    data = json.loads(file.path.read_text())
+    assert data["key"] == KEY and data["version"] == learnt_store.FORMAT_VERSION
+    stamp = data["written"]
+    assert set(stamp) == {"at", "assisted", "torch", "transformers", "python"}
+    at = datetime.datetime.fromisoformat(stamp["at"])
+    assert at.utcoffset() == datetime.timedelta(0)
+    assert abs(datetime.datetime.now(datetime.UTC) - at) < datetime.timedelta(minutes=1)
+    assert stamp["torch"] == torch.__version__ and stamp["python"] == platform.python_version()
+    # Another version's stamp leaves the file usable, and the next save stamps it anew.
+    data["written"] = {**stamp, "at": "2020-01-01T00:00:00+00:00", "assisted": "0.0.1"}
+    file.path.write_text(json.dumps(data))
+    assert learnt_store.load(file) == learnt()
+    monkeypatch.setattr(torch, "__version__", "2.99.0")
+    learnt_store.save(file, learnt_store.load(file))
+    assert json.loads(file.path.read_text())["written"]["torch"] == "2.99.0"
+    assert learnt_store.load(file) == learnt()
 
 
 def test_the_learnt_folder_is_beside_the_cached_models_unless_set_elsewhere(tmp_path, monkeypatch):
