@@ -45,6 +45,7 @@ from assisted.settings import DraftSettings
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
+    from assisted.learnt import ProcessTiming
     from assisted.pairs import LoadedPair
 
 # Each calibration timing is the fastest of this many forward passes, after one untimed
@@ -104,7 +105,7 @@ def calibrate(
 ) -> tuple[dict[int, float], float, float]:
     """T(k), the target's seconds to verify k rows for k = 1 … cap + 1; the assistant's
     seconds per drafted token; and its seconds per token of a prefill (both 0 without an
-    assistant model). Each is timed once per pair, on a cache holding `prefix`.
+    assistant model). Timed on a cache holding `prefix`, each at most once per process.
 
     Only T(1) and T(cap + 1) are timed, and the rows between are interpolated linearly
     (the module's note). Runs then refine each T(k) they use, and keep it for the pair's
@@ -114,29 +115,66 @@ def calibrate(
     keep the policy from ever drafting long enough to correct it; so verifying k rows
     timed slower than k separate one-row passes is taken as disturbed and timed again.
 
-    Costs an earlier process left on disk (`assisted.learnt_store`) are not timed again;
-    the seconds spent timing add up in the pair's `LearntState.timed_s`, for the report.
-    `assisted.prepare` calls it, before any run."""
+    Costs an earlier process left on disk (`assisted.learnt_store`) are checked: T(1),
+    T(cap + 1) and the drafting time are timed again, once per process, and the smaller of
+    the two times stands, as other work on the machine only ever adds time. A slow value
+    on disk is corrected; a slow timing now leaves a good one on disk as it is. The
+    prefill time is not checked: every run that prefills refines and keeps it. What this
+    process timed, and how long it took, is in the pair's `LearntState.timed_here`, for the
+    report. `assisted.prepare` calls it, before any run."""
+    timing = pair.learnt.timed_here()
     started = time.perf_counter()
+    timed = _time_target(pair, prefix, cap, timing)
+    if assistant is not None and precision not in timing.drafting:
+        _time_drafting(pair, prefix, assistant, precision, timing)
+        timed = True
+    if timed:
+        timing.seconds += time.perf_counter() - started
+    return calibrated(pair, precision, cap, model=assistant is not None)
+
+
+def _time_target(pair: LoadedPair, prefix: torch.Tensor, cap: int, timing: ProcessTiming) -> bool:
+    """Time T(1) and T(cap + 1) where this process has not (`calibrate`); whether it did."""
     verify_s = pair.learnt.verify_s
-    drafting = pair.learnt.precision(precision)
-    missing = [k for k in (1, cap + 1) if k not in verify_s]
-    for _ in range(_CALIBRATION_ATTEMPTS if missing else 0):
-        for k, seconds in _time_forwards(pair.target, prefix, missing, pair.device).items():
+    rows = [k for k in (1, cap + 1) if k not in timing.rows]
+    before = {k: verify_s[k] for k in rows if k in verify_s}  # from disk, or a run's
+    for _ in range(_CALIBRATION_ATTEMPTS if rows else 0):
+        for k, seconds in _time_forwards(pair.target, prefix, rows, pair.device).items():
             verify_s[k] = min(seconds, verify_s.get(k, seconds))
         if verify_s[cap + 1] <= (cap + 1) * verify_s[1]:
             break
-    drafting_missing = assistant is not None and drafting.draft_s is None
-    if drafting_missing:
-        # One row, as the assistant drafts one token per forward pass; a block of rows for
-        # the prefill, whose time per token is flatter than a single row's.
-        timed = _time_forwards(assistant, prefix, [1, _PREFILL_ROWS], pair.device)
-        drafting.draft_s = timed[1]
-        if drafting.prefill_s is None:
-            drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
-    if missing or drafting_missing:
-        pair.learnt.timed_s += time.perf_counter() - started
-    return calibrated(pair, precision, cap, model=assistant is not None)
+    timing.rows.update(rows)
+    timing.fresh |= len(before) < len(rows)
+    timing.checked += [f"T({k})" for k in before]
+    timing.corrected += [f"T({k})" for k, seconds in before.items() if verify_s[k] < seconds]
+    return bool(rows)
+
+
+def _time_drafting(
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    assistant: PreTrainedModel,
+    precision: str,
+    timing: ProcessTiming,
+) -> None:
+    """Time the assistant's seconds per drafted token in `precision`, and where missing its
+    prefill's per token (`calibrate`)."""
+    drafting = pair.learnt.precision(precision)
+    timing.drafting.add(precision)
+    if drafting.draft_s is not None:
+        kept = drafting.draft_s
+        drafting.draft_s = min(kept, _time_forwards(assistant, prefix, [1], pair.device)[1])
+        timing.checked.append(f"drafting {precision}")
+        if drafting.draft_s < kept:
+            timing.corrected.append(f"drafting {precision}")
+        return
+    # One row, as the assistant drafts one token per forward pass; a block of rows for the
+    # prefill, whose time per token is flatter than a single row's.
+    timed = _time_forwards(assistant, prefix, [1, _PREFILL_ROWS], pair.device)
+    drafting.draft_s = timed[1]
+    if drafting.prefill_s is None:
+        drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+    timing.fresh = True
 
 
 def calibrated(

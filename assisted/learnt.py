@@ -39,6 +39,7 @@ No torch here.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,6 +61,22 @@ class PrecisionLearnt:
     acceptance: AcceptanceCounts = field(default_factory=dict)
 
 
+@dataclass
+class ProcessTiming:
+    """What one process timed of the costs (`assisted.auto.calibrate`), so that it times
+    each once, and its runs' reports say what it timed. Not kept on disk."""
+
+    pid: int = field(default_factory=os.getpid)
+    seconds: float = 0.0  # all it spent timing, checks included
+    fresh: bool = False  # it timed a cost the learnt state lacked: a calibration
+    rows: set[int] = field(default_factory=set)  # the T(k) rows it timed, fresh or again
+    drafting: set[str] = field(default_factory=set)  # precisions whose drafting it timed
+    # Costs read from disk and timed again ("T(1)", "T(9)", "drafting int8"), and those of
+    # them whose time the new timing lowered.
+    checked: list[str] = field(default_factory=list)
+    corrected: list[str] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class LearntSnapshot:
     """The acceptance of every precision at one moment (see `LearntState.restore`)."""
@@ -74,14 +91,29 @@ class LearntState:
     # T(k): rows k -> the target's seconds to verify them, for the rows timed or verified.
     verify_s: dict[int, float] = field(default_factory=dict)
     precisions: dict[str, PrecisionLearnt] = field(default_factory=dict)
-    # Seconds this process spent timing the costs (`assisted.auto.calibrate`), for the runs'
-    # reports: 0 where every cost came from an earlier process. Not kept on disk.
-    timed_s: float = field(default=0.0, compare=False)
+    # What this process timed (`timed_here`). Not kept on disk.
+    timing: ProcessTiming = field(default_factory=ProcessTiming, compare=False, repr=False)
     # The learnt file's state when this process last read or wrote it (`merge`); None
     # before it ever did. Not kept on disk.
     synced: LearntState | None = field(default=None, compare=False, repr=False)
     # False while the acceptance is this process's alone (`acceptance_apart`).
     shares_acceptance: bool = field(default=True, compare=False)
+
+    def timed_here(self) -> ProcessTiming:
+        """What this process timed. A process forked from the one that timed (a ZeroGPU
+        worker) has timed nothing yet, but does not time again what its parent timed on
+        this machine moments before: it inherits the rows and precisions, not the
+        seconds."""
+        inherited = self.timing
+        if inherited.pid != os.getpid():
+            self.timing = ProcessTiming(rows=set(inherited.rows), drafting=set(inherited.drafting))
+        return self.timing
+
+    @property
+    def timed_s(self) -> float:
+        """Seconds this process spent timing the costs, checks included: 0 where it timed
+        nothing, every cost coming from an earlier process unchecked."""
+        return self.timed_here().seconds
 
     def precision(self, name: str) -> PrecisionLearnt:
         """What was learnt in precision `name` ("none", "int8", ...), empty at first."""

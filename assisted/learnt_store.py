@@ -313,12 +313,13 @@ def _remove_stale_temporaries(path: Path) -> None:
 
 
 def calibration(state: LearntState, file: LearntFile | None) -> Calibration:
-    """Where the costs of a run starting now came from: timed by this process (the pair's
-    first `auto` run, a comparison's warm-up as a rule) or read from the file."""
+    """Where the costs of a run starting now came from: "timed" where this process timed a
+    cost the pair lacked (its first preparation for `auto`, as a rule), else read from the
+    file ("disk"), with what this process timed again of them (`auto.calibrate`)."""
     path = None if file is None else str(file.path)
-    if state.timed_s > 0:
-        return Calibration("timed", state.timed_s, path)
-    return Calibration("disk", 0.0, path)
+    timing = state.timed_here()
+    source = "timed" if timing.fresh else "disk"
+    return Calibration(source, timing.seconds, path, tuple(timing.checked), tuple(timing.corrected))
 
 
 def describe(calibration: dict | None) -> str | None:
@@ -326,7 +327,27 @@ def describe(calibration: dict | None) -> str | None:
     one (schedules other than `auto`)."""
     if not calibration:
         return None
-    if calibration["source"] == "disk":
+    checked = calibration.get("checked") or []
+    corrected = calibration.get("corrected") or []
+    seconds = calibration["seconds"]
+    if calibration["source"] == "disk" and not checked:
         return "Costs loaded from an earlier run on this machine: nothing timed again."
-    kept = ", kept for the next start" if calibration["file"] else ""
-    return f"Costs calibrated once on this machine in {calibration['seconds']:.1f} s{kept}."
+    if calibration["source"] == "disk":
+        sentence = (
+            f"Costs loaded from an earlier run on this machine, {_listed(checked)} checked "
+            f"again in {seconds:.1f} s"
+        )
+    else:
+        kept = ", kept for the next start" if calibration["file"] else ""
+        sentence = f"Costs calibrated once on this machine in {seconds:.1f} s{kept}"
+        if checked:
+            sentence += f"; {_listed(checked)} from an earlier run checked again"
+    if corrected:
+        sentence += f"; {_listed(corrected)} ran faster now, and replaced the earlier value"
+        sentence += "s" if len(corrected) > 1 else ""
+    return sentence + "."
+
+
+def _listed(names: list[str]) -> str:
+    """ "T(1)", "T(1) and T(9)", "T(1), T(9) and drafting int8"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

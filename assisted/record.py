@@ -64,15 +64,25 @@ class Step:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Where an `auto` run's costs came from. "timed": this process timed them, at the
-    pair's first `auto` run (for a comparison, its warm-up), in `seconds` all told. "disk":
-    an earlier process on this machine did, and they were read from its file (0 seconds).
-    `file` is where the pair's learnt state is kept; None where nothing is kept on disk
-    (`assisted.learnt_store`)."""
+    """Where an `auto` run's costs came from. "timed": this process timed some the pair
+    lacked, when it prepared the pair (for a comparison, before its warm-up). "disk": an
+    earlier process on this machine did, and they were read from its file. `seconds`: all
+    this process spent timing, the checks included. `checked`: the costs read from the
+    file that this process timed again ("T(1)", "T(9)", "drafting int8"), once per process;
+    `corrected`: those whose new time was lower, and replaced the file's
+    (`assisted.auto.calibrate`). `file` is where the pair's learnt state is kept; None
+    where nothing is kept on disk (`assisted.learnt_store`)."""
 
     source: CalibrationSource
     seconds: float = 0.0
     file: str | None = None
+    checked: tuple[str, ...] = ()
+    corrected: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # JSON turns tuples into lists (`RunRecord.from_dict`).
+        object.__setattr__(self, "checked", tuple(self.checked))
+        object.__setattr__(self, "corrected", tuple(self.corrected))
 
 
 @dataclass

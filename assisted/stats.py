@@ -69,8 +69,11 @@ Terms (one definition each, used everywhere):
   (the last committed token + k − 1 candidates), as [k, seconds] for k = 1 … cap + 1:
   calibrated before the run, refined by its timed steps (see assisted.costs).
 - **calibration** (`auto` schedule only): where those costs came from, `"timed"` by this
-  process (`seconds`: how long it spent timing them) or read from `"disk"`, where an
-  earlier process on this machine left them (`file`; see assisted.learnt_store).
+  process or read from `"disk"`, where an earlier process on this machine left them
+  (`file`; see assisted.learnt_store); `checked`, the costs read from disk that this
+  process timed again ("T(1)", "T(9)", "drafting int8"), and `corrected`, those whose
+  new time was lower and replaced the file's (see assisted.auto.calibrate); `seconds`,
+  how long this process spent timing, the checks included.
 - **source**: where a step's candidates came from, a drafter kind (`assisted.drafters`);
   under `auto` it can change from step to step. None for a step that drafted nothing.
 - **identical**: the assisted run committed exactly the plain run's tokens.
@@ -295,6 +298,8 @@ def summarize(record: RunRecord) -> dict:
                 "source": calibration.source,
                 "seconds": _round(calibration.seconds, 2),
                 "file": calibration.file,
+                "checked": list(calibration.checked),
+                "corrected": list(calibration.corrected),
             }
     return summary
 

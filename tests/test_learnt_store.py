@@ -80,7 +80,7 @@ def test_a_learnt_state_comes_back_from_its_file_as_it_was(folder):
     assert sorted(folder.iterdir()) == [file.path, folder / "p.json.lock"]
 
 
-def test_a_new_process_reads_the_costs_an_earlier_one_timed_and_times_nothing(
+def test_a_new_process_reads_the_costs_an_earlier_one_timed_and_checks_two_of_them(
     tiny_dirs, folder, monkeypatch
 ):
     first = load(tiny_dirs)
@@ -88,23 +88,35 @@ def test_a_new_process_reads_the_costs_an_earlier_one_timed_and_times_nothing(
     path = first.learnt_file.path
     assert path.parent == folder and path.is_file()
     assert record.calibration.source == "timed" and record.calibration.seconds > 0
-    assert record.calibration.file == str(path)
+    assert record.calibration.file == str(path) and record.calibration.checked == ()
 
     restart(monkeypatch)
-
-    def timing(*args, **kwargs):
-        raise AssertionError("the costs were timed again")
-
-    monkeypatch.setattr(auto, "_time_forwards", timing)
     second = load(tiny_dirs)
     assert second is not first and second.learnt == first.learnt
+    on_disk = second.learnt.copy()
+    timed = []
+
+    def timing(model, prefix, rows, device):  # slower than the disk: the disk's stand
+        timed.append((model is second.target, rows))
+        return {k: 10.0 for k in rows}
+
+    monkeypatch.setattr(auto, "_time_forwards", timing)
     record = auto_run(second)
-    assert record.calibration == Calibration("disk", 0.0, str(path))
+    record = auto_run(second)  # prepared already: nothing timed again
+    # T(1) and T(cap + 1) of the target, the assistant's drafting row: each once.
+    assert timed == [(True, [1, 5]), (False, [1])]
+    checked = ("T(1)", "T(5)", "drafting none")
+    seconds = second.learnt.timed_s
+    assert record.calibration == Calibration("disk", seconds, str(path), checked, ())
     assert stats.summarize(record)["calibration"] == {
         "source": "disk",
-        "seconds": 0.0,
+        "seconds": round(seconds, 2),
         "file": str(path),
+        "checked": list(checked),
+        "corrected": [],
     }
+    # Slower now: the disk's drafting time stands (T(k) the runs refined since).
+    assert second.learnt.precision("none").draft_s == on_disk.precision("none").draft_s
     assert learnt_store.load(second.learnt_file) == second.learnt  # saved after the run
 
 
@@ -288,5 +300,23 @@ def test_the_sentence_for_people_says_where_the_costs_came_from():
     )
     assert learnt_store.describe({**timed, "file": None}).endswith("in 5.6 s.")
     disk = {"source": "disk", "seconds": 0.0, "file": "/cache/learnt/p.json"}
-    assert learnt_store.describe(disk).startswith("Costs loaded from an earlier run")
+    assert learnt_store.describe(disk) == (
+        "Costs loaded from an earlier run on this machine: nothing timed again."
+    )
+    checked = {**disk, "seconds": 0.43, "checked": ["T(1)", "T(9)"], "corrected": []}
+    assert learnt_store.describe(checked) == (
+        "Costs loaded from an earlier run on this machine, T(1) and T(9) checked again in 0.4 s."
+    )
+    corrected = {**checked, "checked": [*checked["checked"], "drafting int8"]}
+    corrected["corrected"] = ["T(9)"]
+    assert learnt_store.describe(corrected) == (
+        "Costs loaded from an earlier run on this machine, T(1), T(9) and drafting int8 "
+        "checked again in 0.4 s; T(9) ran faster now, and replaced the earlier value."
+    )
+    mixed = {**timed, "checked": ["T(1)"], "corrected": ["T(1)"]}
+    assert learnt_store.describe(mixed) == (
+        "Costs calibrated once on this machine in 5.6 s, kept for the next start; T(1) "
+        "from an earlier run checked again; T(1) ran faster now, and replaced the earlier "
+        "value."
+    )
     assert learnt_store.describe(None) is None
