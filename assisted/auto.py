@@ -10,7 +10,8 @@ generator, and either way from a cache that holds committed ids only.
 
 The policy starts from what the pair learnt (`assisted.learnt`): a calibration of the
 target's verification times and of the assistant's drafting and prefill times, timed once
-per pair, machine and dtype, and the acceptance that the pair's latest run saw. Each run
+per pair, machine and dtype (and checked once per process, `calibrate`), and the acceptance
+that the pair's latest run saw. Each run
 leaves what it learnt for the next one, in memory and on disk (`assisted.learnt_store`).
 
 Calibration measured: timing all nine rows of cap 8 took 20 s on the embedded pair in fp32

@@ -14,7 +14,7 @@ without a model), since an int8 assistant drafts faster and is accepted less.
 
 `to_dict()` and `from_dict()` turn the state into JSON-ready data and back: a new process
 starts from what earlier ones learnt on the same machine (`assisted.learnt_store` keeps it
-on disk), and times no cost they timed.
+on disk), and only checks the costs they timed (`assisted.auto.calibrate`).
 
 `snapshot()` and `restore()` cover the acceptance only. The benchmark starts from no
 acceptance, then snapshots before a prompt's warm-up and restores before each of its timed
