@@ -40,6 +40,9 @@ class LeanDrafter:
         self.threshold = threshold
         self.eos_ids = frozenset(eos_ids)
         self.cache = DynamicCache(config=model.config)
+        # As Transformers does for every assistant's cache: a sliding-window layer keeps the
+        # states past its window until the next crop, so a draft can be taken back.
+        self.cache.activate_past_recording()
         self.held: list[int] = []  # the ids whose keys and values the cache holds
 
     def draft(self, input_ids: torch.LongTensor, gamma: int) -> list[int]:
@@ -74,9 +77,12 @@ def crop_to_committed(cache: Cache, held: list[int], ids: list[int], most: int) 
     """Crop `cache`, which holds the keys and values of `held`, to the prefix of `held` that
     the committed `ids` confirm, and to at most `most` tokens; the tokens it then holds."""
     keep = min(common_prefix_length(held, ids), most)
-    stale = cache.get_seq_length() - keep
-    if stale > 0:
-        cache.crop(-stale)  # 5.23: a negative count removes that many tokens
+    length = cache.get_seq_length()
+    if length and length >= keep:
+        # 5.23: a negative count removes that many tokens. Cropped even when none is stale:
+        # a sliding-window layer recording its past then drops the states outside its
+        # window (Transformers crops its assistant's cache before every draft too).
+        cache.crop(keep - length)
     return min(keep, cache.get_seq_length())
 
 
