@@ -4,9 +4,12 @@ assistants too, and only where the target needs ids alone (greedy decoding)."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 import torch
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, GenerationConfig
+from transformers.generation.candidate_generator import AssistedCandidateGenerator
 
 from assisted import auto, decoding
 from assisted.lean import LeanDrafter
@@ -99,3 +102,94 @@ def test_a_sliding_window_assistant_drafts_past_its_window(sliding_pair, drafts)
     assert sum(accepted < drafted for drafted, accepted in policy.seen if drafted) >= 3
     for ids, drafted in drafts:
         assert fresh_draft(sliding_pair.assistant, ids, len(drafted)) == drafted
+
+
+GAMMA = 5
+
+
+def continuation(assistant, ids: torch.Tensor, count: int) -> tuple[list[int], list[float]]:
+    """The assistant's greedy `count` tokens after `ids`, no end of sequence, and the
+    probability it gave each."""
+    seq = ids[0].tolist()
+    probs = []
+    with torch.inference_mode():
+        for _ in range(count):
+            logits = assistant(input_ids=torch.tensor([seq])).logits[0, -1].float()
+            seq.append(int(logits.argmax()))
+            probs.append(logits.softmax(-1).max().item())
+    return seq[ids.shape[1] :], probs
+
+
+def reference_draft(assistant, ids: list[int], eos: int) -> list[int]:
+    """The candidates Transformers' assistant generator drafts after `ids` (a fresh one: the
+    assistant's `generate()` with the target's end of sequence and the assistant's
+    confidence threshold, as it calls it)."""
+    config = GenerationConfig(do_sample=False, eos_token_id=eos, max_length=1000, min_length=0)
+    input_ids = torch.tensor([ids])
+    generator = AssistedCandidateGenerator(
+        input_ids, assistant, config, {"attention_mask": torch.ones_like(input_ids)}
+    )
+    candidates, _ = generator.get_candidates(input_ids)
+    return candidates[0, len(ids) :].tolist()
+
+
+def lean_for(assistant, eos: int) -> LeanDrafter:
+    """The lean loop as the `auto` seam builds it, from the generator Transformers built."""
+    config = GenerationConfig(do_sample=False, eos_token_id=eos, max_length=1000, min_length=0)
+    ids = torch.tensor([[eos]])
+    generator = AssistedCandidateGenerator(ids, assistant, config, {})
+    return auto._lean_drafter(generator, config)
+
+
+def test_the_lean_loop_drafts_what_the_assistants_generate_would(pair):
+    """With a confidence threshold and an end-of-sequence token that both cut drafts, the
+    lean loop (one drafter, its cache cropped between calls) drafts after each prefix what
+    Transformers' generator would: the argmax, up to and including the first token below
+    the threshold or at the end of sequence."""
+    assistant = pair.assistant
+    ids = prompt_ids(pair)
+    tokens, probs = continuation(assistant, ids, 24)
+    # A threshold half-way in the widest gap between the probabilities, away from every
+    # one of them, so that float rounding cannot move a token across it.
+    ordered = sorted(probs)
+    gaps = [(b - a, (a + b) / 2) for a, b in pairwise(ordered[3:-3])]
+    _, threshold = max(gaps)
+    # The end of sequence: a confident token after the first few, absent before it.
+    eos = next(
+        t for i, t in enumerate(tokens[6:], 6) if probs[i] > threshold and t not in tokens[:i]
+    )
+    constant(assistant, threshold)
+    assistant.generation_config.num_assistant_tokens = GAMMA
+    lean = lean_for(assistant, eos)
+    assert lean.threshold == threshold and lean.eos_ids == {eos}
+    ends = []
+    for length in range(len(tokens) - GAMMA):
+        prefix = ids[0].tolist() + tokens[:length]
+        expected = reference_draft(assistant, prefix, eos)
+        drafted = lean.draft(torch.tensor([prefix]), GAMMA)
+        assert drafted == expected, length
+        ends.append("full" if len(drafted) == GAMMA else "eos" if drafted[-1] == eos else "unsure")
+    # Every rule ended some drafts: the length, the end of sequence, the threshold.
+    assert {"full", "eos", "unsure"} <= set(ends), ends
+
+
+def test_sampling_drafts_with_the_generator_and_greedy_with_the_lean_loop(
+    pair, drafts, monkeypatch
+):
+    """Speculative sampling needs the assistant's scores, which only its `generate()` gives:
+    under sampling the lean loop never drafts, under greedy decoding it drafts every time."""
+    calls = []
+    get_candidates = AssistedCandidateGenerator.get_candidates
+
+    def recording(self, input_ids, **kwargs):
+        calls.append(input_ids.shape[1])
+        return get_candidates(self, input_ids, **kwargs)
+
+    monkeypatch.setattr(AssistedCandidateGenerator, "get_candidates", recording)
+    constant(pair.assistant)
+    torch.manual_seed(0)
+    generate(pair, Scripted([3]), do_sample=True, temperature=1.0, top_k=0, top_p=1.0)
+    assert len(calls) >= 3 and drafts == []
+    calls.clear()
+    generate(pair, Scripted([3]), do_sample=False)
+    assert len(drafts) >= 3 and calls == []
