@@ -39,8 +39,9 @@ from assisted import learnt_store
 from assisted.drafters import DrafterKind
 from assisted.lean import LeanDrafter, crop_to_committed
 from assisted.lookup import NO_MATCH, Match, SuffixLookup
-from assisted.observe import common_prefix_length, synchronize
+from assisted.observe import synchronize
 from assisted.policy import DraftPolicy
+from assisted.prefix import common_prefix_length
 from assisted.settings import DraftSettings
 
 if TYPE_CHECKING:

@@ -4,10 +4,11 @@ Transformers drafts with the assistant's whole `generate()`: per call it copies 
 generation config, builds logits processors and stopping criteria, prepares the cache and
 masks, and returns scores the target only reads when it samples. On a 2-core CPU that added
 6–20 ms per drafting call to the int8 assistant's 42 ms forward pass (against a bare loop of
-forward passes on a cached 284-token context), raising the effective cost ratio c from
-0.19 to 0.27. Under greedy decoding the target needs the candidates' ids only, so the
-`auto` schedule drafts with this loop instead; the target still verifies every candidate
-in Transformers' own loop, so the output cannot change.
+forward passes on a cached 284-token context), which raises the effective cost ratio c
+(`python -m assisted.bench.lean_timing` times both ways and prints c). Under greedy
+decoding the target needs the candidates' ids only, so the `auto` schedule drafts with
+this loop instead; the target still verifies every candidate in Transformers' own loop,
+so the output cannot change.
 
 It drafts what `generate()` would: the argmax at each position, stopping after an
 end-of-sequence token or after a token whose probability falls below the confidence
@@ -18,15 +19,13 @@ draft never rests on candidates the target rejected.
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 import torch
 from transformers import DynamicCache
 
-from assisted.observe import common_prefix_length
+from assisted.prefix import common_prefix_length
 
 if TYPE_CHECKING:
     from transformers import Cache, PreTrainedModel
@@ -40,6 +39,9 @@ class LeanDrafter:
         self.threshold = threshold
         self.eos_ids = frozenset(eos_ids)
         self.cache = DynamicCache(config=model.config)
+        # As Transformers does for every assistant's cache: a sliding-window layer keeps the
+        # states past its window until the next crop, so a draft can be taken back.
+        self.cache.activate_past_recording()
         self.held: list[int] = []  # the ids whose keys and values the cache holds
 
     def draft(self, input_ids: torch.LongTensor, gamma: int) -> list[int]:
@@ -74,61 +76,10 @@ def crop_to_committed(cache: Cache, held: list[int], ids: list[int], most: int) 
     """Crop `cache`, which holds the keys and values of `held`, to the prefix of `held` that
     the committed `ids` confirm, and to at most `most` tokens; the tokens it then holds."""
     keep = min(common_prefix_length(held, ids), most)
-    stale = cache.get_seq_length() - keep
-    if stale > 0:
-        cache.crop(-stale)  # 5.23: a negative count removes that many tokens
+    length = cache.get_seq_length()
+    if length and length >= keep:
+        # 5.23: a negative count removes that many tokens. Cropped even when none is stale:
+        # a sliding-window layer recording its past then drops the states outside its
+        # window (Transformers crops its assistant's cache before every draft too).
+        cache.crop(keep - length)
     return min(keep, cache.get_seq_length())
-
-
-def measure_call_s(
-    model: PreTrainedModel, ids: torch.LongTensor, gamma: int, repeats: int = 9
-) -> tuple[float, float]:
-    """Median seconds of one greedy drafting call of `gamma` tokens after `ids`, on a cache
-    holding all but the last id: through `generate()` as Transformers' assistant generator
-    calls it (scores returned), and through `LeanDrafter`. Alternating, after one of each."""
-    lean = LeanDrafter(model, 0.0, [])
-    lean.draft(ids, 1)  # the cache now holds ids
-    lean.cache.crop(-1)
-    lean.held = ids[0, :-1].tolist()
-    cache = lean.cache
-    timings: dict[str, list[float]] = {"generate": [], "lean": []}
-    for repeat in range(repeats + 1):
-        for way in ("generate", "lean") if repeat % 2 else ("lean", "generate"):
-            start = time.perf_counter()
-            if way == "lean":
-                lean.draft(ids, gamma)
-            else:
-                model.generate(
-                    input_ids=ids,
-                    past_key_values=cache,
-                    max_new_tokens=gamma,
-                    min_new_tokens=gamma,
-                    do_sample=False,
-                    return_dict_in_generate=True,
-                    output_scores=True,
-                )
-            elapsed = time.perf_counter() - start
-            cache.crop(ids.shape[1] - 1 - cache.get_seq_length())
-            lean.held = ids[0, :-1].tolist()
-            if repeat:  # the first round pays one-off costs
-                timings[way].append(elapsed)
-    return statistics.median(timings["generate"]), statistics.median(timings["lean"])
-
-
-if __name__ == "__main__":
-    from assisted import decoding
-    from assisted.examples import EXAMPLES_DIR
-    from assisted.pairs import load_pair
-    from assisted.registry import DEFAULT_PAIR, PAIRS
-
-    pair = load_pair(PAIRS[DEFAULT_PAIR])
-    model = pair.drafting_assistant("int8" if pair.device.type == "cpu" else "none")
-    prompt = (EXAMPLES_DIR / "summarise" / "meeting-notes.txt").read_text()
-    ids = torch.tensor([decoding.encode_prompt(pair, prompt)])
-    print(f"{pair.spec.name}, {pair.dtype_name}, {ids.shape[1]} tokens of context")
-    for gamma in (1, 3, 5):
-        generate_s, lean_s = measure_call_s(model, ids, gamma)
-        print(
-            f"γ = {gamma}: generate() {generate_s * 1000:.1f} ms, lean loop "
-            f"{lean_s * 1000:.1f} ms ({(generate_s - lean_s) * 1000:+.1f} ms a call)"
-        )

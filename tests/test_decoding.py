@@ -22,9 +22,9 @@ from assisted.drafters import DrafterKind
 from assisted.lean import LeanDrafter
 from assisted.learnt import LearntState
 from assisted.pairs import LoadedPair, custom_pair, load_pair
-from assisted.policy import Choice, DraftPolicy
 from assisted.record import RunRecord
 from assisted.settings import MAX_NEW_TOKENS_CAP, DraftSettings, RunSettings, SettingsError
+from tests.scripted import Scripted
 
 PROMPT = "def add(a, b):"
 GREEDY = RunSettings(max_new_tokens=24)
@@ -289,33 +289,6 @@ def test_heuristic_schedule_is_reset_between_runs(self_pair):
 # -- the auto schedule ---------------------------------------------------------------------
 
 AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
-
-
-class Scripted(DraftPolicy):
-    """A policy that drafts the lengths it is given, in turn, from the sources it is given
-    in turn (by default the assistant where one is offered), and remembers what it saw."""
-
-    def __init__(self, lengths, sources=(None,)):
-        sources_s = {auto.ASSISTANT: 0.0, auto.LOOKUP: 0.0}
-        super().__init__(8, {k: 0.01 for k in range(1, 10)}, sources_s, auto.ASSISTANT)
-        self.lengths = lengths
-        self.sources = sources
-        self.seen: list[tuple[int, int]] = []
-        self.offered: list[dict[str, int]] = []
-
-    def choose(self, offers, tokens_left, context, match_length=0):
-        step = len(self.seen)
-        gamma = self.lengths[step % len(self.lengths)]
-        source = self.sources[step % len(self.sources)]
-        if source is None:
-            source = auto.ASSISTANT if auto.ASSISTANT in offers else auto.LOOKUP
-        gamma = min(gamma, offers.get(source, 0))
-        self.offered.append(offers)
-        self.choice = Choice(source, gamma) if gamma else Choice(None, 0)
-        return self.choice
-
-    def observe(self, drafted, accepted):
-        self.seen.append((drafted, accepted))
 
 
 def generate_with(pair, policy, prompt=PROMPT, lean=True, **kwargs):

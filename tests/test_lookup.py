@@ -4,10 +4,11 @@ the most recent match, never template or special tokens, never past the tokens l
 from __future__ import annotations
 
 import pytest
+import torch
 
 from assisted import decoding, prepare
 from assisted.decoding import StepEvent
-from assisted.lookup import LONGEST_MATCH, NO_MATCH, SuffixLookup, user_span
+from assisted.lookup import LONGEST_MATCH, NO_MATCH, Match, SuffixLookup, user_span
 from assisted.pairs import custom_pair, load_pair
 from assisted.settings import DraftSettings, RunSettings
 
@@ -65,9 +66,14 @@ def test_a_repeating_output_drafts_its_next_periods():
 
 
 def test_matches_are_measured_up_to_the_longest_length():
+    # The output's last 5 tokens follow the message's opening: measured as 5.
+    ids, lookup = chat([1, 2, 3, 4, 5, 6], [9, 1, 2, 3, 4, 5])
+    assert lookup.find(ids, 3) == Match((6,), 5)
+    # Its last 12 tokens repeat the message: measured as the longest length, not 12.
+    ids, lookup = chat([*range(1, 13), 20], [*range(1, 13)])
+    assert lookup.find(ids, 3) == Match((20,), LONGEST_MATCH)
     ids, lookup = chat([1], [5] * 20)
-    assert lookup.find(ids, 3) == lookup.find(ids, 3)
-    assert lookup.find(ids, 3).length == LONGEST_MATCH
+    assert lookup.find(ids, 3) == Match((5, 5, 5), LONGEST_MATCH)
 
 
 def test_special_tokens_end_a_draft_and_no_draft_exceeds_most():
@@ -100,7 +106,11 @@ def lookup_pair(tiny_dirs):
 def test_no_draft_of_a_run_holds_template_tokens_and_the_output_is_plains(lookup_pair):
     prompt = "def add(a, b):\n    return a + b\n" * 3
     settings = RunSettings(max_new_tokens=24)
-    special = set(lookup_pair.tokenizer.all_special_ids)
+    tokenizer = lookup_pair.tokenizer
+    # Role markers are added special tokens, which `all_special_ids` leaves out.
+    special = set(tokenizer.all_special_ids)
+    special |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
+    assert {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>")} <= special
     ids = decoding.encode_prompt(lookup_pair, prompt)
     plain = [t for e in decoding.run(lookup_pair, ids, "plain", settings) for t in tokens(e)]
     for lookup in ("suffix", "transformers"):
@@ -126,3 +136,27 @@ def test_role_markers_are_never_drafted_even_where_typed_into_the_prompt(lookup_
     lookup = SuffixLookup(len(typed), (0, len(typed)), never)  # all of it the user's
     assert lookup.find(typed, 4) == NO_MATCH  # "quick brown" is followed by a role marker
     assert SuffixLookup(len(typed), (0, len(typed)), set()).find(typed, 4).tokens
+
+
+def test_a_run_never_drafts_a_role_marker_typed_into_the_prompt(lookup_pair):
+    """End to end: the prompt repeats "a a <|im_start|>" and the target always says "a", so
+    the longest match is always followed by the role marker; no step drafts it, and every
+    step after the first drafts the "a"s before it."""
+    tokenizer = lookup_pair.tokenizer
+    a, marker = tokenizer("a")["input_ids"][0], tokenizer.convert_tokens_to_ids("<|im_start|>")
+
+    def always_a(module, args, logits):
+        forced = torch.zeros_like(logits)
+        forced[..., a] = 1.0
+        return forced
+
+    handle = lookup_pair.target.lm_head.register_forward_hook(always_a)
+    try:
+        draft = DraftSettings(prompt_lookup_num_tokens=4)
+        events = decoding.run(lookup_pair, [a, a, marker] * 3, "assisted", RunSettings(12), draft)
+        steps = [e.step for e in events if isinstance(e, StepEvent)]
+    finally:
+        handle.remove()
+    assert [t for step in steps for t in step.token_ids] == [a] * 12
+    assert all(marker not in step.draft_ids for step in steps)
+    assert any(step.draft_ids for step in steps)

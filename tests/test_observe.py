@@ -9,7 +9,8 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from assisted.observe import Detokenizer, common_prefix_length
+from assisted.detokenizer import Detokenizer
+from assisted.prefix import common_prefix_length
 from tests.tiny import CORPUS
 
 # Spaces, tabs, newlines, accents, arrows, CJK, Greek, emoji (one a ZWJ sequence): the

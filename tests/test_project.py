@@ -55,3 +55,10 @@ def test_drafter_kind_names_are_written_only_where_the_kind_is_defined():
     for path in _sources():
         if path.name != "drafters.py":
             assert not quoted.findall(path.read_text()), path.name
+
+
+def test_the_lean_loop_imports_nothing_above_it():
+    """`assisted.lean` sits under `auto`: its timing entry point lives in `assisted.bench`."""
+    tree = ast.parse((ROOT / "assisted" / "lean.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert {name for name in imported if name.startswith("assisted")} == {"assisted.prefix"}

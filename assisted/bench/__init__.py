@@ -4,7 +4,8 @@ One job per module:
 - `planning`: the prompts and drafting variants to compare, checked before a model loads;
 - `measuring`: `benchmark()`, the timed runs on a loaded pair;
 - `reporting`: runs in, figures, text tables and a chart out (no models);
-- `__main__`: `python -m assisted.bench`, its options and progress bar.
+- `__main__`: `python -m assisted.bench`, its options and progress bar;
+- `lean_timing`: `python -m assisted.bench.lean_timing`, the lean drafting loop's saving.
 
 The app calls `benchmark()` (a generator of Progress events ending with Finished) on a
 loaded pair, then `render()` and `draw_chart()` on the report. What the app and the tests
