@@ -69,7 +69,8 @@ ROUNDING_ULPS = {"bfloat16": 8, "float16": 8, "float32": 32, "float64": 32}
 # the last place (0.125 at 13.6): a near-tie under the bound, no bug.
 MIN_MEASURED = 8
 # A run pair's outcome, least to most worrying: the runs agree; they part at a near-tie;
-# they part where no verdict applies (sampled runs, a stopped run); they part unexplained.
+# they part where no verdict can be given (sampled, stopped, unrecorded, unknown dtype);
+# they part unexplained.
 IDENTICAL = "identical"
 NOT_JUDGED = "not judged"
 OUTCOMES = (IDENTICAL, NEAR_TIE, NOT_JUDGED, UNEXPLAINED)
