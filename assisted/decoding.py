@@ -176,6 +176,16 @@ def run(
 
     worker = threading.Thread(target=work, name=f"generate-{mode}", daemon=True)
     worker.start()
+    yield from _relay(events, worker, halt)
+
+
+def _relay(
+    events: queue.Queue, worker: threading.Thread, halt: threading.Event
+) -> Iterator[StepEvent | RunDone]:
+    """The `worker`'s events as they arrive, up to its RunDone; an error it put there is
+    raised here, in the caller's thread. Sets `halt` and waits for the worker however this
+    ends: the caller may abandon us mid-run (a closed browser tab), and the next run must
+    never race this one on the device."""
     try:
         while True:
             try:
@@ -190,8 +200,6 @@ def run(
             if isinstance(item, RunDone):
                 return
     finally:
-        # The caller may abandon us mid-run (closed browser tab): stop the worker and wait,
-        # so the next run never races this one on the device.
         halt.set()
         worker.join()
 
