@@ -217,6 +217,20 @@ def test_explicit_variants_keep_exactly_their_settings():
     assert lookup.drafter == "prompt-lookup" and lookup.draft.prompt_lookup_num_tokens == 4
 
 
+def test_an_ngram_size_is_refused_unless_transformers_lookup_takes_it():
+    """The suffix lookup (the default) matches 2 to 8 tokens: an n-gram size would be ignored."""
+    spec = pairs.custom_pair("some/target", "some/assistant")
+    sweeps = {"max_matching_ngram_size": [2, 3]}
+    with pytest.raises(bench.BenchError, match="applies to lookup=transformers, not suffix"):
+        bench.plan_variants(spec, ["prompt-lookup"], sweeps)
+    taken = bench.plan_variants(spec, ["prompt-lookup"], sweeps | {"lookup": ["transformers"]})
+    assert [v.draft.max_matching_ngram_size for v in taken] == [2, 3]
+    with pytest.raises(bench.BenchError, match="applies to lookup=transformers"):
+        bench.parse_variant(spec, "drafter=prompt-lookup,max-matching-ngram-size=3", "x")
+    text = "drafter=prompt-lookup,lookup=transformers,max-matching-ngram-size=3"
+    assert bench.parse_variant(spec, text, "x").draft.max_matching_ngram_size == 3
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
