@@ -184,10 +184,10 @@ def format_table(result: dict) -> str:
             else:
                 basis = (
                     f"α={result['alpha']:.2f}, γ={result['mean_drafted']:.1f}, "
-                    f"c={result['cost_ratio']:.2f}"
+                    f"c={result['cost_ratio']:.2f}, all from this run"
                 )
-            predicted = result["predicted_speedup"]
-            lines.append(f"{'predicted speedup':22}{predicted:>23.2f}x  ({basis})")
+            label = f"{stats.speedup_word(result.get('prediction'))} speedup"
+            lines.append(f"{label:22}{result['predicted_speedup']:>23.2f}x  ({basis})")
         lines.append(f"{'output':22}{divergence.describe(result['divergence'])}")
     calibration = learnt_store.describe((result.get("assisted") or {}).get("calibration"))
     if calibration:

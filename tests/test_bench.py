@@ -13,7 +13,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from assisted import bench, pairs
+from assisted import bench, pairs, stats
 from assisted.bench import __main__ as command
 from assisted.drafters import DrafterKind
 from assisted.examples import Example
@@ -161,7 +161,8 @@ def test_an_auto_prompt_and_its_groups_carry_the_policys_prediction():
     assert "predicted 2.00x (the auto policy's expectations)" in bench.render(result)
     # A constant schedule's runs carry no expectations: Leviathan et al.'s model, as before.
     result = bench.report(constant, variants, info, RunSettings(), repeats=1)
-    assert result["prompts"][0]["prediction"] == result["overall"]["prediction"] == "leviathan"
+    assert result["prompts"][0]["prediction"] == result["overall"]["prediction"] == stats.LEVIATHAN
+    assert stats.LEVIATHAN == "leviathan-fitted" and "fitted " in bench.render(result)
 
 
 def test_auto_is_a_schedule_the_benchmark_sweeps():

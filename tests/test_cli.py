@@ -126,7 +126,11 @@ def test_the_table_says_what_the_prediction_comes_from():
     # A policy that drafted nothing: no α, γ or c to quote, and its own prediction.
     assert "1.00x  (the auto policy's expectations)" in cli.format_table(result)
     leviathan = result | {"prediction": "leviathan", "alpha": 0.5, "mean_drafted": 3.0}
-    assert "(α=0.50, γ=3.0, c=0.20)" in cli.format_table(leviathan | {"cost_ratio": 0.2})
+    table = cli.format_table(leviathan | {"cost_ratio": 0.2})
+    # Solved from the same run: a fit to it, not a prediction.
+    assert "fitted speedup" in table and "predicted" not in table
+    assert "(α=0.50, γ=3.0, c=0.20, all from this run)" in table
+    assert "predicted speedup" in cli.format_table(result)  # the policy's forecast
 
 
 def test_plain_mode_only(tiny_dirs):

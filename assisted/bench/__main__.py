@@ -41,7 +41,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m assisted.bench",
         description="Plain vs assisted decoding over a prompt set: speedup and acceptance "
-        "by category, predicted beside measured.",
+        "by category, predicted or fitted beside measured.",
     )
     parser.add_argument(
         "--prompts", action="append", type=Path, metavar="PATH",

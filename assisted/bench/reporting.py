@@ -7,7 +7,8 @@ Figures (terms as defined in `assisted.stats`):
 - its **predicted speedup** is the median over repeats of each repeat's prediction: under
   the `auto` schedule the policy's own, summed from its per-step expectations, otherwise
   the Leviathan et al. model fed with that repeat's measured acceptance, draft length and
-  cost ratio; its **prediction** names which ("policy" or "leviathan");
+  cost ratio, a fit to that repeat rather than a forecast (the tables say "fitted"); its
+  **prediction** names which ("policy" or "leviathan-fitted");
 - **identical** means every assisted run produced exactly the plain run's tokens; a
   prompt's **outcome** is the most worrying of its repeats' (`assisted.divergence`:
   identical, near-tie, not judged, unexplained), and groups count prompts by outcome.
@@ -224,7 +225,7 @@ _COLUMNS = (
     ("speedup", "speedup", "{:.2f}x"),
     ("accept", "acceptance_rate", "{:.0%}"),
     ("tok/step", "tokens_per_step", "{:.2f}"),
-    ("predicted", "predicted_speedup", "{:.2f}x"),
+    ("pred./fit", "predicted_speedup", "{:.2f}x"),
 )
 
 
@@ -271,7 +272,8 @@ def render(result: dict) -> str:
         lines.append(
             f"Overall, {name}: speedup {_cell(overall['speedup_geomean'], '{:.2f}x')} "
             f"(geometric mean over {overall['prompts']} prompts; median "
-            f"{_cell(overall['speedup_median'], '{:.2f}x')}), predicted "
+            f"{_cell(overall['speedup_median'], '{:.2f}x')}), "
+            f"{stats.speedup_word(overall['prediction'])} "
             f"{_cell(overall['predicted_speedup'], '{:.2f}x')}{_basis(overall)}, acceptance "
             f"{_cell(overall['acceptance_rate'], '{:.0%}')}, "
             f"{_cell(overall['tokens_per_step'], '{:.2f}')} tokens/step, "
@@ -344,7 +346,7 @@ def _cell(value: float | None, fmt: str) -> str:
 
 
 def draw_chart(result: dict) -> Figure:
-    """Speedup per category, measured (solid) beside predicted (hatched), per drafter."""
+    """Speedup per category, measured (solid) beside predicted or fitted (hatched), per drafter."""
     from matplotlib.figure import Figure
 
     drafters = result["drafters"]
@@ -361,7 +363,7 @@ def draw_chart(result: dict) -> Figure:
         ):
             values = [entry["categories"].get(c, {}).get(key) or 0.0 for c in categories]
             offsets = [i - 0.4 + width * (2 * d + k + 0.5) for i in range(len(categories))]
-            label = f"{name}: {'measured' if k == 0 else 'predicted'}"
+            label = f"{name}: {'measured' if k == 0 else 'predicted / fitted'}"
             bars_drawn = axes.bar(
                 offsets, values, width, color=colour, alpha=alpha, hatch=hatch, label=label
             )
