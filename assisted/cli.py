@@ -17,6 +17,7 @@ from assisted import divergence, learnt_store, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.drafters import DRAFTER_NAMES
 from assisted.examples import ExamplesError
+from assisted.lookup import LONGEST_MATCH, SHORTEST_MATCH
 from assisted.pairs import PairError
 from assisted.record import RunRecord
 from assisted.registry import PAIRS, PairSpec
@@ -51,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", choices=tuple(MODES), default="both")
     draft = parser.add_argument_group("draft (defaults: the pair's)")
     draft.add_argument(
-        "--draft-length", type=int, help=f"candidates per step (γ); the cap under auto ({AUTO_CAP})"
+        "--draft-length",
+        type=int,
+        help=f"an assistant's candidates per step (γ); under auto its cap (default {AUTO_CAP})",
     )
     draft.add_argument(
         "--schedule", choices=SCHEDULES, help="auto: γ per step from measured costs, up to the cap"
@@ -59,9 +62,16 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument(
         "--confidence-threshold", type=float, help="stop drafting below this probability; 0 = off"
     )
-    draft.add_argument("--prompt-lookup-tokens", type=int, help="prompt lookup: tokens per step")
     draft.add_argument(
-        "--ngram-size", type=int, help="Transformers' prompt lookup: longest n-gram matched"
+        "--prompt-lookup-tokens",
+        type=int,
+        help="prompt lookup: tokens per step; under auto on a prompt-lookup pair, the cap",
+    )
+    draft.add_argument(
+        "--ngram-size",
+        type=int,
+        help="with --lookup transformers: the longest n-gram matched (the suffix lookup "
+        f"matches {SHORTEST_MATCH} to {LONGEST_MATCH} tokens)",
     )
     draft.add_argument(
         "--lookup",
@@ -72,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument(
         "--assistant-quant",
         choices=ASSISTANT_QUANTS,
-        help="the assistant model's precision: int8, none (the pair's dtype), or auto "
-        "(int8 on a CPU); the target's precision never changes",
+        help="the assistant model's precision: int8 (weights and activations), int8-wo "
+        "(weights only), none (the pair's dtype), or auto (int8 on a CPU); the target's "
+        "precision never changes",
     )
     parser.add_argument("--json", action="store_true", help="end stdout with one JSON line")
     return parser
@@ -173,10 +184,10 @@ def format_table(result: dict) -> str:
             else:
                 basis = (
                     f"α={result['alpha']:.2f}, γ={result['mean_drafted']:.1f}, "
-                    f"c={result['cost_ratio']:.2f}"
+                    f"c={result['cost_ratio']:.2f}, all from this run"
                 )
-            predicted = result["predicted_speedup"]
-            lines.append(f"{'predicted speedup':22}{predicted:>23.2f}x  ({basis})")
+            label = f"{stats.speedup_word(result.get('prediction'))} speedup"
+            lines.append(f"{label:22}{result['predicted_speedup']:>23.2f}x  ({basis})")
         lines.append(f"{'output':22}{divergence.describe(result['divergence'])}")
     calibration = learnt_store.describe((result.get("assisted") or {}).get("calibration"))
     if calibration:
@@ -197,7 +208,15 @@ def _draft_settings(args: argparse.Namespace, spec: PairSpec) -> DraftSettings:
         "assistant_quant": args.assistant_quant,
         "lookup": args.lookup,
     }
-    return replace(spec.draft, **{k: v for k, v in overrides.items() if v is not None})
+    draft = replace(spec.draft, **{k: v for k, v in overrides.items() if v is not None})
+    if args.ngram_size is not None and draft.lookup != "transformers":
+        # Refused rather than given a meaning: the suffix lookup's 2 to 8 tokens are the
+        # match lengths its acceptance is learnt by (`assisted.acceptance`).
+        raise SettingsError(
+            f"--ngram-size applies to --lookup transformers; the {draft.lookup} lookup "
+            f"matches {SHORTEST_MATCH} to {LONGEST_MATCH} tokens"
+        )
+    return draft
 
 
 def _print_phase(name: str, pair, out: TextIO) -> None:

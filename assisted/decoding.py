@@ -152,7 +152,7 @@ def run(
 
     observer = StepObserver(pair, record, on_step, len(prompt_ids), policy)
     kwargs = _generate_kwargs(pair, prompt_ids, settings, prepared, observer, stopper)
-    seam = _drafting_seam(pair, prompt_ids, prepared, policy) if prepared else nullcontext()
+    seam = _drafting_seam(pair, prompt_ids, settings, prepared, policy)
 
     def work() -> None:
         try:
@@ -176,6 +176,16 @@ def run(
 
     worker = threading.Thread(target=work, name=f"generate-{mode}", daemon=True)
     worker.start()
+    yield from _relay(events, worker, halt)
+
+
+def _relay(
+    events: queue.Queue, worker: threading.Thread, halt: threading.Event
+) -> Iterator[StepEvent | RunDone]:
+    """The `worker`'s events as they arrive, up to its RunDone; an error it put there is
+    raised here, in the caller's thread. Sets `halt` and waits for the worker however this
+    ends: the caller may abandon us mid-run (a closed browser tab), and the next run must
+    never race this one on the device."""
     try:
         while True:
             try:
@@ -190,8 +200,6 @@ def run(
             if isinstance(item, RunDone):
                 return
     finally:
-        # The caller may abandon us mid-run (closed browser tab): stop the worker and wait,
-        # so the next run never races this one on the device.
         halt.set()
         worker.join()
 
@@ -267,7 +275,7 @@ def generate_bare(
     policy = _auto_policy(pair, prepared)
     if settings.sample:
         torch.manual_seed(settings.seed)
-    seam = _drafting_seam(pair, prompt_ids, prepared, policy) if prepared else nullcontext()
+    seam = _drafting_seam(pair, prompt_ids, settings, prepared, policy)
     synchronize(pair.device)
     start = time.perf_counter()
     with torch.inference_mode(), seam:
@@ -345,16 +353,30 @@ def _drafter_kwargs(
 
 
 def _drafting_seam(
-    pair: LoadedPair, prompt_ids: list[int], prepared: Prepared, policy: DraftPolicy | None
+    pair: LoadedPair,
+    prompt_ids: list[int],
+    settings: RunSettings,
+    prepared: Prepared | None,
+    policy: DraftPolicy | None,
 ) -> AbstractContextManager:
     """The seam through which `policy` (under `auto`) chooses each step's draft and prompt
-    lookup matches as the draft settings say (`assisted.lookup`, or Transformers' own)."""
-    draft = prepared.draft
+    lookup matches as the draft settings say (`assisted.lookup`, or Transformers' own);
+    nothing for plain runs."""
+    if prepared is None:
+        return nullcontext()
     lookup = None
-    if draft.lookup == "suffix":
-        span = user_span(prompt_ids, prepared.template_ids)
-        lookup = SuffixLookup(len(prompt_ids), span, prepared.never_drafted)
-    return auto.drafting_policy(pair.target, policy, draft, lookup)
+    if prepared.draft.lookup == "suffix":
+        lookup = suffix_lookup(prompt_ids, prepared, settings.chat_template)
+    return auto.drafting_policy(pair.target, policy, prepared.draft, lookup)
+
+
+def suffix_lookup(prompt_ids: list[int], prepared: Prepared, chat_template: bool) -> SuffixLookup:
+    """The suffix lookup of a run of `prompt_ids`. In the chat template the user's message
+    is what the prompt does not share with the template; a prompt sent without it
+    (`RunSettings.chat_template` off) is the user's text throughout, even where its ends
+    happen to match the template's (a final newline, say)."""
+    span = user_span(prompt_ids, prepared.template_ids) if chat_template else (0, len(prompt_ids))
+    return SuffixLookup(len(prompt_ids), span, prepared.never_drafted)
 
 
 def _auto_policy(pair: LoadedPair, prepared: Prepared | None) -> DraftPolicy | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -65,6 +66,16 @@ class LoadedPair:
     # What `assisted.prepare` built for this pair, by process and draft settings. Each pair
     # object has its own (`dataclasses.replace` starts a copy's afresh).
     prepared: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # The pair and the copies `dataclasses.replace` makes of it (the benchmark's drafter
+    # variants), which share its models: one list, of weak references to each.
+    family: list = field(default_factory=list, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.family.append(weakref.ref(self))
+
+    def _siblings(self) -> list[LoadedPair]:
+        """This pair and those sharing its models, itself included."""
+        return [pair for pair in (ref() for ref in self.family) if pair is not None]
 
     @property
     def dtype_name(self) -> str:
@@ -77,7 +88,8 @@ class LoadedPair:
         A quantized copy is all that drafts in its precision, so the assistant as loaded is
         released once the copy exists, unless a run has drafted with it: the embedded pair
         on a CPU then holds the int8 assistant alone (1.2 GiB less). A run that asks for it
-        later loads it again (1.3 s for the embedded 0.5B) and keeps it."""
+        later loads it again (1.3 s for the embedded 0.5B) and keeps it. Siblings (`family`)
+        share all of this: one that still held the assistant would keep it alive."""
         if self.assistant_source is None:
             return None
         with _lock:
@@ -89,18 +101,25 @@ class LoadedPair:
 
                 copy = quantized_copy(self._assistant_as_loaded(), precision)
                 self.assistant_copies[precision] = copy
-                if not self.keeps_assistant:
-                    self.assistant = None
+                siblings = self._siblings()
+                if not any(pair.keeps_assistant for pair in siblings):
+                    for pair in siblings:
+                        pair.assistant = None
                     release_memory()
                 _evict_over_memory_limit(keep=self)
             return self.assistant_copies[precision]
 
     def _assistant_as_loaded(self) -> PreTrainedModel:
         if self.assistant is None:
-            self.assistant, _ = _load_assistant(
+            # Loaded again once, for every sibling that drafts with it.
+            drafting = [p for p in self._siblings() if p.assistant_source == self.assistant_source]
+            assistant, _ = _load_assistant(
                 self.spec, self.spec.assistant, self.assistant_source, self.target,
                 self.device, self.dtype, None,
             )  # fmt: skip
+            for pair in drafting:
+                if pair.assistant is None:
+                    pair.assistant = assistant
         return self.assistant
 
     def memory_bytes(self) -> int:

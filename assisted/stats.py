@@ -41,15 +41,20 @@ Terms (one definition each, used everywhere):
   plain total_s / assisted total_s.
 - **cost ratio c**: time of one drafter forward pass per token / time of one plain target
   step per token (from the plain run's decode rate). 0 for prompt lookup.
-- **predicted speedup** (Leviathan et al. 2023, "Fast Inference from Transformers via
+- **fitted speedup** (Leviathan et al. 2023, "Fast Inference from Transformers via
   Speculative Decoding", arXiv:2211.17192): with per-token acceptance probability α, γ
   drafted per step and cost ratio c, expected tokens per step = (1 − α^(γ+1)) / (1 − α) and
   speedup = (1 − α^(γ+1)) / ((1 − α)(γc + 1)). The measured acceptance rate is *not* α:
   under the paper's i.i.d. model it equals α(1 − α^γ) / (γ(1 − α)). We solve that for α,
   with γ the mean drafted per step (an approximation when the draft length varies).
-  The model ignores verification cost growing with γ, which is real on CPUs. It is the
-  prediction under the constant and heuristic schedules (`prediction`: "leviathan").
-- **policy prediction** (`auto` schedule only; `prediction`: "policy"): a step there may
+  The model ignores verification cost growing with γ, which is real on CPUs. α and c are
+  solved from the very run it is set beside, so it is a fit to that run, not a forecast:
+  it says how far the run's own acceptance and drafting cost explain its speedup. It is
+  what the constant and heuristic schedules carry (JSON: `predicted_speedup`, kept for its
+  readers, with `prediction`: "leviathan-fitted"; reports made before the rename say
+  "leviathan").
+- **predicted speedup**, the policy's prediction (`auto` schedule only; `prediction`:
+  "policy"), a forecast made step by step before each step ran: a step there may
   draft from the assistant, from a prompt-lookup match or not at all, so one α and one γ
   describe nothing. Instead, at each step i the policy records what it expected of its
   choice when it made it (`assisted.policy.Expectation`): E_i, the tokens the step would
@@ -95,11 +100,23 @@ from assisted.divergence import explain as explain_divergence
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
 
-# Which model a predicted speedup comes from (the `prediction` key), and what the cards
-# call it.
-LEVIATHAN = "leviathan"  # Leviathan et al. 2023, from α, γ and c
+# Which model a `predicted_speedup` comes from (the `prediction` key), what the cards call
+# it, and the word for the figure: the policy predicts; Leviathan et al.'s model, fed with
+# α and c from the same run, is fitted to it.
+LEVIATHAN = "leviathan-fitted"  # Leviathan et al. 2023, from the run's own α, γ and c
+LEVIATHAN_BEFORE = "leviathan"  # the same, in reports made before it was named a fit
 POLICY = "policy"  # the `auto` policy's per-step expectations
-PREDICTION_NAMES = {LEVIATHAN: "Leviathan et al.", POLICY: "the auto policy's expectations"}
+PREDICTION_NAMES = {
+    LEVIATHAN: "Leviathan et al., fitted to the run",
+    LEVIATHAN_BEFORE: "Leviathan et al., fitted to the run",
+    POLICY: "the auto policy's expectations",
+}
+
+
+def speedup_word(prediction: str | None) -> str:
+    """What to call a `predicted_speedup` made by `prediction`: "predicted" for the `auto`
+    policy's forecast, "fitted" for Leviathan et al.'s model solved from the same run."""
+    return "predicted" if prediction == POLICY else "fitted"
 
 
 def new_tokens(record: RunRecord) -> int:

@@ -201,7 +201,7 @@ def test_the_summary_says_in_one_line_where_the_auto_runs_costs_came_from():
 
 
 def test_why_prediction_differs_covers_each_case():
-    assert "No prediction" in compare_format.why_prediction_differs(1.2, None)
+    assert "No fitted speedup" in compare_format.why_prediction_differs(1.2, None)
     assert "agree" in compare_format.why_prediction_differs(1.0, 1.05)
     assert "below" in compare_format.why_prediction_differs(0.8, 1.5)
     assert "above" in compare_format.why_prediction_differs(1.5, 1.0)
@@ -216,8 +216,10 @@ def test_an_auto_runs_summary_names_the_policys_prediction_not_alpha_gamma_and_c
     assert compare_format.WHY_PREDICTION_DIFFERS[stats.POLICY]["above"] in text  # 2.00× measured
     plain, constant = _records([1, 2, 3], [Step((1, 2, 3), "xxx", 2, 2, 0.5)])
     text = compare_format.summary_markdown(report("p", "cpu", "float32", plain, constant))
-    assert "from acceptance rate 100%" in text and "(Leviathan et al. 2023)" in text
-    assert "policy" not in text
+    assert "from its acceptance rate 100%" in text and "(Leviathan et al. 2023)" in text
+    # Solved from the very run it is set beside: a fit, never called a prediction.
+    assert "**fitted: " in text and "fitted to this run, so not a forecast" in text
+    assert "policy" not in text and "predict" not in text.lower()
 
 
 def test_why_the_policys_prediction_differs_is_told_in_the_policys_terms():
@@ -405,12 +407,17 @@ def test_benchmark_tables_and_overall_line_come_from_the_report():
     overall = benchmark_format.bench_overall_markdown(result)
     assert "Overall, assistant: 2.00×" in overall and "geometric mean over 1 prompt;" in overall
     assert f"identical {identical}" in overall
-    assert "predicted — · acceptance" in overall  # too short to measure c: no prediction
-    for prediction, name in (("policy", "the auto policy's"), ("leviathan", "Leviathan et al.")):
+    assert "fitted — · acceptance" in overall  # too short to measure c: no fit
+    named = (
+        ("policy", "predicted 1.50× (the auto policy's"),
+        ("leviathan-fitted", "fitted 1.50× (Leviathan et al., fitted to the run"),
+        ("leviathan", "fitted 1.50× (Leviathan et al., fitted to the run"),  # older reports
+    )
+    for prediction, text in named:
         made = {**result["overall"], "predicted_speedup": 1.5, "prediction": prediction}
         drafters = {"drafters": {"a": {"overall": made}}}
         overall = benchmark_format.bench_overall_markdown(result | drafters)
-        assert f"predicted 1.50× ({name}" in overall
+        assert text in overall
     diverged = {**result["prompts"][0], "identical": False, "first_divergence": 7}
     row = benchmark_format.bench_prompt_rows({"prompts": [diverged | {"outcome": "near-tie"}]})
     assert row[0][-1] == "no: near-tie at token 7"

@@ -13,7 +13,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from assisted import bench, pairs
+from assisted import bench, pairs, stats
 from assisted.bench import __main__ as command
 from assisted.drafters import DrafterKind
 from assisted.examples import Example
@@ -161,7 +161,8 @@ def test_an_auto_prompt_and_its_groups_carry_the_policys_prediction():
     assert "predicted 2.00x (the auto policy's expectations)" in bench.render(result)
     # A constant schedule's runs carry no expectations: Leviathan et al.'s model, as before.
     result = bench.report(constant, variants, info, RunSettings(), repeats=1)
-    assert result["prompts"][0]["prediction"] == result["overall"]["prediction"] == "leviathan"
+    assert result["prompts"][0]["prediction"] == result["overall"]["prediction"] == stats.LEVIATHAN
+    assert stats.LEVIATHAN == "leviathan-fitted" and "fitted " in bench.render(result)
 
 
 def test_auto_is_a_schedule_the_benchmark_sweeps():
@@ -215,6 +216,20 @@ def test_explicit_variants_keep_exactly_their_settings():
     )
     lookup = bench.parse_variant(spec, "drafter=prompt-lookup,prompt-lookup-num-tokens=4", "x")
     assert lookup.drafter == "prompt-lookup" and lookup.draft.prompt_lookup_num_tokens == 4
+
+
+def test_an_ngram_size_is_refused_unless_transformers_lookup_takes_it():
+    """The suffix lookup (the default) matches 2 to 8 tokens: an n-gram size would be ignored."""
+    spec = pairs.custom_pair("some/target", "some/assistant")
+    sweeps = {"max_matching_ngram_size": [2, 3]}
+    with pytest.raises(bench.BenchError, match="applies to lookup=transformers, not suffix"):
+        bench.plan_variants(spec, ["prompt-lookup"], sweeps)
+    taken = bench.plan_variants(spec, ["prompt-lookup"], sweeps | {"lookup": ["transformers"]})
+    assert [v.draft.max_matching_ngram_size for v in taken] == [2, 3]
+    with pytest.raises(bench.BenchError, match="applies to lookup=transformers"):
+        bench.parse_variant(spec, "drafter=prompt-lookup,max-matching-ngram-size=3", "x")
+    text = "drafter=prompt-lookup,lookup=transformers,max-matching-ngram-size=3"
+    assert bench.parse_variant(spec, text, "x").draft.max_matching_ngram_size == 3
 
 
 @pytest.mark.parametrize(
@@ -502,3 +517,53 @@ def test_stop_ends_the_benchmark_within_a_step_without_a_report(models):
             stop.set()  # the warm-up and the first timed run end at once
     assert not any(isinstance(event, bench.Finished) for event in events)
     assert events[-1].done == 0  # no timed run was completed, let alone reported
+
+
+def test_runs_whose_drafts_copied_the_template_are_counted_per_prompt_and_overall():
+    assisted = record("assisted", [(2, 1, 1)] * 5, 0.5)
+    runs = runs_for("p1", "code", [plain(1.0)] * 2, [assisted] * 2)
+    runs += runs_for("p2", "chat", [plain(1.0)], [assisted])
+    counts = iter([2, 0, 0])  # template copies in p1's two runs, then in p2's one
+    runs = [r if r.drafter is None else dataclasses.replace(r, template_drafts=next(counts))
+            for r in runs]  # fmt: skip
+    variants = [bench.Variant("assistant", "assistant", DraftSettings())]
+    info = {"pair": "hand-made", "device": "cpu", "dtype": "float32"}
+    result = bench.report(runs, variants, info, RunSettings(), repeats=2)
+    assert [p["template_draft_runs"] for p in result["prompts"]] == [1, 0]
+    overall = result["overall"]
+    assert (overall["template_draft_runs"], overall["assisted_runs"]) == (1, 3)
+    assert "drafts copied the chat template in 1 of 3 runs" in bench.render(result)
+    assert runs[2].to_dict()["template_drafts"] == 2
+    uncounted = bench.report(runs_for("p1", "code", [plain(1.0)], [assisted]), variants, info,
+                             RunSettings(), repeats=1)  # fmt: skip
+    assert uncounted["overall"]["template_draft_runs"] is None
+
+
+def test_a_run_counts_the_steps_whose_lookup_draft_copied_the_template():
+    from assisted.bench.measuring import _Session
+
+    variant = bench.Variant("lookup", "prompt-lookup", DraftSettings())
+    session = _Session(None, [variant], {}, RunSettings(), 1, None, 1)
+    session.templates["lookup"] = (frozenset({90}), frozenset({(20, 21, 22, 23)}))
+    lookup, model = DrafterKind.PROMPT_LOOKUP, DrafterKind.ASSISTANT
+    steps = [
+        Step((5,), "", 4, 0, 0.1, draft_ids=(7, 20, 21, 22, 23), source=lookup),  # its text
+        Step((5,), "", 2, 0, 0.2, draft_ids=(7, 90), source=lookup),  # a special token
+        Step((5,), "", 2, 0, 0.3, draft_ids=(7, 8), source=lookup),
+        Step((5,), "", 2, 0, 0.4, draft_ids=(7, 90), source=model),  # an assistant's own end
+    ]
+    made = RunRecord("assisted", lookup, 3, steps)
+    assert session.template_drafts(variant, made) == 2
+
+
+def test_the_benchmark_counts_template_copies_of_each_assisted_run(capsys, models, tmp_path):
+    folder = tmp_path / "examples"
+    (folder / "chat").mkdir(parents=True)
+    (folder / "chat" / "hi.txt").write_text("Say hello, then say hello again.\n")
+    argv = ["--prompts", str(folder), *models, *FAST, "--repeats", "1",
+            "--drafters", "prompt-lookup,assistant", "--lookup", "transformers"]  # fmt: skip
+    code, stdout, _ = run_main(capsys, argv)
+    assert code == 0
+    result = json.loads(stdout.splitlines()[-1])
+    assert all(isinstance(p["template_draft_runs"], int) for p in result["prompts"])
+    assert "template runs" in stdout

@@ -126,7 +126,11 @@ def test_the_table_says_what_the_prediction_comes_from():
     # A policy that drafted nothing: no α, γ or c to quote, and its own prediction.
     assert "1.00x  (the auto policy's expectations)" in cli.format_table(result)
     leviathan = result | {"prediction": "leviathan", "alpha": 0.5, "mean_drafted": 3.0}
-    assert "(α=0.50, γ=3.0, c=0.20)" in cli.format_table(leviathan | {"cost_ratio": 0.2})
+    table = cli.format_table(leviathan | {"cost_ratio": 0.2})
+    # Solved from the same run: a fit to it, not a prediction.
+    assert "fitted speedup" in table and "predicted" not in table
+    assert "(α=0.50, γ=3.0, c=0.20, all from this run)" in table
+    assert "predicted speedup" in cli.format_table(result)  # the policy's forecast
 
 
 def test_plain_mode_only(tiny_dirs):
@@ -160,6 +164,12 @@ def test_list_pairs():
             ["hi", "--pair", "embedded-prompt-lookup", "--assistant-quant", "int8"],
             "'prompt-lookup' drafter runs no separate model",
         ),
+        # The suffix lookup (the default) matches 2 to 8 tokens: an n-gram size means nothing.
+        (
+            ["hi", "--pair", "embedded-prompt-lookup", "--ngram-size", "3"],
+            "--ngram-size applies to --lookup transformers; the suffix lookup matches 2 to 8",
+        ),
+        (["hi", "--ngram-size", "3", "--lookup", "suffix"], "applies to --lookup transformers"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(argv, message, capsys):
@@ -168,6 +178,21 @@ def test_bad_input_is_one_clear_line_and_exit_2(argv, message, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and message in err[-1]
     assert output == ""
+
+
+def test_an_ngram_size_is_taken_with_transformers_lookup():
+    parser = cli.build_parser()
+    args = parser.parse_args(["hi", "--ngram-size", "3", "--lookup", "transformers"])
+    spec = cli.pair_spec(args)
+    assert cli._draft_settings(args, spec).max_matching_ngram_size == 3
+
+
+def test_the_help_names_every_assistant_precision_and_the_cap_each_drafter_takes_under_auto():
+    helps = {action.dest: action.help for action in cli.build_parser()._actions}
+    assert all(quant in helps["assistant_quant"] for quant in cli.ASSISTANT_QUANTS)
+    # Under auto an assistant's cap is the draft length, prompt lookup's its tokens per step.
+    assert "assistant" in helps["draft_length"] and "cap" in helps["draft_length"]
+    assert "prompt-lookup pair, the cap" in helps["prompt_lookup_tokens"]
 
 
 def test_incompatible_pair_is_refused(tiny_dirs, capsys):

@@ -723,3 +723,16 @@ def test_max_new_tokens_out_of_range_is_refused(pair, max_new_tokens):
 def test_draft_settings_out_of_range_are_refused(pair, draft):
     with pytest.raises(SettingsError):
         list(decoding.compare(pair, PROMPT, GREEDY, draft))
+
+
+def test_without_the_chat_template_the_whole_prompt_is_the_users_text(pair):
+    """A raw prompt that happens to end as the template does (here with its last token, a
+    newline after the assistant's role) is still all the user's: the suffix lookup searches
+    it whole, as one segment, and drafts from its end."""
+    prepared = prepare.prepare(pair, DRAFT)
+    text = decoding.encode_prompt(pair, "def add(a, b):", chat_template=False)
+    ids = [*text, *text, prepared.template_ids[-1]]
+    lookup = decoding.suffix_lookup(ids, prepared, chat_template=False)
+    assert lookup.user_span == (0, len(ids))
+    # In the template, the same ids would share their last token with it.
+    assert decoding.suffix_lookup(ids, prepared, chat_template=True).user_span[1] < len(ids)

@@ -8,7 +8,16 @@ import torch
 
 from assisted import decoding, prepare
 from assisted.decoding import StepEvent
-from assisted.lookup import LONGEST_MATCH, NO_MATCH, Match, SuffixLookup, user_span
+from assisted.lookup import (
+    LONGEST_MATCH,
+    NO_MATCH,
+    TEMPLATE_RUN,
+    Match,
+    SuffixLookup,
+    copies_template,
+    template_ngrams,
+    user_span,
+)
 from assisted.pairs import custom_pair, load_pair
 from assisted.settings import DraftSettings, RunSettings
 
@@ -95,6 +104,18 @@ def test_the_users_span_is_what_the_template_around_an_empty_message_lacks():
     assert user_span([90, 91, 92, 1, 2, 93, 94, 95], empty) == (3, 5)
     assert user_span([1, 2, 3], empty) == (0, 3)  # no template
     assert user_span([1, 2, 3], []) == (0, 3)
+
+
+def test_a_draft_copies_the_template_with_a_special_token_or_a_run_of_its_text():
+    special = {90, 95}
+    # <|im_start|> system \n You are Qwen , created <|im_end|> ... <|im_start|> assistant \n
+    template = [90, 10, 11, 20, 21, 22, 23, 24, 95, 11, 90, 12, 11]
+    ngrams = template_ngrams(template, special)
+    assert ngrams and all(len(run) == TEMPLATE_RUN and 90 not in run for run in ngrams)
+    assert copies_template([7, 21, 22, 23, 24], special, ngrams)  # the system prompt
+    assert copies_template([7, 95], special, ngrams)  # an end of turn
+    assert not copies_template([21, 22, 23, 7], special, ngrams)  # three tokens of it
+    assert not copies_template([12, 11, 7, 8], special, ngrams)  # a role name
 
 
 @pytest.fixture(scope="module")

@@ -107,6 +107,37 @@ def test_a_pair_holds_the_target_and_its_quantized_copy_once_the_assistant_is_re
     assert pair.memory_bytes() == quantize.weights_bytes(pair.target) + quantize.weights_bytes(copy)
 
 
+@pytest.mark.parametrize("copies", ["sibling", "pair"])
+def test_once_a_sibling_or_the_pair_makes_the_int8_copy_neither_holds_the_assistant(
+    tiny_dirs, copies
+):
+    """The benchmark's drafter variants are copies of the pair sharing its models
+    (`bench.with_drafter`): the assistant as loaded is released on every one of them."""
+    from assisted import bench
+
+    pair = _fresh(tiny_dirs)
+    sibling = bench.with_drafter(pair, "universal")
+    assert sibling.assistant is pair.assistant
+    (sibling if copies == "sibling" else pair).drafting_assistant("int8")
+    held = quantize.weights_bytes(pair.target) + quantize.weights_bytes(
+        pair.assistant_copies["int8"]
+    )
+    assert pair.memory_bytes() == sibling.memory_bytes() == held
+    assert pair.assistant is None and sibling.assistant is None
+    # Asked for again by one, it is loaded once, for both.
+    assert pair.drafting_assistant("none") is sibling.assistant
+
+
+def test_a_sibling_that_drafted_with_the_assistant_keeps_it_for_all(tiny_dirs):
+    from assisted import bench
+
+    pair = _fresh(tiny_dirs)
+    sibling = bench.with_drafter(pair, "universal")
+    loaded = pair.drafting_assistant("none")
+    sibling.drafting_assistant("int8")
+    assert pair.assistant is loaded and sibling.assistant is loaded
+
+
 def test_the_int8_copy_leaves_no_float32_copy_of_the_assistant_s_linear_weights(tiny_dirs):
     pair = _fresh(tiny_dirs)
     weights = [m.weight.detach().clone() for m in pair.assistant.modules() if type(m) is nn.Linear]

@@ -41,7 +41,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m assisted.bench",
         description="Plain vs assisted decoding over a prompt set: speedup and acceptance "
-        "by category, predicted beside measured.",
+        "by category, predicted or fitted beside measured.",
     )
     parser.add_argument(
         "--prompts", action="append", type=Path, metavar="PATH",
@@ -74,7 +74,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     sweep.add_argument("--prompt-lookup-num-tokens", type=_list(int), metavar="N[,N...]")
     sweep.add_argument("--max-matching-ngram-size", type=_list(int), metavar="N[,N...]")
     sweep.add_argument(
-        "--assistant-quant", type=_list(str), metavar="auto|none|int8",
+        "--assistant-quant", type=_list(str), metavar="auto|none|int8|int8-wo",
         help="the assistant model's precision (none: the pair's dtype); the target's never "
         "changes",
     )  # fmt: skip

@@ -24,6 +24,7 @@ from assisted.bench.reporting import Run, overhead_percent, report
 from assisted.drafters import DrafterKind
 from assisted.examples import Example
 from assisted.learnt import LearntSnapshot
+from assisted.lookup import copies_template, template_ngrams
 from assisted.pairs import LoadedPair
 from assisted.record import RunRecord
 from assisted.settings import WARMUP_TOKENS, DraftSettings, RunSettings
@@ -89,7 +90,9 @@ def benchmark(
     # Every variant prepared before any run (`assisted.prepare`: copies, calibration, the
     # learnt state read), so that no timed run prepares.
     for variant in variants:
-        prepare(drafting[variant.drafter], variant.draft)
+        prepared = prepare(drafting[variant.drafter], variant.draft)
+        special = prepared.never_drafted
+        session.templates[variant.name] = (special, template_ngrams(prepared.template_ids, special))
     # A benchmark starts from no acceptance, so that its figures do not depend on what the
     # pair ran before, in this process or in an earlier one (`assisted.learnt_store`), nor
     # on whether this process had to warm up; a part of a split benchmark starts from what
@@ -130,10 +133,23 @@ class _Session:
     total: int  # timed runs, overhead measurements included
     done: int = 0
     runs: list[Run] = field(default_factory=list)
+    # Per variant, the ids it never drafts and the runs of its template's text.
+    templates: dict[str, tuple[frozenset, frozenset]] = field(default_factory=dict)
 
     def progress(self, label: str) -> Progress:
         """Where the benchmark stands as the untimed step `label` starts."""
         return Progress(self.done, self.total, label)
+
+    def template_drafts(self, variant: Variant, record: RunRecord) -> int:
+        """Steps of `record` whose prompt-lookup draft copied the chat template's text or a
+        special token (`lookup.copies_template`). An assistant model's drafts are its own
+        text, where ending the turn is its to draft, so only copies count."""
+        special, ngrams = self.templates[variant.name]
+        return sum(
+            step.source == DrafterKind.PROMPT_LOOKUP
+            and copies_template(step.draft_ids, special, ngrams)
+            for step in record.steps
+        )
 
     def advance(self, label: str, record: RunRecord | None = None) -> Progress:
         """One more timed run done: `label` names it."""
@@ -202,7 +218,9 @@ def _time_prompt(
             if record.stopped:
                 return False
             name = variant.name if variant else None
-            session.runs.append(Run(example.question_id, example.category, name, repeat, record))
+            copies = session.template_drafts(variant, record) if variant else None
+            run = Run(example.question_id, example.category, name, repeat, record, copies)
+            session.runs.append(run)
             yield session.advance(f"{example.label}: {name or 'plain'}", record)
     return True
 

@@ -94,6 +94,8 @@ def plan_variants(
         if not any(field in _fields(kind) for kind in kinds):
             flag = "--" + field.replace("_", "-")
             raise BenchError(f"{flag} does not apply to the drafters here: {', '.join(kinds)}")
+    if sweeps.get("max_matching_ngram_size"):
+        _check_ngram_size("--max-matching-ngram-size", sweeps.get("lookup", [spec.draft.lookup]))
     variants = []
     for kind in kinds:
         axes = [(f, sweeps.get(f, [getattr(spec.draft, f)])) for f in _fields(kind)]
@@ -141,12 +143,21 @@ def parse_variant(spec: PairSpec, text: str, default_drafter: str) -> Variant:
     if unused:
         raise BenchError(f"--variant {text!r}: {', '.join(unused)} does not apply to {kind}")
     draft = dataclasses.replace(spec.draft, **changes)
+    if "max_matching_ngram_size" in changes:
+        _check_ngram_size(f"--variant {text!r}: max_matching_ngram_size", [draft.lookup])
     try:
         draft.validate_for(kind)
     except SettingsError as error:
         raise BenchError(f"{kind}: {error}") from None
     label = " ".join(f"{SWEEPS[key]}={value}" for key, value in changes.items())
     return Variant(f"{kind} {label}".strip(), kind, draft)
+
+
+def _check_ngram_size(what: str, lookups: Sequence[str]) -> None:
+    """An n-gram size means something to Transformers' lookup only: the suffix lookup
+    matches 2 to 8 tokens (`assisted.lookup`), so a size given for it alone is refused."""
+    if "transformers" not in lookups:
+        raise BenchError(f"{what} applies to lookup=transformers, not {', '.join(lookups)}")
 
 
 def check_drafter(spec: PairSpec, name: str) -> DrafterKind:

@@ -7,10 +7,14 @@ Figures (terms as defined in `assisted.stats`):
 - its **predicted speedup** is the median over repeats of each repeat's prediction: under
   the `auto` schedule the policy's own, summed from its per-step expectations, otherwise
   the Leviathan et al. model fed with that repeat's measured acceptance, draft length and
-  cost ratio; its **prediction** names which ("policy" or "leviathan");
+  cost ratio, a fit to that repeat rather than a forecast (the tables say "fitted"); its
+  **prediction** names which ("policy" or "leviathan-fitted");
 - **identical** means every assisted run produced exactly the plain run's tokens; a
   prompt's **outcome** is the most worrying of its repeats' (`assisted.divergence`:
   identical, near-tie, not judged, unexplained), and groups count prompts by outcome.
+- **template draft runs**: the assisted runs in which some prompt-lookup draft copied the
+  chat template, a special token or a run of `lookup.TEMPLATE_RUN` tokens of its text (the
+  system prompt; `lookup.copies_template`), of `assisted_runs`; pooled over prompts.
 - A category's speedup is the median of its prompts' speedups (geometric mean beside it);
   its acceptance rate and tokens per step pool the steps of all its runs; its predicted
   speedup is the median of its prompts' (geometric mean beside it), with the prediction
@@ -21,12 +25,13 @@ The report, as `report()` returns it and `python -m assisted.bench` prints it as
     {"pair", "device", "dtype", "settings", "drafter",
      "overall": {"speedup_geomean", "speedup_median", "acceptance_rate", "tokens_per_step",
                  "predicted_speedup", "predicted_speedup_geomean", "prediction", "prompts",
-                 "identical_prompts", "near_tie_prompts", "unexplained_prompts",
+                 "assisted_runs", "template_draft_runs", "identical_prompts",
+                 "near_tie_prompts", "unexplained_prompts",
                  "overhead_pct", "assisted_overhead_pct"},
      "categories": {NAME: {"speedup", "speedup_geomean", "acceptance_rate", ...}},
      "prompts": [{"question_id", "category", "drafter", "speedup", "plain_tokens_per_s",
                   "assisted_tokens_per_s", "acceptance_rate", "predicted_speedup",
-                  "prediction", "identical", "outcome", ...}],
+                  "prediction", "template_draft_runs", "identical", "outcome", ...}],
      "drafters": {DRAFTER: {"drafter_kind", "draft", "overall", "categories"}}}
 "overall" and "categories" describe the first drafter; "drafters" holds every drafter's;
 "prompts" holds a row per prompt and drafter.
@@ -54,13 +59,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Run:
-    """One timed run; `drafter` is the variant's name, None for the plain baseline."""
+    """One timed run; `drafter` is the variant's name, None for the plain baseline.
+    `template_drafts`: the assisted run's steps whose prompt-lookup draft copied the chat
+    template (`measuring._Session.template_drafts`); None for plain runs, or not counted."""
 
     question_id: str
     category: str
     drafter: str | None
     repeat: int
     record: RunRecord
+    template_drafts: int | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -68,12 +76,19 @@ class Run:
             "category": self.category,
             "drafter": self.drafter,
             "repeat": self.repeat,
+            "template_drafts": self.template_drafts,
             "record": self.record.to_dict(),
         }
 
 
-def summarize_prompt(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) -> dict:
-    """One prompt and one drafter over its repeats; `plain[i]` pairs with `assisted[i]`."""
+def summarize_prompt(
+    plain: Sequence[RunRecord],
+    assisted: Sequence[RunRecord],
+    template_drafts: Sequence[int | None] = (),
+) -> dict:
+    """One prompt and one drafter over its repeats; `plain[i]` pairs with `assisted[i]`, and
+    `template_drafts[i]` counts the template copies in `assisted[i]`'s drafts (`Run`)."""
+    counted = [count for count in template_drafts if count is not None]
     plain_rate = stats.median([stats.tokens_per_s(r) for r in plain])
     assisted_rate = stats.median([stats.tokens_per_s(r) for r in assisted])
     compared = [stats.compare(p, a) for p, a in zip(plain, assisted, strict=True)]
@@ -101,6 +116,8 @@ def summarize_prompt(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) 
         "new_tokens": _round(stats.median([stats.new_tokens(r) for r in assisted])),
         "plain_new_tokens": _round(stats.median([stats.new_tokens(r) for r in plain])),
         "repeats": len(compared),
+        # Assisted runs whose drafts copied the chat template (None: not counted).
+        "template_draft_runs": sum(count > 0 for count in counted) if counted else None,
         # Pooled counts, so categories can pool them in turn.
         "drafted": drafted,
         "accepted": accepted,
@@ -131,6 +148,8 @@ def summarize_group(rows: Sequence[dict]) -> dict:
         "predicted_speedup_geomean": _round(stats.geometric_mean(predicted)),
         "prediction": _prediction(r["prediction"] for r in rows),
         "prompts": len(rows),
+        "assisted_runs": sum(r["repeats"] for r in rows),
+        "template_draft_runs": _total(r["template_draft_runs"] for r in rows),
         "identical_prompts": sum(bool(r["identical"]) for r in rows),
         "near_tie_prompts": sum(r["outcome"] == divergence.NEAR_TIE for r in rows),
         "unexplained_prompts": sum(r["outcome"] == divergence.UNEXPLAINED for r in rows),
@@ -148,17 +167,19 @@ def report(
     assisted_overhead_pct: float | None = None,
 ) -> dict:
     """The whole benchmark as one JSON-ready dict (shape in the module docstring)."""
-    prompts: dict[tuple[str, str], dict[str | None, list[RunRecord]]] = {}
+    prompts: dict[tuple[str, str], dict[str | None, list[Run]]] = {}
     for run in sorted(runs, key=lambda r: r.repeat):  # stable: keeps prompt order
         by_drafter = prompts.setdefault((run.category, run.question_id), {})
-        by_drafter.setdefault(run.drafter, []).append(run.record)
+        by_drafter.setdefault(run.drafter, []).append(run)
     rows = []
     for (category, question_id), by_drafter in prompts.items():
         for variant in variants:
             plain, assisted = by_drafter.get(None, []), by_drafter.get(variant.name, [])
             if plain and assisted:
                 row = {"question_id": question_id, "category": category, "drafter": variant.name}
-                rows.append(row | summarize_prompt(plain, assisted))
+                records = [r.record for r in plain], [r.record for r in assisted]
+                copies = [r.template_drafts for r in assisted]
+                rows.append(row | summarize_prompt(*records, copies))
     drafters = {}
     for variant in variants:
         mine = [r for r in rows if r["drafter"] == variant.name]
@@ -198,6 +219,12 @@ def _prediction(models: Iterable[str | None]) -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
+def _total(counts: Iterable[int | None]) -> int | None:
+    """The sum of the counts that were made; None where none was."""
+    made = [count for count in counts if count is not None]
+    return sum(made) if made else None
+
+
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or not denominator:
         return None
@@ -224,7 +251,8 @@ _COLUMNS = (
     ("speedup", "speedup", "{:.2f}x"),
     ("accept", "acceptance_rate", "{:.0%}"),
     ("tok/step", "tokens_per_step", "{:.2f}"),
-    ("predicted", "predicted_speedup", "{:.2f}x"),
+    ("pred./fit", "predicted_speedup", "{:.2f}x"),
+    ("template runs", "template_draft_runs", "{}"),  # runs whose drafts copied the template
 )
 
 
@@ -271,11 +299,13 @@ def render(result: dict) -> str:
         lines.append(
             f"Overall, {name}: speedup {_cell(overall['speedup_geomean'], '{:.2f}x')} "
             f"(geometric mean over {overall['prompts']} prompts; median "
-            f"{_cell(overall['speedup_median'], '{:.2f}x')}), predicted "
+            f"{_cell(overall['speedup_median'], '{:.2f}x')}), "
+            f"{stats.speedup_word(overall['prediction'])} "
             f"{_cell(overall['predicted_speedup'], '{:.2f}x')}{_basis(overall)}, acceptance "
             f"{_cell(overall['acceptance_rate'], '{:.0%}')}, "
             f"{_cell(overall['tokens_per_step'], '{:.2f}')} tokens/step, "
-            f"{_outcome_counts(overall)}"
+            f"drafts copied the chat template in {_cell(overall['template_draft_runs'], '{}')} "
+            f"of {overall['assisted_runs']} runs, {_outcome_counts(overall)}"
         )
     overhead = result["overall"].get("overhead_pct")
     if overhead is not None:
@@ -344,7 +374,7 @@ def _cell(value: float | None, fmt: str) -> str:
 
 
 def draw_chart(result: dict) -> Figure:
-    """Speedup per category, measured (solid) beside predicted (hatched), per drafter."""
+    """Speedup per category, measured (solid) beside predicted or fitted (hatched), per drafter."""
     from matplotlib.figure import Figure
 
     drafters = result["drafters"]
@@ -361,7 +391,7 @@ def draw_chart(result: dict) -> Figure:
         ):
             values = [entry["categories"].get(c, {}).get(key) or 0.0 for c in categories]
             offsets = [i - 0.4 + width * (2 * d + k + 0.5) for i in range(len(categories))]
-            label = f"{name}: {'measured' if k == 0 else 'predicted'}"
+            label = f"{name}: {'measured' if k == 0 else 'predicted / fitted'}"
             bars_drawn = axes.bar(
                 offsets, values, width, color=colour, alpha=alpha, hatch=hatch, label=label
             )

@@ -18,11 +18,11 @@ CPU_SECONDS_PER_TOKEN = 0.5
 
 CATEGORY_HEADERS = [
     "category", "drafter", "prompts", "speedup", "acceptance rate", "tokens per step",
-    "predicted speedup", "identical",
+    "predicted / fitted speedup", "identical",
 ]  # fmt: skip
 PROMPT_HEADERS = [
     "category", "prompt", "drafter", "plain tok/s", "assisted tok/s", "speedup",
-    "acceptance rate", "tokens per step", "predicted speedup", "identical",
+    "acceptance rate", "tokens per step", "predicted / fitted speedup", "identical",
 ]  # fmt: skip
 
 
@@ -180,7 +180,8 @@ def bench_overall_markdown(report: dict) -> str:
             f"**Overall, {drafter}: {number(overall['speedup_geomean'], 2, '×')}** "
             f"(geometric mean over {overall['prompts']} prompt"
             f"{'s' if overall['prompts'] != 1 else ''}; median "
-            f"{number(overall['speedup_median'], 2, '×')}) · predicted "
+            f"{number(overall['speedup_median'], 2, '×')}) · "
+            f"{stats.speedup_word(overall['prediction'])} "
             f"{number(overall['predicted_speedup'], 2, '×')}{_basis(overall)} · acceptance rate "
             f"{percent(overall['acceptance_rate'])} · "
             f"{number(overall['tokens_per_step'], 2)} tokens per step · identical "

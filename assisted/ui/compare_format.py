@@ -260,12 +260,12 @@ def stat_card_html(summary: dict | None, *, state: str = "", empty: str = "no ru
 
 # -- summary -------------------------------------------------------------------------------
 
-SPEEDUP_GAP = 0.15  # relative gap under which measured and predicted speedups "agree"
+SPEEDUP_GAP = 0.15  # relative gap under which the measured speedup and a model's "agree"
 
 # Only Leviathan et al.'s model can leave a run without a prediction: the policy's needs
 # one step only.
 NO_PREDICTION = (
-    "No prediction: the run was too short to measure the drafter's cost ratio c (it needs at "
+    "No fitted speedup: the run was too short to measure the drafter's cost ratio c (it needs at "
     "least two drafting passes and two plain steps)."
 )
 # Why the measured speedup differs from the predicted one, by the model that predicted it
@@ -274,10 +274,10 @@ WHY_PREDICTION_DIFFERS = {
     stats.LEVIATHAN: {
         "agree": "They agree within 15%: verification and overheads cost about what the "
         "model assumes here.",
-        "below": "Measured is below predicted: the model counts verifying γ + 1 tokens as one "
+        "below": "Measured is below the fit: the model counts verifying γ + 1 tokens as one "
         "ordinary target step, but a wider verification pass costs more (most on CPUs), and "
         "the prefill and per-step overheads are in the measured time.",
-        "above": "Measured is above predicted: α and c are estimates from this one run (c "
+        "above": "Measured is above the fit: α and c are estimates from this one run (c "
         "from timing single assistant passes), and short runs are noisy.",
     },
     stats.POLICY: {
@@ -371,7 +371,8 @@ def _prediction_basis(result: dict) -> str:
         )
     assisted = result.get("assisted") or {}
     return (
-        f"from acceptance rate {percent(assisted.get('acceptance_rate'))} "
+        "Leviathan et al.'s model fitted to this run, so not a forecast: "
+        f"from its acceptance rate {percent(assisted.get('acceptance_rate'))} "
         f"(α ≈ {number(result.get('alpha'), 2)}), mean draft length "
         f"γ = {number(result.get('mean_drafted'), 1)} and cost ratio "
         f"c = {number(result.get('cost_ratio'), 2)}{_precision_note(result)} "
@@ -390,7 +391,8 @@ def summary_markdown(result: dict) -> str:
     lines = [
         f"**Measured speedup: {number(measured, 2, '×')}** "
         f"(assisted tokens/s ÷ plain tokens/s) · "
-        f"**predicted: {number(predicted, 2, '×')}** {_prediction_basis(result)}",
+        f"**{stats.speedup_word(prediction)}: {number(predicted, 2, '×')}** "
+        f"{_prediction_basis(result)}",
         why_prediction_differs(measured, predicted, prediction),
     ]
     cost = cost_model_line(assisted)

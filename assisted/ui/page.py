@@ -25,8 +25,8 @@ free, and the small assistant drafts cheaply.
 creative text), the drafting time is wasted. On CPUs, verification of several positions is
 *not* free: compute, not bandwidth, dominates, so long drafts cost real time. Prompts whose
 answers copy from the input (editing given code, summarising or answering from a passage)
-accept the most. The stat cards and the predicted speedup (Leviathan et al. 2023; under
-the `auto` schedule, the policy's own expectations) show which case a run is in.
+accept the most. The stat cards and the speedup Leviathan et al.'s model fits to the run
+(under the `auto` schedule, the speedup the policy predicted) show which case a run is in.
 
 **Quantize the assistant, not the target.** The target checks every drafted token, so an
 int8 assistant can only change how many drafts are accepted and how fast they come, never
