@@ -99,10 +99,14 @@ class LoadedPair:
             if precision not in self.assistant_copies:
                 from assisted.quantize import quantized_copy
 
-                copy = quantized_copy(self._assistant_as_loaded(), precision)
-                self.assistant_copies[precision] = copy
                 siblings = self._siblings()
-                if not any(pair.keeps_assistant for pair in siblings):
+                release = not any(pair.keeps_assistant for pair in siblings)
+                # An assistant released after is consumed as it is copied, layer by
+                # layer: never held whole beside its copy (the loading peak).
+                model = self._assistant_as_loaded()
+                copy = quantized_copy(model, precision, consume=release)
+                self.assistant_copies[precision] = copy
+                if release:
                     for pair in siblings:
                         pair.assistant = None
                     release_memory()

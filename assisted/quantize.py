@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import warnings
 import weakref
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -46,25 +47,29 @@ def resolve(quant: str, drafter: DrafterKind | str, device: torch.device) -> str
     return assistant_precision(quant, drafter, device.type)
 
 
-def quantized_copy(model: nn.Module, precision: str) -> nn.Module:
-    """A copy of `model` in `precision`; the original stays as it was."""
+def quantized_copy(model: nn.Module, precision: str, consume: bool = False) -> nn.Module:
+    """A copy of `model` in `precision`. The original stays as it was, unless `consume`:
+    then each of its linear layers gives up its weights once copied, so that the two are
+    never held whole at once (for an original that is released after; it cannot run)."""
     if precision == "int8":
-        return quantize_int8(model)
+        return quantize_int8(model, consume)
     if precision == "int8-wo":
-        return quantize_int8_weight_only(model)
+        return quantize_int8_weight_only(model, consume)
     raise ValueError(f"unknown assistant precision {precision!r}")
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
+def quantize_int8(model: nn.Module, consume: bool = False) -> nn.Module:
     """Linear layers in int8 with activations quantized on the fly (fbgemm's x86 kernels,
     per-tensor scales); everything else in float32.
 
     Built layer by layer: each linear layer is widened to float32 alone, quantized, and its
     float32 weight dropped, so no float32 copy of the model exists at any time, and none is
     left reachable after (the embedding stays in float32: the int8 model's activations are
-    float32)."""
+    float32). With `consume`, the original's layer gives up its weights as well: measured
+    on the embedded pair (`python -m assisted.memory`), the copy's peak fell from 1.48 to
+    PEAK_AFTER times the weights kept (docs/space.md#memory)."""
     quantized = _structure(model)
-    for parent, name, linear in _linears(quantized):
+    for parent, name, linear in _linears(quantized, model if consume else None):
         setattr(parent, name, _dynamic_int8(linear))
     for module in quantized.modules():
         for name, tensor in list(module.named_parameters(recurse=False)):
@@ -75,12 +80,12 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     return quantized.eval()
 
 
-def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
+def quantize_int8_weight_only(model: nn.Module, consume: bool = False) -> nn.Module:
     """Linear weights in int8 (one scale per output channel), activations in the model's
     own dtype: the product runs in `torch.ops.aten._weight_int8pack_mm`. The rest of the
-    model is shared with `model`, not copied."""
+    model is shared with `model`, not copied (`consume`: as in `quantize_int8`)."""
     quantized = _structure(model)
-    for parent, name, linear in _linears(quantized):
+    for parent, name, linear in _linears(quantized, model if consume else None):
         setattr(parent, name, Int8WeightOnlyLinear(linear))
     return quantized.eval()
 
@@ -120,13 +125,23 @@ def _structure(model: nn.Module) -> nn.Module:
     return copy.deepcopy(model, memo=shared)
 
 
-def _linears(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
-    return [
-        (module, name, child)
-        for module in list(model.modules())
-        for name, child in module.named_children()
-        if type(child) is nn.Linear
-    ]
+def _linears(
+    model: nn.Module, original: nn.Module | None = None
+) -> Iterator[tuple[nn.Module, str, nn.Linear]]:
+    """Each linear layer of `model` (a `_structure` copy) with its parent and name. Where
+    `original` is given, its layer of the same name drops its weights once the caller has
+    copied the layer: its parameters are rebound to empty ones, so a tensor that nothing
+    else holds is freed (a tied head's weight stays: the embedding holds it)."""
+    originals = dict(original.named_modules()) if original is not None else {}
+    for prefix, module in list(model.named_modules()):
+        for name, child in list(module.named_children()):
+            if type(child) is nn.Linear:
+                yield module, name, child
+                source = originals.get(f"{prefix}.{name}" if prefix else name)
+                if source is not None:
+                    for weight, _ in list(source.named_parameters(recurse=False)):
+                        empty = torch.empty(0, dtype=child.weight.dtype)
+                        setattr(source, weight, nn.Parameter(empty, requires_grad=False))
 
 
 def _dynamic_int8(linear: nn.Linear) -> nn.Module:

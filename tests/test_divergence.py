@@ -148,11 +148,27 @@ def test_a_run_that_took_a_token_its_own_scores_rank_lower_is_unexplained():
     assert found["assisted_margin"] == pytest.approx(0.1) and found["verdict"] == UNEXPLAINED
 
 
-def test_a_token_outside_the_top_two_is_unexplained():
+def test_a_tie_of_three_within_the_noise_gets_no_verdict_and_says_why():
+    # Token 12 is below plain's second (5.0), token 11 below assisted's: the records bound
+    # their moves from below only (0.02 and 0), within the noise of 0.05. Three tokens
+    # within 0.03 of each other: no proof of a bug, nor of rounding.
     plain = record([*SHARED, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
     assisted = record([*SHARED, 12], [*SHARED_ASSISTED, (12, 5.02, 10, 5.0)])
     found = explain(plain, assisted)
-    assert found["verdict"] == UNEXPLAINED and found["plain_margin"] is None
+    assert found["verdict"] is None and found["plain_margin"] is None
+    assert found["reason"].startswith("a tie of three or more: token 11")
+    assert divergence.outcome(found) == divergence.NOT_JUDGED
+
+
+def test_a_token_outside_the_top_two_that_moved_beyond_the_noise_is_unexplained():
+    # Token 12 is at most 5.0 in plain (its second) and 9.0 in assisted: it moved by 4 at
+    # least, whatever the logit the plain run did not record.
+    plain = record([*SHARED, 10], [*SHARED_PLAIN, (10, 5.03, 11, 5.0)], mode="plain")
+    assisted = record([*SHARED, 12], [*SHARED_ASSISTED, (12, 9.0, 10, 5.03)])
+    assert explain(plain, assisted)["verdict"] == UNEXPLAINED
+    # And a token the two runs both recorded that moved beyond it, beside a third.
+    assisted = record([*SHARED, 12], [*SHARED_ASSISTED, (12, 5.02, 10, 4.5)])
+    assert explain(plain, assisted)["verdict"] == UNEXPLAINED
 
 
 def test_one_unit_in_the_last_place_counts_as_rounding_even_where_nothing_moved_before():

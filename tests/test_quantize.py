@@ -170,6 +170,35 @@ def test_the_int8_copy_is_the_one_quantize_dynamic_makes_of_a_float_copy(pair):
     assert torch.equal(got, expected)
 
 
+@pytest.mark.parametrize("precision", ["int8", "int8-wo"])
+def test_a_consumed_assistant_gives_up_each_linear_weight_for_the_same_copy(tiny_dirs, precision):
+    pair = _fresh(tiny_dirs)
+    assistant = pair.assistant
+    embedding = assistant.get_input_embeddings().weight
+    ids = torch.tensor([[5, 17, 42, 99, 7]])
+    with torch.inference_mode():
+        expected = quantize.quantized_copy(assistant, precision)(input_ids=ids).logits
+        consumed = quantize.quantized_copy(assistant, precision, consume=True)
+        got = consumed(input_ids=ids).logits
+    assert torch.equal(got, expected)  # the copy is the one a copy without consuming is
+    linears = [m for m in assistant.modules() if type(m) is nn.Linear]
+    tied = [m for m in linears if m.weight is embedding]  # the embedding still holds it
+    assert linears and all(m.weight.numel() == 0 for m in linears if m not in tied)
+    assert embedding.numel() > 0
+
+
+def test_the_int8_copy_consumes_the_assistant_it_releases_and_not_one_kept(tiny_dirs):
+    pair = _fresh(tiny_dirs)
+    released = pair.assistant
+    pair.drafting_assistant("int8")
+    assert pair.assistant is None
+    assert all(m.weight.numel() == 0 for m in released.modules() if type(m) is nn.Linear)
+    kept = pair.drafting_assistant("none")  # loaded again, and kept from now on
+    pair.drafting_assistant("int8-wo")
+    assert pair.assistant is kept
+    assert all(m.weight.numel() > 0 for m in kept.modules() if type(m) is nn.Linear)
+
+
 def test_the_drafting_time_is_measured_on_the_quantized_copy(pair):
     assisted = records(pair, "int8")["assisted"]
     assert assisted.draft_forward_s  # the hooks sat on the model that drafted

@@ -26,7 +26,7 @@ The report, as `report()` returns it and `python -m assisted.bench` prints it as
      "overall": {"speedup_geomean", "speedup_median", "acceptance_rate", "tokens_per_step",
                  "predicted_speedup", "predicted_speedup_geomean", "prediction", "prompts",
                  "assisted_runs", "template_draft_runs", "identical_prompts",
-                 "near_tie_prompts", "unexplained_prompts",
+                 "near_tie_prompts", "unexplained_prompts", "not_judged_prompts",
                  "overhead_pct", "assisted_overhead_pct"},
      "categories": {NAME: {"speedup", "speedup_geomean", "acceptance_rate", ...}},
      "prompts": [{"question_id", "category", "drafter", "speedup", "plain_tokens_per_s",
@@ -153,6 +153,7 @@ def summarize_group(rows: Sequence[dict]) -> dict:
         "identical_prompts": sum(bool(r["identical"]) for r in rows),
         "near_tie_prompts": sum(r["outcome"] == divergence.NEAR_TIE for r in rows),
         "unexplained_prompts": sum(r["outcome"] == divergence.UNEXPLAINED for r in rows),
+        "not_judged_prompts": sum(r["outcome"] == divergence.NOT_JUDGED for r in rows),
         "identical": all(r["identical"] for r in rows),
     }
 
@@ -362,11 +363,18 @@ def _outcome_cell(row: dict) -> str:
 
 
 def _outcome_counts(group: dict) -> str:
-    """Identical prompts of all, and how many of the rest were near-ties and unexplained."""
+    """Identical prompts of all, and how many of the rest were near-ties and unexplained
+    (and not judged, where some were)."""
     return (
         f"identical {group['identical_prompts']}/{group['prompts']}, near-tie "
         f"{group['near_tie_prompts']}, unexplained {group['unexplained_prompts']}"
+        + _not_judged(group)
     )
+
+
+def _not_judged(group: dict) -> str:
+    count = group.get("not_judged_prompts") or 0  # absent from reports made before it
+    return f", not judged {count}" if count else ""
 
 
 def _cell(value: float | None, fmt: str) -> str:

@@ -120,9 +120,11 @@ def _identical(row: dict) -> str:
 
 def _identical_prompts(group: dict) -> str:
     """Identical prompts of all, and how the others diverged."""
+    not_judged = group.get("not_judged_prompts") or 0  # absent from older reports
     return (
         f"{group['identical_prompts']}/{group['prompts']} (near-tie "
-        f"{group['near_tie_prompts']}, unexplained {group['unexplained_prompts']})"
+        f"{group['near_tie_prompts']}, unexplained {group['unexplained_prompts']}"
+        + (f", not judged {not_judged})" if not_judged else ")")
     )
 
 
