@@ -199,6 +199,21 @@ def test_the_int8_copy_consumes_the_assistant_it_releases_and_not_one_kept(tiny_
     assert all(m.weight.numel() > 0 for m in kept.modules() if type(m) is nn.Linear)
 
 
+def test_a_layer_quantized_block_by_block_is_the_one_quantize_dynamic_makes(monkeypatch):
+    monkeypatch.setattr(quantize, "_BLOCK_ROWS", 3)  # 10 rows: four blocks, the last short
+    torch.manual_seed(0)
+    linear = nn.Linear(16, 10).to(torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wide = nn.Sequential(nn.Module.float(copy.deepcopy(linear)))
+        reference = torch.ao.quantization.quantize_dynamic(wide, {nn.Linear}, torch.qint8)[0]
+    got = quantize._dynamic_int8(linear)
+    assert torch.equal(got.weight().int_repr(), reference.weight().int_repr())
+    assert got.weight().q_scale() == reference.weight().q_scale()
+    x = torch.randn(2, 16)
+    assert torch.equal(got(x), reference(x))
+
+
 def test_the_drafting_time_is_measured_on_the_quantized_copy(pair):
     assisted = records(pair, "int8")["assisted"]
     assert assisted.draft_forward_s  # the hooks sat on the model that drafted
