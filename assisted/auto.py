@@ -418,8 +418,12 @@ class _PolicyDrafter(CandidateGenerator):
         else:
             # Transformers trims the cache by length only, as if the assistant had drafted
             # the step before; after steps it skipped, the cache still holds the candidates
-            # of its last draft, rejected or not. Keep what the committed ids confirm.
-            crop_to_committed(cache, self.held, input_ids[0].tolist(), input_ids.shape[1])
+            # of its last draft, rejected or not. Keep what the committed ids confirm, and
+            # no more than the generator keeps (all but the last two ids, which it feeds):
+            # its own crop is then none, as a sliding-window layer cannot be cropped twice
+            # past its window without losing a state inside it.
+            committed = input_ids[0].tolist()
+            crop_to_committed(cache, self.held, committed, input_ids.shape[1] - 2)
         started = time.perf_counter()
         candidate_ids, candidate_logits = assistant.get_candidates(input_ids, **kwargs)
         # generate() has synchronised the device before returning the draft's ids.

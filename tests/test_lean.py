@@ -104,6 +104,22 @@ def test_a_sliding_window_assistant_drafts_past_its_window(sliding_pair, drafts)
         assert fresh_draft(sliding_pair.assistant, ids, len(drafted)) == drafted
 
 
+def test_a_sliding_window_assistant_drafts_through_its_own_generator_too(sliding_pair):
+    """The path sampling takes: Transformers' assistant generator, which crops the cache
+    to the committed ids less one before it drafts. Cropped first to what the committed ids
+    confirm and then again, a sliding-window layer would lose a state inside its window
+    (the attention then saw 8 states where its mask wanted 9)."""
+    constant(sliding_pair.assistant)
+    policy = Scripted([3, 2, 0, 4])
+    ids = prompt_ids(sliding_pair)
+    with auto.drafting_policy(sliding_pair.target, policy, lean=False):
+        out = sliding_pair.target.generate(
+            ids, max_new_tokens=24, assistant_model=sliding_pair.assistant, do_sample=False
+        )
+    assert out[0, ids.shape[1] :].tolist() == plain(sliding_pair)
+    assert sum(accepted < drafted for drafted, accepted in policy.seen if drafted) >= 3
+
+
 GAMMA = 5
 
 
