@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import threading
 
@@ -158,7 +159,10 @@ def test_an_auto_prompt_and_its_groups_carry_the_policys_prediction():
     assert overall["predicted_speedup"] == 2.0  # the median of 2.0, 2.0 and 0.5
     assert overall["predicted_speedup_geomean"] == near((2.0 * 2.0 * 0.5) ** (1 / 3))
     assert overall["prediction"] == "policy"
+    ratios = [row["predicted_speedup"] / row["speedup"] for row in (p1, p2, p3)]
+    assert overall["predicted_over_measured"] == near(math.prod(ratios) ** (1 / 3))
     assert "predicted 2.00x (the auto policy's expectations)" in bench.render(result)
+    assert f"÷ measured, geomean {overall['predicted_over_measured']:.2f}" in bench.render(result)
     # A constant schedule's runs carry no expectations: Leviathan et al.'s model, as before.
     result = bench.report(constant, variants, info, RunSettings(), repeats=1)
     assert result["prompts"][0]["prediction"] == result["overall"]["prediction"] == stats.LEVIATHAN

@@ -24,7 +24,8 @@ Figures (terms as defined in `assisted.stats`):
 The report, as `report()` returns it and `python -m assisted.bench` prints it as JSON:
     {"pair", "device", "dtype", "settings", "drafter",
      "overall": {"speedup_geomean", "speedup_median", "acceptance_rate", "tokens_per_step",
-                 "predicted_speedup", "predicted_speedup_geomean", "prediction", "prompts",
+                 "predicted_speedup", "predicted_speedup_geomean", "predicted_over_measured",
+                 "prediction", "prompts",
                  "assisted_runs", "template_draft_runs", "identical_prompts",
                  "near_tie_prompts", "unexplained_prompts", "not_judged_prompts",
                  "overhead_pct", "assisted_overhead_pct"},
@@ -133,6 +134,12 @@ def summarize_group(rows: Sequence[dict]) -> dict:
     acceptance rate and tokens per step, median and geometric-mean predicted speedup."""
     speedups = [r["speedup"] for r in rows if r["speedup"] is not None]
     predicted = [r["predicted_speedup"] for r in rows if r["predicted_speedup"] is not None]
+    # How far the predictions were off, prompt by prompt: 1 is exact, below 1 too low.
+    ratios = [
+        r["predicted_speedup"] / r["speedup"]
+        for r in rows
+        if r["predicted_speedup"] is not None and r["speedup"]
+    ]
     return {
         "speedup": _round(stats.median(speedups)),
         "speedup_geomean": _round(stats.geometric_mean(speedups)),
@@ -146,6 +153,7 @@ def summarize_group(rows: Sequence[dict]) -> dict:
         ),
         "predicted_speedup": _round(stats.median(predicted)),
         "predicted_speedup_geomean": _round(stats.geometric_mean(predicted)),
+        "predicted_over_measured": _round(stats.geometric_mean(ratios)),
         "prediction": _prediction(r["prediction"] for r in rows),
         "prompts": len(rows),
         "assisted_runs": sum(r["repeats"] for r in rows),
@@ -302,7 +310,9 @@ def render(result: dict) -> str:
             f"(geometric mean over {overall['prompts']} prompts; median "
             f"{_cell(overall['speedup_median'], '{:.2f}x')}), "
             f"{stats.speedup_word(overall['prediction'])} "
-            f"{_cell(overall['predicted_speedup'], '{:.2f}x')}{_basis(overall)}, acceptance "
+            f"{_cell(overall['predicted_speedup'], '{:.2f}x')}{_basis(overall)} "
+            f"(÷ measured, geomean {_cell(overall.get('predicted_over_measured'), '{:.2f}')}), "
+            "acceptance "
             f"{_cell(overall['acceptance_rate'], '{:.0%}')}, "
             f"{_cell(overall['tokens_per_step'], '{:.2f}')} tokens/step, "
             f"drafts copied the chat template in {_cell(overall['template_draft_runs'], '{}')} "
