@@ -42,7 +42,7 @@ from assisted.stop_flags import StopFlag, StopFlags
 from assisted.ui import page
 from assisted.ui.benchmark_tab import StreamBenchmark, build_benchmark_tab
 from assisted.ui.compare_tab import StreamComparison, build_compare_tab
-from assisted.ui.gpu_time import CallReport, GpuTimes, s_per_token
+from assisted.ui.gpu_time import CallReport, GpuTimes, runs_s_per_token, s_per_token
 from assisted.ui.live import Live, idle_outputs
 from assisted.ui.outputs import CompareOutputs
 from assisted.ui.shared import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
@@ -245,23 +245,34 @@ def stream_benchmark(
     benchmark split into several GPU calls); None starts from none.
 
     Stop ends the run in progress within one step, and the benchmark without a report."""
+    started = time.perf_counter()
     try:
         loading = gpu_ready(spec, device, dtype, allow_local)
         pair, load_s = yield from map_yields(lambda line: bench.Progress(0, 0, line), loading)
     except pairs.PairError as error:
         raise gr.Error(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
+    except Exception as error:  # a failure inside loading: say so, never hang
+        raise gr.Error(f"Benchmark failed: {type(error).__name__}: {error}") from error
     events = bench.benchmark(
         pair, examples, variants, settings, repeats, stop=stop, acceptance=acceptance
     )
+    setup_s, records = None, []
     try:
-        yield from events
+        for event in events:
+            if isinstance(event, bench.Progress) and event.record is not None:
+                if setup_s is None:  # up to the first timed run's start
+                    ready = started + (load_s or 0.0)
+                    setup_s = time.perf_counter() - ready - event.record.total_s
+                records.append(event.record)
+            yield event
     except (bench.BenchError, SettingsError) as error:
         raise gr.Error(str(error), title="Benchmark") from error
     except Exception as error:  # a failure inside generation: say so, never hang
         raise gr.Error(f"Benchmark failed: {type(error).__name__}: {error}") from error
     finally:
         events.close()
-    yield CallReport(spec.name, load_s, None)
+    plain, assisted = runs_s_per_token(records)
+    yield CallReport(spec.name, load_s, setup_s, plain, assisted)
 
 
 # -- the app -------------------------------------------------------------------------------
@@ -322,6 +333,8 @@ def preload(config: AppConfig) -> None:
             continue
         pairs.load_pair(spec, config.device, config.dtype, progress=report, allow_local=True)
         _preloaded.add(spec.name)
+        if config.zerogpu:  # what the GPU calls count on finding, and ask no time to load
+            pairs.pin(spec)
 
 
 demo = build_demo()

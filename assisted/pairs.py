@@ -220,6 +220,7 @@ def cpu_has_native_bf16() -> bool:
 # one pair load it once; a failed load leaves the cache as it was. Fetching the files comes
 # first and takes no lock, so a download holds up no one using the pairs in memory.
 _loaded: OrderedDict[tuple, LoadedPair] = OrderedDict()
+_pinned: set[tuple] = set()  # keys of pairs never evicted (`pin`)
 _lock = threading.Lock()
 
 
@@ -256,8 +257,8 @@ def load_pair(
     with _lock:
         if (pair := _cached(key)) is not None:  # loaded by another request meanwhile
             return pair
-        while len(_loaded) >= MAX_LOADED_PAIRS:
-            _evict_oldest()
+        while len(_loaded) >= MAX_LOADED_PAIRS and _evict_oldest():
+            pass
         pair = _load(spec, sources, target_ref, assistant_ref, torch_device, torch_dtype, progress)
         _loaded[key] = pair
         _evict_over_memory_limit(keep=pair)
@@ -395,14 +396,29 @@ def _evict_over_memory_limit(keep: LoadedPair) -> None:
     ASSISTED_MAX_MODEL_GB, never `keep` (the pair that just grew), whatever it holds. Call it
     holding _lock."""
     while memory_in_use() > MAX_MODEL_GB * 1e9:
-        oldest = next((key for key, pair in _loaded.items() if pair is not keep), None)
+        oldest = next(
+            (key for key, pair in _loaded.items() if pair is not keep and key not in _pinned),
+            None,
+        )
         if oldest is None:
             return
         _evict(oldest)
 
 
-def _evict_oldest() -> None:
-    _evict(next(iter(_loaded)))
+def _evict_oldest() -> bool:
+    """Evict the least recently used pair that is not pinned; False where all are."""
+    oldest = next((key for key in _loaded if key not in _pinned), None)
+    if oldest is not None:
+        _evict(oldest)
+    return oldest is not None
+
+
+def pin(spec: PairSpec) -> None:
+    """Keep `spec`'s pairs in memory whatever is loaded later. On ZeroGPU a pair loaded at
+    start-up is what every forked GPU call counts on finding, and a reused worker that had
+    evicted it would load it again inside a call that asked for no time to load."""
+    with _lock:
+        _pinned.update(key for key in _loaded if key[0] == spec)
 
 
 def _evict(key: tuple) -> None:

@@ -210,3 +210,20 @@ def test_pairs_are_evicted_on_the_memory_they_hold(tiny_dirs, monkeypatch):
     second = load_pair(custom_pair(str(tiny_dirs["other"]), None), "cpu", "float32")
     assert pairs.loaded_pairs() == [second.spec.name]
     assert pairs.memory_in_use() == second.memory_bytes() == one_pair
+
+
+def test_a_pinned_pair_stays_in_memory_whatever_loads_after(tiny_dirs, monkeypatch):
+    monkeypatch.setattr(pairs, "_loaded", type(pairs._loaded)())
+    monkeypatch.setattr(pairs, "_pinned", set())
+    monkeypatch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
+    target = str(tiny_dirs["target"])
+    first = pairs.custom_pair(target, str(tiny_dirs["other"]))
+    pairs.load_pair(first, device="cpu", dtype="float32")
+    pairs.pin(first)
+    pairs.load_pair(pairs.custom_pair(target, None), device="cpu", dtype="float32")
+    assert pairs.loaded(first, device="cpu", dtype="float32") is not None
+    assert len(pairs.loaded_pairs()) == 2  # over the count: a pinned pair is never evicted
+    # Nor for memory: room for the next pair's files, not for all three pairs' weights.
+    monkeypatch.setattr(pairs, "MAX_MODEL_GB", pairs.memory_in_use() / 2 / 1e9)
+    pairs.load_pair(pairs.custom_pair(str(tiny_dirs["other"]), None), "cpu", "float32")
+    assert pairs.loaded(first, device="cpu", dtype="float32") is not None

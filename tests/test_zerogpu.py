@@ -54,6 +54,8 @@ def server(zerogpu, config):
         patch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
         app.preload(config)
     assert app._preloaded == {config.registry["tiny"].name}
+    # Pinned: a worker that loads other pairs keeps it, as the calls ask no time to load it.
+    assert [key[0].name for key in pairs._pinned] == [config.registry["tiny"].name]
     gpu = app.GpuCalls(
         zerogpu.wrap(app.stream_comparison, app._gpu_duration),
         zerogpu.wrap(app.stream_benchmark, app._bench_gpu_duration),
@@ -65,6 +67,7 @@ def server(zerogpu, config):
     yield demo, url
     demo.close()
     app._preloaded.clear()
+    pairs._pinned.clear()
     app._gpu_times.__init__(app.GPU_CALL_MAX_S)
 
 
@@ -208,6 +211,9 @@ def test_zerogpu_a_long_benchmark_is_split_into_calls_within_the_limit(client, z
         app._gpu_times.max_s = app.GPU_CALL_MAX_S
     assert len(report["prompts"]) == 2 and len(zerogpu.requests) == 2
     assert all(request.duration_s <= one_prompt for request in zerogpu.requests)
+    # The first call measured the pair: the second asked for what it measured.
+    measured = app._gpu_times.runs(name, 8, 8, preloaded=True)
+    assert measured.measured and zerogpu.requests[1].duration_s < one_prompt
     assert report["overall"]["prompts"] == report["overall"]["identical_prompts"] == 2
 
 

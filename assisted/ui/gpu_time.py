@@ -26,7 +26,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from assisted import stats
 from assisted.examples import Example
+from assisted.record import RunRecord
 from assisted.settings import RunSettings
 
 MARGIN = 1.5  # the request is this many times the estimate: runs vary by up to 1.5x
@@ -127,13 +129,6 @@ class GpuTimes:
         with self._lock:
             return self._pairs.get(pair, _PairTimes()).load_s
 
-    def s_per_token(self, pair: str) -> float:
-        """Plain plus assisted seconds per token on `pair` (a guess where not measured)."""
-        with self._lock:
-            times = self._pairs.get(pair, _PairTimes())
-        plain = times.plain_s_per_token or FIRST_S_PER_TOKEN
-        return plain + (times.assisted_s_per_token or plain)
-
 
 def benchmark_calls(
     examples: list[Example],
@@ -157,6 +152,17 @@ def benchmark_calls(
                 continue
         calls.append([example])
     return calls
+
+
+def runs_s_per_token(records: Sequence[RunRecord]) -> tuple[float | None, float | None]:
+    """Seconds per new token, prefill included, over the plain and over the assisted runs
+    among `records` (a benchmark call's timed runs); None where there were none."""
+    rates = []
+    for mode in ("plain", "assisted"):
+        runs = [record for record in records if record.mode == mode]
+        tokens = sum(stats.new_tokens(record) for record in runs)
+        rates.append(sum(record.total_s for record in runs) / tokens if tokens else None)
+    return rates[0], rates[1]
 
 
 def s_per_token(result: dict | None, mode: str) -> float | None:
