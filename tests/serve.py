@@ -7,9 +7,10 @@ import gradio as gr
 import app
 
 
-def launch(config: app.AppConfig) -> tuple[gr.Blocks, str]:
-    """Build the app for `config` and serve it on 127.0.0.1 without blocking; close it after."""
-    demo = app.build_demo(config)
+def launch(config: app.AppConfig, gpu: app.GpuCalls | None = None) -> tuple[gr.Blocks, str]:
+    """Build the app for `config` (with `gpu`'s entry points where given) and serve it on
+    127.0.0.1 without blocking; close it after."""
+    demo = app.build_demo(config, gpu)
     _, url, _ = demo.launch(
         server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **app.LAUNCH_KWARGS
     )

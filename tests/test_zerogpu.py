@@ -18,6 +18,7 @@ gradio_client = pytest.importorskip("gradio_client")
 import app  # noqa: E402
 from assisted import learnt_store, pairs  # noqa: E402
 from assisted.ui import gpu_time  # noqa: E402
+from tests.serve import launch  # noqa: E402
 from tests.test_app import settings  # noqa: E402
 from tests.zerogpu import ZeroGPU  # noqa: E402
 
@@ -56,14 +57,7 @@ def server(zerogpu, config):
     assert app._preloaded == {config.registry["tiny"].name}
     # Pinned: a worker that loads other pairs keeps it, as the calls ask no time to load it.
     assert [key[0].name for key in pairs._pinned] == [config.registry["tiny"].name]
-    gpu = app.GpuCalls(
-        zerogpu.wrap(app.stream_comparison, app._gpu_duration),
-        zerogpu.wrap(app.stream_benchmark, app._bench_gpu_duration),
-    )
-    demo = app.build_demo(config, gpu)
-    _, url, _ = demo.launch(
-        server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **app.LAUNCH_KWARGS
-    )
+    demo, url = launch(config, zerogpu.calls())
     yield demo, url
     demo.close()
     app._preloaded.clear()

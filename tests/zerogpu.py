@@ -86,6 +86,15 @@ class ZeroGPU:
         for name in ("load_pair", "loaded", "choose_device"):
             monkeypatch.setattr(pairs, name, self._watched(name, getattr(pairs, name)))
 
+    def calls(self):
+        """The app's GPU entry points (`app.GpuCalls`), each wrapped as ZeroGPU wraps it."""
+        import app
+
+        return app.GpuCalls(
+            self.wrap(app.stream_comparison, app._gpu_duration),
+            self.wrap(app.stream_benchmark, app._bench_gpu_duration),
+        )
+
     def wrap(self, task: Callable[..., Iterator], duration: Callable[..., int]) -> Callable:
         """`task` as `@spaces.GPU(duration=duration)` makes it on ZeroGPU."""
 

@@ -30,6 +30,7 @@ def main() -> int:
     import app
     from assisted.examples import load_folder
     from assisted.registry import PAIRS
+    from tests.serve import launch
     from tests.zerogpu import ZeroGPU
 
     with pytest.MonkeyPatch.context() as patch:
@@ -40,14 +41,7 @@ def main() -> int:
         started = time.perf_counter()
         app.preload(config)
         print(f"start-up: the pair loaded in {time.perf_counter() - started:.1f} s")
-        gpu = app.GpuCalls(
-            zerogpu.wrap(app.stream_comparison, app._gpu_duration),
-            zerogpu.wrap(app.stream_benchmark, app._bench_gpu_duration),
-        )
-        demo = app.build_demo(config, gpu)
-        _, url, _ = demo.launch(
-            server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **app.LAUNCH_KWARGS
-        )
+        demo, url = launch(config, zerogpu.calls())
         try:
             rows = visit(gradio_client.Client(url, verbose=False), zerogpu, load_folder())
         finally:
