@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
-from assisted import auto, learnt_store, stats
+from assisted import auto, hindsight, learnt_store, stats
 from assisted.drafters import DrafterKind
 from assisted.loading import release_memory
 from assisted.lookup import SuffixLookup, user_span
@@ -152,7 +152,8 @@ def run(
 
     observer = StepObserver(pair, record, on_step, len(prompt_ids), policy)
     kwargs = _generate_kwargs(pair, prompt_ids, settings, prepared, observer, stopper)
-    seam = _drafting_seam(pair, prompt_ids, settings, prepared, policy)
+    lookup = _lookup(prompt_ids, settings, prepared)
+    seam = _drafting_seam(pair, prepared, policy, lookup)
 
     def work() -> None:
         try:
@@ -166,10 +167,9 @@ def run(
                 synchronize(pair.device)
                 record.total_s = time.perf_counter() - observer.start
             observer.flush()
-            if policy is not None:
-                record.verify_cost_s = policy.costs.verify_curve()
-                auto.keep_learnt(pair, prepared.precision, policy)  # off the clock
             record.stopped = stopper.triggered
+            if prepared is not None:
+                _after(pair, prepared, prompt_ids, record, policy, lookup)
             events.put(RunDone(record))
         except BaseException as error:  # surfaced in the caller's thread, never swallowed
             events.put(error)
@@ -177,6 +177,22 @@ def run(
     worker = threading.Thread(target=work, name=f"generate-{mode}", daemon=True)
     worker.start()
     yield from _relay(events, worker, halt)
+
+
+def _after(
+    pair: LoadedPair,
+    prepared: Prepared,
+    prompt_ids: list[int],
+    record: RunRecord,
+    policy: DraftPolicy | None,
+    lookup: SuffixLookup | None,
+) -> None:
+    """Off the assisted run's clock: its hindsight for the oracle (`assisted.hindsight`),
+    and under `auto` its final costs and what it learnt, kept for the pair's next runs."""
+    record.hindsight = hindsight.find(pair, prepared, prompt_ids, record, policy, lookup)
+    if policy is not None:
+        record.verify_cost_s = policy.costs.verify_curve()
+        auto.keep_learnt(pair, prepared.precision, policy)
 
 
 def _relay(
@@ -275,7 +291,7 @@ def generate_bare(
     policy = _auto_policy(pair, prepared)
     if settings.sample:
         torch.manual_seed(settings.seed)
-    seam = _drafting_seam(pair, prompt_ids, settings, prepared, policy)
+    seam = _drafting_seam(pair, prepared, policy, _lookup(prompt_ids, settings, prepared))
     synchronize(pair.device)
     start = time.perf_counter()
     with torch.inference_mode(), seam:
@@ -352,21 +368,26 @@ def _drafter_kwargs(
     return kwargs
 
 
+def _lookup(
+    prompt_ids: list[int], settings: RunSettings, prepared: Prepared | None
+) -> SuffixLookup | None:
+    """The run's suffix lookup where the draft settings choose it (None: Transformers' own
+    search, or a plain run)."""
+    if prepared is None or prepared.draft.lookup != "suffix":
+        return None
+    return suffix_lookup(prompt_ids, prepared, settings.chat_template)
+
+
 def _drafting_seam(
     pair: LoadedPair,
-    prompt_ids: list[int],
-    settings: RunSettings,
     prepared: Prepared | None,
     policy: DraftPolicy | None,
+    lookup: SuffixLookup | None,
 ) -> AbstractContextManager:
     """The seam through which `policy` (under `auto`) chooses each step's draft and prompt
-    lookup matches as the draft settings say (`assisted.lookup`, or Transformers' own);
-    nothing for plain runs."""
+    lookup matches with `lookup` (None: Transformers' own search); nothing for plain runs."""
     if prepared is None:
         return nullcontext()
-    lookup = None
-    if prepared.draft.lookup == "suffix":
-        lookup = suffix_lookup(prompt_ids, prepared, settings.chat_template)
     return auto.drafting_policy(pair.target, policy, prepared.draft, lookup)
 
 

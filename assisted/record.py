@@ -85,6 +85,44 @@ class Calibration:
         object.__setattr__(self, "corrected", tuple(self.corrected))
 
 
+@dataclass(frozen=True)
+class Hindsight:
+    """What a greedy assisted run's drafters would have proposed at every output position,
+    found after the run and off its clock (`assisted.hindsight`), with the costs the run
+    measured: what `assisted.oracle` needs to find the best schedule in hindsight.
+
+    `assistant_runs[i]`: how many output tokens in a row, from position i, the assistant's
+    greedy draft from the true prefix agrees with (None without an assistant model).
+    `lookup_drafts[i]`: the prompt-lookup source's proposal at position i, up to `cap`
+    tokens (empty: no match). The costs are the run's cost model at its end
+    (`assisted.costs`): T(k) as (k, seconds), the assistant's seconds per drafted token, per
+    drafting call beyond its passes, per catch-up and per token of a prefill. `seconds` is
+    what finding all this took."""
+
+    assistant_runs: tuple[int, ...] | None
+    lookup_drafts: tuple[tuple[int, ...], ...]
+    verify_s: tuple[tuple[int, float], ...]
+    cap: int
+    drafting_s: float = 0.0
+    call_s: float = 0.0
+    catch_up_s: float = 0.0
+    prefill_s: float = 0.0
+    seconds: float = 0.0
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Hindsight:
+        # JSON turns tuples into lists.
+        runs = data.get("assistant_runs")
+        return cls(
+            **{
+                **data,
+                "assistant_runs": None if runs is None else tuple(runs),
+                "lookup_drafts": tuple(tuple(d) for d in data["lookup_drafts"]),
+                "verify_s": tuple((int(k), s) for k, s in data["verify_s"]),
+            }
+        )
+
+
 @dataclass
 class RunRecord:
     """Everything recorded about one run of one prompt in one mode."""
@@ -113,6 +151,9 @@ class RunRecord:
     # What the target computed in ("bfloat16", ...), and whether tokens were sampled.
     dtype: str | None = None
     sampled: bool = False
+    # A greedy assisted run's drafters' proposals at every position, found after it, and
+    # its costs (`assisted.hindsight`); None where no oracle can be found.
+    hindsight: Hindsight | None = None
 
     @property
     def token_ids(self) -> list[int]:
@@ -132,6 +173,7 @@ class RunRecord:
         drafter = _kind(data.get("drafter"))
         top2 = [None if row is None else tuple(row) for row in data.get("top2", [])]
         calibration = Calibration(**data["calibration"]) if data.get("calibration") else None
+        hindsight = Hindsight.from_dict(data["hindsight"]) if data.get("hindsight") else None
         return cls(
             **{
                 **data,
@@ -140,6 +182,7 @@ class RunRecord:
                 "drafter": drafter,
                 "top2": top2,
                 "calibration": calibration,
+                "hindsight": hindsight,
             }
         )
 

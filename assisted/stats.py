@@ -96,6 +96,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from assisted import oracle
 from assisted.divergence import explain as explain_divergence
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
@@ -417,7 +418,10 @@ def report(
         "identical": None,
         "first_divergence": None,
         "divergence": None,
+        "oracle": None,
     }
     if plain and assisted:
         result.update(compare(plain, assisted))
+    if assisted:
+        result["oracle"] = oracle.report(plain, assisted)
     return result

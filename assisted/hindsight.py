@@ -1,0 +1,159 @@
+"""What a greedy assisted run's drafters would have proposed at every output position,
+found once the run's clock has stopped: the facts `assisted.oracle` prices.
+
+- **The assistant.** Under greedy decoding a draft from output position i agrees with the
+  output for as long as the assistant's next token, given the true prefix, is the output's.
+  One sweep over the output gives that next token at every position, so every run length.
+  The int8 assistant quantizes its activations per pass (fbgemm's per-tensor dynamic
+  scales), so the keys and values it holds depend on how its passes grouped the rows, and
+  a run's drafting groups them as its steps fell (a start or a catch-up reads a block, a
+  draft one row at a time). The sweep prefills the prompt in one pass, then reads the
+  output one row at a time. Measured on the embedded pair (8 examples, 48 tokens, int8
+  assistant, 2-core AMD EPYC): one pass over the whole output reproduced the run's own
+  acceptance at 62% of its drafting steps, one-row reads at 89%, and one-row reads that
+  also read each draft's first row after a block of two (as after a fully accepted draft)
+  at 86%. The oracle's `agreement` reports it for every run.
+- **The lookup.** Its proposal at each position is a pure function of the ids, found again
+  with the run's own lookup.
+- **The costs.** The run's cost model as it ended (the `auto` schedule's), or the pair's
+  calibration for the other schedules; none where the pair was never calibrated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import DynamicCache
+from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+from assisted import auto, oracle
+from assisted.drafters import DrafterKind
+from assisted.observe import synchronize
+from assisted.record import Hindsight, RunRecord
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from assisted.lookup import SuffixLookup
+    from assisted.pairs import LoadedPair
+    from assisted.policy import DraftPolicy
+    from assisted.prepare import Prepared
+
+Propose = Callable[[list[int], int], tuple[int, ...]]
+
+
+def find(
+    pair: LoadedPair,
+    prepared: Prepared,
+    prompt_ids: Sequence[int],
+    record: RunRecord,
+    policy: DraftPolicy | None,
+    lookup: SuffixLookup | None,
+) -> Hindsight | None:
+    """The hindsight of a finished assisted run drafted as `prepared` says, under `policy`
+    (None: not `auto`) and with `lookup` (None: Transformers' own search); None where
+    `oracle.why_not` finds no oracle possible or no costs are known."""
+    if oracle.why_not(record, needs_hindsight=False) is not None or not record.steps:
+        return None
+    costs = _costs(pair, prepared, policy)
+    if costs is None:
+        return None
+    started = time.perf_counter()
+    output = record.token_ids
+    cap = auto.draft_cap(pair.spec.drafter, prepared.draft)
+    runs = None
+    if prepared.assistant is not None:
+        runs = assistant_runs(prepared.assistant, prompt_ids, output, pair.device)
+    propose = _proposer(pair, prepared, lookup)
+    ids = list(prompt_ids) + output
+    drafts = tuple(propose(ids[: len(prompt_ids) + i], cap) for i in range(len(output)))
+    return Hindsight(
+        assistant_runs=runs,
+        lookup_drafts=drafts,
+        cap=cap,
+        seconds=time.perf_counter() - started,
+        **costs,
+    )
+
+
+def assistant_runs(
+    model: PreTrainedModel, prompt_ids: Sequence[int], output: Sequence[int], device: torch.device
+) -> tuple[int, ...]:
+    """For each output position i, how many output tokens in a row from i the model's
+    greedy continuation of the true prefix agrees with."""
+    predicted = _next_tokens(model, prompt_ids, output, device)
+    runs = [0] * (len(output) + 1)
+    for i in range(len(output) - 1, -1, -1):
+        runs[i] = runs[i + 1] + 1 if predicted[i] == output[i] else 0
+    return tuple(runs[:-1])
+
+
+def _next_tokens(
+    model: PreTrainedModel, prompt_ids: Sequence[int], output: Sequence[int], device: torch.device
+) -> list[int]:
+    """The model's argmax after the prompt and each proper prefix of the output: the prompt
+    read in one pass, then the output one row at a time (the module's note)."""
+    ids = torch.tensor([list(prompt_ids) + list(output[:-1])], device=model.device)
+    cache = DynamicCache(config=model.config)
+    blocks = [(0, len(prompt_ids)), *((p, p + 1) for p in range(len(prompt_ids), ids.shape[1]))]
+    predicted = []
+    with torch.inference_mode():
+        for start, end in blocks:
+            logits = model(
+                input_ids=ids[:, start:end], past_key_values=cache, use_cache=True, logits_to_keep=1
+            ).logits[0, -1]
+            predicted.append(int(logits.argmax()))
+    synchronize(device)
+    return predicted
+
+
+def _proposer(pair: LoadedPair, prepared: Prepared, lookup: SuffixLookup | None) -> Propose:
+    """The run's prompt-lookup source as a function of the ids: the suffix lookup, or
+    Transformers' own n-gram search under the draft settings."""
+    if lookup is not None:
+        return lambda ids, most: lookup.find(ids, most).tokens
+    eos = pair.target.generation_config.eos_token_id
+    eos_ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
+    search = PromptLookupCandidateGenerator(
+        eos_token_id=torch.tensor(eos_ids) if eos_ids else None,
+        num_output_tokens=1,
+        max_matching_ngram_size=prepared.draft.max_matching_ngram_size,
+        max_length=2**31 - 1,
+    )
+
+    def propose(ids: list[int], most: int) -> tuple[int, ...]:
+        search.num_output_tokens = most
+        tensor = torch.tensor([ids])
+        candidates, _ = search.get_candidates(tensor)
+        return tuple(candidates[0, len(ids) :].tolist())
+
+    return propose
+
+
+def _costs(pair: LoadedPair, prepared: Prepared, policy: DraftPolicy | None) -> dict | None:
+    """The cost model's figures as `Hindsight` keeps them: the `auto` run's own, else the
+    pair's calibration (None where it has none for this precision and cap)."""
+    model = prepared.assistant is not None
+    if policy is not None:
+        costs = policy.costs
+        drafting = costs.drafter_s.get(DrafterKind.ASSISTANT, 0.0) if model else 0.0
+        return {
+            "verify_s": tuple(costs.verify_curve()),
+            "drafting_s": drafting,
+            "call_s": costs.call_s if model else 0.0,
+            "catch_up_s": costs.catch_up_s if model else 0.0,
+            "prefill_s": costs.prefill_s if model else 0.0,
+        }
+    cap = auto.draft_cap(pair.spec.drafter, prepared.draft)
+    try:
+        verify_s, drafting, prefill = auto.calibrated(pair, prepared.precision, cap, model)
+    except RuntimeError:
+        return None
+    return {
+        "verify_s": tuple(sorted(verify_s.items())),
+        "drafting_s": drafting,
+        "prefill_s": prefill,
+    }

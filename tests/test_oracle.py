@@ -1,0 +1,178 @@
+"""The oracle: its dynamic programme against brute force, its replay of a run, and the
+hindsight found on tiny models (a self-draft agrees everywhere)."""
+
+from __future__ import annotations
+
+import json
+import random
+from functools import cache
+
+import pytest
+
+from assisted import decoding, oracle, stats
+from assisted.decoding import RunDone
+from assisted.drafters import DrafterKind
+from assisted.pairs import custom_pair, load_pair
+from assisted.record import Hindsight, RunRecord, Step
+from assisted.settings import DraftSettings, RunSettings
+
+ASSISTANT, LOOKUP = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
+AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
+
+
+def hindsight(runs, drafts, cap=4, verify=None, **costs) -> Hindsight:
+    verify = verify or {k: 1.0 + 0.05 * (k - 1) for k in range(1, cap + 2)}
+    return Hindsight(
+        assistant_runs=None if runs is None else tuple(runs),
+        lookup_drafts=tuple(tuple(d) for d in drafts),
+        verify_s=tuple(sorted(verify.items())),
+        cap=cap,
+        **costs,
+    )
+
+
+def brute_force_s(h: Hindsight, output, prompt_tokens: int) -> float:
+    """The least modelled seconds over every schedule, by exhaustive recursion."""
+    costs = oracle.Costs(h, prompt_tokens)
+
+    @cache
+    def least(i: int, state: oracle.Model) -> float:
+        if i == len(output):
+            return 0.0
+        return min(
+            costs.step_s(source, gamma, state, i) + least(i + n, oracle.after(source, state))
+            for source, gamma, n in oracle.options(h, output, i)
+        )
+
+    return least(0, oracle.Model.UNSTARTED)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_best_schedule_is_the_fastest_of_all(seed):
+    rng = random.Random(seed)
+    n = rng.randint(1, 14)
+    output = [rng.randint(0, 3) for _ in range(n)]
+    runs = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        runs[i] = runs[i + 1] + 1 if rng.random() < 0.7 else 0
+    drafts = [[rng.randint(0, 3) for _ in range(rng.randint(0, 4))] for _ in range(n)]
+    verify = {k: rng.uniform(0.8, 1.6) for k in range(1, 6)}
+    h = hindsight(
+        runs[:-1],
+        drafts,
+        verify=verify,
+        drafting_s=0.05,
+        call_s=0.01,
+        catch_up_s=0.1,
+        prefill_s=0.002,
+    )
+    moves = oracle.best_schedule(h, output, prompt_tokens=30)
+    assert sum(m.committed for m in moves) == n
+    assert oracle.seconds(moves) == pytest.approx(brute_force_s(h, output, 30))
+
+
+def test_with_free_verification_and_perfect_drafts_the_oracle_drafts_the_cap():
+    n, cap = 20, 4
+    h = hindsight(range(n, 0, -1), [[]] * n, cap=cap, verify={k: 1.0 for k in range(1, 6)})
+    moves = oracle.best_schedule(h, list(range(n)), prompt_tokens=10)
+    assert [m.committed for m in moves] == [5, 5, 5, 5]
+    assert oracle.best_schedule(h, list(range(n)), 10)[0].source is ASSISTANT
+
+
+def test_a_lookup_match_is_cut_where_it_stops_agreeing():
+    output = [7, 8, 9, 1, 2]
+    # At 0 the lookup proposes 7 8 9 5: three agree. Drafting is dear, verifying cheap.
+    drafts = [[7, 8, 9, 5], [], [], [], []]
+    verify = {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 3.0}
+    h = hindsight(None, drafts, verify=verify)
+    first = oracle.best_schedule(h, output, prompt_tokens=5)[0]
+    assert (first.source, first.gamma, first.committed) == (LOOKUP, 3, 4)
+
+
+def step(ids, drafted=0, accepted=0, source=None, draft_ids=()):
+    return Step(tuple(ids), "", drafted, accepted, 0.0, tuple(draft_ids), source=source)
+
+
+def test_the_replay_prices_the_runs_choices_and_checks_them():
+    h = hindsight(
+        [2, 1, 0, 0, 0, 0],
+        [[], [], [], [4, 9], [], []],
+        drafting_s=0.1,
+        call_s=0.02,
+        catch_up_s=0.3,
+        prefill_s=0.01,
+    )
+    record = RunRecord(mode="assisted", drafter=ASSISTANT, prompt_tokens=10, total_s=9.0)
+    record.steps = [
+        step([1, 2, 3], 2, 2, ASSISTANT, [1, 2]),  # as the hindsight says: 2 accepted
+        step([4, 5], 2, 1, LOOKUP, [4, 9]),  # the lookup's very proposal
+        step([6], 1, 0, ASSISTANT, [8]),  # the hindsight says none: reproduced
+    ]
+    moves, agreeing, drafting = oracle.replay(record, h)
+    verify = dict(h.verify_s)
+    assert [m.seconds for m in moves] == pytest.approx(
+        [
+            0.02 + 0.1 * 2 + verify[3] + 0.01 * 10,  # the assistant starts: its prefill
+            verify[3],  # a lookup step
+            0.02 + 0.1 + verify[2] + 0.3,  # the assistant catches up after skipping one
+        ]
+    )
+    assert (agreeing, drafting) == (3, 3)
+    wrong = RunRecord(**{**record.__dict__, "steps": [step([1, 2, 3], 2, 1, ASSISTANT, [1, 2])]})
+    assert oracle.replay(wrong, h)[1:] == (0, 1)
+
+
+def test_the_report_says_why_there_is_no_oracle_under_sampling():
+    record = RunRecord(mode="assisted", drafter=ASSISTANT, prompt_tokens=3, sampled=True)
+    result = oracle.report(None, record)
+    assert result["speedup_modelled"] is None
+    assert result["reason"].startswith("sampled")
+
+
+# -- on tiny models ------------------------------------------------------------------------
+
+
+GREEDY = RunSettings(max_new_tokens=24)
+
+
+def compare(pair, settings=GREEDY, draft=AUTO):
+    done = {}
+    for event in decoding.compare(pair, "def add(a, b):", settings, draft):
+        if isinstance(event, RunDone):
+            done[event.record.mode] = event.record
+    return done
+
+
+@pytest.fixture(scope="module")
+def self_pair(tiny_dirs):
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["target"]))
+    return load_pair(spec, device="cpu", dtype="float32")
+
+
+def test_a_self_draft_agrees_everywhere_and_the_oracle_reproduces_the_run(self_pair):
+    done = compare(self_pair)
+    output = done["assisted"].token_ids
+    h = done["assisted"].hindsight
+    assert h.assistant_runs == tuple(range(len(output), 0, -1))
+    assert len(h.lookup_drafts) == len(output)
+    result = stats.report("self", "cpu", "float32", done["plain"], done["assisted"])["oracle"]
+    assert result["reason"] is None
+    assert result["agreement"] == 1.0
+    # The oracle's schedule is the fastest in the model: no slower than the run's own.
+    assert result["oracle_s"] <= result["auto_modelled_s"] + 1e-9
+    assert sum(move["committed"] for move in result["schedule"]) == len(output)
+    assert result["measured_s"] == pytest.approx(done["assisted"].total_s, abs=1e-4)
+
+
+def test_a_sampled_run_finds_no_hindsight(self_pair):
+    settings = RunSettings(max_new_tokens=12, sample=True, temperature=0.8, seed=3)
+    done = compare(self_pair, settings)
+    assert done["assisted"].hindsight is None
+    result = stats.report("self", "cpu", "float32", done["plain"], done["assisted"])
+    assert result["oracle"]["reason"].startswith("sampled")
+
+
+def test_the_hindsight_survives_json(self_pair):
+    record = compare(self_pair)["assisted"]
+    again = RunRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again.hindsight == record.hindsight
