@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted import divergence, learnt_store, stats
+from assisted import divergence, learnt_store, oracle, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.drafters import DRAFTER_NAMES
 from assisted.examples import ExamplesError
@@ -189,6 +189,8 @@ def format_table(result: dict) -> str:
             label = f"{stats.speedup_word(result.get('prediction'))} speedup"
             lines.append(f"{label:22}{result['predicted_speedup']:>23.2f}x  ({basis})")
         lines.append(f"{'output':22}{divergence.describe(result['divergence'])}")
+    if result.get("oracle") is not None:
+        lines.append(f"{'oracle':22}{oracle.describe(result['oracle'])}")
     calibration = learnt_store.describe((result.get("assisted") or {}).get("calibration"))
     if calibration:
         lines.append(f"{'calibration':22}{calibration}")

@@ -302,3 +302,34 @@ def _speedup(plain: RunRecord | None, assisted: RunRecord) -> float | None:
 
 def _round(value: float) -> float:
     return round(value, 4)
+
+
+def describe(found: dict | None) -> str:
+    """The oracle's finding in words, for the CLI's card and the app's summary."""
+    if not found:
+        return "No oracle: there is no assisted run."
+    if found["reason"] is not None:
+        return f"No oracle: {found['reason']}."
+    steps = found["steps"]
+    line = (
+        f"In hindsight the best schedule would take {steps} step{'s' * (steps != 1)} and "
+        f"{found['oracle_s']:.2f} s ({found['speedup_modelled']:.2f}x, modelled from this "
+        f"run's costs). The run's own choices, modelled: {found['auto_modelled_s']:.2f} s "
+        f"({found['policy_share']:.0%} of the oracle's speed); measured: "
+        f"{found['measured_s']:.2f} s, so {found['overhead_s']:+.2f} s beyond the model."
+    )
+    if found["measured_share"] is not None:
+        line += f" The measured speedup is {found['measured_share']:.0%} of the oracle's."
+    if found["best_constant_gamma"] is not None:
+        line += (
+            f" The best constant draft length would have been γ = "
+            f"{found['best_constant_gamma']} ({found['best_constant_speedup']:.2f}x)."
+        )
+    if found["agreement"] is not None:
+        line += (
+            f" The hindsight reproduces the run's acceptance at {found['agreeing_steps']} of "
+            f"its {found['drafting_steps']} drafting steps"
+        )
+    else:
+        line += " The run drafted nothing to check the hindsight against"
+    return line + f"; found in {found['seconds']:.1f} s after the run, off its clock."

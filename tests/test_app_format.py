@@ -311,7 +311,32 @@ def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_oth
         (0, compare_format.NOTHING_DRAFTED),
     ]
     assert len(compare_charts.draft_length_rows([])) == len(seeds) + 1
-    assert set(compare_charts.DRAFT_SOURCES) == {*(kind.label for kind in DrafterKind), "none"}
+    assert set(compare_charts.DRAFT_SOURCES) == {
+        *(kind.label for kind in DrafterKind),
+        "none",
+        compare_charts.ORACLE,
+    }
+
+
+def test_the_draft_length_chart_overlays_the_oracles_schedule():
+    chunks = [Chunk(0.1, "ab", "c", 3, 2, 2, chosen=2, source=DrafterKind.ASSISTANT)] * 3
+    schedule = [
+        {"position": 0, "source": "assistant", "gamma": 8, "committed": 9},
+        {"position": 9, "source": None, "gamma": 0, "committed": 1},
+    ]
+    rows = compare_charts.draft_length_rows(chunks, {"schedule": schedule})
+    overlay = [row for row in rows if row["source"] == compare_charts.ORACLE and row["step"]]
+    assert [(r["step"], r["candidates"], r["accepted"]) for r in overlay] == [(1, 8, 8), (2, 0, 0)]
+    # The headroom clears the oracle's longest draft too.
+    headroom = next(row for row in rows if row["source"] == compare_charts.HEADROOM)
+    assert headroom["candidates"] == 8.5
+    # No schedule (sampled, or not yet done): nothing overlaid.
+    assert (
+        rows[len(compare_charts.DRAFT_SOURCES) + 1 :][:3]
+        == compare_charts.draft_length_rows(chunks, {"schedule": None})[
+            len(compare_charts.DRAFT_SOURCES) + 1 :
+        ]
+    )
 
 
 def test_chunks_survive_the_round_trip_through_state():

@@ -18,6 +18,7 @@ from assisted.settings import DraftSettings, RunSettings
 
 ASSISTANT, LOOKUP = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
 AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
+CONSTANT = DraftSettings(num_assistant_tokens=4, schedule="constant", confidence_threshold=0.0)
 
 
 def hindsight(runs, drafts, cap=4, verify=None, **costs) -> Hindsight:
@@ -150,11 +151,14 @@ def self_pair(tiny_dirs):
 
 
 def test_a_self_draft_agrees_everywhere_and_the_oracle_reproduces_the_run(self_pair):
-    done = compare(self_pair)
+    done = compare(self_pair)  # `auto`: whether it drafts depends on the machine's timings
     output = done["assisted"].token_ids
     h = done["assisted"].hindsight
     assert h.assistant_runs == tuple(range(len(output), 0, -1))
     assert len(h.lookup_drafts) == len(output)
+    # The constant schedule drafts at every step, priced with the calibration `auto` made.
+    done = compare(self_pair, draft=CONSTANT)
+    assert all(step.drafted for step in done["assisted"].steps[:-1])
     result = stats.report("self", "cpu", "float32", done["plain"], done["assisted"])["oracle"]
     assert result["reason"] is None
     assert result["agreement"] == 1.0

@@ -65,12 +65,15 @@ def step_time_rows(runs: dict[str, Sequence[tuple[float | None, float]]]) -> lis
     return rows
 
 
-# The draft-length chart's series: where a step's candidates came from, or nothing drafted.
-# Early exit last: a phone's legend has room for three.
+# The oracle's schedule, overlaid on the run's steps in the draft-length chart.
+ORACLE = "oracle, in hindsight"
+# The draft-length chart's series: where a step's candidates came from, or nothing drafted,
+# then the oracle's choices. Early exit last: a phone's legend has room for four.
 DRAFT_SOURCES = (
     DrafterKind.ASSISTANT.label,
     DrafterKind.PROMPT_LOOKUP.label,
     NOTHING_DRAFTED,
+    ORACLE,
     DrafterKind.EARLY_EXIT.label,
 )
 # An undrawn point (transparent, out of the legend) half a step after the last step and half
@@ -83,11 +86,12 @@ HEADROOM_STEPS = 20
 HEADROOM_CANDIDATES = 3
 
 
-def draft_length_rows(chunks: Sequence[Chunk]) -> list[dict]:
+def draft_length_rows(chunks: Sequence[Chunk], oracle: dict | None = None) -> list[dict]:
     """Rows (step, candidates, source, drafted, accepted) of an assisted run, a row per step:
     `candidates` is the γ the `auto` policy chose (0: a plain step, the target alone), or
     under the other schedules the count drafted; `source` names where the candidates came
-    from (`DRAFT_SOURCES`).
+    from (`DRAFT_SOURCES`). Then, where the JSON's `oracle` has a schedule, a row per step
+    of it (`ORACLE`): the γ the oracle would have drafted at its step of that number.
 
     First comes a row without a step or a count for every source, which the chart does not
     draw: Gradio's charts fix their colours from their first value, which must name every
@@ -107,9 +111,19 @@ def draft_length_rows(chunks: Sequence[Chunk]) -> list[dict]:
         }
         for step_number, chunk in enumerate(chunks, start=1)
     ]
+    steps += [
+        {
+            "step": step_number,
+            "candidates": move["gamma"],
+            "source": ORACLE,
+            "drafted": move["gamma"],
+            "accepted": move["committed"] - 1,
+        }
+        for step_number, move in enumerate((oracle or {}).get("schedule") or [], start=1)
+    ]
     top = max((row["candidates"] for row in steps), default=0)
     headroom = {
-        "step": max(len(steps), HEADROOM_STEPS) + 0.5,
+        "step": max(max((row["step"] for row in steps), default=0), HEADROOM_STEPS) + 0.5,
         "candidates": max(top, HEADROOM_CANDIDATES) + 0.5,
         "source": HEADROOM,
     }
@@ -156,9 +170,9 @@ def step_time_frame(runs: dict[str, RunRecord | None]) -> pd.DataFrame:
     return frame.astype({"run": str, "step": int, "part": str, "s": float})
 
 
-def draft_length_frame(chunks: list[Chunk]) -> pd.DataFrame:
+def draft_length_frame(chunks: list[Chunk], oracle: dict | None = None) -> pd.DataFrame:
     columns = ["step", "candidates", "source", "drafted", "accepted"]
-    frame = pd.DataFrame(draft_length_rows(chunks), columns=columns)
+    frame = pd.DataFrame(draft_length_rows(chunks, oracle), columns=columns)
     # Float steps and counts: the rows that only name a series hold NaN, which no chart draws.
     types = {"step": float, "candidates": float, "source": str, "drafted": int, "accepted": int}
     return frame.astype(types)

@@ -12,7 +12,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from assisted import divergence, learnt_store, stats
+from assisted import divergence, learnt_store, oracle, stats
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
 from assisted.ui.numbers import number, percent
@@ -402,6 +402,8 @@ def summary_markdown(result: dict) -> str:
     if calibration:
         lines.append(calibration)
     lines.append(_divergence_line(result.get("divergence")))
+    if result.get("oracle") is not None:
+        lines.append(f"**Oracle:** {oracle.describe(result['oracle'])}")
     if plain.get("stopped") or assisted.get("stopped"):
         lines.append("Stopped: the figures cover what was produced before the stop.")
     return "\n\n".join(lines)

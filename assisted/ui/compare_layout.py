@@ -20,6 +20,7 @@ from assisted.settings import (
 )
 from assisted.ui.compare_charts import (
     HEADROOM,
+    ORACLE,
     draft_length_frame,
     histogram_frame,
     position_frame,
@@ -317,7 +318,9 @@ DRAFT_LENGTH_NOTE = (
     "**Draft length per step.** Under the *auto* schedule, the γ the policy chose at each "
     "step: 0 is a plain step, the target alone, and the colour says where the candidates "
     "came from (grey, *none*: the step drafted nothing). Under the other schedules, the "
-    "candidates each step drafted. Hover over a point for what the step drafted and accepted."
+    "candidates each step drafted. In purple, once a greedy run ends: the oracle's schedule, "
+    "the fastest the run's own costs allowed in hindsight (its step 1, 2, … against the "
+    "run's). Hover over a point for what the step drafted and accepted."
 )
 
 
@@ -329,6 +332,7 @@ def _draft_length_chart(common: dict) -> gr.ScatterPlot:
         DrafterKind.ASSISTANT.label: RUN_COLORS["assisted"],
         DrafterKind.PROMPT_LOOKUP.label: "#f59e0b",
         NOTHING_DRAFTED: "#9ca3af",
+        ORACLE: "#7c3aed",
         DrafterKind.EARLY_EXIT.label: "#0ea5e9",
     }
     return gr.ScatterPlot(

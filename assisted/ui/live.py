@@ -105,7 +105,7 @@ class Live:
             accept_histogram=histogram_frame(histogram),
             acceptance_by_position=position_frame(positions),
             time_per_step=step_time_frame(runs),
-            draft_length_per_step=draft_length_frame(shown["assisted"]),
+            draft_length_per_step=draft_length_frame(shown["assisted"], result.get("oracle")),
             result=result,
             race=self._race(shown) if done else None,
         )
