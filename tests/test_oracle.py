@@ -180,3 +180,40 @@ def test_the_hindsight_survives_json(self_pair):
     record = compare(self_pair)["assisted"]
     again = RunRecord.from_dict(json.loads(json.dumps(record.to_dict())))
     assert again.hindsight == record.hindsight
+
+
+# -- the benchmark's shares ----------------------------------------------------------------
+
+
+def hand_made(total_s: float, runs) -> tuple[RunRecord, RunRecord]:
+    """A plain run of 8 one-token steps and an assisted run that drafted 3 at each of 2
+    steps and accepted all, with flat costs: T(k) = 1 s, so the oracle takes 2 steps."""
+    plain = RunRecord(mode="plain", drafter=None, prompt_tokens=5, total_s=8.0)
+    plain.steps = [Step((i,), "", 0, 0, float(i + 1)) for i in range(8)]
+    assisted = RunRecord(mode="assisted", drafter=ASSISTANT, prompt_tokens=5, total_s=total_s)
+    assisted.steps = [
+        step([0, 1, 2, 3], 3, 3, ASSISTANT, [0, 1, 2]),
+        step([4, 5, 6, 7], 3, 3, ASSISTANT, [4, 5, 6]),
+    ]
+    verify = {k: 1.0 for k in range(1, 9)}
+    assisted.hindsight = hindsight(runs, [[]] * 8, cap=7, verify=verify)
+    return plain, assisted
+
+
+def test_the_benchmark_reports_the_share_of_the_oracle_its_runs_reached():
+    from assisted.bench import shares
+
+    plain, assisted = hand_made(4.0, [8, 7, 6, 5, 4, 3, 2, 1])
+    row = shares.prompt_fields([plain], [assisted])
+    # The plain run: 8 s, prefill 0 (its first step took T(1)). The oracle: one step of 7.
+    assert row["oracle_speedup"] == pytest.approx(8.0)
+    assert row["modelled_share"] == pytest.approx(0.5)  # the run took 2 steps
+    assert row["oracle_agreement"] == 1.0
+    row |= {"speedup": 2.0}  # measured: 8 s against 4 s
+    assert shares.measured_share(row) == pytest.approx(0.25)
+    other = dict(row, oracle_speedup=2.0, modelled_share=1.0, speedup=2.0)
+    group = shares.group_fields([row, other])
+    assert group["oracle_speedup_geomean"] == pytest.approx(4.0)
+    assert group["measured_share"] == pytest.approx(0.5)  # geomean 2.0 ÷ geomean 4.0
+    assert group["modelled_share"] == pytest.approx(0.5**0.5, abs=1e-4)
+    assert "4.00x" in shares.overall_line(group)

@@ -21,21 +21,12 @@ Figures (terms as defined in `assisted.stats`):
   they came from. "overall" does the same over all prompts, and its headline figure is the
   geometric mean of the per-prompt speedups.
 
-The report, as `report()` returns it and `python -m assisted.bench` prints it as JSON:
-    {"pair", "device", "dtype", "settings", "drafter",
-     "overall": {"speedup_geomean", "speedup_median", "acceptance_rate", "tokens_per_step",
-                 "predicted_speedup", "predicted_speedup_geomean", "predicted_over_measured",
-                 "prediction", "prompts",
-                 "assisted_runs", "template_draft_runs", "identical_prompts",
-                 "near_tie_prompts", "unexplained_prompts", "not_judged_prompts",
-                 "overhead_pct", "assisted_overhead_pct"},
-     "categories": {NAME: {"speedup", "speedup_geomean", "acceptance_rate", ...}},
-     "prompts": [{"question_id", "category", "drafter", "speedup", "plain_tokens_per_s",
-                  "assisted_tokens_per_s", "acceptance_rate", "predicted_speedup",
-                  "prediction", "template_draft_runs", "identical", "outcome", ...}],
-     "drafters": {DRAFTER: {"drafter_kind", "draft", "overall", "categories"}}}
-"overall" and "categories" describe the first drafter; "drafters" holds every drafter's;
-"prompts" holds a row per prompt and drafter.
+- **oracle** figures: the best schedule in hindsight and the shares of it the runs
+  reached, modelled and measured (`assisted.bench.shares`).
+
+The report's shape, as `report()` returns it and `python -m assisted.bench` prints it as
+JSON: docs/json.md, "The benchmark report". "overall" and "categories" describe the first
+drafter; "drafters" holds every drafter's; "prompts" holds a row per prompt and drafter.
 """
 
 from __future__ import annotations
@@ -50,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assisted import divergence, stats
+from assisted.bench import shares
 from assisted.bench.planning import Variant
 from assisted.record import RunRecord
 from assisted.settings import RunSettings
@@ -99,7 +91,7 @@ def summarize_prompt(
     tokens = sum(stats.new_tokens(r) for r in assisted)
     steps = sum(len(r.steps) for r in assisted)
     curve = assisted[-1].verify_cost_s if assisted else []
-    return {
+    summary = {
         "speedup": _ratio(assisted_rate, plain_rate),
         "plain_tokens_per_s": _round(plain_rate),
         "assisted_tokens_per_s": _round(assisted_rate),
@@ -126,7 +118,8 @@ def summarize_prompt(
         "assisted_tokens": tokens,
         # The `auto` schedule's T(k) after the last repeat ([] under the others).
         "verify_cost_s": [[k, _round(s, 6)] for k, s in curve],
-    }
+    } | shares.prompt_fields(plain, assisted)
+    return summary | {"measured_share": shares.measured_share(summary)}
 
 
 def summarize_group(rows: Sequence[dict]) -> dict:
@@ -163,7 +156,7 @@ def summarize_group(rows: Sequence[dict]) -> dict:
         "unexplained_prompts": sum(r["outcome"] == divergence.UNEXPLAINED for r in rows),
         "not_judged_prompts": sum(r["outcome"] == divergence.NOT_JUDGED for r in rows),
         "identical": all(r["identical"] for r in rows),
-    }
+    } | shares.group_fields(rows)
 
 
 def report(
@@ -262,6 +255,9 @@ _COLUMNS = (
     ("tok/step", "tokens_per_step", "{:.2f}"),
     ("pred./fit", "predicted_speedup", "{:.2f}x"),
     ("template runs", "template_draft_runs", "{}"),  # runs whose drafts copied the template
+    ("oracle", "oracle_speedup", "{:.2f}x"),  # the best schedule in hindsight, modelled
+    ("policy", "modelled_share", "{:.0%}"),  # the run's choices' share of it, modelled
+    ("reached", "measured_share", "{:.0%}"),  # the measured speedup's share of it
 )
 
 
@@ -318,6 +314,7 @@ def render(result: dict) -> str:
             f"drafts copied the chat template in {_cell(overall['template_draft_runs'], '{}')} "
             f"of {overall['assisted_runs']} runs, {_outcome_counts(overall)}"
         )
+        lines.append(shares.overall_line(overall))
     overhead = result["overall"].get("overhead_pct")
     if overhead is not None:
         lines.append(
