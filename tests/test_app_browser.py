@@ -149,9 +149,17 @@ def test_an_auto_run_charts_its_draft_lengths_and_prices_its_drafts(page):
     expect = sync_api.expect
     expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
     expect(page.locator("#summary")).to_contain_text("Cost model: verifying")
+    # The oracle: in words in the summary, and its schedule in the chart's legend.
+    expect(page.locator("#summary")).to_contain_text(
+        re.compile(r"Oracle: In hindsight the best schedule would take \d+ steps?")
+    )
     chart = page.locator("#draft-length-chart")
     expect(chart).to_contain_text("Draft length per step")
     expect(chart.locator("canvas, svg").first).to_be_visible()
+    # Its points (the legend names the series from the start, the points come at the end).
+    overlay = chart.locator('[aria-label*="source: oracle, in hindsight"]')
+    expect(overlay.first).to_be_attached()
+    assert overlay.count() >= 1
     step = page.locator("#assisted-text .step").first
     step.hover()
     expect(step.locator(".tip")).to_contain_text(re.compile(r"auto chose γ = \d"))
