@@ -316,7 +316,7 @@ def describe(found: dict | None) -> str:
         f"{found['oracle_s']:.2f} s ({found['speedup_modelled']:.2f}x, modelled from this "
         f"run's costs). The run's own choices, modelled: {found['auto_modelled_s']:.2f} s "
         f"({found['policy_share']:.0%} of the oracle's speed); measured: "
-        f"{found['measured_s']:.2f} s, so {found['overhead_s']:+.2f} s beyond the model."
+        f"{found['measured_s']:.2f} s, so {_overhead(found['overhead_s'])}."
     )
     if found["measured_share"] is not None:
         line += f" The measured speedup is {found['measured_share']:.0%} of the oracle's."
@@ -333,3 +333,9 @@ def describe(found: dict | None) -> str:
     else:
         line += " The run drafted nothing to check the hindsight against"
     return line + f"; found in {found['seconds']:.1f} s after the run, off its clock."
+
+
+def _overhead(seconds: float) -> str:
+    if seconds >= 0:
+        return f"{seconds:.2f} s of overhead the model does not price"
+    return f"{-seconds:.2f} s less than modelled"
