@@ -31,6 +31,7 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 
 from assisted import auto, oracle
 from assisted.drafters import DrafterKind
+from assisted.lookup import Match
 from assisted.observe import synchronize
 from assisted.record import Hindsight, RunRecord
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from assisted.policy import DraftPolicy
     from assisted.prepare import Prepared
 
-Propose = Callable[[list[int], int], tuple[int, ...]]
+Propose = Callable[[list[int], int], Match]
 
 
 def find(
@@ -64,15 +65,17 @@ def find(
     started = time.perf_counter()
     output = record.token_ids
     cap = auto.draft_cap(pair.spec.drafter, prepared.draft)
-    runs = None
+    runs = confidence = None
     if prepared.assistant is not None:
-        runs = assistant_runs(prepared.assistant, prompt_ids, output, pair.device)
+        runs, confidence = assistant_runs(prepared.assistant, prompt_ids, output, pair.device)
     propose = _proposer(pair, prepared, lookup)
     ids = list(prompt_ids) + output
-    drafts = tuple(propose(ids[: len(prompt_ids) + i], cap) for i in range(len(output)))
+    matches = [propose(ids[: len(prompt_ids) + i], cap) for i in range(len(output))]
     return Hindsight(
         assistant_runs=runs,
-        lookup_drafts=drafts,
+        assistant_confidence=confidence,
+        lookup_drafts=tuple(match.tokens for match in matches),
+        lookup_lengths=tuple(match.length for match in matches),
         cap=cap,
         seconds=time.perf_counter() - started,
         **costs,
@@ -81,40 +84,44 @@ def find(
 
 def assistant_runs(
     model: PreTrainedModel, prompt_ids: Sequence[int], output: Sequence[int], device: torch.device
-) -> tuple[int, ...]:
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """For each output position i, how many output tokens in a row from i the model's
-    greedy continuation of the true prefix agrees with."""
-    predicted = _next_tokens(model, prompt_ids, output, device)
+    greedy continuation of the true prefix agrees with, and the probability it gives its
+    own next token there (what the confidence threshold reads)."""
+    predicted, confidence = _next_tokens(model, prompt_ids, output, device)
     runs = [0] * (len(output) + 1)
     for i in range(len(output) - 1, -1, -1):
         runs[i] = runs[i + 1] + 1 if predicted[i] == output[i] else 0
-    return tuple(runs[:-1])
+    return tuple(runs[:-1]), tuple(confidence)
 
 
 def _next_tokens(
     model: PreTrainedModel, prompt_ids: Sequence[int], output: Sequence[int], device: torch.device
 ) -> list[int]:
-    """The model's argmax after the prompt and each proper prefix of the output: the prompt
-    read in one pass, then the output one row at a time (the module's note)."""
+    """The model's argmax after the prompt and each proper prefix of the output, and its
+    probability: the prompt read in one pass, then the output one row at a time (the
+    module's note)."""
     ids = torch.tensor([list(prompt_ids) + list(output[:-1])], device=model.device)
     cache = DynamicCache(config=model.config)
     blocks = [(0, len(prompt_ids)), *((p, p + 1) for p in range(len(prompt_ids), ids.shape[1]))]
-    predicted = []
+    predicted, confidence = [], []
     with torch.inference_mode():
         for start, end in blocks:
             logits = model(
                 input_ids=ids[:, start:end], past_key_values=cache, use_cache=True, logits_to_keep=1
             ).logits[0, -1]
-            predicted.append(int(logits.argmax()))
+            best = logits.float().softmax(-1).max(-1)
+            predicted.append(int(best.indices))
+            confidence.append(round(float(best.values), 4))
     synchronize(device)
-    return predicted
+    return predicted, confidence
 
 
 def _proposer(pair: LoadedPair, prepared: Prepared, lookup: SuffixLookup | None) -> Propose:
     """The run's prompt-lookup source as a function of the ids: the suffix lookup, or
     Transformers' own n-gram search under the draft settings."""
     if lookup is not None:
-        return lambda ids, most: lookup.find(ids, most).tokens
+        return lookup.find
     eos = pair.target.generation_config.eos_token_id
     eos_ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
     search = PromptLookupCandidateGenerator(
@@ -124,11 +131,10 @@ def _proposer(pair: LoadedPair, prepared: Prepared, lookup: SuffixLookup | None)
         max_length=2**31 - 1,
     )
 
-    def propose(ids: list[int], most: int) -> tuple[int, ...]:
+    def propose(ids: list[int], most: int) -> Match:
         search.num_output_tokens = most
-        tensor = torch.tensor([ids])
-        candidates, _ = search.get_candidates(tensor)
-        return tuple(candidates[0, len(ids) :].tolist())
+        candidates, _ = search.get_candidates(torch.tensor([ids]))
+        return Match(tuple(candidates[0, len(ids) :].tolist()), 0)  # its length unknown
 
     return propose
 

@@ -92,17 +92,21 @@ class Hindsight:
     measured: what `assisted.oracle` needs to find the best schedule in hindsight.
 
     `assistant_runs[i]`: how many output tokens in a row, from position i, the assistant's
-    greedy draft from the true prefix agrees with (None without an assistant model).
+    greedy draft from the true prefix agrees with (None without an assistant model), and
+    `assistant_confidence[i]` the probability it gives its own next token there.
     `lookup_drafts[i]`: the prompt-lookup source's proposal at position i, up to `cap`
-    tokens (empty: no match). The costs are the run's cost model at its end
-    (`assisted.costs`): T(k) as (k, seconds), the assistant's seconds per drafted token, per
-    drafting call beyond its passes, per catch-up and per token of a prefill. `seconds` is
-    what finding all this took."""
+    tokens (empty: no match), and `lookup_lengths[i]` how many tokens its match shares with
+    the context (0: unknown, as with Transformers' search). The costs are the run's cost
+    model at its end (`assisted.costs`): T(k) as (k, seconds), the assistant's seconds per
+    drafted token, per drafting call beyond its passes, per catch-up and per token of a
+    prefill. `seconds` is what finding all this took."""
 
     assistant_runs: tuple[int, ...] | None
     lookup_drafts: tuple[tuple[int, ...], ...]
     verify_s: tuple[tuple[int, float], ...]
     cap: int
+    assistant_confidence: tuple[float, ...] | None = None
+    lookup_lengths: tuple[int, ...] = ()
     drafting_s: float = 0.0
     call_s: float = 0.0
     catch_up_s: float = 0.0
@@ -112,11 +116,13 @@ class Hindsight:
     @classmethod
     def from_dict(cls, data: dict) -> Hindsight:
         # JSON turns tuples into lists.
-        runs = data.get("assistant_runs")
+        runs, confidence = data.get("assistant_runs"), data.get("assistant_confidence")
         return cls(
             **{
                 **data,
                 "assistant_runs": None if runs is None else tuple(runs),
+                "assistant_confidence": None if confidence is None else tuple(confidence),
+                "lookup_lengths": tuple(data.get("lookup_lengths", ())),
                 "lookup_drafts": tuple(tuple(d) for d in data["lookup_drafts"]),
                 "verify_s": tuple((int(k), s) for k, s in data["verify_s"]),
             }

@@ -155,7 +155,9 @@ def test_a_self_draft_agrees_everywhere_and_the_oracle_reproduces_the_run(self_p
     output = done["assisted"].token_ids
     h = done["assisted"].hindsight
     assert h.assistant_runs == tuple(range(len(output), 0, -1))
-    assert len(h.lookup_drafts) == len(output)
+    assert len(h.lookup_drafts) == len(h.lookup_lengths) == len(output)
+    assert len(h.assistant_confidence) == len(output)
+    assert all(0 < p <= 1 for p in h.assistant_confidence)
     # The constant schedule drafts at every step, priced with the calibration `auto` made.
     done = compare(self_pair, draft=CONSTANT)
     assert all(step.drafted for step in done["assisted"].steps[:-1])

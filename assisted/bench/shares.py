@@ -11,8 +11,8 @@ A prompt's oracle speedup and modelled share are medians over its repeats, and i
 measured share is its speedup (median tokens/s ÷ median tokens/s) over that oracle
 speedup. A group's oracle speedup is the median of its prompts' (as its speedup is), with
 their geometric mean beside it; its shares are geometric means over its prompts, so its
-measured share is its speedup geomean over its oracle speedup geomean. The agreement (how many drafting steps the
-hindsight reproduces) is pooled over runs.
+measured share is its speedup geomean over its oracle speedup geomean. The agreement
+(how many drafting steps the hindsight reproduces) is pooled over runs.
 """
 
 from __future__ import annotations
