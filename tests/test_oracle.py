@@ -219,3 +219,36 @@ def test_the_benchmark_reports_the_share_of_the_oracle_its_runs_reached():
     assert group["measured_share"] == pytest.approx(0.5)  # geomean 2.0 ÷ geomean 4.0
     assert group["modelled_share"] == pytest.approx(0.5**0.5, abs=1e-4)
     assert "4.00x" in shares.overall_line(group)
+
+
+# -- replaying the policy offline ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_no_setting_of_the_policy_beats_the_oracle(seed):
+    from assisted.bench import policy_fit
+
+    rng = random.Random(seed)
+    n = rng.randint(4, 30)
+    output = [rng.randint(0, 3) for _ in range(n)]
+    runs = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        runs[i] = runs[i + 1] + 1 if rng.random() < 0.8 else 0
+    drafts = [[rng.randint(0, 3) for _ in range(rng.randint(0, 4))] for _ in range(n)]
+    verify = {k: rng.uniform(0.8, 1.4) for k in range(1, 6)}
+    h = hindsight(
+        runs[:-1],
+        drafts,
+        verify=verify,
+        drafting_s=0.05,
+        call_s=0.01,
+        catch_up_s=0.1,
+        prefill_s=0.002,
+    )
+    h = Hindsight(**{**h.__dict__, "assistant_confidence": tuple(rng.random() for _ in range(n))})
+    record = RunRecord(mode="assisted", drafter=ASSISTANT, prompt_tokens=20, total_s=1.0)
+    record.steps = [step([t]) for t in output]
+    record.hindsight = h
+    best = oracle.seconds(oracle.best_schedule(h, output, 20))
+    for threshold in (0.0, 0.4, 0.9):
+        assert policy_fit.simulate(record, threshold, max_new_tokens=n) >= best - 1e-9

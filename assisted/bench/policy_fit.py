@@ -1,0 +1,163 @@
+"""Replay the `auto` policy offline on recorded runs, against the oracle: how would another
+setting of the policy have done on the same outputs, with the same costs?
+
+A greedy run's hindsight (`assisted.hindsight`) says what every choice would have bought
+at every position: the assistant's agreement with the output and its confidence, the
+lookup's proposal, and the run's costs. So the real `DraftPolicy` can be stepped through a
+run without a model: at each position it chooses from the offers the run would have had,
+the hindsight says what that choice drafts (the assistant stops after a token below the
+confidence threshold), accepts and commits, and `assisted.oracle`'s cost model prices it.
+The policy learns as it goes, from a fresh state (no acceptance history), as a first
+visitor's would. Each setting's modelled time is set against the oracle's, run by run.
+
+Modelled, not measured: it ranks settings by what the cost model prices, so a setting that
+wins here is then measured with `python -m assisted.bench`.
+
+    python -m assisted.bench --limit 1 --out bench-out     # records with their hindsight
+    python -m assisted.bench.policy_fit bench-out/runs.jsonl --threshold 0,0.2,0.4,0.6
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from assisted import oracle, stats
+from assisted.drafters import DrafterKind
+from assisted.policy import DraftPolicy
+from assisted.record import Hindsight, RunRecord
+
+ASSISTANT, LOOKUP = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
+
+
+def simulate(record: RunRecord, threshold: float, max_new_tokens: int) -> float:
+    """The modelled seconds of `record`'s output under the `auto` policy with confidence
+    `threshold` (prefill aside), stepping the real policy through the run's hindsight."""
+    h = record.hindsight
+    output = record.token_ids
+    verify = dict(h.verify_s)
+    model = ASSISTANT if h.assistant_runs is not None else None
+    drafter_s = {LOOKUP: 0.0} | ({ASSISTANT: h.drafting_s} if model else {})
+    policy = DraftPolicy(h.cap, verify, drafter_s, model, h.prefill_s)
+    policy.costs.call_s, policy.costs.catch_up_s = h.call_s, h.catch_up_s
+    costs = oracle.Costs(h, record.prompt_tokens)
+    i, state, seconds = 0, oracle.Model.UNSTARTED, 0.0
+    while i < len(output):
+        tokens_left = max_new_tokens - i
+        match = h.lookup_drafts[i][: min(h.cap, tokens_left - 1)]
+        offers = {LOOKUP: len(match)} | ({ASSISTANT: tokens_left - 1} if model else {})
+        length = h.lookup_lengths[i] if h.lookup_lengths else 0
+        choice = policy.choose(offers, tokens_left, record.prompt_tokens + i, length)
+        agreed_lookup = oracle.agreement(match, output, i)
+        if choice.source is ASSISTANT:
+            drafted = _assistant_drafts(h, i, choice.gamma, threshold)
+            accepted = min(drafted, h.assistant_runs[i])
+        elif choice.source is LOOKUP:
+            drafted = choice.gamma
+            accepted = min(drafted, agreed_lookup)
+        else:
+            drafted = accepted = 0
+        committed = min(accepted + 1, len(output) - i)
+        seconds += costs.step_s(choice.source, drafted, state, i)
+        policy.observe(drafted, accepted)
+        policy.observe_unverified(LOOKUP, len(match), agreed_lookup, committed)
+        i, state = i + committed, oracle.after(choice.source, state)
+    return seconds
+
+
+def _assistant_drafts(h: Hindsight, position: int, gamma: int, threshold: float) -> int:
+    """How many of `gamma` candidates the assistant drafts at `position`: it stops after a
+    token it gives less than `threshold`. Its confidence is known along the output and at
+    its first disagreement; past that the draft is taken to go on."""
+    known = min(h.assistant_runs[position] + 1, gamma, len(h.assistant_confidence) - position)
+    for j in range(known):
+        if h.assistant_confidence[position + j] < threshold:
+            return j + 1
+    return gamma
+
+
+def fit(
+    records: Sequence[tuple[RunRecord, RunRecord]],
+    thresholds: Sequence[float],
+    max_new_tokens: int,
+) -> dict:
+    """Per threshold, the geometric means over runs of the modelled speedup and of its share
+    of the oracle's, beside the oracle's and the runs' own choices'."""
+    rows = {}
+    for threshold in thresholds:
+        shares, speedups = [], []
+        for plain, assisted in records:
+            found = oracle.report(plain, assisted)
+            extra = (
+                found["plain_modelled_s"]
+                - len(assisted.token_ids) * dict(assisted.hindsight.verify_s)[1]
+            )
+            seconds = extra + simulate(assisted, threshold, max_new_tokens)
+            shares.append(found["oracle_s"] / seconds)
+            speedups.append(found["plain_modelled_s"] / seconds)
+        rows[threshold] = {
+            "speedup_modelled": _round(stats.geometric_mean(speedups)),
+            "share_of_oracle": _round(stats.geometric_mean(shares)),
+            "worst_share": _round(min(shares)) if shares else None,
+        }
+    found = [oracle.report(p, a) for p, a in records]
+    return {
+        "runs": len(records),
+        "oracle_speedup": _round(stats.geometric_mean([f["speedup_modelled"] for f in found])),
+        "recorded_share": _round(stats.geometric_mean([f["policy_share"] for f in found])),
+        "thresholds": rows,
+    }
+
+
+def load(path: Path) -> list[tuple[RunRecord, RunRecord]]:
+    """(plain, assisted) records of each prompt and repeat in a benchmark's runs.jsonl, for
+    the greedy assisted runs that have their hindsight."""
+    plain, pairs = {}, []
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    for line in lines:
+        if line["drafter"] is None:
+            plain[(line["question_id"], line["repeat"])] = RunRecord.from_dict(line["record"])
+    for line in lines:
+        record = RunRecord.from_dict(line["record"])
+        key = (line["question_id"], line["repeat"])
+        if line["drafter"] is not None and record.hindsight is not None and key in plain:
+            pairs.append((plain[key], record))
+    return pairs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m assisted.bench.policy_fit")
+    parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
+    parser.add_argument("--threshold", default="0,0.2,0.4,0.6", help="confidence thresholds")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=64, help="the benchmark's (default 64)"
+    )
+    args = parser.parse_args(argv)
+    records = load(args.runs)
+    if not records:
+        print(f"no greedy assisted runs with their hindsight in {args.runs}", file=sys.stderr)
+        return 2
+    thresholds = [float(t) for t in args.threshold.split(",")]
+    result = fit(records, thresholds, args.max_new_tokens)
+    print(
+        f"{result['runs']} runs: oracle {result['oracle_speedup']:.2f}x (geomean, modelled); "
+        f"the recorded choices reached {result['recorded_share']:.0%} of it"
+    )
+    for threshold, row in result["thresholds"].items():
+        print(
+            f"  threshold {threshold:.2f}: {row['speedup_modelled']:.2f}x modelled, "
+            f"{row['share_of_oracle']:.0%} of the oracle (worst run {row['worst_share']:.0%})"
+        )
+    print(json.dumps(result))
+    return 0
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
