@@ -52,6 +52,10 @@ from assisted.costs import CostModel
 from assisted.drafters import DrafterKind
 
 PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
+# The share of the assistant's prefill that the time it would have saved must reach before
+# it starts (the ski-rental rule of the module's note: 1 waits until the wait has cost as
+# much as the prefill).
+START_SHARE = 1.0
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,7 @@ class DraftPolicy:
         prefill_s = self.costs.prefill_s * context
         if tokens_left * saved_per_token_s <= prefill_s:
             return False
-        return (self.committed + 1) * saved_per_token_s >= prefill_s
+        return (self.committed + 1) * saved_per_token_s >= START_SHARE * prefill_s
 
     def _expectation(self, choice: Choice) -> Expectation:
         """What `choice` should commit and cost, from the models as they stand now."""

@@ -14,7 +14,8 @@ Modelled, not measured: it ranks settings by what the cost model prices, so a se
 wins here is then measured with `python -m assisted.bench`.
 
     python -m assisted.bench --limit 1 --out bench-out     # records with their hindsight
-    python -m assisted.bench.policy_fit bench-out/runs.jsonl --threshold 0,0.2,0.4,0.6
+    python -m assisted.bench.policy_fit bench-out/runs.jsonl --threshold 0,0.2,0.4,0.6 \
+        --start-share 0,0.5,1
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from assisted import oracle, stats
+from assisted import oracle, policy, stats
 from assisted.drafters import DrafterKind
 from assisted.policy import DraftPolicy
 from assisted.record import Hindsight, RunRecord
@@ -81,13 +82,16 @@ def _assistant_drafts(h: Hindsight, position: int, gamma: int, threshold: float)
 
 def fit(
     records: Sequence[tuple[RunRecord, RunRecord]],
-    thresholds: Sequence[float],
+    settings: Sequence[tuple[float, float]],
     max_new_tokens: int,
 ) -> dict:
-    """Per threshold, the geometric means over runs of the modelled speedup and of its share
-    of the oracle's, beside the oracle's and the runs' own choices'."""
+    """Per setting (confidence threshold, `policy.START_SHARE`), the geometric means over runs
+    of the modelled speedup and of its share of the oracle's, beside the oracle's and the
+    runs' own choices'."""
     rows = {}
-    for threshold in thresholds:
+    default_share = policy.START_SHARE
+    for threshold, start_share in settings:
+        policy.START_SHARE = start_share
         shares, speedups = [], []
         for plain, assisted in records:
             found = oracle.report(plain, assisted)
@@ -98,17 +102,18 @@ def fit(
             seconds = extra + simulate(assisted, threshold, max_new_tokens)
             shares.append(found["oracle_s"] / seconds)
             speedups.append(found["plain_modelled_s"] / seconds)
-        rows[threshold] = {
+        rows[f"threshold {threshold:.2f}, start share {start_share:.2f}"] = {
             "speedup_modelled": _round(stats.geometric_mean(speedups)),
             "share_of_oracle": _round(stats.geometric_mean(shares)),
             "worst_share": _round(min(shares)) if shares else None,
         }
+    policy.START_SHARE = default_share
     found = [oracle.report(p, a) for p, a in records]
     return {
         "runs": len(records),
         "oracle_speedup": _round(stats.geometric_mean([f["speedup_modelled"] for f in found])),
         "recorded_share": _round(stats.geometric_mean([f["policy_share"] for f in found])),
-        "thresholds": rows,
+        "settings": rows,
     }
 
 
@@ -133,6 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
     parser.add_argument("--threshold", default="0,0.2,0.4,0.6", help="confidence thresholds")
     parser.add_argument(
+        "--start-share", default="1", help="shares of the prefill saved before the assistant starts"
+    )
+    parser.add_argument(
         "--max-new-tokens", type=int, default=64, help="the benchmark's (default 64)"
     )
     args = parser.parse_args(argv)
@@ -140,15 +148,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not records:
         print(f"no greedy assisted runs with their hindsight in {args.runs}", file=sys.stderr)
         return 2
-    thresholds = [float(t) for t in args.threshold.split(",")]
-    result = fit(records, thresholds, args.max_new_tokens)
+    settings = [
+        (float(threshold), float(share))
+        for threshold in args.threshold.split(",")
+        for share in args.start_share.split(",")
+    ]
+    result = fit(records, settings, args.max_new_tokens)
     print(
         f"{result['runs']} runs: oracle {result['oracle_speedup']:.2f}x (geomean, modelled); "
         f"the recorded choices reached {result['recorded_share']:.0%} of it"
     )
-    for threshold, row in result["thresholds"].items():
+    for setting, row in result["settings"].items():
         print(
-            f"  threshold {threshold:.2f}: {row['speedup_modelled']:.2f}x modelled, "
+            f"  {setting}: {row['speedup_modelled']:.2f}x modelled, "
             f"{row['share_of_oracle']:.0%} of the oracle (worst run {row['worst_share']:.0%})"
         )
     print(json.dumps(result))
