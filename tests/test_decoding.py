@@ -16,7 +16,7 @@ from transformers.generation.candidate_generator import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerationMixin
 
-from assisted import auto, decoding, learnt_store, prepare, quantize, stats
+from assisted import auto, decoding, learnt_store, oracle, prepare, quantize, stats
 from assisted.decoding import RunDone, StepEvent
 from assisted.drafters import DrafterKind
 from assisted.lean import LeanDrafter
@@ -213,6 +213,10 @@ def test_an_identical_assistant_drafting_eos_has_every_candidate_accepted(self_p
     assert step.token_ids == step.draft_ids == tuple(plain.record.token_ids[:3])
     assert step.drafted == step.accepted == 3
     assert step.rejected_text == "" and step.accepted_text == step.text
+
+
+def events_record(events) -> RunRecord:
+    return next(e.record for e in events if isinstance(e, RunDone))
 
 
 @pytest.fixture
@@ -476,12 +480,16 @@ def test_the_auto_schedule_drafts_long_when_drafts_are_free_and_right(lookup_pai
     lookup, repeat = lookup_pair
     auto = DraftSettings(prompt_lookup_num_tokens=6, schedule="auto")
     settings = RunSettings(max_new_tokens=40)
-    events = decoding.run(lookup, [repeat] * 8, "assisted", settings, auto)
+    events = list(decoding.run(lookup, [repeat] * 8, "assisted", settings, auto))
     steps = [e.step for e in events if isinstance(e, StepEvent)]
     # Timings of sub-millisecond passes are noisy on a busy machine: long, not always 6.
     chosen = [step.chosen for step in steps]
     assert max(chosen) == 6 and sum(chosen) / len(chosen) >= 3
     assert all(step.accepted == step.drafted for step in steps[:-1])  # the limit cuts the last
+    # The oracle, without an assistant: the lookup's every proposal found again in hindsight.
+    found = oracle.report(None, events_record(events))
+    assert found["reason"] is None and found["best_constant_gamma"] is None
+    assert found["agreement"] == 1.0
 
 
 def test_the_auto_schedule_drives_prompt_lookup_losslessly(tiny_dirs):
