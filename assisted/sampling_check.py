@@ -33,7 +33,9 @@ the embedded pair, and a threshold cuts drafts short, so the verifier would chec
 Defaults (measured on the embedded pair, docs/benchmarks.md#sampling-check): a question
 whose one-word answers spread over a few fruits, in 1 to 3 tokens ending in end of
 sequence, so the first K = 3 tokens have real spread on few outcomes, where the test has
-power; temperature 1 and top-p 1, the model's own distribution; N = 100 per set.
+power; temperature 1 and top-p 1, the model's own distribution; N = 100 per set, at
+which the check detects a TV of 0.26 from the target's distribution with 80% probability
+(the control was 0.74 away).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from assisted.settings import (
 )
 
 PROMPT = "Name one fruit. Answer with a single word."
-SAMPLES = 100  # N per set: the embedded pair's check takes a few minutes on a 2-core CPU
+SAMPLES = 100  # N per set: the embedded pair's check took 393 s on a busy 2-core CPU
 TOKENS = 3  # k
 MAX_SAMPLES = 2000
 TOP_OUTCOMES = 8  # the most frequent outcomes the card and the JSON show

@@ -175,7 +175,8 @@ def test_the_false_alarm_rate_is_at_most_alpha():
         assert verdict.flagged == (verdict.p_value <= two_sample.ALPHA)
         assert verdict.flagged == (verdict.tv > verdict.bound)
         flagged += verdict.flagged
-    assert 0 < flagged / 400 <= two_sample.ALPHA
+    # 11 is the figure docs/benchmarks.md quotes; any count from 1 to 20 is within α.
+    assert flagged == 11
 
 
 def test_a_moved_distribution_is_flagged_and_the_power_says_so():

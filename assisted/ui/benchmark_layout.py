@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens
 BENCH_MAX_PROMPTS = 3  # prompts per category (examples/ has three)
 BENCH_MAX_REPEATS = 3
-# The sampling check's samples per set: its default is a few minutes on a 2-core CPU
-# (docs/benchmarks.md#sampling-check), and four times as many a quarter of an hour or more.
+# The sampling check's samples per set: its default took 6.5 minutes on a busy 2-core CPU
+# (docs/benchmarks.md#sampling-check), so four times as many take the better part of half an
+# hour there.
 BENCH_MAX_CHECK_SAMPLES = 4 * SAMPLES
 
 
@@ -134,6 +135,6 @@ def check_samples() -> gr.Slider:
         precision=0,
         label="Sampling check: samples per set (0: none)",
         info=f"after the timed runs, whether assisted sampling follows the target's "
-        f"distribution ({SAMPLES} samples: a few minutes on a 2-core CPU)",
+        f"distribution ({SAMPLES} samples: 6.5 minutes on a busy 2-core CPU)",
         elem_id="bench-sampling-check",
     )
