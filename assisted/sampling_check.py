@@ -166,7 +166,8 @@ def check(
                 drawn[name] = yield from _counted(samples, done, total, label)
             if drawn[name] is None:
                 return None
-            verifications = calls or verifications
+            if name == "control":
+                verifications = calls
     return _result(pair, settings, draft, ids, plain, drawn, verifications, started)
 
 
