@@ -37,6 +37,7 @@ from assisted.device_queue import DeviceQueue
 from assisted.examples import Example, load_folder
 from assisted.learnt import LearntSnapshot
 from assisted.registry import DEFAULT_PAIR, PAIRS, PairSpec
+from assisted.sampling_check import CheckSettings
 from assisted.settings import DraftSettings, RunSettings, SettingsError
 from assisted.stop_flags import StopFlag, StopFlags
 from assisted.ui import page
@@ -219,11 +220,12 @@ class Stopwatch:
 
 
 def _bench_gpu_duration(
-    spec, device, dtype, allow_local, examples, variants, settings, repeats, stop, acceptance
-) -> int:
+    spec, device, dtype, allow_local, examples, variants, settings, repeats, stop, acceptance,
+    check=None,
+) -> int:  # fmt: skip
     preloaded = spec.name in _preloaded
     return _gpu_times.benchmark(
-        spec.name, len(examples), len(variants), settings, repeats, preloaded
+        spec.name, len(examples), len(variants), settings, repeats, preloaded, check
     ).seconds
 
 
@@ -239,10 +241,12 @@ def stream_benchmark(
     repeats: int,
     stop: StopFlag,
     acceptance: LearntSnapshot | None = None,
+    check: CheckSettings | None = None,
 ) -> Iterator[bench.Progress | bench.Finished | CallReport]:
     """`assisted.bench.benchmark` on the pair: its Progress events, Finished, then what the
     call measured (a CallReport). `acceptance` is what the prompts before these left (a
-    benchmark split into several GPU calls); None starts from none.
+    benchmark split into several GPU calls); None starts from none. `check`: the sampling
+    check after the timed runs (`assisted.sampling_check`); None runs none.
 
     Stop ends the run in progress within one step, and the benchmark without a report."""
     started = time.perf_counter()
@@ -254,7 +258,7 @@ def stream_benchmark(
     except Exception as error:  # a failure inside loading: say so, never hang
         raise gr.Error(f"Benchmark failed: {type(error).__name__}: {error}") from error
     events = bench.benchmark(
-        pair, examples, variants, settings, repeats, stop=stop, acceptance=acceptance
+        pair, examples, variants, settings, repeats, stop=stop, acceptance=acceptance, check=check
     )
     setup_s, records = None, []
     try:

@@ -132,3 +132,14 @@ def test_a_failure_inside_the_benchmark_is_an_error_not_a_hang(client, monkeypat
     monkeypatch.setattr(bench, "benchmark", broken)
     with pytest.raises(gradio_client.exceptions.AppError, match="device on fire"):
         client.predict(**inputs(), api_name="/benchmark")
+
+
+def test_the_sampling_check_is_the_last_input_and_off_unless_asked(client):
+    report = client.predict(**inputs(drafters=["assistant"]), api_name="/benchmark")[-1]
+    assert "sampling_check" not in report  # today's benchmark, for callers who leave it out
+    *_, overall, _, report = client.predict(
+        **inputs(drafters=["assistant"], sampling_check=10), api_name="/benchmark"
+    )
+    check = report["sampling_check"]
+    assert check["n"] == 10 and check["control"] is not None
+    assert "Sampling check**: Checked on 10 samples" in overall

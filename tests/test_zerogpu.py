@@ -211,6 +211,26 @@ def test_zerogpu_a_long_benchmark_is_split_into_calls_within_the_limit(client, z
     assert report["overall"]["prompts"] == report["overall"]["identical_prompts"] == 2
 
 
+def test_zerogpu_the_sampling_check_runs_in_the_last_call(client, zerogpu):
+    name = pairs.loaded_pairs()[0]
+    # Known paces, so that the calls do not depend on what earlier tests measured: a
+    # prompt's runs take 16 × 0.05 s, the check's 40 samples 40 × 6 × 0.05 s.
+    app._gpu_times.__init__(app.GPU_CALL_MAX_S)
+    app._gpu_times.note(gpu_time.CallReport(name, None, 0.0, 0.05, 0.05))
+    client.predict(**bench_inputs(sampling_check=10), api_name="/benchmark")
+    assert [request.duration_s for request in zerogpu.requests] == [21]  # 1.5 × (1.6 + 12) s
+    app._gpu_times.__init__(app.GPU_CALL_MAX_S)
+    app._gpu_times.note(gpu_time.CallReport(name, None, 0.0, 0.05, 0.05))
+    app._gpu_times.max_s = 10  # room for both prompts, not for the check beside them
+    zerogpu.requests.clear()
+    try:
+        report = client.predict(**bench_inputs(sampling_check=10), api_name="/benchmark")[-1]
+    finally:
+        app._gpu_times.max_s = app.GPU_CALL_MAX_S
+    assert len(zerogpu.requests) == 2 and len(report["prompts"]) == 2
+    assert report["sampling_check"]["n"] == 10  # kept when the calls' runs are reported as one
+
+
 def test_zerogpu_visitors_do_not_queue_for_one_device(client, zerogpu):
     holder = app._device.turn()
     list(holder.waiting())  # elsewhere, this would hold every request up

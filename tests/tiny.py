@@ -97,3 +97,18 @@ def _never_pick_padding(model: torch.nn.Module, real: int) -> None:
         head = model.get_output_embeddings().weight
         head[real:] = 0.0
         head[real:, 0] = -100.0
+
+
+def build_near_model(folder: Path, source: Path, scale: float = 0.3, seed: int = 7) -> None:
+    """A copy of the model in `source` with noise of `scale` on its last MLP's weights: an
+    assistant that agrees with it on some tokens only, so that speculative sampling both
+    keeps and rejects drafts (a random model is rejected almost always)."""
+    model = AutoModelForCausalLM.from_pretrained(source)
+    torch.manual_seed(seed)
+    last = f"layers.{model.config.num_hidden_layers - 1}.mlp"
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if last in name:
+                weight.add_(torch.randn_like(weight) * scale)
+    model.save_pretrained(folder)
+    PreTrainedTokenizerFast.from_pretrained(source).save_pretrained(folder)

@@ -2,10 +2,14 @@
 
     python -m assisted.bench [--prompts PATH ...] [--pair NAME | --target ID [--assistant ID]]
                              [--drafters assistant,prompt-lookup] [--repeats N] [--out DIR]
+                             [--sampling-check [N]]
 
 stdout: a card for people, then one line of JSON, the report (its shape is in
 `assisted.bench.reporting`). `--out DIR` also writes `runs.jsonl` (one line per timed run),
 `report.json` and `speedup.png`, only once everything has succeeded. Progress goes to stderr.
+`--sampling-check` adds the sampling check (`assisted.sampling_check`, at its defaults, N
+samples per set) after the timed runs: the report's `sampling_check`, and its sentence on
+the card.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from assisted.drafters import DRAFTER_NAMES
 from assisted.examples import EXAMPLES_DIR, Example, ExamplesError
 from assisted.examples import load as load_examples
 from assisted.pairs import PairError, PairSpec, load_pair
+from assisted.sampling_check import SAMPLES, CheckSettings, sentence
 from assisted.settings import RunSettings, SettingsError
 
 
@@ -93,6 +98,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="also time streamed run() against a bare generate() on the first prompt",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, metavar="DIR", help="write runs, report and chart")
+    parser.add_argument(
+        "--sampling-check", type=int, nargs="?", const=SAMPLES, metavar="N",
+        help="after the timed runs, check that assisted sampling follows the target's "
+        f"distribution on N samples per set (default {SAMPLES}; python -m "
+        "assisted.sampling_check has its other settings)",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -143,11 +154,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         spec, examples, variants, settings = prepare(args)
+        check = None
+        if args.sampling_check is not None:  # checked before the pair loads, as the rest
+            check = CheckSettings(samples=args.sampling_check).validate()
         pair = load_pair(spec, device=args.device, dtype=args.dtype)
         finished = None
-        for event in _with_progress_bar(
-            benchmark(pair, examples, variants, settings, args.repeats, args.overhead)
-        ):
+        events = benchmark(
+            pair, examples, variants, settings, args.repeats, args.overhead, check=check
+        )
+        for event in _with_progress_bar(events):
             finished = event
         assert isinstance(finished, Finished)
         if args.out is not None:
@@ -156,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(render(finished.report))
+    if "sampling_check" in finished.report:
+        print(f"\nSampling: {sentence(finished.report['sampling_check'])}")
     if args.out is not None:
         print(f"\nWrote runs.jsonl, report.json and speedup.png to {args.out}")
     print(json.dumps(finished.report, ensure_ascii=False))

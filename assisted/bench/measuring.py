@@ -18,7 +18,7 @@ import time
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from assisted import stats
+from assisted import sampling_check, stats
 from assisted.bench.planning import BenchError, Variant, with_drafter
 from assisted.bench.reporting import Run, overhead_percent, report
 from assisted.drafters import DrafterKind
@@ -64,13 +64,17 @@ def benchmark(
     overhead: bool = False,
     stop: threading.Event | None = None,
     acceptance: LearntSnapshot | None = None,
+    check: sampling_check.CheckSettings | None = None,
 ) -> Iterator[Progress | Finished]:
     """Time every prompt plain and with every variant; yield Progress, then Finished.
 
     Setting `stop` ends the run in flight within one step and the benchmark with it: no
     Finished is yielded, since a report of a partial set would mislead. `acceptance` is
     where the `auto` policy starts: what the prompts before these left, for a benchmark
-    split into parts (the app on ZeroGPU, one GPU call per part); None is no acceptance."""
+    split into parts (the app on ZeroGPU, one GPU call per part); None is no acceptance.
+    `check`: after the timed runs, the sampling check (`assisted.sampling_check`) with
+    the pair's own drafter, whose result the report holds as `sampling_check`; its draws
+    count in the progress."""
     from assisted import decoding
     from assisted.prepare import prepare
 
@@ -85,6 +89,7 @@ def benchmark(
     # The overhead is measured in plain decoding and with the first variant.
     overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
     total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
+    total += check.validate().draws() if check is not None else 0
     session = _Session(pair, variants, drafting, settings, repeats, stop, total)
     yield session.progress("warming up")
     # Every variant prepared before any run (`assisted.prepare`: copies, calibration, the
@@ -113,10 +118,17 @@ def benchmark(
             if not completed:
                 return
         left = pair.learnt.snapshot()  # where the next part of a split benchmark starts
+    checked = None
+    if check is not None:  # outside the block above: the check keeps its acceptance apart too
+        checked = yield from _sampling_check(session, check)
+        if checked is None:
+            return
 
     info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
     plain_pct, assisted_pct = overheads.get("plain"), overheads.get("assisted")
     result = report(session.runs, variants, info, settings, repeats, plain_pct, assisted_pct)
+    if checked is not None:
+        result["sampling_check"] = checked
     yield Finished(result, session.runs, left)
 
 
@@ -178,6 +190,22 @@ def _time_overheads(
                 yield session.advance(f"overhead, {mode}: {which}")
         overheads[mode] = overhead_percent(bare_s, run_s)
     return overheads
+
+
+def _sampling_check(
+    session: _Session, check: sampling_check.CheckSettings
+) -> Generator[Progress, None, dict | None]:
+    """The sampling check on the benchmark's pair, its draws counted on from the timed
+    runs; its result, or None if the benchmark was stopped."""
+    events = sampling_check.check(session.pair, check, stop=session.stop)
+    before = session.done
+    while True:
+        try:
+            event = next(events)
+        except StopIteration as finished:
+            return finished.value
+        session.done = before + event.done
+        yield Progress(session.done, session.total, event.label)
 
 
 def _time_prompt(

@@ -7,7 +7,7 @@ Every figure comes from `assisted.bench.report(...)`; this module only formats.
 
 from __future__ import annotations
 
-from assisted import stats
+from assisted import sampling_check, stats
 from assisted.settings import WARMUP_TOKENS
 from assisted.ui.numbers import number, percent
 from assisted.ui.pace import Pace
@@ -189,6 +189,8 @@ def bench_overall_markdown(report: dict) -> str:
             f"{number(overall['tokens_per_step'], 2)} tokens per step · identical "
             f"{_identical_prompts(overall)}"
         )
+    if report.get("sampling_check"):
+        lines.append(f"**Sampling check**: {sampling_check.sentence(report['sampling_check'])}")
     return "\n\n".join(lines)
 
 

@@ -16,13 +16,10 @@ from assisted.drafters import DrafterKind
 from assisted.examples import Example
 from assisted.learnt import LearntSnapshot
 from assisted.pairs import PairSpec
-from assisted.settings import (
-    ASSISTANT_QUANTS,
-    MAX_NEW_TOKENS_CAP,
-    RunSettings,
-    SettingsError,
-)
+from assisted.sampling_check import CheckSettings
+from assisted.settings import RunSettings, SettingsError
 from assisted.stop_flags import StopFlag
+from assisted.ui import benchmark_layout as layout
 from assisted.ui.benchmark_format import (
     CATEGORY_HEADERS,
     PROMPT_HEADERS,
@@ -33,13 +30,11 @@ from assisted.ui.benchmark_format import (
     bench_prompt_rows,
     bench_warning,
 )
+from assisted.ui.benchmark_layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS, BENCH_MAX_REPEATS
 from assisted.ui.gpu_time import CallReport, benchmark_calls
 from assisted.ui.outputs import BenchmarkOutputs
 from assisted.ui.shared import VISITORS_AT_ONCE, PairLoader, Stops, in_order, updating_only, whole
 
-BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens
-BENCH_MAX_PROMPTS = 3  # prompts per category (examples/ has three)
-BENCH_MAX_REPEATS = 3
 NOTE = """
 Times the example prompts, category by category: each prompt runs plain and with each chosen
 drafter, and the **speedup** is assisted tokens/s ÷ plain tokens/s (greedy decoding). Runs
@@ -51,12 +46,12 @@ minutes: start with one category. The device is busy for Compare until the bench
 
 StreamBenchmark = Callable[
     [PairSpec, str, str, bool, list[Example], list[bench.Variant], RunSettings, int, StopFlag,
-     LearntSnapshot | None],
+     LearntSnapshot | None, CheckSettings | None],
     Iterator[bench.Progress | bench.Finished | CallReport],
 ]  # fmt: skip
 """`app.stream_benchmark`, the GPU work: (spec, device, dtype, allow_local, examples,
-variants, settings, repeats, stop, acceptance) → Progress events, Finished, then what the
-call measured."""
+variants, settings, repeats, stop, acceptance, check) → Progress events, Finished, then
+what the call measured."""
 
 
 def _no_report(status: str) -> BenchmarkOutputs:
@@ -129,10 +124,12 @@ class Benchmarking:
         drafters: list[str],
         assistant_quants: list[str],
         request: gr.Request,
+        sampling_check: float = 0,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
     ) -> Iterator[BenchmarkOutputs]:
         """Time the chosen examples plain and with each drafter (an assistant model once in
-        each chosen precision); stream progress.
+        each chosen precision); stream progress. With `sampling_check` samples per set (0:
+        none), the sampling check follows (`assisted.sampling_check`).
 
         The last yield carries the tables, the chart and the report (the JSON that
         `python -m assisted.bench` prints)."""
@@ -144,6 +141,8 @@ class Benchmarking:
             chosen = bench.select_examples(self.examples, categories, limit)
             sweep = {"assistant_quant": bench.quant_sweep(drafters, assistant_quants)}
             variants = bench.plan_variants(spec, drafters, sweep)
+            samples = whole(sampling_check)
+            check = CheckSettings(samples=samples).validate() if samples else None
         except (SettingsError, bench.BenchError) as error:
             raise gr.Error(str(error), title="Benchmark") from error
         pace = self.loader.paces.of(spec.target)
@@ -162,7 +161,7 @@ class Benchmarking:
                 yield _no_report("**Stopped** before the timed runs started: no report.")
                 return
             self.loader.load_for_run(spec, True, progress)
-            yield from self._timed(spec, chosen, variants, settings, repeats, stop)
+            yield from self._timed(spec, chosen, variants, settings, repeats, stop, check)
 
     def _timed(
         self,
@@ -172,23 +171,27 @@ class Benchmarking:
         settings: RunSettings,
         repeats: int,
         stop: StopFlag,
+        check: CheckSettings | None = None,
     ) -> Iterator[BenchmarkOutputs]:
         """The timed runs, in one GPU call, or on ZeroGPU in as many as its limit needs,
-        each starting from the acceptance the one before it left; then the report."""
+        each starting from the acceptance the one before it left; then the report. The
+        sampling check, if any, runs in the last call; its samples count as runs."""
         loader, config = self.loader, self.loader.config
         preloaded = spec.name in loader.preloaded
         calls = [chosen]
         if config.zerogpu:
             calls = benchmark_calls(
-                chosen, variants, settings, repeats, loader.gpu_times, spec.name, preloaded
+                chosen, variants, settings, repeats, loader.gpu_times, spec.name, preloaded, check
             )
-        total = len(chosen) * repeats * (1 + len(variants))
+        timed = len(chosen) * repeats * (1 + len(variants))
+        total = timed + (check.draws() if check else 0)
         start = time.perf_counter()
         done, runs, finished = 0, [], None
         for number, examples in enumerate(calls, 1):
+            checks = check if number == len(calls) else None
             if config.zerogpu:
                 estimate = loader.gpu_times.benchmark(
-                    spec.name, len(examples), len(variants), settings, repeats, preloaded
+                    spec.name, len(examples), len(variants), settings, repeats, preloaded, checks
                 )
                 status = loader.gpu_call_status(spec, estimate)
                 yield updating_only(
@@ -197,7 +200,7 @@ class Benchmarking:
             acceptance = finished.acceptance if finished else None
             items = self.stream(
                 spec, config.device, config.dtype, True, examples, variants, settings, repeats,
-                stop, acceptance,
+                stop, acceptance, checks,
             )  # fmt: skip
             before, finished = done, None
             for item in items:
@@ -226,8 +229,11 @@ class Benchmarking:
         report = finished.report
         if len(calls) > 1:  # one report of every call's runs
             info = {name: report[name] for name in ("pair", "device", "dtype")}
+            checked = report.get("sampling_check")
             report = bench.report(runs, variants, info, settings, repeats)
-        yield _finished(report, total, time.perf_counter() - start)
+            if checked is not None:
+                report["sampling_check"] = checked
+        yield _finished(report, timed, time.perf_counter() - start)
 
     def request_stop(self, request: gr.Request) -> None:
         event = self.stops.get(f"{request.session_hash}:benchmark")
@@ -270,110 +276,6 @@ class Benchmarking:
             return gr.skip()
 
 
-# -- layout --------------------------------------------------------------------------------
-
-
-def _choices(
-    handlers: Benchmarking, categories: list[str]
-) -> tuple[gr.Dropdown, gr.CheckboxGroup, gr.CheckboxGroup, gr.CheckboxGroup]:
-    """The pair, categories, drafters and assistant precisions to benchmark."""
-    config = handlers.loader.config
-    spec = config.registry[config.default_pair]
-    pair = gr.Dropdown(
-        list(config.registry),
-        value=config.default_pair,
-        label="Model pair",
-        info="custom pairs: python -m assisted.bench --target … --assistant …",
-        elem_id="bench-pair",
-    )
-    chosen = gr.CheckboxGroup(
-        categories, value=categories, label="Categories", elem_id="bench-categories"
-    )
-    drafters = gr.CheckboxGroup(
-        handlers.drafters_for(config.default_pair)[0]["choices"],
-        value=[spec.drafter.value],
-        label="Drafters (each compared with the same plain runs)",
-        elem_id="bench-drafters",
-    )
-    quants = gr.CheckboxGroup(
-        list(ASSISTANT_QUANTS),
-        value=[spec.draft.assistant_quant],
-        label="Assistant precisions (each compared with the same plain runs)",
-        info="none: the pair's dtype · int8: weights and activations · "
-        "int8-wo: weights only · auto: int8 on a CPU",
-        visible=spec.drafter.has_model,
-        elem_id="bench-quants",
-    )
-    return pair, chosen, drafters, quants
-
-
-def _sizes() -> tuple[gr.Slider, gr.Slider, gr.Slider]:
-    """Prompts per category, new tokens per run and repeats."""
-    prompts = gr.Slider(
-        1,
-        BENCH_MAX_PROMPTS,
-        value=1,
-        step=1,
-        precision=0,
-        label="Prompts per category",
-        elem_id="bench-prompts",
-    )
-    max_new_tokens = gr.Slider(
-        1,
-        MAX_NEW_TOKENS_CAP,
-        value=BENCH_MAX_NEW_TOKENS,
-        step=1,
-        precision=0,
-        label="Max new tokens",
-        elem_id="bench-max-new-tokens",
-    )
-    repeats = gr.Slider(
-        1,
-        BENCH_MAX_REPEATS,
-        value=1,
-        step=1,
-        precision=0,
-        label="Repeats (the median of three shrugs off one outlier)",
-        elem_id="bench-repeats",
-    )
-    return prompts, max_new_tokens, repeats
-
-
-def _outputs() -> dict[str, gr.components.Component]:
-    """The tab's outputs, laid out, by their names in `BenchmarkOutputs`."""
-    status = gr.Markdown(
-        "Press **Run benchmark**; progress shows here.", elem_id="bench-status", label="status"
-    )
-    overall = gr.Markdown(elem_id="bench-overall", label="overall")
-    categories = gr.Dataframe(
-        pd.DataFrame(columns=CATEGORY_HEADERS),
-        label="Per category",
-        interactive=False,
-        wrap=True,
-        elem_id="bench-categories-table",
-    )
-    chart = gr.Plot(label="Speedup per category", elem_id="bench-chart")
-    prompts = gr.Dataframe(
-        pd.DataFrame(columns=PROMPT_HEADERS),
-        label="Per prompt",
-        interactive=False,
-        wrap=True,
-        # Wide enough that no header breaks inside a word.
-        column_widths=["13%", "14%", "11%", "8%", "9%", "9%", "9%", "8%", "9%", "10%"],
-        elem_id="bench-prompts-table",
-    )
-    with gr.Accordion("Report as JSON (python -m assisted.bench's)", open=False):
-        report = gr.JSON(label="report")
-    return {
-        "status": status,
-        "categories": categories,
-        "prompts": prompts,
-        "overall": overall,
-        "chart": chart,
-        "report": report,
-    }
-
-
 def build_benchmark_tab(
     tab: gr.Tab,
     loader: PairLoader,
@@ -389,9 +291,10 @@ def build_benchmark_tab(
     gr.Markdown(NOTE)
     with gr.Row(equal_height=False):
         with gr.Column():
-            pair, chosen, drafters, quants = _choices(handlers, categories)
+            pair, chosen, drafters, quants = layout.choices(handlers, categories)
         with gr.Column():
-            prompts, max_new_tokens, repeats = _sizes()
+            prompts, max_new_tokens, repeats = layout.sizes()
+            check = layout.check_samples()
     plan_inputs = [pair, chosen, prompts, max_new_tokens, repeats, drafters, quants]
     first_plan = handlers.plan(
         spec.name,
@@ -406,7 +309,7 @@ def build_benchmark_tab(
     with gr.Row():
         run = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
         stop = gr.Button("Stop", variant="stop", elem_id="bench-stop")
-    outputs = _outputs()
+    outputs = layout.outputs()
     # The estimate refreshes without a queue or a spinner: it reads no model.
     refresh_plan = {
         "inputs": plan_inputs,
@@ -417,7 +320,8 @@ def build_benchmark_tab(
     }
     run.click(
         handlers.run_benchmark,
-        inputs=[pair, chosen, prompts, max_new_tokens, repeats, drafters, quants],
+        # The sampling check last: API users who leave it out get today's benchmark.
+        inputs=[pair, chosen, prompts, max_new_tokens, repeats, drafters, quants, check],
         outputs=in_order(BenchmarkOutputs, outputs),
         api_name="benchmark",
         concurrency_limit=VISITORS_AT_ONCE,

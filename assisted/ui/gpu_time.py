@@ -8,6 +8,7 @@ MARGIN:
 
 - the timed runs: the new tokens at the pair's latest seconds per token, plain and assisted
   (a run's `total_s` over its new tokens: prefill included);
+- a benchmark's sampling check: each of its samples as CHECK_SAMPLE_TOKENS assisted tokens;
 - what a call does before them: loading the pair, unless it was loaded at start-up; and the
   set-up (preparing the pair, the warm-up, and the calibration until a call has kept its
   costs on disk), as the latest call that did it measured. The set-up is counted on every
@@ -25,17 +26,26 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from assisted import stats
 from assisted.examples import Example
 from assisted.record import RunRecord
 from assisted.settings import RunSettings
 
+if TYPE_CHECKING:
+    from assisted.sampling_check import CheckSettings
+
 MARGIN = 1.5  # the request is this many times the estimate: runs vary by up to 1.5x
 FLOOR_S = 20  # never ask for less: scheduling and the fork's start cost seconds too
 FIRST_S_PER_TOKEN = 0.1  # a pair never timed here: a 7-9B target in bf16 on a shared GPU
 FIRST_SETUP_S = 30.0  # warm-up and calibration of a pair never timed here
 FIRST_LOAD_S = 90.0  # loading a pair inside a call before any load was timed
+# A sampling check's sample, in assisted tokens of a benchmark's runs: a run of 3 tokens,
+# whose prefill costs most. The embedded pair's check drew 400 in 393 s on a busy 2-core
+# AMD EPYC CPU, about 1 s each (the two plain sets, drawn in batches, far less), where its
+# runs take about 0.2 s per token: 5 tokens, and 6 to spare.
+CHECK_SAMPLE_TOKENS = 6
 
 
 @dataclass(frozen=True)
@@ -118,11 +128,14 @@ class GpuTimes:
         settings: RunSettings,
         repeats: int,
         preloaded: bool,
+        check: CheckSettings | None = None,
     ) -> Estimate:
         """The request for a call that benchmarks `prompts` prompts, each `repeats` times
-        plain and with each of `variants` drafting variants."""
+        plain and with each of `variants` drafting variants, then runs the sampling
+        `check`, if any."""
         tokens = prompts * repeats * settings.max_new_tokens
-        return self.runs(pair, tokens, tokens * variants, preloaded)
+        checking = check.draws() * CHECK_SAMPLE_TOKENS if check is not None else 0
+        return self.runs(pair, tokens, tokens * variants + checking, preloaded)
 
     def load_s(self, pair: str) -> float | None:
         """Seconds the latest call that loaded `pair` took to load it; None: none did."""
@@ -138,19 +151,27 @@ def benchmark_calls(
     times: GpuTimes,
     pair: str,
     preloaded: bool,
+    check: CheckSettings | None = None,
 ) -> list[list[Example]]:
     """The prompts of each ZeroGPU call of a benchmark timing `variants` beside plain
     decoding: as many, in order, as the measured pace lets one call time within the limit
-    (`times.max_s`), and at least one."""
+    (`times.max_s`), and at least one. The sampling `check` runs in the last call: one of
+    its own, with no prompts, where it does not fit beside the last prompts."""
     calls: list[list[Example]] = []
+
+    def fits(prompts: int, checking: CheckSettings | None = None) -> bool:
+        estimate = times.benchmark(
+            pair, prompts, len(variants), settings, repeats, preloaded, checking
+        )
+        return estimate.estimate_s * MARGIN <= times.max_s
+
     for example in examples:
-        if calls:
-            prompts = len(calls[-1]) + 1
-            estimate = times.benchmark(pair, prompts, len(variants), settings, repeats, preloaded)
-            if estimate.estimate_s * MARGIN <= times.max_s:
-                calls[-1].append(example)
-                continue
-        calls.append([example])
+        if calls and fits(len(calls[-1]) + 1):
+            calls[-1].append(example)
+        else:
+            calls.append([example])
+    if check is not None and calls and not fits(len(calls[-1]), check):
+        calls.append([])
     return calls
 
 
