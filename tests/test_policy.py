@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from assisted import policy as policy_module
 from assisted.acceptance import HISTORY_WEIGHT, Acceptance
 from assisted.drafters import DrafterKind
 from assisted.policy import (
@@ -104,14 +105,16 @@ def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
         CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP)
     )
     assert p.choose(ROOM, tokens_left=17, context=700).source is None
-    # With a long budget it waits until the time it would have saved reaches the prefill's.
+    # With a long budget it waits until the time it would have saved reaches a share of
+    # the prefill's cost.
     waited = 0
     while (choice := p.choose(ROOM, tokens_left=1000, context=700)).source is None:
         p.observe(0, 0)
         waited += 1
     assert choice.prefill and choice.gamma > 1
     saved_per_token_s = 1 / p.rate(None, 0) - 1 / p.best(A, CAP, optimistic=True)[1]
-    assert waited == pytest.approx(0.002 * 700 / saved_per_token_s, abs=1.5)
+    share = policy_module.START_SHARE
+    assert waited == pytest.approx(share * 0.002 * 700 / saved_per_token_s, abs=1.5)
 
 
 def test_a_short_prompt_starts_the_assistant_at_once():
