@@ -14,6 +14,7 @@ from transformers import AutoTokenizer  # noqa: E402
 
 import app  # noqa: E402
 from assisted import decoding, pairs  # noqa: E402
+from assisted.ui.compare_charts import ORACLE  # noqa: E402
 from assisted.ui.outputs import BenchmarkOutputs, CompareOutputs  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
@@ -193,8 +194,11 @@ def test_the_auto_schedule_runs_and_returns_its_cost_curve(client):
     assert ("Costs calibrated once" if timed else "Costs loaded from an earlier") in final[5]
     columns, rows = final[10]["columns"], final[10]["data"]
     points = [dict(zip(columns, row, strict=True)) for row in rows if row[0] is not None]
-    chosen = [p["candidates"] for p in points if p["source"] != "headroom"]
+    chosen = [p["candidates"] for p in points if p["source"] not in ("headroom", ORACLE)]
     assert chosen == [step["chosen"] for step in steps]
+    # Over them, the oracle's schedule, one point per step of it.
+    overlay = [p["candidates"] for p in points if p["source"] == ORACLE]
+    assert overlay == [move["gamma"] for move in result["oracle"]["schedule"]]
 
 
 def test_an_int8_assistant_is_named_in_the_result_the_card_and_the_summary(client):
