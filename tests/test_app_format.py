@@ -130,9 +130,22 @@ def test_summary_says_identical_or_where_it_diverged():
     assisted.top2[1] = (9, 9.0, 7, 1.0)  # the plain run's token is not in its top two
     text = compare_format.summary_markdown(report("p", "cpu", "bfloat16", plain, assisted))
     assert "This looks like a bug." in text
-    plain.sampled = assisted.sampled = True
-    text = compare_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
-    assert "**Diverged at token 1**" in text and "in distribution" in text
+
+
+def test_a_sampled_summary_says_two_draws_and_what_was_checked_never_identical_or_diverged():
+    for assisted_ids in ([1, 9, 3], [1, 2, 3]):  # two draws that part, two that match
+        plain, assisted = _records([1, 2, 3], [Step(tuple(assisted_ids), "xxx", 2, 1, 0.5)])
+        plain.sampled = assisted.sampled = True
+        text = compare_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
+        assert "**Two draws**: plain and assisted sampling each drew their own tokens" in text
+        assert "not checked in this run: run `python -m assisted.sampling_check`." in text
+        assert "Diverged" not in text and "Identical" not in text
+    checked = report("p", "cpu", "float32", plain, assisted)
+    checked["sampling_check"] = {"samples": 400, "tokens": 16, "tv": 0.031, "tv_plain": 0.042}
+    text = compare_format.summary_markdown(checked)
+    assert (
+        "checked on 400 samples of 16 tokens: TV 0.03 against 0.04 between two plain sets" in text
+    )
 
 
 def test_the_diverging_token_is_marked_in_its_step():
