@@ -77,8 +77,10 @@ def test_an_identical_unwarped_assistant_has_q_equal_to_p_and_every_draft_accept
     assert sampling.expected_acceptance(record)[0] == pytest.approx(1.0, abs=1e-3)
 
 
-def test_p_and_q_are_what_transformers_accepted_each_draft_with(pair, monkeypatch):
-    """A spy on `_speculative_sampling` takes p_i and q_i as it computes them."""
+@pytest.fixture
+def spied(monkeypatch) -> list:
+    """What `_speculative_sampling` is called with, as (p_i, q_i) of each drafted token of
+    each call, computed as it computes them."""
     seen = []
     speculative_sampling = generation_utils._speculative_sampling
 
@@ -93,6 +95,11 @@ def test_p_and_q_are_what_transformers_accepted_each_draft_with(pair, monkeypatc
         )
 
     monkeypatch.setattr(generation_utils, "_speculative_sampling", spy)
+    return seen
+
+
+def test_p_and_q_are_what_transformers_accepted_each_draft_with(pair, spied):
+    seen = spied
     record = assisted_run(pair, sampled())
     steps = drafting_steps(record)
     assert len(steps) == len(seen)
@@ -167,11 +174,14 @@ def test_the_observed_acceptance_agrees_with_the_expected_within_chance(self_pai
     assert abs(observed - expected) <= 2 * sd
 
 
-def test_watching_the_drafts_changes_no_sampled_token(pair, monkeypatch):
+def test_watching_the_drafts_changes_no_sampled_token_nor_probability(pair, spied, monkeypatch):
     watched = assisted_run(pair, sampled())
+    used = list(spied)
+    spied.clear()
     monkeypatch.setattr(StepObserver, "watching_drafts", lambda self: nullcontext())
     unwatched = assisted_run(pair, sampled())
     assert watched.token_ids == unwatched.token_ids
+    assert spied == used  # Transformers' own p and q, to the bit
     assert all(step.draft_p == () for step in unwatched.steps)
 
 
