@@ -135,8 +135,9 @@ def describe_acceptance(assisted: dict) -> str | None:
             "min(1, p/q), which looks like a bug"
         )
     return (
-        f"observed {observed:.1%} against {expected:.1%} ± {sd:.1%} expected from each "
-        f"draft's p and q (Σ min(1, p/q) products, step by step); {verdict}"
+        f"observed {observed:.1%}, expected {expected:.1%} ± {sd:.1%} from each draft's p and "
+        f"q (a candidate is accepted with probability min(1, p/q) if every one before it "
+        f"was); {verdict}"
     )
 
 

@@ -279,7 +279,7 @@ def test_a_record_keeps_its_probabilities_through_json_and_older_records_load():
 def test_describe_acceptance_agrees_within_two_standard_deviations_else_says_so():
     summary = {"acceptance_rate": 0.62, "expected_acceptance_rate": 0.60}
     agree = sampling.describe_acceptance({**summary, "expected_acceptance_sd": 0.04})
-    assert agree.startswith("observed 62.0% against 60.0% ± 4.0% expected")
+    assert agree.startswith("observed 62.0%, expected 60.0% ± 4.0% from each draft's p and q")
     assert "they agree within chance" in agree
     apart = sampling.describe_acceptance({**summary, "expected_acceptance_sd": 0.005})
     assert "more than 2 standard deviations apart" in apart and "looks like a bug" in apart
