@@ -33,9 +33,9 @@ OWN_KINDS = {
     TARGET: "drawn from p, as plain sampling does",
 }
 LEGEND_HTML = (
-    'Sampling: <span class="tok own corrected">corrected</span> the target\'s token after a '
-    'rejection, drawn from max(0, p − q); <span class="tok own bonus">bonus</span> after a '
-    "fully accepted draft, drawn from p."
+    'Sampling: the target\'s token <span class="tok own corrected">corrected</span> after a '
+    'rejection, from max(0, p − q), or a <span class="tok own bonus">bonus</span> after a '
+    "whole draft, from p."
 )
 
 

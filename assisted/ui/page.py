@@ -69,9 +69,9 @@ body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
   background: var(--background-fill-primary); border: 1px solid var(--border-color-primary);
   border-radius: var(--radius-md); box-shadow: var(--shadow-drop-lg); pointer-events: none; }
 .run-text .step:hover .tip, .run-text .step:focus .tip { display: block; }
-/* Both legends take the assisted one's four lines, so the two texts start level. */
+/* Both legends take the assisted one's five lines, so the two texts start level. */
 .legend { font-size: 0.8rem; color: var(--body-text-color-subdued); margin: 0.2rem 0 0.4rem;
-  line-height: 1.7; min-height: 6.8em; }
+  line-height: 1.7; min-height: 8.5em; }
 @media (max-width: 640px) { .legend { min-height: 0; } }  /* the columns stack */
 .legend .toggle { color: var(--body-text-color); cursor: pointer; }
 .legend .tok { padding: 0 0.3rem; border-radius: 3px; color: var(--body-text-color); }
