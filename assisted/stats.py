@@ -268,7 +268,8 @@ def policy_predicted_speedup(record: RunRecord) -> float | None:
 
 def per_step(record: RunRecord) -> list[dict]:
     """One object per step: what it committed and when; in assisted runs also its draft,
-    as the accepted text (the start of `text`) and the rejected remainder."""
+    as the accepted text (the start of `text`) and the rejected remainder, and in sampled
+    ones each draft's p and q and each token's kind (`sampling.step_fields`)."""
     rows = []
     for step, seconds in zip(record.steps, step_s(record), strict=True):
         row = {"text": step.text, "t_s": _round(step.t_s), "step_s": _round(seconds)}

@@ -7,6 +7,10 @@ timed.
 The runs use the constant schedule, so that both ways draft the same γ at every step and
 (with one seed) commit the same tokens: the `auto` schedule's choices follow the times it
 measures, which differ from run to run.
+
+Measured (embedded pair, bf16, 2-core AMD EPYC with AVX512-BF16 shared with other work,
+load average about 8; `--repeats 5`): reading p and q took 2.9 ms of a 1.39 s step; 4.18
+tokens/s with them, 3.96 without, within the machine's noise; the same tokens every run.
 """
 
 from __future__ import annotations
