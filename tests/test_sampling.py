@@ -152,17 +152,41 @@ def check_kinds(record: RunRecord) -> None:
             assert step.drafted == 0
 
 
-@pytest.mark.parametrize("schedule", ["constant", "auto"])
-def test_every_committed_token_has_its_kind(pair, self_pair, lookup, schedule):
-    draft = DraftSettings(num_assistant_tokens=4, confidence_threshold=0.0, schedule=schedule)
-    runs = [assisted_run(pair, sampled(), draft), assisted_run(self_pair, sampled(), draft)]
-    lookup_draft = DraftSettings(prompt_lookup_num_tokens=4, schedule=schedule)
+def test_every_committed_token_has_its_kind(pair, self_pair, lookup):
+    runs = [assisted_run(pair, sampled()), assisted_run(self_pair, sampled())]
+    lookup_draft = DraftSettings(prompt_lookup_num_tokens=4)
     runs.append(assisted_run(lookup, sampled(), lookup_draft, prompt=LOOKUP_PROMPT))
     seen = set()
     for record in runs:
         check_kinds(record)
         seen.update(kind for step in record.steps for kind in sampling.kinds(step))
     assert {sampling.ACCEPTED, sampling.CORRECTED, sampling.BONUS} <= seen
+
+
+def test_under_auto_a_free_and_right_lookup_draft_has_q_one_and_a_bonus_after_it(lookup):
+    """The `auto` policy drafts long where prompt lookup's drafts are free and every one is
+    accepted: here the target all but always samples one token, which the prompt repeats."""
+    repeat = lookup.tokenizer("a")["input_ids"][0]
+
+    def nearly_always_repeat(module, args, logits):
+        peaked = torch.zeros_like(logits)
+        peaked[..., repeat] = 30.0
+        return peaked
+
+    handle = lookup.target.lm_head.register_forward_hook(nearly_always_repeat)
+    try:
+        draft = DraftSettings(prompt_lookup_num_tokens=6, schedule="auto")
+        ids = [repeat] * 8
+        events = decoding.run(lookup, ids, "assisted", sampled(temperature=1.0), draft)
+        record = next(e for e in events if isinstance(e, RunDone)).record
+    finally:
+        handle.remove()
+    check_kinds(record)
+    assert all(step.chosen is not None for step in record.steps)  # the policy chose each
+    steps = drafting_steps(record)
+    assert all(step.draft_q == (1.0,) * step.drafted for step in steps)
+    assert all(p == pytest.approx(1.0, abs=1e-6) for step in steps for p in step.draft_p)
+    assert any(sampling.kinds(step)[-1] == sampling.BONUS for step in steps)
 
 
 def test_the_observed_acceptance_agrees_with_the_expected_within_chance(self_pair):
