@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from assisted import sampling_check
 from assisted.record import RunRecord
 
 NEAR_TIE = "near-tie"
@@ -249,11 +250,9 @@ SAMPLING_CHECK_COMMAND = "python -m assisted.sampling_check"
 
 def describe_sampled(check: dict | None) -> str:
     """What a sampled comparison can say, in a sentence: its runs are two draws, and
-    whether assisted sampling follows the target's distribution was checked, with `check`'s
-    figures, or not in this run. `check` is a check's result: `samples` sequences of
-    `tokens` tokens drawn in each set, `tv`, the total variation distance between the
-    assisted and the plain set, and `tv_plain`, that between two plain sets (what chance
-    alone gives); None where no check was made."""
+    whether assisted sampling follows the target's distribution was checked, in the words
+    of `sampling_check.sentence` for `check` (that module's result), or not in this run
+    (`check` None)."""
     head = (
         "two draws: plain and assisted sampling each drew their own tokens, so their texts "
         "can part anywhere and neither is wrong for it"
@@ -264,9 +263,8 @@ def describe_sampled(check: dict | None) -> str:
             f"in this run: run `{SAMPLING_CHECK_COMMAND}`"
         )
     return (
-        f"{head}. Whether assisted sampling follows the target's distribution was checked on "
-        f"{check['samples']} samples of {check['tokens']} tokens: TV {check['tv']:.2f} "
-        f"against {check['tv_plain']:.2f} between two plain sets"
+        f"{head}. Whether assisted sampling follows the target's distribution: "
+        f"{sampling_check.sentence(check)}"
     )
 
 

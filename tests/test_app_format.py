@@ -141,11 +141,14 @@ def test_a_sampled_summary_says_two_draws_and_what_was_checked_never_identical_o
         assert "not checked in this run: run `python -m assisted.sampling_check`." in text
         assert "Diverged" not in text and "Identical" not in text
     checked = report("p", "cpu", "float32", plain, assisted)
-    checked["sampling_check"] = {"samples": 400, "tokens": 16, "tv": 0.031, "tv_plain": 0.042}
+    checked["sampling_check"] = {  # `assisted.sampling_check`'s result, in part
+        "n": 400, "k": 3, "tv": 0.031, "tv_plain": 0.042, "bound": 0.05, "alpha": 0.05,
+        "passed": True, "control": None,
+    }  # fmt: skip
     text = compare_format.summary_markdown(checked)
-    assert (
-        "checked on 400 samples of 16 tokens: TV 0.03 against 0.04 between two plain sets" in text
-    )
+    assert "Whether assisted sampling follows the target's distribution: Checked on 400 " in text
+    assert "TV 0.031 between assisted and plain samples against 0.042 between two plain" in text
+    assert "not checked" not in text
 
 
 def test_the_diverging_token_is_marked_in_its_step():
