@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted import divergence, learnt_store, oracle, stats
+from assisted import divergence, learnt_store, oracle, sampling, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.drafters import DRAFTER_NAMES
 from assisted.examples import ExamplesError
@@ -162,6 +162,7 @@ def format_table(result: dict) -> str:
         ("drafted", "drafted", "{}"),
         ("accepted", "accepted", "{}"),
         ("acceptance rate", "acceptance_rate", "{:.1%}"),
+        ("expected acceptance", "expected_acceptance_rate", "{:.1%}"),  # sampled runs only
         ("tokens per step", "tokens_per_step", "{:.2f}"),
     ]
     runs = [(name, result[name]) for name in ("plain", "assisted") if result.get(name)]
@@ -188,7 +189,10 @@ def format_table(result: dict) -> str:
                 )
             label = f"{stats.speedup_word(result.get('prediction'))} speedup"
             lines.append(f"{label:22}{result['predicted_speedup']:>23.2f}x  ({basis})")
-        lines.append(f"{'output':22}{divergence.describe(result['divergence'])}")
+        lines.append(f"{'output':22}{divergence.describe_comparison(result)}")
+    acceptance = sampling.describe_acceptance(result.get("assisted") or {})
+    if acceptance:
+        lines.append(f"{'acceptance':22}{acceptance}")
     if result.get("oracle") is not None:
         lines.append(f"{'oracle':22}{oracle.describe(result['oracle'])}")
     calibration = learnt_store.describe((result.get("assisted") or {}).get("calibration"))

@@ -157,7 +157,8 @@ def run(
 
     def work() -> None:
         try:
-            with observer.hooks(mode, assistant), seam:
+            # The drafts' p and q are watched inside the seam, whose generator they wrap.
+            with observer.hooks(mode, assistant), seam, observer.watching_drafts():
                 if settings.sample:
                     torch.manual_seed(settings.seed)
                 synchronize(pair.device)

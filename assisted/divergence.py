@@ -41,7 +41,14 @@ nothing to weigh; and a tie of three or more tokens, where a token outside one r
 recorded top two has only a lower bound on its move: within the noise, that is no proof of
 a bug, nor of rounding (examples/summarise/incident-report in bf16, token 48: plain scored
 two tokens 16.375 and 16.375, assisted a third 16.5, one unit in the last place above).
-Beyond the noise, even the lower bound shows a bug. No torch here.
+Beyond the noise, even the lower bound shows a bug.
+
+Sampled runs are two draws: each run samples its own tokens, and assisted sampling is
+lossless in distribution (Leviathan et al. 2023), not token for token, so where they first
+differ says nothing. What can be said is whether assisted samples follow the target's
+distribution, which takes many samples of both (`python -m assisted.sampling_check`); a
+comparison says what such a check found, or that none was made (`describe_sampled`). No
+torch here.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from assisted import sampling_check
 from assisted.record import RunRecord
 
 NEAR_TIE = "near-tie"
@@ -236,16 +244,46 @@ def worst(outcomes: list[str]) -> str:
     return max(outcomes, key=OUTCOMES.index, default=IDENTICAL)
 
 
+# The command that checks assisted sampling against plain sampling, on many samples.
+SAMPLING_CHECK_COMMAND = "python -m assisted.sampling_check"
+
+
+def describe_sampled(check: dict | None) -> str:
+    """What a sampled comparison can say, in a sentence: its runs are two draws, and
+    whether assisted sampling follows the target's distribution was checked, in the words
+    of `sampling_check.sentence` for `check` (that module's result), or not in this run
+    (`check` None)."""
+    head = (
+        "two draws: plain and assisted sampling each drew their own tokens, so their texts "
+        "can part anywhere and neither is wrong for it"
+    )
+    if check is None:
+        return (
+            f"{head}. Assisted sampling should follow the target's distribution: not checked "
+            f"in this run: run `{SAMPLING_CHECK_COMMAND}`"
+        )
+    return (
+        f"{head}. Whether assisted sampling follows the target's distribution: "
+        f"{sampling_check.sentence(check)}"
+    )
+
+
+def describe_comparison(result: dict) -> str:
+    """The outcome of a comparison (`stats.report`) in a sentence: for sampled runs what
+    is known of their distributions (`describe_sampled`), else the divergence
+    (`describe`)."""
+    if "sampling_check" in result:
+        return describe_sampled(result["sampling_check"])
+    return describe(result["divergence"])
+
+
 def describe(found: dict | None) -> str:
     """The divergence in a sentence, with its figures: for people (the CLI, the app)."""
     if found is None:
         return "identical: the assisted run reproduced the plain run token for token"
+    if found["reason"] == "sampled":  # a report made before `sampling_check` was kept
+        return describe_sampled(None)
     where = f"diverged at token {found['index']}"
-    if found["reason"] == "sampled":
-        return (
-            f"{where}: sampled runs draw their own random numbers, so they are compared in "
-            "distribution (both follow the target's), not token for token"
-        )
     if found["verdict"] is None:
         return f"{where} ({found['reason']}): no verdict"
     plain, assisted = _name(found, "plain"), _name(found, "assisted")

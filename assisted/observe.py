@@ -15,6 +15,8 @@ We never reimplement speculative decoding; we watch it. `StepObserver` composes:
 - the target's scores: a forward hook on the target keeps its latest pass's logits, and
   each step reads the target's top two tokens at the positions it committed, the evidence
   for a divergence from the plain run (`assisted.divergence`).
+- under sampling, each drafted token's p and q, kept where Transformers computes them
+  (`assisted.draft_probs`), from which `assisted.stats` derives why a draft was accepted.
 
 On a GPU, passes are timed with CUDA events read once per step, not by synchronising the
 device around each pass, which would stall the very runs being compared.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -31,6 +34,7 @@ import torch
 from transformers.generation.streamers import BaseStreamer
 
 from assisted.detokenizer import Detokenizer
+from assisted.draft_probs import DraftProbabilities
 from assisted.drafters import DrafterKind
 from assisted.prefix import common_prefix_length
 from assisted.record import Mode, RunRecord, Step
@@ -66,6 +70,9 @@ class StepObserver(BaseStreamer):
         self.drafting = _DraftTiming(pair, record.draft_forward_s)
         self.verifying = _VerifyTiming(pair.device, policy.costs) if policy else None
         self.scores = _TargetScores(pair, record.top2)
+        # Greedy runs keep no probabilities: nothing is installed, nothing is computed.
+        sampled = record.sampled and record.mode == "assisted"
+        self.probabilities = DraftProbabilities() if sampled else None
 
     def put(self, value: torch.Tensor) -> None:
         token_ids = self.stream.tokens(value)
@@ -77,6 +84,9 @@ class StepObserver(BaseStreamer):
         if self.verifying is not None:
             self.verifying.read()
         self.scores.read(self.stream.committed, len(token_ids))
+        draft_p, draft_q = (
+            self.probabilities.read(self.stream.draft) if self.probabilities else ((), ())
+        )
         policy = self.policy
         step = self.stream.step(
             token_ids,
@@ -85,6 +95,8 @@ class StepObserver(BaseStreamer):
             chosen=policy.choice.gamma if policy else None,
             source=policy.choice.source if policy else self.record.drafter,
             expected=policy.expected if policy else None,
+            draft_p=draft_p,
+            draft_q=draft_q,
         )
         if policy and self.times_drafting:
             policy.observe_draft(policy.choice, step.drafted, draft_s)
@@ -109,6 +121,14 @@ class StepObserver(BaseStreamer):
         if self.verifying is not None:
             handles += self.verifying.hooks(self.target)
         return _Hooks(handles)
+
+    def watching_drafts(self) -> AbstractContextManager:
+        """Within the block, a sampled assisted run's p and q are kept (`assisted.draft_probs`).
+        Entered inside any drafting seam, whose candidate generator it wraps; nothing for
+        greedy and plain runs."""
+        if self.probabilities is None:
+            return nullcontext()
+        return self.probabilities.watching(self.target)
 
 
 class _Stream:
@@ -140,10 +160,12 @@ class _Stream:
         chosen: int | None,
         source: DrafterKind | None,
         expected: Expectation | None,
+        draft_p: tuple[float, ...] = (),
+        draft_q: tuple[float, ...] = (),
     ) -> Step:
         """The step that committed `token_ids`, with the draft it verified (from `source`),
-        the text of both and what the `auto` policy `expected` of it; its tokens then count
-        as committed."""
+        the text of both, what the `auto` policy `expected` of it, and under sampling the
+        draft's p and q; its tokens then count as committed."""
         draft = self.draft
         # Counted from the ids, not as len(token_ids) - 1: where EOS or the length limit
         # ends a step, the target's own token may be missing and every token a candidate.
@@ -164,6 +186,8 @@ class _Stream:
             chosen=chosen,
             source=source if draft else None,
             **(asdict(expected) if expected else {}),
+            draft_p=draft_p,
+            draft_q=draft_q,
         )
 
     def finish(self) -> str:

@@ -42,6 +42,10 @@ class Step:
     of its choice when it made it (`assisted.policy.Expectation`): the tokens the step would
     commit, the seconds it would take, and the seconds a plain step would have taken then;
     None under other schedules.
+    `draft_p` and `draft_q` are, in a sampled run, each drafted token's probability under
+    the target (p) and under the drafter (q), as Transformers accepted it with probability
+    min(1, p/q): both after the run's temperature and top-p, q = 1 for a prompt-lookup
+    draft (`assisted.draft_probs`). Empty in greedy runs and for steps that drafted nothing.
 
     The fields after `t_s` default to empty, so records made before drafts were kept load.
     """
@@ -60,6 +64,8 @@ class Step:
     expected_tokens: float | None = None
     expected_s: float | None = None
     plain_step_s: float | None = None
+    draft_p: tuple[float, ...] = ()
+    draft_q: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -194,8 +200,9 @@ class RunRecord:
 
 
 def _step_from_dict(data: dict) -> Step:
-    # JSON turns tuples into lists; a step keeps its ids as tuples.
-    ids = {key: tuple(data[key]) for key in ("token_ids", "draft_ids") if key in data}
+    # JSON turns tuples into lists; a step keeps its ids and probabilities as tuples.
+    keys = ("token_ids", "draft_ids", "draft_p", "draft_q")
+    ids = {key: tuple(data[key]) for key in keys if key in data}
     return Step(**{**data, **ids, "source": _kind(data.get("source"))})
 
 

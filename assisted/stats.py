@@ -81,11 +81,21 @@ Terms (one definition each, used everywhere):
   how long this process spent timing, the checks included.
 - **source**: where a step's candidates came from, a drafter kind (`assisted.drafters`);
   under `auto` it can change from step to step. None for a step that drafted nothing.
-- **identical**: the assisted run committed exactly the plain run's tokens.
+- **identical**: the assisted run committed exactly the plain run's tokens. Sampled runs
+  are two draws, which need not match: `sampling_check` is what a check of them found.
   **first divergence**: the index of the first new token where they differ.
   **divergence**: that token with the evidence, each run's top two tokens and logits
   there, and a verdict, **near-tie** (rounding can explain it) or **unexplained** (it
   looks like a bug); defined in `assisted.divergence`.
+- **p**, **q** (sampled assisted runs): a drafted token's probability under the target and
+  under the drafter, after the run's temperature and top-p, as Transformers used them
+  (q = 1 for a prompt-lookup draft). **accept_prob**: min(1, p/q), the probability that
+  the token is accepted. **kinds**: what each committed token is: "accepted" (a drafted
+  token), "corrected" (the target's after a rejection, drawn from max(0, p − q)),
+  "bonus" (the target's after a fully accepted draft, drawn from p) or "target" (the
+  target's in a step that drafted nothing). **expected acceptance rate**: Σ E[accepted] /
+  Σ drafted, E[accepted] = Σ_k accept_prob_1 ⋯ accept_prob_k of each step's draft; it
+  compares with the acceptance rate, within its standard deviation (`assisted.sampling`).
 - **verify cost ratio** at k rows: T(k) / T(1), what verifying k rows costs in one-row
   (plain) steps. Near 1, drafts are nearly free to verify (a GPU, bf16 on a CPU with
   native bf16); near k, each candidate costs as much as a plain step.
@@ -96,7 +106,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from assisted import oracle
+from assisted import oracle, sampling
 from assisted.divergence import explain as explain_divergence
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
@@ -258,7 +268,8 @@ def policy_predicted_speedup(record: RunRecord) -> float | None:
 
 def per_step(record: RunRecord) -> list[dict]:
     """One object per step: what it committed and when; in assisted runs also its draft,
-    as the accepted text (the start of `text`) and the rejected remainder."""
+    as the accepted text (the start of `text`) and the rejected remainder, and in sampled
+    ones each draft's p and q and each token's kind (`sampling.step_fields`)."""
     rows = []
     for step, seconds in zip(record.steps, step_s(record), strict=True):
         row = {"text": step.text, "t_s": _round(step.t_s), "step_s": _round(seconds)}
@@ -279,6 +290,8 @@ def per_step(record: RunRecord) -> list[dict]:
                     expected_s=_round(step.expected_s, 6),
                     plain_step_s=_round(step.plain_step_s, 6),
                 )
+            if record.sampled:
+                row.update(sampling.step_fields(step))
         rows.append(row)
     return rows
 
@@ -308,6 +321,8 @@ def summarize(record: RunRecord) -> dict:
             accept_histogram=accept_histogram(record),
             position_acceptance=[_round(r) for r in position_acceptance(record)],
         )
+        if record.sampled:
+            summary.update(sampling.run_fields(record))
         if record.verify_cost_s:
             summary["verify_cost_s"] = [[k, _round(s, 6)] for k, s in record.verify_cost_s]
         if record.calibration:
@@ -349,6 +364,9 @@ def compare(plain: RunRecord, assisted: RunRecord) -> dict:
         "identical": divergence is None,
         "first_divergence": divergence["index"] if divergence else None,
         "divergence": divergence,
+        # Sampled runs are two draws: what a check of their distributions found, null where
+        # none was made in this run (`assisted.divergence.describe_sampled`).
+        **({"sampling_check": None} if plain.sampled or assisted.sampled else {}),
     }
 
 

@@ -170,6 +170,40 @@ def test_an_auto_run_charts_its_draft_lengths_and_prices_its_drafts(page):
     expect(page.locator("#bench-plan")).to_contain_text("measured in the latest plain run on")
 
 
+def test_a_sampled_run_shows_each_drafts_p_and_q_and_marks_corrected_and_bonus_tokens(page):
+    set_max_new_tokens(page, 48)
+    page.locator("#settings").get_by_label("sampling").check()
+    page.locator("#prompt textarea").fill("def add(a, b):")
+    page.locator("#compare").click()
+    expect = sync_api.expect
+    expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    summary = page.locator("#summary")
+    expect(summary).to_contain_text("Two draws")
+    expect(summary).to_contain_text(
+        "not checked in this run: run python -m assisted.sampling_check"
+    )
+    expect(summary).to_contain_text(re.compile(r"Acceptance: observed [\d.]+%, expected [\d.]+%"))
+    expect(summary).not_to_contain_text("Identical")
+    expect(summary).not_to_contain_text("Diverged")
+    expect(page.locator("#assisted-card")).to_contain_text("expected acceptance")
+    # The assistant is the target itself, but it samples warped twice (Transformers 5.2x):
+    # some drafts are refused (a corrected token follows), others accepted whole (a bonus).
+    text = page.locator("#assisted-text")
+    expect(text.locator("mark.diverged")).to_have_count(0)
+    expect(text.locator(".own.corrected")).not_to_have_count(0)
+    expect(text.locator(".own.bonus")).not_to_have_count(0)
+    step = text.locator(".step").filter(has=page.locator(".own.corrected")).first
+    step.hover()
+    details = step.locator(".tip")
+    figures = r"p [\d.e-]+ · q [\d.e-]+ · min\(1, p/q\) [\d.e-]+"
+    expect(details).to_contain_text(re.compile(figures + " · rejected"))
+    expect(details).to_contain_text("corrected: after the rejection, drawn from max(0, p − q)")
+    legend = page.locator(".legend").filter(has=page.locator(".own.corrected"))
+    expect(legend.locator(".own.bonus")).to_have_text("bonus")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "browser-sampled.png"), full_page=True)
+
+
 def test_stop_in_the_browser_keeps_the_text_and_marks_it_stopped(page, slow_steps):
     set_max_new_tokens(page, 220)
     page.locator("#prompt textarea").fill("def add(a, b):")

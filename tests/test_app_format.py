@@ -130,9 +130,25 @@ def test_summary_says_identical_or_where_it_diverged():
     assisted.top2[1] = (9, 9.0, 7, 1.0)  # the plain run's token is not in its top two
     text = compare_format.summary_markdown(report("p", "cpu", "bfloat16", plain, assisted))
     assert "This looks like a bug." in text
-    plain.sampled = assisted.sampled = True
-    text = compare_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
-    assert "**Diverged at token 1**" in text and "in distribution" in text
+
+
+def test_a_sampled_summary_says_two_draws_and_what_was_checked_never_identical_or_diverged():
+    for assisted_ids in ([1, 9, 3], [1, 2, 3]):  # two draws that part, two that match
+        plain, assisted = _records([1, 2, 3], [Step(tuple(assisted_ids), "xxx", 2, 1, 0.5)])
+        plain.sampled = assisted.sampled = True
+        text = compare_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
+        assert "**Two draws**: plain and assisted sampling each drew their own tokens" in text
+        assert "not checked in this run: run `python -m assisted.sampling_check`." in text
+        assert "Diverged" not in text and "Identical" not in text
+    checked = report("p", "cpu", "float32", plain, assisted)
+    checked["sampling_check"] = {  # `assisted.sampling_check`'s result, in part
+        "n": 400, "k": 3, "tv": 0.031, "tv_plain": 0.042, "bound": 0.05, "alpha": 0.05,
+        "passed": True, "control": None,
+    }  # fmt: skip
+    text = compare_format.summary_markdown(checked)
+    assert "Whether assisted sampling follows the target's distribution: Checked on 400 " in text
+    assert "TV 0.031 between assisted and plain samples against 0.042 between two plain" in text
+    assert "not checked" not in text
 
 
 def test_the_diverging_token_is_marked_in_its_step():
@@ -511,3 +527,62 @@ def test_picking_auto_makes_the_draft_length_its_cap():
     assert on_schedule_change("auto", 12.0)["value"] == 12  # a longer length stays
     constant = on_schedule_change("constant", 8.0)
     assert "value" not in constant and constant["label"] == DRAFT_LENGTH_LABEL
+
+
+def _sampled_steps() -> list[Step]:
+    """A step whose second candidate was rejected, then one that accepted its draft."""
+    rejected = Step(
+        (1, 9), "ab", 3, 1, 0.2, (1, 5, 6), "a", "cd", draft_p=(0.9, 0.1, 0.3),
+        draft_q=(0.3, 0.2, 1.0),
+    )  # fmt: skip
+    whole = Step((7, 8), "ef", 1, 1, 0.3, (7,), "e", "", draft_p=(0.5,), draft_q=(0.5,))
+    return [rejected, whole]
+
+
+def test_a_sampled_step_shows_each_drafts_p_q_and_chance_and_marks_the_targets_token():
+    record = RunRecord("assisted", DrafterKind.ASSISTANT, 5, _sampled_steps(), sampled=True)
+    chunks = compare_format.chunks_of(record, [["a", "c", "d"], ["e"]])
+    lines = compare_format.step_details(1, chunks[0])
+    assert "“a”: p 0.9 · q 0.3 · min(1, p/q) 1 · accepted" in lines
+    assert "“c”: p 0.1 · q 0.2 · min(1, p/q) 0.5 · rejected" in lines
+    assert "“d”: p 0.3 · q 1 · min(1, p/q) 0.3 · after the rejection" in lines
+    assert lines[-1].startswith("then the target's own token: “b”, corrected: after the rejection")
+    assert compare_format.step_details(2, chunks[1])[-1].endswith("a bonus: every candidate was "
+                                                                  "accepted, so drawn from p at "
+                                                                  "no extra step")  # fmt: skip
+    page = compare_format.run_html(chunks, "assisted")
+    assert '<span class="own corrected">b</span>' in page
+    assert '<span class="own bonus">f</span>' in page
+    greedy = RunRecord("assisted", DrafterKind.ASSISTANT, 5, _sampled_steps())
+    page = compare_format.run_html(compare_format.chunks_of(greedy), "assisted")
+    assert "corrected" not in page and "bonus" not in page and "p/q" not in page
+
+
+def test_a_sampled_card_and_summary_set_the_expected_acceptance_beside_the_observed():
+    plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.1 * t) for t in (1, 2, 3)], 0.3)
+    assisted = RunRecord("assisted", DrafterKind.ASSISTANT, 5, _sampled_steps(), 0.3, sampled=True)
+    plain.sampled = True
+    result = report("p", "cpu", "float32", plain, assisted)
+    # Expected (1 + 0.5 + 0.5 · 0.3 + 1) / 4 drafted; 2 of 4 accepted.
+    assert ("expected acceptance", "66%") in compare_format.stat_rows(result["assisted"])
+    text = compare_format.summary_markdown(result)
+    assert "**Acceptance**: observed 50.0%, expected 66.2% ± " in text
+    greedy = report("p", "cpu", "float32", *_records([1, 2, 3], [Step((1, 2, 3), "x", 2, 2, 0.5)]))
+    assert "expected acceptance" not in dict(compare_format.stat_rows(greedy["assisted"]))
+    assert "**Acceptance**" not in compare_format.summary_markdown(greedy)
+
+
+def test_two_sampled_runs_that_part_have_no_token_marked_as_a_divergence():
+    plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.1 * t) for t in (1, 2, 3)], 0.3)
+    assisted = RunRecord("assisted", DrafterKind.ASSISTANT, 5, _sampled_steps(), 0.3)
+    spec = SimpleNamespace(name="p", drafter=DrafterKind.ASSISTANT)
+    tokenizer = SimpleNamespace(decode=lambda ids, **kwargs: "x" * len(ids))
+    pair = SimpleNamespace(spec=spec, device="cpu", dtype_name="float32", tokenizer=tokenizer)
+    for sample in (False, True):
+        plain.sampled = assisted.sampled = sample
+        live = Live(pair, 5, RunSettings(sample=sample), threading.Event())
+        for record in (plain, assisted):
+            live.add(decoding.RunDone(record))
+        outputs = live.outputs(done=True)
+        marked = 'class="diverged"' in outputs.plain_text + outputs.assisted_text
+        assert marked is not sample  # greedy runs mark where they part; sampled never

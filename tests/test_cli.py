@@ -95,6 +95,31 @@ def test_json_lists_each_step_with_its_draft(tiny_dirs):
     assert any(step["rejected_text"] for step in assisted["per_step"])  # a random assistant
 
 
+def test_a_sampled_card_says_two_draws_and_sets_expected_acceptance_beside_observed(tiny_dirs):
+    output, result = run_tiny_pair(
+        tiny_dirs,
+        "--max-new-tokens",
+        "16",
+        "--sample",
+        "--seed",
+        "3",
+        "--confidence-threshold",
+        "0",
+    )
+    card = output[output.index("\nnew tokens") : output.rindex("\n{")]  # before the JSON
+    assert "output                two draws: plain and assisted sampling each drew" in card
+    assert "not checked in this run: run `python -m assisted.sampling_check`" in card
+    assert "identical" not in card and "diverged" not in card
+    assert "expected acceptance" in card and "\nacceptance            observed " in card
+    assert result["sampling_check"] is None
+    assisted = result["assisted"]
+    assert 0 <= assisted["expected_acceptance_rate"] <= 1
+    for step in assisted["per_step"]:
+        assert len(step["drafts"]) == step["drafted"] and len(step["kinds"]) >= 1
+        for draft in step["drafts"]:
+            assert set(draft) == {"token", "p", "q", "accept_prob", "accepted"}
+
+
 def test_the_json_and_the_table_name_the_assistant_precision(tiny_dirs):
     output, result = run_tiny_pair(tiny_dirs, "--max-new-tokens", "8", "--assistant-quant", "int8")
     assert result["assisted"]["assistant_precision"] == "int8"

@@ -12,9 +12,11 @@ import html
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from assisted import divergence, learnt_store, oracle, stats
+from assisted import divergence, learnt_store, oracle, sampling, stats
 from assisted.drafters import DrafterKind
 from assisted.record import RunRecord
+from assisted.ui import draws_format
+from assisted.ui.draws_format import Draw
 from assisted.ui.numbers import number, percent
 
 
@@ -28,8 +30,10 @@ class Chunk:
     (`stats.step_s`, `Step.draft_s`); `chosen` and `source` are `Step.chosen` (the γ the
     `auto` policy asked for) and `Step.source` (where the candidates came from).
     `diverged` is where the token at which the two runs first differ sits in `text`, as
-    (start, end) characters; None in every other step. Chunks are plain values, so a
-    finished run keeps them in the page's state for the race replay."""
+    (start, end) characters; None in every other step. In a sampled run, `draws` are the
+    drafted tokens' (text, p, q), and `own_kind` the kind of the target's own token
+    (`assisted.sampling.KINDS`; None without one). Chunks are plain values, so a finished
+    run keeps them in the page's state for the race replay."""
 
     t_s: float
     accepted_text: str
@@ -43,6 +47,8 @@ class Chunk:
     chosen: int | None = None
     source: str | None = None
     diverged: tuple[int, int] | None = None
+    draws: tuple[Draw, ...] = ()
+    own_kind: str | None = None
 
     @property
     def text(self) -> str:
@@ -52,11 +58,14 @@ class Chunk:
         return asdict(self)
 
 
-def chunks_of(record: RunRecord | None) -> list[Chunk]:
-    """A chunk per step of the run (none before its first step)."""
+def chunks_of(
+    record: RunRecord | None, draft_texts: Sequence[Sequence[str]] | None = None
+) -> list[Chunk]:
+    """A chunk per step of the run (none before its first step); in a sampled run, with
+    the text of each drafted token from `draft_texts`, a list per step (else its id)."""
     if record is None:
         return []
-    return [
+    chunks = [
         Chunk(
             step.t_s,
             step.accepted_text,
@@ -72,6 +81,7 @@ def chunks_of(record: RunRecord | None) -> list[Chunk]:
         )
         for step, seconds in zip(record.steps, stats.step_s(record), strict=True)
     ]
+    return draws_format.with_draws(chunks, record, draft_texts)
 
 
 def chunks_from_dicts(items: Sequence[dict]) -> list[Chunk]:
@@ -102,6 +112,7 @@ LEGEND_HTML = (
     '<span class="tok own">the target\'s own token</span> '
     "— one box per target step; hover over a step for its details, or tab to the text "
     "and move between steps with the arrow keys.<br>"
+    f"{draws_format.LEGEND_HTML}<br>"
     '<label class="toggle"><input type="checkbox" id="show-rejected" checked> '
     "show rejected drafts</label>"
     "</div>"
@@ -140,8 +151,11 @@ def step_details(step_number: int, chunk: Chunk) -> list[str]:
     else:
         rejected = chunk.drafted - chunk.accepted
         lines.append(f"rejected {rejected}: “{_visible(chunk.rejected_text)}”")
+    lines += draws_format.draw_lines(chunk.draws, chunk.accepted, _visible)
     if chunk.own_text:
-        lines.append(f"then the target's own token: “{_visible(chunk.own_text)}”")
+        own = f"then the target's own token: “{_visible(chunk.own_text)}”"
+        kind = draws_format.OWN_KINDS.get(chunk.own_kind)
+        lines.append(f"{own}, {kind}" if kind else own)
     if chunk.diverged is not None:
         lines.append(DIVERGED_HERE)
     return lines
@@ -181,7 +195,7 @@ def _step_html(step_number: int, chunk: Chunk) -> str:
             shown = shown[:REJECTED_SHOWN_CHARS] + "…"
         parts.append(f'<s class="rej">{html.escape(shown)}</s>')
     own = _marked(chunk.own_text, len(chunk.accepted_text), chunk.diverged)
-    parts.append(f'<span class="own">{own}</span>')
+    parts.append(f'<span class="{draws_format.own_class(chunk.own_kind)}">{own}</span>')
     details = "<br>".join(html.escape(line) for line in step_details(step_number, chunk))
     parts.append(f'<span class="tip" role="tooltip">{details}</span>')
     tabindex = 0 if step_number == 1 else -1
@@ -239,6 +253,8 @@ def stat_rows(summary: dict) -> list[tuple[str, str]]:
             ("acceptance rate", percent(summary.get("acceptance_rate"))),
             ("tokens per step", number(summary.get("tokens_per_step"), 2)),
         ]
+    if "expected_acceptance_rate" in summary:  # sampled: from the drafts' p and q
+        rows.append(("expected acceptance", percent(summary["expected_acceptance_rate"])))
     if summary.get("assistant_precision"):
         rows.append(("assistant precision", summary["assistant_precision"]))
     return rows
@@ -401,7 +417,10 @@ def summary_markdown(result: dict) -> str:
     calibration = learnt_store.describe(assisted.get("calibration"))
     if calibration:
         lines.append(calibration)
-    lines.append(_divergence_line(result.get("divergence")))
+    acceptance = sampling.describe_acceptance(assisted)
+    if acceptance:
+        lines.append(f"**Acceptance**: {acceptance}.")
+    lines.append(_divergence_line(result))
     if result.get("oracle") is not None:
         lines.append(f"**Oracle:** {oracle.describe(result['oracle'])}")
     if plain.get("stopped") or assisted.get("stopped"):
@@ -409,9 +428,10 @@ def summary_markdown(result: dict) -> str:
     return "\n\n".join(lines)
 
 
-def _divergence_line(found: dict | None) -> str:
-    """`divergence.describe` as the summary's last word: its first clause in bold."""
-    head, _, rest = divergence.describe(found).partition(":")
+def _divergence_line(result: dict) -> str:
+    """`divergence.describe_comparison` as the summary's last word: its first clause in
+    bold."""
+    head, _, rest = divergence.describe_comparison(result).partition(":")
     line = f"**{head[0].upper()}{head[1:]}**:{rest}"
     return line if line.endswith(".") else line + "."
 

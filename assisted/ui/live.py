@@ -49,6 +49,8 @@ class Live:
         self.settings = settings
         self.stop = stop
         self.steps: dict[str, list[Step]] = {mode: [] for mode in MODES}
+        # The text of each drafted token, a list per step: decoded once, as the step arrives.
+        self.draft_texts: dict[str, list[list[str]]] = {mode: [] for mode in MODES}
         self.records: dict[str, RunRecord] = {}
         self.phase = "warmup"
 
@@ -57,6 +59,9 @@ class Live:
             self.phase = event.name
         elif isinstance(event, decoding.StepEvent):
             self.steps[event.mode].append(event.step)
+            # Only sampled steps show their drafted tokens one by one (with p and q).
+            ids = event.step.draft_ids if self.settings.sample else ()
+            self.draft_texts[event.mode].append([self.pair.tokenizer.decode([t]) for t in ids])
         elif isinstance(event, decoding.RunDone):
             # Its last step may carry text held back for a character split across steps.
             self.records[event.record.mode] = event.record
@@ -69,7 +74,14 @@ class Live:
         if not steps:
             return None
         drafter = self.pair.spec.drafter if mode == "assisted" else None
-        return RunRecord(mode, drafter, self.prompt_tokens, list(steps), total_s=steps[-1].t_s)
+        return RunRecord(
+            mode,
+            drafter,
+            self.prompt_tokens,
+            list(steps),
+            total_s=steps[-1].t_s,
+            sampled=self.settings.sample,
+        )
 
     @property
     def stopped(self) -> bool:
@@ -80,10 +92,11 @@ class Live:
     def outputs(self, done: bool = False) -> CompareOutputs:
         """Every Compare output's value; the race replay's state with the last (`done`)."""
         runs = {mode: self.record(mode) for mode in MODES}
-        shown = {mode: chunks_of(runs[mode]) for mode in MODES}
+        shown = {mode: chunks_of(runs[mode], self.draft_texts[mode]) for mode in MODES}
         assisted = runs["assisted"]
         result = decoding.report(self.pair, runs["plain"], assisted)
-        if done and result["divergence"] is not None:
+        # Two sampled runs part as two draws do: no token of theirs is marked as a fault.
+        if done and result["divergence"] is not None and not self.settings.sample:
             index = result["divergence"]["index"]
             shown = {mode: self._mark(runs[mode], shown[mode], index) for mode in MODES}
         if not done:

@@ -46,6 +46,12 @@ CSS = """
   outline-offset: 1px; }
 .run-text .acc, .legend .acc { background: rgba(16, 185, 129, 0.30); }
 .run-text .own, .legend .own { background: rgba(99, 102, 241, 0.16); }
+/* Under sampling, the target's token after a rejection (corrected) and after a fully
+   accepted draft (bonus): two underlines, apart from the red of a greedy divergence. */
+.run-text .own.corrected, .legend .own.corrected { text-decoration: underline wavy #d97706;
+  text-decoration-thickness: 1.5px; text-underline-offset: 3px; }
+.run-text .own.bonus, .legend .own.bonus { text-decoration: underline double #0284c7;
+  text-underline-offset: 3px; }
 .run-text .rej, .legend .rej { text-decoration: line-through;
   color: var(--body-text-color-subdued); }
 .run-text .rej { opacity: 0.75; user-select: none; }
@@ -63,9 +69,9 @@ body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
   background: var(--background-fill-primary); border: 1px solid var(--border-color-primary);
   border-radius: var(--radius-md); box-shadow: var(--shadow-drop-lg); pointer-events: none; }
 .run-text .step:hover .tip, .run-text .step:focus .tip { display: block; }
-/* Both legends take the assisted one's three lines, so the two texts start level. */
+/* Both legends take the assisted one's five lines, so the two texts start level. */
 .legend { font-size: 0.8rem; color: var(--body-text-color-subdued); margin: 0.2rem 0 0.4rem;
-  line-height: 1.7; min-height: 5.1em; }
+  line-height: 1.7; min-height: 8.5em; }
 @media (max-width: 640px) { .legend { min-height: 0; } }  /* the columns stack */
 .legend .toggle { color: var(--body-text-color); cursor: pointer; }
 .legend .tok { padding: 0 0.3rem; border-radius: 3px; color: var(--body-text-color); }
