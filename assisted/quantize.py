@@ -68,7 +68,7 @@ def quantize_int8(model: nn.Module, consume: bool = False) -> nn.Module:
     and none is left reachable after (the embedding stays in float32: the int8 model's
     activations are float32). With `consume`, the original's layer gives up its weights as
     well. Measured on the embedded pair (`python -m assisted.memory`), the copy's peak fell
-    from 1.40 to 1.31 times the weights kept (docs/space.md#memory)."""
+    from 1.40 to 1.27 times the weights kept (docs/space.md#memory)."""
     quantized = _structure(model)
     for parent, name, linear in _linears(quantized, model if consume else None):
         setattr(parent, name, _dynamic_int8(linear))
@@ -132,23 +132,35 @@ def _linears(
     """Each linear layer of `model` (a `_structure` copy) with its parent and name. Where
     `original` is given, its layer of the same name drops its weights once the caller has
     copied the layer: its parameters are rebound to empty ones, so a tensor that nothing
-    else holds is freed (a tied head's weight stays: the embedding holds it)."""
+    else holds is freed (a tied head's weight stays: the embedding holds it).
+
+    Only the layers' names are listed ahead: a list of the layers themselves would hold
+    every one, and its weights, until the last was copied (measured on the embedded 0.5B,
+    the copy's peak rose 0.35 GiB over its 168 decoder layers that way)."""
     originals = dict(original.named_modules()) if original is not None else {}
+    names = [
+        (prefix, name)
+        for prefix, module in model.named_modules()
+        for name, child in module.named_children()
+        if type(child) is nn.Linear
+    ]
     consumed = 0
-    for prefix, module in list(model.named_modules()):
-        for name, child in list(module.named_children()):
-            if type(child) is nn.Linear:
-                if originals and child.weight.numel() > _LARGE_LAYER:
-                    release_memory()  # its copy's transients land on the least held
-                yield module, name, child
-                source = originals.get(f"{prefix}.{name}" if prefix else name)
-                if source is not None:
-                    for weight, _ in list(source.named_parameters(recurse=False)):
-                        empty = torch.empty(0, dtype=child.weight.dtype)
-                        setattr(source, weight, nn.Parameter(empty, requires_grad=False))
-                    consumed += 1
-                    if consumed % _RELEASE_EVERY == 0:
-                        release_memory()
+    for prefix, name in names:
+        module = model.get_submodule(prefix)
+        child = getattr(module, name)
+        if originals and child.weight.numel() > _LARGE_LAYER:
+            release_memory()  # its copy's transients land on the least held
+        yield module, name, child
+        dtype = child.weight.dtype
+        del child  # the caller replaced it: its weights go with the original's
+        source = originals.get(f"{prefix}.{name}" if prefix else name)
+        if source is not None:
+            for weight, _ in list(source.named_parameters(recurse=False)):
+                empty = torch.empty(0, dtype=dtype)
+                setattr(source, weight, nn.Parameter(empty, requires_grad=False))
+            consumed += 1
+            if consumed % _RELEASE_EVERY == 0:
+                release_memory()
     if consumed:
         release_memory()
 
@@ -158,8 +170,8 @@ def _linears(
 # mmap threshold: measured on the embedded 0.5B, the process held 0.66 GiB more after its
 # 169 layers than after a collection and a trim. A collection takes tens of ms.
 _RELEASE_EVERY = 8
-# A layer this large (weights) is copied right after a hand-back: quantizing and packing
-# the 0.5B's 136M-weight output layer holds about four int8 copies of it for a moment.
+# A layer this large (weights) is copied right after a hand-back, and in parts of at most
+# this size (`RowSplitLinear`): the 0.5B's 136M-weight output layer becomes five.
 _LARGE_LAYER = 32 * 2**20
 # Rows of a linear layer widened to float32 at a time. Quantizing the 0.5B's tied output
 # layer (151936 × 896) through one float32 copy held 545 MB beside it, the largest part of
@@ -170,12 +182,12 @@ _BLOCK_ROWS = 4096
 def _dynamic_int8(linear: nn.Linear) -> nn.Module:
     """`linear` as fbgemm's dynamic int8 layer: the layer `quantize_dynamic` makes of a
     float32 copy of it (per-tensor symmetric scale from its weights' range), widened to
-    float32 a block of rows at a time rather than whole."""
-    from torch.ao.nn.quantized.modules.utils import _clamp_weights
+    float32 a block of rows at a time rather than whole. A layer larger than `_LARGE_LAYER`
+    becomes several such layers over its rows (`RowSplitLinear`), with the one scale."""
     from torch.ao.quantization.qconfig import default_dynamic_qconfig
 
     weight = linear.weight.detach()
-    blocks = range(0, weight.shape[0], _BLOCK_ROWS)
+    bias = None if linear.bias is None else linear.bias.detach().float()
     # torch.ao.quantization announces its deprecation on every call, and again for the
     # quantized tensors it makes; its eager dynamic path is still the fastest int8 on a CPU
     # in this torch (see the measurements above), and tests pin that it works.
@@ -183,23 +195,61 @@ def _dynamic_int8(linear: nn.Linear) -> nn.Module:
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.filterwarnings("ignore", r".*quantized tensor creation", UserWarning)
         observer = default_dynamic_qconfig.weight()
-        for start in blocks:  # the observer keeps the running minimum and maximum
+        for start in range(0, weight.shape[0], _BLOCK_ROWS):  # the running min and max
             observer(weight[start : start + _BLOCK_ROWS].float())
-        scale, zero_point = observer.calculate_qparams()
-        scale, zero_point = float(scale), int(zero_point)
-        int8 = torch.empty(weight.shape, dtype=torch.int8)
-        for start in blocks:
-            block = weight[start : start + _BLOCK_ROWS].float()
-            quantized = torch.quantize_per_tensor(block, scale, zero_point, torch.qint8)
-            int8[start : start + _BLOCK_ROWS] = quantized.int_repr()
-        qweight = torch._make_per_tensor_quantized_tensor(int8, scale, zero_point)
-        qweight = _clamp_weights(qweight, observer, scale, zero_point)
-        layer = torch.ao.nn.quantized.dynamic.Linear(
-            linear.in_features, linear.out_features, dtype=torch.qint8
-        )
-        bias = None if linear.bias is None else linear.bias.detach().float()
-        layer.set_weight_bias(qweight, bias)
+        if weight.numel() <= _LARGE_LAYER:
+            return _packed(weight, bias, observer)
+        rows = max(1, _LARGE_LAYER // weight.shape[1])
+        parts = [
+            _packed(
+                weight[start : start + rows],
+                bias[start : start + rows] if bias is not None else None,
+                observer,
+            )
+            for start in range(0, weight.shape[0], rows)
+        ]
+        return RowSplitLinear(parts)
+
+
+def _packed(weight: torch.Tensor, bias: torch.Tensor | None, observer: nn.Module) -> nn.Module:
+    """fbgemm's dynamic int8 layer for `weight`'s rows, at the scale `observer` chose."""
+    from torch.ao.nn.quantized.modules.utils import _clamp_weights
+
+    scale, zero_point = observer.calculate_qparams()
+    scale, zero_point = float(scale), int(zero_point)
+    int8 = torch.empty(weight.shape, dtype=torch.int8)
+    for start in range(0, weight.shape[0], _BLOCK_ROWS):
+        block = weight[start : start + _BLOCK_ROWS].float()
+        quantized = torch.quantize_per_tensor(block, scale, zero_point, torch.qint8)
+        int8[start : start + _BLOCK_ROWS] = quantized.int_repr()
+    qweight = torch._make_per_tensor_quantized_tensor(int8, scale, zero_point)
+    qweight = _clamp_weights(qweight, observer, scale, zero_point)
+    layer = torch.ao.nn.quantized.dynamic.Linear(
+        weight.shape[1], weight.shape[0], dtype=torch.qint8
+    )
+    layer.set_weight_bias(qweight, bias)
     return layer
+
+
+class RowSplitLinear(nn.Module):
+    """One linear layer as several over its output rows, their outputs side by side.
+
+    Packing a dynamic int8 layer holds about four int8 copies of its weights for a moment
+    (the layer's own placeholder, the quantized tensor, its clamped copy, fbgemm's packed
+    one), and the 0.5B's tied output layer, 151,936 x 896, is the largest by far: its
+    packing was the loading peak (`python -m assisted.memory`). Packed a part at a time,
+    each part's transients are freed before the next. The parts share one per-tensor scale
+    and see the same activations, whose quantization each makes alike from the same
+    range, so the product is the unsplit layer's, to the bit (tested)."""
+
+    def __init__(self, parts: list[nn.Module]):
+        super().__init__()
+        self.parts = nn.ModuleList(parts)
+        self.in_features = parts[0].in_features
+        self.out_features = sum(part.out_features for part in parts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([part(x) for part in self.parts], dim=-1)
 
 
 class Int8WeightOnlyLinear(nn.Module):

@@ -156,6 +156,29 @@ def test_the_int8_copy_leaves_no_float32_copy_of_the_assistant_s_linear_weights(
     assert not leftovers
 
 
+def test_a_consumed_layer_s_weights_are_freed_before_the_next_layer_is_copied(tiny_dirs):
+    import weakref
+
+    original = _fresh(tiny_dirs).assistant
+    head = original.get_output_embeddings()  # tied: the embedding keeps its weight
+    weights = {
+        name: weakref.ref(m.weight)
+        for name, m in original.named_modules()
+        if type(m) is nn.Linear and m is not head
+    }
+    copied: list[str] = []
+    structure = quantize._structure(original)
+    for parent, name, linear in quantize._linears(structure, original):
+        # Each layer copied before the last is consumed by now, and nothing holds its weights.
+        alive = [done for done in copied[:-1] if done in weights and weights[done]() is not None]
+        assert not alive, alive
+        setattr(parent, name, nn.Identity())
+        del linear
+        copied.append(next(n for n, m in structure.named_modules() if m is parent) + f".{name}")
+        gc.collect()
+    assert len(copied) > 2 and all(ref() is None for ref in weights.values())
+
+
 def test_the_int8_copy_is_the_one_quantize_dynamic_makes_of_a_float_copy(pair):
     assistant = pair.drafting_assistant("none")
     with warnings.catch_warnings():
@@ -212,6 +235,21 @@ def test_a_layer_quantized_block_by_block_is_the_one_quantize_dynamic_makes(monk
     assert got.weight().q_scale() == reference.weight().q_scale()
     x = torch.randn(2, 16)
     assert torch.equal(got(x), reference(x))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_large_layer_split_by_rows_gives_the_unsplit_layers_product(monkeypatch, bias):
+    torch.manual_seed(0)
+    linear = nn.Linear(16, 10, bias=bias).to(torch.bfloat16)
+    whole = quantize._dynamic_int8(linear)
+    monkeypatch.setattr(quantize, "_LARGE_LAYER", 16 * 3)  # 3 rows a part: four parts
+    split = quantize._dynamic_int8(linear)
+    assert isinstance(split, quantize.RowSplitLinear)
+    assert [part.out_features for part in split.parts] == [3, 3, 3, 1]
+    assert {part.weight().q_scale() for part in split.parts} == {whole.weight().q_scale()}
+    x = torch.randn(2, 5, 16)
+    assert torch.equal(split(x), whole(x))
+    assert quantize.weights_bytes(split) == quantize.weights_bytes(whole)
 
 
 def test_the_drafting_time_is_measured_on_the_quantized_copy(pair):
