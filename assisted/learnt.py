@@ -4,10 +4,15 @@ Two kinds of knowledge, kept apart because they age differently:
 - **costs**, facts about the machine: T(k), the target's seconds to verify k rows, and per
   assistant precision its seconds per drafted token and per token of a prefill. The
   calibration times them once per pair, device and dtype, and every run refines T(k) for
-  the rows it verified and the prefill time (`assisted.auto`).
-- **acceptance**, a fact about the text seen: per assistant precision, (accepted, tried)
-  counts per source and streak. Each run starts from the latest run's counts, lightly
-  (`assisted.acceptance.HISTORY_WEIGHT`), and leaves its own.
+  the rows it verified and the prefill time (`assisted.auto`). A sampled run's assistant
+  drafts through its own `generate()`, warping and sampling each token, so its time per
+  drafted token is timed apart (`sampled_draft_s`), once a process first prepares a
+  sampled `auto` run.
+- **acceptance**, a fact about the text seen: per assistant precision and temperature band
+  (`assisted.bands`: greedy, or sampled at one of three temperatures), (accepted, tried)
+  counts per source and streak. Each run starts from the latest counts of its band,
+  lightly (`assisted.acceptance.HISTORY_WEIGHT`), and leaves its own there. Greedy's
+  counts are `acceptance`, as before there were bands; the sampled bands' are `sampled`.
 
 The precision is the assistant's ("none": the pair's dtype, and the only one for drafters
 without a model), since an int8 assistant drafts faster and is accepted less.
@@ -46,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from assisted.acceptance import LONG_MATCH, AcceptanceCounts, Counts, EstimateKey
+from assisted.bands import GREEDY, SAMPLED_BANDS, Band
 from assisted.drafters import DrafterKind
 
 _T = TypeVar("_T")
@@ -58,7 +64,30 @@ class PrecisionLearnt:
 
     draft_s: float | None = None  # the assistant's seconds per drafted token
     prefill_s: float | None = None  # its seconds per token of context it prefills
-    acceptance: AcceptanceCounts = field(default_factory=dict)
+    acceptance: AcceptanceCounts = field(default_factory=dict)  # greedy runs'
+    # Its seconds per drafted token through its sampling `generate()`, for sampled runs.
+    sampled_draft_s: float | None = None
+    sampled: dict[Band, AcceptanceCounts] = field(default_factory=dict)  # per sampled band
+
+    def acceptance_in(self, band: Band) -> AcceptanceCounts:
+        """The counts runs in `band` left: greedy's `acceptance`, or a sampled band's."""
+        return self.acceptance if band == GREEDY else self.sampled.get(band, {})
+
+    def keep_acceptance(self, band: Band, counts: AcceptanceCounts) -> None:
+        """`counts` are now the latest of `band`."""
+        if band == GREEDY:
+            self.acceptance = counts
+        else:
+            self.sampled[band] = counts
+
+    def copy(self) -> PrecisionLearnt:
+        return PrecisionLearnt(
+            self.draft_s,
+            self.prefill_s,
+            _copy(self.acceptance),
+            self.sampled_draft_s,
+            _copy_bands(self.sampled),
+        )
 
 
 @dataclass
@@ -71,7 +100,9 @@ class ProcessTiming:
     fresh: bool = False  # it timed a cost the learnt state lacked: a calibration
     rows: set[int] = field(default_factory=set)  # the T(k) rows it timed, fresh or again
     drafting: set[str] = field(default_factory=set)  # precisions whose drafting it timed
-    # Costs read from disk and timed again ("T(1)", "T(9)", "drafting int8"), and those of
+    sampled_drafting: set[str] = field(default_factory=set)  # ... and sampled drafting
+    # Costs read from disk and timed again ("T(1)", "T(9)", "drafting int8", "sampled
+    # drafting int8"), and those of
     # them whose time the new timing lowered.
     checked: list[str] = field(default_factory=list)
     corrected: list[str] = field(default_factory=list)
@@ -79,9 +110,11 @@ class ProcessTiming:
 
 @dataclass(frozen=True)
 class LearntSnapshot:
-    """The acceptance of every precision at one moment (see `LearntState.restore`)."""
+    """The acceptance of every precision and band at one moment (see `LearntState.restore`):
+    greedy's per precision, and the sampled bands' per precision."""
 
     acceptance: dict[str, AcceptanceCounts]
+    sampled: dict[str, dict[Band, AcceptanceCounts]] = field(default_factory=dict)
 
 
 @dataclass
@@ -106,7 +139,11 @@ class LearntState:
         seconds."""
         inherited = self.timing
         if inherited.pid != os.getpid():
-            self.timing = ProcessTiming(rows=set(inherited.rows), drafting=set(inherited.drafting))
+            self.timing = ProcessTiming(
+                rows=set(inherited.rows),
+                drafting=set(inherited.drafting),
+                sampled_drafting=set(inherited.sampled_drafting),
+            )
         return self.timing
 
     @property
@@ -122,14 +159,17 @@ class LearntState:
     def snapshot(self) -> LearntSnapshot:
         """The acceptance learnt so far, apart from what later runs will learn."""
         return LearntSnapshot(
-            {name: _copy(learnt.acceptance) for name, learnt in self.precisions.items()}
+            {name: _copy(learnt.acceptance) for name, learnt in self.precisions.items()},
+            {name: _copy_bands(learnt.sampled) for name, learnt in self.precisions.items()},
         )
 
     def restore(self, snapshot: LearntSnapshot) -> None:
         """Bring back the acceptance of `snapshot`, in place: a precision first seen after
         it starts from nothing again. The costs stay as they are."""
-        for name in self.precisions.keys() | snapshot.acceptance.keys():
-            self.precision(name).acceptance = _copy(snapshot.acceptance.get(name, {}))
+        for name in self.precisions.keys() | snapshot.acceptance.keys() | snapshot.sampled.keys():
+            learnt = self.precision(name)
+            learnt.acceptance = _copy(snapshot.acceptance.get(name, {}))
+            learnt.sampled = _copy_bands(snapshot.sampled.get(name, {}))
 
     @contextmanager
     def acceptance_apart(self) -> Iterator[None]:
@@ -150,10 +190,7 @@ class LearntState:
         """The costs and acceptance, apart from this state's."""
         return LearntState(
             dict(self.verify_s),
-            {
-                name: PrecisionLearnt(learnt.draft_s, learnt.prefill_s, _copy(learnt.acceptance))
-                for name, learnt in self.precisions.items()
-            },
+            {name: learnt.copy() for name, learnt in self.precisions.items()},
         )
 
     def adopt(self, merged: LearntState, synced: LearntState) -> None:
@@ -164,36 +201,31 @@ class LearntState:
         for name, theirs in merged.precisions.items():
             mine = self.precision(name)
             mine.draft_s, mine.prefill_s = theirs.draft_s, theirs.prefill_s
+            mine.sampled_draft_s = theirs.sampled_draft_s
             if self.shares_acceptance:
                 mine.acceptance = _copy(theirs.acceptance)
+                mine.sampled = _copy_bands(theirs.sampled)
         seen = synced.copy()
         if not self.shares_acceptance:
             before = self.synced or LearntState()
             for name in seen.precisions.keys() | before.precisions.keys():
                 seen.precision(name).acceptance = _copy(before.precision(name).acceptance)
+                seen.precision(name).sampled = _copy_bands(before.precision(name).sampled)
         self.synced = seen
 
     def to_dict(self) -> dict:
         """The state as JSON-ready data: T(k) as [k, seconds] pairs, and each acceptance
-        key, a (source, streak, match bucket) tuple, as three fields of its entry."""
+        key, a (source, streak, match bucket) tuple, as three fields of its entry; greedy's
+        acceptance under `acceptance`, the sampled bands' under `sampled`."""
         return {
             "verify_s": [[k, seconds] for k, seconds in sorted(self.verify_s.items())],
             "precisions": {
                 name: {
                     "draft_s": learnt.draft_s,
                     "prefill_s": learnt.prefill_s,
-                    "acceptance": [
-                        {
-                            "source": source.value,
-                            "streak": streak,
-                            "match": bucket,
-                            "accepted": accepted,
-                            "tried": tried,
-                        }
-                        for (source, streak, bucket), (accepted, tried) in _copy(
-                            learnt.acceptance
-                        ).items()
-                    ],
+                    "acceptance": _entries(learnt.acceptance),
+                    "sampled_draft_s": learnt.sampled_draft_s,
+                    "sampled": {band: _entries(counts) for band, counts in learnt.sampled.items()},
                 }
                 for name, learnt in self.precisions.items()
             },
@@ -203,13 +235,20 @@ class LearntState:
     def from_dict(cls, data: dict) -> LearntState:
         """The state `to_dict` made. Data of any other shape, or with a number the policy
         could not use (negative, infinite, not a number), raises ValueError, TypeError,
-        KeyError or AttributeError."""
+        KeyError or AttributeError. Data from before the sampled bands (format 3,
+        `assisted.learnt_store`) has no `sampled_draft_s` nor `sampled`: its acceptance,
+        left by greedy and sampled runs alike, is read as greedy's."""
         verify_s = {_rows(k): _seconds(seconds) for k, seconds in data["verify_s"]}
         precisions = {
             name: PrecisionLearnt(
                 _optional(learnt["draft_s"]),
                 _optional(learnt["prefill_s"]),
-                dict(_acceptance_entry(entry) for entry in learnt["acceptance"]),
+                _counts(learnt["acceptance"]),
+                _optional(learnt.get("sampled_draft_s")),
+                {
+                    _band(band): _counts(entries)
+                    for band, entries in learnt.get("sampled", {}).items()
+                },
             )
             for name, learnt in data["precisions"].items()
         }
@@ -220,11 +259,13 @@ def merge(disk: LearntState, state: LearntState) -> LearntState:
     """What the file should hold: `disk`, what it holds now, with what `state` learnt since
     it last read or wrote the file (its `synced` copy), value by value.
 
-    - T(k), per row k, and each precision's drafting and prefill seconds: this process's
+    - T(k), per row k, and each precision's drafting (greedy and sampled) and prefill
+      seconds: this process's
       value where it timed or refined it since (it differs from its copy of the file), or
       where the file has none; the file's otherwise. Two measurements of one machine are
       both honest, so the later writer's stands.
-    - Acceptance, per precision and estimate (source, streak, match bucket): the same rule.
+    - Acceptance, per precision, band and estimate (source, streak, match bucket): the same
+      rule.
       A run leaves its counts for the estimates it used and the history it started from
       for the others (`AcceptanceModel.counts`), so each estimate in the file is the
       latest counts of a run that used it, whichever process ran it. While `state`'s
@@ -241,11 +282,21 @@ def merge(disk: LearntState, state: LearntState) -> LearntState:
         theirs = merged.precision(name)
         theirs.draft_s = _newer(mine.draft_s, was.draft_s, theirs.draft_s)
         theirs.prefill_s = _newer(mine.prefill_s, was.prefill_s, theirs.prefill_s)
+        theirs.sampled_draft_s = _newer(
+            mine.sampled_draft_s, was.sampled_draft_s, theirs.sampled_draft_s
+        )
         if state.shares_acceptance:
-            for key, counts in _copy(mine.acceptance).items():
-                new = _newer(counts, was.acceptance.get(key), theirs.acceptance.get(key))
-                theirs.acceptance[key] = new
+            _merge_counts(mine.acceptance, was.acceptance, theirs.acceptance)
+            for band, counts in mine.sampled.items():
+                into = theirs.sampled.setdefault(band, {})
+                _merge_counts(counts, was.sampled.get(band, {}), into)
     return merged
+
+
+def _merge_counts(mine: AcceptanceCounts, synced: AcceptanceCounts, disk: AcceptanceCounts) -> None:
+    """Into `disk`, in place, `mine`'s counts of each estimate, `merge`'s rule."""
+    for key, counts in _copy(mine).items():
+        disk[key] = _newer(counts, synced.get(key), disk.get(key))
 
 
 def _newer(mine: _T | None, synced: _T | None, disk: _T | None) -> _T | None:
@@ -256,6 +307,27 @@ def _newer(mine: _T | None, synced: _T | None, disk: _T | None) -> _T | None:
 
 def _copy(acceptance: AcceptanceCounts) -> AcceptanceCounts:
     return {key: (list(accepted), list(tried)) for key, (accepted, tried) in acceptance.items()}
+
+
+def _copy_bands(bands: dict[Band, AcceptanceCounts]) -> dict[Band, AcceptanceCounts]:
+    return {band: _copy(counts) for band, counts in bands.items()}
+
+
+def _entries(acceptance: AcceptanceCounts) -> list[dict]:
+    return [
+        {"source": source.value, "streak": streak, "match": bucket, "accepted": a, "tried": t}
+        for (source, streak, bucket), (a, t) in _copy(acceptance).items()
+    ]
+
+
+def _counts(entries: list[dict]) -> AcceptanceCounts:
+    return dict(_acceptance_entry(entry) for entry in entries)
+
+
+def _band(name: object) -> Band:
+    if name not in SAMPLED_BANDS:
+        raise ValueError(f"{name!r} is not a sampled temperature band")
+    return name
 
 
 def _acceptance_entry(entry: dict) -> tuple[EstimateKey, Counts]:

@@ -27,6 +27,9 @@ outside the key: a stamp that differs never makes a file unusable.
 
 A file that cannot be read, holds another key or another format version is ignored with a
 warning, and the next save replaces it: it costs a calibration, never the loaded models.
+Format 3, from before the temperature bands (`assisted.bands`), is still read: its costs
+hold, and its acceptance, which greedy and sampled runs shared, is read as greedy's (most
+runs are greedy); the next save writes format 4.
 
 Several processes write one file, each holding a copy read earlier, so a save never writes
 its copy whole (the last writer would undo the others): holding a lock on `<file>.lock`
@@ -68,7 +71,8 @@ if TYPE_CHECKING:
 
     from assisted.registry import PairSpec
 
-FORMAT_VERSION = 3  # raised when the file's shape changes: older files are then ignored
+FORMAT_VERSION = 4  # raised when the file's shape changes: older files are then ignored,
+_READS = (3, FORMAT_VERSION)  # except these, which `LearntState.from_dict` still reads
 _OFF = ("", "off")  # ASSISTED_LEARNT_DIR values that keep nothing on disk
 # A writer holds the lock for one small read and write (milliseconds): one that holds it
 # longer has hung, and waiting on it would hold the run's result back.
@@ -240,7 +244,7 @@ def _read(file: LearntFile | None) -> LearntState:
         return LearntState()
     try:
         data = json.loads(file.path.read_text())
-        if data.get("version") != FORMAT_VERSION:
+        if data.get("version") not in _READS:
             raise ValueError(f"format version {data.get('version')!r}, not {FORMAT_VERSION}")
         if data.get("key") != file.key:
             raise ValueError("it was written for another pair, machine or dtype")

@@ -98,3 +98,15 @@ def test_a_restore_leaves_every_cost_as_it_is():
     state.restore(snapshot)
     assert state.verify_s == {1: 0.01, 3: 0.015, 5: 0.02}
     assert (state.precision("int8").draft_s, state.precision("int8").prefill_s) == (0.003, 0.0004)
+
+
+def test_a_restore_brings_back_the_sampled_bands_too():
+    state = LearntState()
+    state.precision("none").sampled["t<=1"] = counts(1.0)
+    snapshot = state.snapshot()
+    state.precision("none").sampled["t<=1"] = counts(2.0)
+    state.precision("none").sampled["t>1"] = counts(3.0)
+    state.precision("none").acceptance = counts(4.0)
+    state.restore(snapshot)
+    assert state.precision("none").sampled == {"t<=1": counts(1.0)}
+    assert state.precision("none").acceptance == {}

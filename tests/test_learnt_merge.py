@@ -218,3 +218,34 @@ def test_where_locking_fails_a_save_still_saves_and_says_so_once(file, monkeypat
             learnt_store.save(file, state)
     assert learnt_store.load(file).verify_s[2] == 0.3
     assert caplog.text.count("without a lock") == 1
+
+
+def test_two_writers_in_different_bands_both_end_on_disk_beside_greedys(file):
+    a, b = learnt_store.load(file), learnt_store.load(file)
+    a_none = a.precision("none")
+    a_none.sampled["t<=0.5"] = {(A, False, 0): ([3.0], [4.0])}
+    a_none.sampled_draft_s = 0.007
+    learnt_store.save(file, a)
+    # B read before A saved: its stale copy has no bands. It learnt at a higher temperature.
+    b.precision("none").sampled["t>1"] = {(A, False, 0): ([1.0], [4.0])}
+    learnt_store.save(file, b)
+
+    on_disk = learnt_store.load(file).precision("none")
+    assert on_disk.sampled == {
+        "t<=0.5": {(A, False, 0): ([3.0], [4.0])},
+        "t>1": {(A, False, 0): ([1.0], [4.0])},
+    }
+    assert on_disk.sampled_draft_s == 0.007  # B's stale None did not undo A's time
+    assert on_disk.acceptance == {(A, False, 0): ([1.0], [2.0])}  # greedy's, as the file had
+    assert b.precision("none").sampled == on_disk.sampled  # B's save brought A's band in
+
+
+def test_one_band_refined_by_two_writers_holds_the_later_ones_counts(file):
+    a, b = learnt_store.load(file), learnt_store.load(file)
+    a.precision("none").sampled["t<=1"] = {(A, False, 0): ([1.0], [2.0])}
+    learnt_store.save(file, a)
+    b.precision("none").sampled["t<=1"] = {(A, False, 0): ([2.0], [2.0])}
+    learnt_store.save(file, b)
+    assert learnt_store.load(file).precision("none").sampled == {
+        "t<=1": {(A, False, 0): ([2.0], [2.0])}
+    }

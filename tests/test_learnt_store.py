@@ -63,6 +63,8 @@ def learnt() -> LearntState:
         (L, False, 2): ([0.0, 0.0], [1.0, 0.0]),
     }
     state.precision("int8").acceptance = {(L, True, 4): ([0.1], [0.2])}  # no costs timed
+    none.sampled_draft_s = 0.005
+    none.sampled["t<=1"] = {(A, False, 0): ([0.5, 0.1], [3.0, 1.0])}
     return state
 
 
@@ -133,6 +135,13 @@ def entry(**changes) -> dict:
     return {"none": {"draft_s": None, "prefill_s": None, "acceptance": [{**good, **changes}]}}
 
 
+def sampled(band: str = "t<=1", sampled_draft_s: object = None, **changes) -> dict:
+    """Precisions whose one sampled band, its entry or its drafting time is changed."""
+    good = entry(**changes)["none"]["acceptance"]
+    none = {"draft_s": None, "prefill_s": None, "acceptance": []}
+    return {"none": {**none, "sampled_draft_s": sampled_draft_s, "sampled": {band: good}}}
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -151,6 +160,10 @@ def entry(**changes) -> dict:
         spoilt(precisions=entry(tried=[2.0, 1.0])),
         spoilt(precisions=entry(accepted=[-1.0])),
         spoilt(precisions=[]),
+        spoilt(version=2),
+        spoilt(precisions=sampled(band="t<=2")),
+        spoilt(precisions=sampled(sampled_draft_s=-1.0)),
+        spoilt(precisions=sampled(match=9)),
     ],
 )
 def test_a_file_that_cannot_be_used_is_ignored_with_a_warning(folder, caplog, text):
@@ -320,3 +333,25 @@ def test_the_sentence_for_people_says_where_the_costs_came_from():
         "value."
     )
     assert learnt_store.describe(None) is None
+
+
+def test_a_format_3_file_is_read_with_its_acceptance_as_greedys(folder):
+    """Format 3 kept one acceptance for greedy and sampled runs alike, and no sampled
+    drafting time: its costs hold, its acceptance is greedy's, and the next save writes
+    format 4 with both."""
+    file = LearntFile(folder / "p.json", KEY)
+    folder.mkdir()
+    format_3 = learnt().to_dict()
+    for precision in format_3["precisions"].values():
+        del precision["sampled_draft_s"], precision["sampled"]
+    file.path.write_text(json.dumps({"version": 3, "key": KEY, **format_3}))
+    read = learnt_store.load(file)
+    assert read.verify_s == learnt().verify_s
+    for name, expected in learnt().precisions.items():
+        got = read.precision(name)
+        assert (got.draft_s, got.prefill_s) == (expected.draft_s, expected.prefill_s)
+        assert got.acceptance == expected.acceptance and got.acceptance
+        assert got.sampled == {} and got.sampled_draft_s is None
+    learnt_store.save(file, read)
+    assert json.loads(file.path.read_text())["version"] == learnt_store.FORMAT_VERSION == 4
+    assert learnt_store.load(file) == read
