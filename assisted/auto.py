@@ -29,6 +29,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import torch
+from transformers import (
+    Cache,
+    GenerationConfig,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopPLogitsWarper,
+)
 from transformers.generation.candidate_generator import (
     AssistedCandidateGenerator,
     CandidateGenerator,
@@ -36,6 +43,7 @@ from transformers.generation.candidate_generator import (
 )
 
 from assisted import learnt_store
+from assisted.bands import GREEDY, Band
 from assisted.candidates import (
     ASSISTANT,
     LOOKUP,
@@ -49,7 +57,7 @@ from assisted.lean import LeanDrafter
 from assisted.lookup import SuffixLookup
 from assisted.observe import synchronize
 from assisted.policy import DraftPolicy
-from assisted.settings import DraftSettings
+from assisted.settings import DraftSettings, RunSettings
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -62,23 +70,26 @@ if TYPE_CHECKING:
 _CALIBRATION_REPEATS = 3
 _CALIBRATION_ATTEMPTS = 3  # timings of the target's rows, while they look disturbed
 _PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
+_SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
 
 
-def new_policy(pair: LoadedPair, draft: DraftSettings, precision: str) -> DraftPolicy:
-    """A fresh policy for one `auto` run, seeded by the pair's costs (calibrated when the
-    pair was prepared, `assisted.prepare`, and refined by its runs since) and by the
-    acceptance its earlier runs saw in `precision`. Times nothing.
+def new_policy(pair: LoadedPair, draft: DraftSettings, precision: str, band: Band) -> DraftPolicy:
+    """A fresh policy for one `auto` run in temperature `band` (`assisted.bands`), seeded by
+    the pair's costs (calibrated when the pair was prepared, `assisted.prepare`, and refined
+    by its runs since) and by the acceptance its earlier runs in `precision` and `band` saw.
+    A sampled run's assistant is priced at its sampled drafting time. Times nothing.
 
     A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
     matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
     cap = draft_cap(pair.spec.drafter, draft)
+    sampled = band != GREEDY
     if pair.spec.drafter is LOOKUP:
         verify_s, _, _ = calibrated(pair, precision, cap, model=False)
         drafter_s, model, prefill_s = {LOOKUP: 0.0}, None, 0.0
     else:
-        verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, model=True)
+        verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, True, sampled)
         drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
-    history = pair.learnt.precision(precision).acceptance
+    history = pair.learnt.precision(precision).acceptance_in(band)
     return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
 
 
@@ -88,14 +99,14 @@ def draft_cap(drafter: DrafterKind, draft: DraftSettings) -> int:
     return draft.prompt_lookup_num_tokens if drafter is LOOKUP else draft.num_assistant_tokens
 
 
-def keep_learnt(pair: LoadedPair, precision: str, policy: DraftPolicy) -> None:
-    """What an `auto` run learnt, for the pair's next runs: acceptance per source, T(k) for
-    the rows it verified, and the assistant's prefill time per token. Kept in memory, and
-    in the pair's learnt file for the next process: a small write, made once the run's
-    clock has stopped."""
+def keep_learnt(pair: LoadedPair, precision: str, policy: DraftPolicy, band: Band) -> None:
+    """What an `auto` run in temperature `band` learnt, for the pair's next runs: acceptance
+    per source (for runs in the same band), T(k) for the rows it verified, and the
+    assistant's prefill time per token. Kept in memory, and in the pair's learnt file for
+    the next process: a small write, made once the run's clock has stopped."""
     learnt = pair.learnt
     drafting = learnt.precision(precision)
-    drafting.acceptance = policy.acceptance.counts()
+    drafting.keep_acceptance(band, policy.acceptance.counts())
     learnt.verify_s.update(policy.costs.observed_verify_s())
     if policy.model_source is not None:
         drafting.prefill_s = policy.costs.prefill_s
@@ -184,22 +195,111 @@ def _time_drafting(
 
 
 def calibrated(
-    pair: LoadedPair, precision: str, cap: int, model: bool
+    pair: LoadedPair, precision: str, cap: int, model: bool, sampled: bool = False
 ) -> tuple[dict[int, float], float, float]:
     """What `calibrate` returns, read from the pair's learnt state without timing anything:
-    T(k) for k = 1 … cap + 1, and where a `model` drafts, its seconds per drafted token and
+    T(k) for k = 1 … cap + 1, and where a `model` drafts, its seconds per drafted token
+    (where the run is `sampled`, through its sampling generator: `calibrate_sampled`) and
     per token of a prefill (else 0). Refused where they were never timed."""
     verify_s = pair.learnt.verify_s
     drafting = pair.learnt.precision(precision)
-    if 1 not in verify_s or cap + 1 not in verify_s or (model and drafting.draft_s is None):
+    draft_s = drafting.sampled_draft_s if sampled else drafting.draft_s
+    if 1 not in verify_s or cap + 1 not in verify_s or (model and draft_s is None):
+        kind = "sampled " if sampled and model else ""
         raise RuntimeError(
-            f"{pair.spec.name} has no calibration for {precision!r} and a cap of {cap}: "
+            f"{pair.spec.name} has no {kind}calibration for {precision!r} and a cap of {cap}: "
             "prepare the pair first (assisted.prepare)"
         )
     curve = {k: _interpolate(verify_s, k) for k in range(1, cap + 2)}
     if not model:
         return curve, 0.0, 0.0
-    return curve, drafting.draft_s, drafting.prefill_s
+    return curve, draft_s, drafting.prefill_s
+
+
+def calibrate_sampled(
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    assistant: PreTrainedModel,
+    precision: str,
+    settings: RunSettings,
+) -> None:
+    """Time the assistant's seconds per drafted token where a run samples under `settings`,
+    on a cache holding `prefix`, at most once per process and precision (`calibrate`'s
+    rules: a time from disk is checked, and the smaller stands). `assisted.prepare` calls
+    it before a sampled `auto` run.
+
+    A sampled run's assistant drafts through its own `generate()`, not the lean loop:
+    per token it warps its logits with the run's temperature and top-p (the target's
+    warpers too, in Transformers 5.2x) and samples, where `calibrate`'s one-row pass
+    only runs the model. Timed as the candidate generator drafts, drafting
+    1 + `_SAMPLED_TOKENS` tokens against 1: the difference, per token, leaves out the
+    call's own overhead, which the cost model keeps apart (`assisted.costs`). Timed with
+    the first sampled run's top-p, whose sort over the vocabulary is most of the extra:
+    one time per precision, whatever later runs' settings."""
+    timing = pair.learnt.timed_here()
+    if precision in timing.sampled_drafting:
+        return
+    started = time.perf_counter()
+    timing.sampled_drafting.add(precision)
+    seconds = _time_sampled_drafting(assistant, prefix, settings, pair.device)
+    drafting, name = pair.learnt.precision(precision), f"sampled drafting {precision}"
+    kept = drafting.sampled_draft_s
+    if kept is None:
+        drafting.sampled_draft_s = seconds
+        timing.fresh = True
+    else:
+        drafting.sampled_draft_s = min(kept, seconds)
+        timing.checked.append(name)
+        if seconds < kept:
+            timing.corrected.append(name)
+    timing.seconds += time.perf_counter() - started
+
+
+def _time_sampled_drafting(
+    assistant: PreTrainedModel, prefix: torch.Tensor, settings: RunSettings, device: torch.device
+) -> float:
+    """Seconds per token the assistant's sampling `generate()` adds, drafting on a cache
+    holding `prefix` (`calibrate_sampled`): the fastest of a few calls each way, after
+    one untimed call. The cache is cropped back after each call."""
+    warpers = [TemperatureLogitsWarper(settings.temperature)]
+    if settings.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(settings.top_p))
+    config = GenerationConfig(
+        do_sample=True,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=0,
+        output_scores=True,  # the candidate generator returns the scores, as q
+        return_dict_in_generate=True,
+        eos_token_id=None,  # no early end: every call drafts as many tokens as asked
+        pad_token_id=0,
+    )
+    held = prefix.shape[1] - 1  # the generator feeds the last id, as after a step
+
+    def draft(cache: Cache, tokens: int) -> float:
+        synchronize(device)
+        start = time.perf_counter()
+        assistant.generate(
+            input_ids=prefix,
+            attention_mask=torch.ones_like(prefix),
+            past_key_values=cache,
+            generation_config=config,
+            logits_processor=LogitsProcessorList(warpers),
+            max_new_tokens=tokens,
+        )
+        synchronize(device)
+        seconds = time.perf_counter() - start
+        cache.crop(held - cache.get_seq_length())  # 5.23: a negative count removes that many
+        return seconds
+
+    with torch.inference_mode():
+        cache = assistant(input_ids=prefix[:, :-1], use_cache=True).past_key_values
+        draft(cache, 1)  # untimed: the first sampled call pays one-off costs
+        one, more = (
+            min(draft(cache, tokens) for _ in range(_CALIBRATION_REPEATS))
+            for tokens in (1, 1 + _SAMPLED_TOKENS)
+        )
+    return max(more - one, 0.0) / _SAMPLED_TOKENS
 
 
 def _interpolate(points: dict[int, float], k: int) -> float:

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 
-from assisted import auto, hindsight, learnt_store, stats
+from assisted import auto, bands, hindsight, learnt_store, stats
+from assisted.bands import Band
 from assisted.drafters import DrafterKind
 from assisted.loading import release_memory
 from assisted.lookup import SuffixLookup, user_span
@@ -127,7 +128,7 @@ def run(
     An assisted run drafts as `prepare(pair, draft)` prepared it (done first if need be)."""
     settings.validate()
     draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
-    prepared = prepare(pair, draft) if mode == "assisted" else None
+    prepared = prepare(pair, draft, settings) if mode == "assisted" else None
     check_length(pair, prompt_ids, settings)
     # `halt` is ours: set when the caller abandons this generator, so the worker ends
     # even if the caller's own `stop` is never set.
@@ -135,7 +136,8 @@ def run(
     stopper = _StopRequested(*(e for e in (stop, halt) if e is not None))
     drafter = pair.spec.drafter if prepared else None
     assistant = prepared.assistant if prepared else None
-    policy = _auto_policy(pair, prepared)
+    band = bands.band(settings)
+    policy = _auto_policy(pair, prepared, band)
     record = RunRecord(
         mode=mode,
         drafter=drafter,
@@ -144,6 +146,7 @@ def run(
         dtype=pair.dtype_name,
         sampled=settings.sample,
         calibration=learnt_store.calibration(pair.learnt, pair.learnt_file) if policy else None,
+        acceptance_band=band if policy else None,
     )
     events: queue.Queue = queue.Queue()
 
@@ -170,7 +173,7 @@ def run(
             observer.flush()
             record.stopped = stopper.triggered
             if prepared is not None:
-                _after(pair, prepared, prompt_ids, record, policy, lookup)
+                _after(pair, prepared, prompt_ids, record, policy, lookup, band)
             events.put(RunDone(record))
         except BaseException as error:  # surfaced in the caller's thread, never swallowed
             events.put(error)
@@ -187,13 +190,15 @@ def _after(
     record: RunRecord,
     policy: DraftPolicy | None,
     lookup: SuffixLookup | None,
+    band: Band,
 ) -> None:
     """Off the assisted run's clock: its hindsight for the oracle (`assisted.hindsight`),
-    and under `auto` its final costs and what it learnt, kept for the pair's next runs."""
+    and under `auto` its final costs and what it learnt, kept for the pair's next runs in
+    its temperature `band`."""
     record.hindsight = hindsight.find(pair, prepared, prompt_ids, record, policy, lookup)
     if policy is not None:
         record.verify_cost_s = policy.costs.verify_curve()
-        auto.keep_learnt(pair, prepared.precision, policy)
+        auto.keep_learnt(pair, prepared.precision, policy, band)
 
 
 def _relay(
@@ -287,9 +292,9 @@ def generate_bare(
     """One `generate()` call with no streamer, hooks or thread: the overhead baseline.
     Under `auto` the policy still chooses each step's γ, from its calibration and the
     acceptance it sees (no timed verifications refine it here)."""
-    prepared = prepare(pair, draft) if mode == "assisted" else None
+    prepared = prepare(pair, draft, settings) if mode == "assisted" else None
     kwargs = _generate_kwargs(pair, prompt_ids, settings, prepared, None, None)
-    policy = _auto_policy(pair, prepared)
+    policy = _auto_policy(pair, prepared, bands.band(settings))
     if settings.sample:
         torch.manual_seed(settings.seed)
     seam = _drafting_seam(pair, prepared, policy, _lookup(prompt_ids, settings, prepared))
@@ -401,12 +406,13 @@ def suffix_lookup(prompt_ids: list[int], prepared: Prepared, chat_template: bool
     return SuffixLookup(len(prompt_ids), span, prepared.never_drafted)
 
 
-def _auto_policy(pair: LoadedPair, prepared: Prepared | None) -> DraftPolicy | None:
-    """A fresh policy for one `auto` run, from the costs and acceptance the pair holds
-    (timing nothing); None for plain runs and the other schedules."""
+def _auto_policy(pair: LoadedPair, prepared: Prepared | None, band: Band) -> DraftPolicy | None:
+    """A fresh policy for one `auto` run in temperature `band`, from the costs and
+    acceptance the pair holds (timing nothing); None for plain runs and the other
+    schedules."""
     if prepared is None or prepared.draft.schedule != "auto":
         return None
-    return auto.new_policy(pair, prepared.draft, prepared.precision)
+    return auto.new_policy(pair, prepared.draft, prepared.precision, band)
 
 
 class _StopRequested(StoppingCriteria):

@@ -8,7 +8,9 @@ never drafted. Here that work is one stage, whose result a run receives (`Prepar
 - the assistant's precision, and the model that drafts in it (`LoadedPair.drafting_assistant`:
   an int8 copy is made once, and may evict other pairs);
 - under `auto`, the calibration of the costs (`assisted.auto.calibrate`), timed once per
-  pair, machine and dtype, on a cache holding the warm-up prompt;
+  pair, machine and dtype, on a cache holding the warm-up prompt; and once a run samples,
+  the assistant's drafting through its sampling generator (`auto.calibrate_sampled`),
+  which greedy runs never pay for;
 - the template facts: the chat template's ids around an empty message, from which a run
   finds the user's message in its prompt (`assisted.lookup.user_span`), and the ids a
   lookup never drafts;
@@ -34,7 +36,7 @@ import torch
 from assisted import auto, learnt_store, quantize
 from assisted.learnt import LearntState
 from assisted.pairs import LoadedPair
-from assisted.settings import DraftSettings
+from assisted.settings import DraftSettings, RunSettings
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -68,33 +70,40 @@ class Prepared:
     learnt: LearntState  # the state the calibration filled, which runs read and refine
 
 
-def prepare(pair: LoadedPair, draft: DraftSettings | None = None) -> Prepared:
+def prepare(
+    pair: LoadedPair, draft: DraftSettings | None = None, settings: RunSettings | None = None
+) -> Prepared:
     """Everything runs drafting with `draft` (default: the pair's) need, once per process:
-    cheap when this process prepared it already. Call it before any clock starts."""
+    cheap when this process prepared it already. Where `settings` sample under `auto`,
+    the sampled drafting cost too. Call it before any clock starts."""
     draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
     key = (os.getpid(), draft)
     found = pair.prepared.get(key)
-    if found is not None and found.learnt is pair.learnt:
-        return found
-    with _lock:
-        found = pair.prepared.get(key)
-        if found is None or found.learnt is not pair.learnt:
-            if not any(pid == key[0] for pid, _ in pair.prepared):
-                # The first preparation in this process: what another one (the process
-                # this one was forked from) prepared is not this process's.
-                pair.prepared.clear()
-                _read_learnt(pair)
-            found = pair.prepared[key] = _prepare(pair, draft)
-        return found
+    if found is None or found.learnt is not pair.learnt:
+        with _lock:
+            found = pair.prepared.get(key)
+            if found is None or found.learnt is not pair.learnt:
+                if not any(pid == key[0] for pid, _ in pair.prepared):
+                    # The first preparation in this process: what another one (the process
+                    # this one was forked from) prepared is not this process's.
+                    pair.prepared.clear()
+                    _read_learnt(pair)
+                found = pair.prepared[key] = _prepare(pair, draft)
+    sampled = settings is not None and settings.sample and draft.schedule == "auto"
+    timed = pair.learnt.timed_here().sampled_drafting
+    if sampled and found.assistant is not None and found.precision not in timed:
+        with _lock:
+            prefix = _warmup_prefix(pair)
+            auto.calibrate_sampled(pair, prefix, found.assistant, found.precision, settings)
+    return found
 
 
 def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
     precision = quantize.resolve(draft.assistant_quant, pair.spec.drafter, pair.device)
     assistant = pair.drafting_assistant(precision)
     if draft.schedule == "auto":
-        prefix = torch.tensor([chat_ids(pair.tokenizer, WARMUP_PROMPT)], device=input_device(pair))
         cap = auto.draft_cap(pair.spec.drafter, draft)
-        auto.calibrate(pair, prefix, assistant, precision, cap)
+        auto.calibrate(pair, _warmup_prefix(pair), assistant, precision, cap)
     computes_in = None
     if assistant is not None:
         computes_in = pair.dtype_name if precision == "none" else precision
@@ -107,6 +116,11 @@ def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
         never_drafted=frozenset(never_drafted(pair)),
         learnt=pair.learnt,
     )
+
+
+def _warmup_prefix(pair: LoadedPair) -> torch.Tensor:
+    """The warm-up prompt's ids, the context the calibration times its passes after."""
+    return torch.tensor([chat_ids(pair.tokenizer, WARMUP_PROMPT)], device=input_device(pair))
 
 
 def _read_learnt(pair: LoadedPair) -> None:

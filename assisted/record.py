@@ -156,6 +156,9 @@ class RunRecord:
     verify_cost_s: list[tuple[int, float]] = field(default_factory=list)
     # Under the `auto` schedule: where those costs came from. None under other schedules.
     calibration: Calibration | None = None
+    # Under the `auto` schedule: the temperature band whose acceptance history seeded the
+    # run and received what it saw (`assisted.bands`). None under other schedules.
+    acceptance_band: str | None = None
     # The target's two best tokens at each committed token, with their logits, as (first,
     # first_logit, second, second_logit); None where a position was not seen. They are the
     # evidence for a divergence from the plain run (assisted.divergence).

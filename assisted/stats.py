@@ -334,6 +334,8 @@ def summarize(record: RunRecord) -> dict:
                 "checked": list(calibration.checked),
                 "corrected": list(calibration.corrected),
             }
+        if record.acceptance_band is not None:
+            summary["acceptance_band"] = record.acceptance_band
     return summary
 
 

@@ -95,7 +95,7 @@ def benchmark(
     # Every variant prepared before any run (`assisted.prepare`: copies, calibration, the
     # learnt state read), so that no timed run prepares.
     for variant in variants:
-        prepared = prepare(drafting[variant.drafter], variant.draft)
+        prepared = prepare(drafting[variant.drafter], variant.draft, settings)
         special = prepared.never_drafted
         session.templates[variant.name] = (special, template_ngrams(prepared.template_ids, special))
     # A benchmark starts from no acceptance, so that its figures do not depend on what the
