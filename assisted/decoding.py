@@ -242,7 +242,7 @@ def compare(
     check_length(pair, prompt_ids, settings)
     stop = stop or threading.Event()
     yield Phase("warmup")
-    warm_up(pair, modes, draft)
+    warm_up(pair, modes, draft, settings)
     for mode in modes:
         if stop.is_set():
             break
@@ -250,19 +250,31 @@ def compare(
         yield from run(pair, prompt_ids, mode, settings, draft, stop)
 
 
-def warm_up(pair: LoadedPair, modes: tuple[Mode, ...], draft: DraftSettings | None = None) -> None:
+def warm_up(
+    pair: LoadedPair,
+    modes: tuple[Mode, ...],
+    draft: DraftSettings | None = None,
+    settings: RunSettings | None = None,
+) -> None:
     """Prepare the pair to draft with `draft` (`assisted.prepare`) where `modes` draft, then
-    run each mode briefly once per loaded pair, so no timed run pays first-call costs; then
-    hand back to the system what the first runs, a quantized copy and the calibration
-    freed."""
-    prepared = prepare(pair, draft) if "assisted" in modes else None
+    run each mode briefly once per loaded pair and path (greedy, or sampled where
+    `settings` sample: warping, sampling and the assistant's generator in place of the
+    lean loop have first-call costs of their own), so no timed run pays first-call costs;
+    then hand back to the system what the first runs, a quantized copy and the
+    calibration freed."""
+    sampled = settings is not None and settings.sample
+    prepared = prepare(pair, draft, settings) if "assisted" in modes else None
     ids = encode_prompt(pair, WARMUP_PROMPT)
+    warm = RunSettings(max_new_tokens=WARMUP_TOKENS)
+    if sampled:  # the run's own temperature and top-p
+        warm = settings.with_(max_new_tokens=WARMUP_TOKENS, chat_template=True)
     warmed = False
     for mode in modes:
         # Each assistant precision is its own model, with its own first-call costs.
         key = mode if mode == "plain" else f"{mode}:{prepared.precision}"
+        key += ":sampled" if sampled else ""
         if key not in pair.warmed_modes:
-            for _ in run(pair, ids, mode, RunSettings(max_new_tokens=WARMUP_TOKENS), draft):
+            for _ in run(pair, ids, mode, warm, draft):
                 pass
             pair.warmed_modes.add(key)
             warmed = True

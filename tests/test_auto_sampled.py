@@ -1,5 +1,6 @@
 """`auto` under sampling: acceptance is learnt per temperature band, apart from greedy's; the
-sampled drafting cost is timed once per process and prices sampled runs."""
+sampled drafting cost is timed once per process and prices sampled runs; and the warm-up
+warms the path the timed run will take."""
 
 from __future__ import annotations
 
@@ -134,3 +135,37 @@ def test_the_sampled_drafting_time_is_a_time_per_token(loaded):
     prefix = torch.tensor([decoding.encode_prompt(loaded, "def add(a, b):")])
     seconds = auto._time_sampled_drafting(loaded.assistant, prefix, SAMPLED, loaded.device)
     assert 0 <= seconds < 1 and math.isfinite(seconds)
+
+
+@pytest.fixture
+def warm_runs(monkeypatch) -> list:
+    """The warm-up's runs, as (mode, settings), run for nothing."""
+    runs = []
+
+    def fake_run(pair, ids, mode, settings, draft=None, stop=None):
+        runs.append((mode, settings))
+        return iter(())
+
+    monkeypatch.setattr(decoding, "run", fake_run)
+    return runs
+
+
+def test_the_warm_up_warms_the_sampled_path_once_with_the_runs_settings(
+    pair, warm_runs, sampled_timings
+):
+    decoding.warm_up(pair, ("plain", "assisted"), AUTO, SAMPLED)
+    assert [mode for mode, _ in warm_runs] == ["plain", "assisted"]
+    for _, settings in warm_runs:
+        assert settings.sample and (settings.temperature, settings.top_p) == (0.7, 0.9)
+    assert sampled_timings == [SAMPLED]  # prepared for a sampled run, before it
+    warm_runs.clear()
+    decoding.warm_up(pair, ("plain", "assisted"), AUTO, SAMPLED.with_(temperature=1.5))
+    assert warm_runs == []  # the sampled path is warm, at any temperature
+    decoding.warm_up(pair, ("plain", "assisted"), AUTO, GREEDY)
+    assert [(mode, settings.sample) for mode, settings in warm_runs] == [
+        ("plain", False),
+        ("assisted", False),
+    ]
+    warm_runs.clear()
+    decoding.warm_up(pair, ("plain", "assisted"), AUTO)  # greedy, as before settings
+    assert warm_runs == []

@@ -571,3 +571,23 @@ def test_the_benchmark_counts_template_copies_of_each_assisted_run(capsys, model
     result = json.loads(stdout.splitlines()[-1])
     assert all(isinstance(p["template_draft_runs"], int) for p in result["prompts"])
     assert "template runs" in stdout
+
+
+def test_a_sampled_benchmark_warms_the_sampled_path(models, monkeypatch):
+    from assisted import decoding
+
+    pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
+    variants = bench.plan_variants(pair.spec, ["assistant"], {"num_assistant_tokens": [2]})
+    settings = RunSettings(max_new_tokens=WARMUP_TOKENS + 4, sample=True, temperature=1.2)
+    warmed = []
+
+    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None):
+        yield decoding.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+
+    def warm_up(pair, modes, draft=None, settings=None):
+        warmed.append((modes, settings))
+
+    monkeypatch.setattr(decoding, "warm_up", warm_up)
+    monkeypatch.setattr(decoding, "run", fake_run)
+    list(bench.benchmark(pair, [Example("q", "chat", "prompt")], variants, settings, repeats=1))
+    assert warmed == [(("plain",), settings), (("assisted",), settings)]

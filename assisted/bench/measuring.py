@@ -105,9 +105,10 @@ def benchmark(
     # acceptance is back once it ends. The costs, facts about the machine, stay, and are
     # kept as its runs refine them.
     with pair.learnt.acceptance_apart():
-        decoding.warm_up(pair, ("plain",))
+        # On the path the timed runs take: a sampled benchmark warms the sampled one.
+        decoding.warm_up(pair, ("plain",), settings=settings)
         for variant in variants:
-            decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft)
+            decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft, settings)
         pair.learnt.restore(acceptance or LearntSnapshot({}))
 
         overheads: dict[str, float | None] = {}

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = RunSettings(max_new_tokens=args.max_new_tokens, sample=True, seed=1)
     prompt = (EXAMPLES_DIR / "write-code" / "fizzbuzz.txt").read_text()
     ids = decoding.encode_prompt(pair, prompt)
-    decoding.warm_up(pair, ("plain", "assisted"), draft)
+    decoding.warm_up(pair, ("plain", "assisted"), draft, settings)
     read, watching = DraftProbabilities.read, StepObserver.watching_drafts
     spent_s = [0.0]  # in `read` since the last run
 
