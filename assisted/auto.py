@@ -12,9 +12,11 @@ are chosen by.
 
 The policy starts from what the pair learnt (`assisted.learnt`): a calibration of the
 target's verification times and of the assistant's drafting and prefill times, timed once
-per pair, machine and dtype (and checked once per process, `calibrate`), and the acceptance
-that the pair's latest run saw. Each run
-leaves what it learnt for the next one, in memory and on disk (`assisted.learnt_store`).
+per pair, machine and dtype (and checked once per process, `calibrate`; a sampled run's
+drafting through the assistant's generator is timed apart, `calibrate_sampled`), and the
+acceptance that the pair's latest run in the same temperature band saw (`assisted.bands`).
+Each run leaves what it learnt for the next one, in memory and on disk
+(`assisted.learnt_store`).
 
 Calibration measured: timing all nine rows of cap 8 took 20 s on the embedded pair in fp32
 on 2 busy CPU cores (T(1) 0.3 s); timing T(1) and T(cap + 1) and interpolating between them,
