@@ -262,7 +262,9 @@ def _time_sampled_drafting(
 ) -> float:
     """Seconds per token the assistant's sampling `generate()` adds, drafting on a cache
     holding `prefix` (`calibrate_sampled`): the fastest of a few calls each way, after
-    one untimed call. The cache is cropped back after each call."""
+    one untimed call. The cache is cropped back after each call. Called as the candidate
+    generator calls it, the target's warpers passed on top of the config's, so it warps
+    as a run's drafting does (temperature and top-p twice; seen on Transformers 5.23)."""
     warpers = [TemperatureLogitsWarper(settings.temperature)]
     if settings.top_p < 1.0:
         warpers.append(TopPLogitsWarper(settings.top_p))
