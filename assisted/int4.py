@@ -13,7 +13,8 @@ dynamic layer; the weight-only ones with their activations' dtype):
 
 So a layer alone is faster than int8-wo but slower than the dynamic int8 layer here, and
 with float32 activations (the pair's dtype without native bf16) 30 times slower: like
-"int8-wo", it is no choice for such CPUs. Whether the whole run gains is measured by `python -m assisted.bench.precisions`.
+"int8-wo", it is no choice for such CPUs. Whether the whole run gains is measured by
+`python -m assisted.bench.precisions`.
 
 The format, as torch 2.13's CPU kernels take it (tested against a dequantized reference):
 - weights in groups of `GROUP_SIZE` along the input dimension; each group has a scale s
