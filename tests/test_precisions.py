@@ -30,6 +30,7 @@ def test_every_precision_is_measured_against_one_plain_baseline(
             "--target", str(tiny_dirs["target"]), "--assistant", str(tiny_dirs["other"]),
             "--device", "cpu", "--dtype", "float32", "--prompts", str(prompts),
             "--max-new-tokens", "6", "--repeats", "1", "--passes", "2", "--out", str(out),
+            "--schedule", "constant",
         ]
     )  # fmt: skip
     lines = capsys.readouterr().out.strip().splitlines()
@@ -48,6 +49,8 @@ def test_every_precision_is_measured_against_one_plain_baseline(
         assert row["identical_prompts"] == row["prompts"] == 2  # greedy: lossless
         assert row["drafting_ms_per_token"] > 0 and row["drafting_ms_per_token_in_runs"] > 0
         assert row["speedup_geomean"] > 0 and row["acceptance_rate"] is not None
+        assert row["assistant_drafted"] > 0  # constant γ: every step drafts with it
+        assert row["assistant_acceptance_rate"] == row["acceptance_rate"]
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
     plain = [run for run in runs if run["drafter"] is None]
     assert len(plain) == 2  # one baseline per prompt and repeat, for all three

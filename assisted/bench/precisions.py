@@ -2,6 +2,7 @@
 
     python -m assisted.bench.precisions [--precisions none,int8,int4-wo] [--prompts PATH ...]
                                         [--limit N] [--repeats N] [--passes N] [--out DIR]
+                                        [--schedule constant|heuristic|auto]
 
 Method, for each precision (`assisted.quantize`; "none" is the pair's dtype):
 - its weights, in MB: all that the copy holds, and its linear layers' alone, which are
@@ -9,12 +10,13 @@ Method, for each precision (`assisted.quantize`; "none" is the pair's dtype):
 - its drafting cost alone: one-row forward passes on a cache holding the first prompt, the
   median of `--passes` timed passes after one untimed pass, the precisions taking turns
   pass by pass (rotated each round) so that drift of the machine falls on all alike;
-- greedy assisted runs with the pair's own draft settings on every prompt (default:
-  `examples/`, one per kind), timed by the benchmark (`assisted.bench.measuring`): one
-  plain baseline for all, its order flipped each round, medians of `--repeats`. Hence the
-  acceptance rate, tokens/s, the geometric-mean speedup, the worst prompt, whether every
-  run's output was the plain run's, and the drafting cost inside the runs (the median of
-  the assistant's timed forward passes).
+- greedy assisted runs with the pair's own draft settings (or `--schedule`) on every
+  prompt (default: `examples/`, one per kind), timed by the benchmark
+  (`assisted.bench.measuring`): one plain baseline for all, its order flipped each round,
+  medians of `--repeats`. Hence the acceptance rate (of the assistant's drafts, and of
+  all, prompt-lookup matches included under `auto`), tokens/s, the geometric-mean speedup,
+  the worst prompt, whether every run's output was the plain run's, and the drafting cost
+  inside the runs (the median of the assistant's timed forward passes).
 
 stdout: the machine first (the CPU's kind, its model, the instruction set torch uses),
 then, last, a markdown table. Progress goes to stderr. `--out DIR` writes
@@ -45,7 +47,7 @@ from assisted.examples import load as load_examples
 from assisted.int4 import Int4WeightOnlyLinear
 from assisted.observe import synchronize
 from assisted.pairs import LoadedPair, PairError, load_pair
-from assisted.settings import SettingsError
+from assisted.settings import SCHEDULES, SettingsError
 
 PRECISIONS = "none,int8,int4-wo"
 PASSES = 50  # timed one-row passes per precision: a median of 50 shrugs off a few slow ones
@@ -89,6 +91,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--passes", type=int, default=PASSES, metavar="N", help="timed drafting passes"
     )
+    parser.add_argument(
+        "--schedule", choices=SCHEDULES,
+        help="the draft schedule (default: the pair's own; under auto some steps draft from "
+        "prompt lookup, and a cheaper assistant is chosen more often)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, metavar="DIR", help="write precisions.json there")
     add_pair_options(parser)
     add_run_options(parser)
@@ -157,7 +164,11 @@ def measure(args: argparse.Namespace) -> tuple[dict, list[Run]]:
         examples.extend(load_examples(source))
     examples = select_examples(examples, args.categories, args.limit)
     spec, settings = pair_spec(args), run_settings(args)
-    variants = plan_variants(spec, [spec.drafter], {"assistant_quant": args.precisions})
+    sweeps = {
+        "assistant_quant": args.precisions,
+        "schedule": [args.schedule or spec.draft.schedule],
+    }
+    variants = plan_variants(spec, [spec.drafter], sweeps)
     pair = load_pair(spec, device=args.device, dtype=args.dtype)
     resolved = {
         v.name: quantize.resolve(v.draft.assistant_quant, spec.drafter, pair.device)
@@ -209,6 +220,9 @@ def _row(
     prompts = [row for row in finished.report["prompts"] if row["drafter"] == variant.name]
     mine = [run.record for run in finished.runs if run.drafter == variant.name]
     in_runs = [seconds for record in mine for seconds in record.draft_forward_s]
+    # Under `auto` some steps draft from a prompt-lookup match: the assistant's are these.
+    steps = [step for record in mine for step in record.steps if step.source == variant.drafter]
+    drafted, accepted = sum(s.drafted for s in steps), sum(s.accepted for s in steps)
     speedups = [row["speedup"] for row in prompts if row["speedup"] is not None]
     return {
         "precision": variant.draft.assistant_quant,
@@ -217,6 +231,8 @@ def _row(
         "linear_bytes": linear_bytes(models[precision]),
         "drafting_ms_per_token": 1e3 * statistics.median(drafting_s[precision]),
         "drafting_ms_per_token_in_runs": 1e3 * statistics.median(in_runs) if in_runs else None,
+        "assistant_acceptance_rate": accepted / drafted if drafted else None,
+        "assistant_drafted": drafted,
         "acceptance_rate": overall["acceptance_rate"],
         "assisted_tokens_per_s": overall["assisted_tokens_per_s"],
         "speedup_geomean": overall["speedup_geomean"],
@@ -229,8 +245,8 @@ def _row(
 def render(result: dict) -> str:
     """The markdown table: the plain baseline, then one row per precision."""
     lines = [
-        "| precision | weights MB (linear) | drafting ms/token (in runs) | acceptance "
-        "| tokens/s | speedup geomean (worst) | identical to plain |",
+        "| precision | weights MB (linear) | drafting ms/token (in runs) | acceptance: "
+        "assistant (all) | tokens/s | speedup geomean (worst) | identical to plain |",
         "|---|---|---|---|---|---|---|",
         f"| plain (the target alone) | | | | {_fmt(result['plain_tokens_per_s'], '{:.2f}')} "
         "| 1.00x | |",
@@ -243,7 +259,8 @@ def render(result: dict) -> str:
             f"| {name} | {row['weights_bytes'] / 1e6:.0f} ({row['linear_bytes'] / 1e6:.0f}) "
             f"| {row['drafting_ms_per_token']:.1f} "
             f"({_fmt(row['drafting_ms_per_token_in_runs'], '{:.1f}')}) "
-            f"| {_fmt(row['acceptance_rate'], '{:.0%}')} "
+            f"| {_fmt(row['assistant_acceptance_rate'], '{:.0%}')} "
+            f"({_fmt(row['acceptance_rate'], '{:.0%}')}) "
             f"| {_fmt(row['assisted_tokens_per_s'], '{:.2f}')} "
             f"| {_fmt(row['speedup_geomean'], '{:.2f}x')} "
             f"({_fmt(row['worst_speedup'], '{:.2f}x')}) "
