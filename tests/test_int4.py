@@ -64,6 +64,7 @@ def test_a_group_of_equal_weights_comes_back_exactly():
     weight = torch.zeros(16, 64)
     weight[3] = 0.25
     levels, scales, zeros = int4.quantize_groups(weight, torch.bfloat16)
+    assert levels.min() >= 0 and levels.max() <= 15
     assert torch.equal(int4.dequantize(levels, scales, zeros), weight)
 
 
