@@ -1,4 +1,4 @@
-"""The assistant's precision: int8 copies of the assistant for drafting on CPUs.
+"""The assistant's precision: int8 and int4 copies of the assistant for drafting on CPUs.
 
 The target verifies every candidate, so the assistant's precision moves the acceptance rate
 and the cost of drafting, never the output. Quantizing the target instead would change the
@@ -25,7 +25,8 @@ Per-channel scales were no faster and followed the bf16 assistant's greedy text 
 in one probe (it diverged at token 1, per-tensor at token 8), so "int8" keeps fbgemm's
 per-tensor default. Weight-only int8 is slow with fp32 activations, so it is no default for
 CPUs without native bf16, where the pair runs in fp32; dynamic int8 runs on fbgemm's AVX2
-kernels there too.
+kernels there too. "int4-wo" (4-bit weights in groups of 64, `assisted.int4`) is measured
+against them by `python -m assisted.bench.precisions`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import torch
 from torch import nn
 
 from assisted.drafters import DrafterKind
+from assisted.int4 import Int4WeightOnlyLinear, fits
 from assisted.loading import release_memory
 from assisted.settings import assistant_precision
 
@@ -56,6 +58,8 @@ def quantized_copy(model: nn.Module, precision: str, consume: bool = False) -> n
         return quantize_int8(model, consume)
     if precision == "int8-wo":
         return quantize_int8_weight_only(model, consume)
+    if precision == "int4-wo":
+        return quantize_int4_weight_only(model, consume)
     raise ValueError(f"unknown assistant precision {precision!r}")
 
 
@@ -88,6 +92,22 @@ def quantize_int8_weight_only(model: nn.Module, consume: bool = False) -> nn.Mod
     quantized = _structure(model)
     for parent, name, linear in _linears(quantized, model if consume else None):
         setattr(parent, name, Int8WeightOnlyLinear(linear))
+    return quantized.eval()
+
+
+def quantize_int4_weight_only(model: nn.Module, consume: bool = False) -> nn.Module:
+    """Linear weights in 4 bits, a scale and a zero per 64 inputs, activations in the
+    model's own dtype (`assisted.int4`). The rest of the model is shared with `model`
+    (`consume`: as in `quantize_int8`).
+
+    A layer whose shape the int4 kernel refuses (`int4.fits`: output features a multiple
+    of 16, input features of 64) becomes an int8 weight-only layer instead, so the copy is
+    weight-only throughout and runs in one activation dtype. The embedded 0.5B has none
+    (its sizes are multiples of 128); a vocabulary of 300, as in a test, does."""
+    quantized = _structure(model)
+    for parent, name, linear in _linears(quantized, model if consume else None):
+        layer = Int4WeightOnlyLinear(linear) if fits(linear) else Int8WeightOnlyLinear(linear)
+        setattr(parent, name, layer)
     return quantized.eval()
 
 

@@ -21,10 +21,11 @@ WARMUP_TOKENS = 8
 Schedule = Literal["constant", "heuristic", "auto"]
 SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")
 # The assistant's precision: "none" is the pair's dtype, "int8" int8 weights and activations,
-# "int8-wo" int8 weights only. "auto" is int8 on CPUs and the pair's dtype on GPUs (see
-# assisted.quantize for the measurements). The target's precision never changes with it.
-AssistantQuant = Literal["auto", "none", "int8", "int8-wo"]
-ASSISTANT_QUANTS: tuple[str, ...] = ("auto", "none", "int8", "int8-wo")
+# "int8-wo" int8 weights only, "int4-wo" 4-bit weights only (groups of 64 inputs). "auto" is
+# int8 on CPUs and the pair's dtype on GPUs (see assisted.quantize for the measurements). The
+# quantized ones use CPU kernels. The target's precision never changes with it.
+AssistantQuant = Literal["auto", "none", "int8", "int8-wo", "int4-wo"]
+ASSISTANT_QUANTS: tuple[str, ...] = ("auto", "none", "int8", "int8-wo", "int4-wo")
 # Where prompt-lookup drafts come from: "suffix", the longest and most recent match in the
 # user's message and the output (assisted.lookup); "transformers", Transformers' own search
 # of the whole context, chat template included, first match first.
@@ -133,11 +134,12 @@ class RunSettings:
 
 
 def assistant_precision(quant: str, drafter: DrafterKind | str, device_type: str) -> str:
-    """The precision a run drafts in: "none" (the pair's dtype), "int8" or "int8-wo".
+    """The precision a run drafts in: "none" (the pair's dtype), "int8", "int8-wo" or
+    "int4-wo".
 
     "auto" means int8 on a CPU, where it measured faster (`assisted.quantize`), and the
     pair's dtype elsewhere. Drafters without a model of their own draft as they are
-    (`DraftSettings.validate_for` refuses an int8 precision for them). Takes the device's
+    (`DraftSettings.validate_for` refuses a quantized precision for them). Takes the device's
     type ("cpu", "cuda"), so that the app can refuse a setting before it asks ZeroGPU for a
     GPU, without touching CUDA."""
     if not DrafterKind(drafter).has_model:

@@ -195,14 +195,15 @@ def test_variants_name_only_the_swept_settings():
 
 def test_assistant_precisions_sweep_model_drafters_only():
     spec = pairs.custom_pair("some/target", "some/assistant")
-    sweeps = {"assistant_quant": ["none", "int8"]}
+    sweeps = {"assistant_quant": ["none", "int8", "int4-wo"]}
     variants = bench.plan_variants(spec, ["assistant", "prompt-lookup"], sweeps)
     assert [v.name for v in variants] == [
         "assistant quant=none",
         "assistant quant=int8",
+        "assistant quant=int4-wo",
         "prompt-lookup",
     ]
-    assert [v.draft.assistant_quant for v in variants[:2]] == ["none", "int8"]
+    assert [v.draft.assistant_quant for v in variants[:3]] == ["none", "int8", "int4-wo"]
     with pytest.raises(bench.BenchError, match="--assistant-quant does not apply"):
         bench.plan_variants(spec, ["prompt-lookup"], sweeps)
 
@@ -290,7 +291,7 @@ def no_loading(monkeypatch):
         (["--num-assistant-tokens", "4"], "does not apply to the drafters here: prompt-lookup"),
         (["--assistant-quant", "int8"], "does not apply to the drafters here: prompt-lookup"),
         (
-            ["--assistant", "x/y", "--target", "a/b", "--assistant-quant", "none,int4"],
+            ["--assistant", "x/y", "--target", "a/b", "--assistant-quant", "none,int3"],
             "assistant precision must be one of",
         ),
         (["--assistant", "x/y"], "--assistant and --drafter go with --target"),

@@ -120,10 +120,11 @@ def test_a_sampled_card_says_two_draws_and_sets_expected_acceptance_beside_obser
             assert set(draft) == {"token", "p", "q", "accept_prob", "accepted"}
 
 
-def test_the_json_and_the_table_name_the_assistant_precision(tiny_dirs):
-    output, result = run_tiny_pair(tiny_dirs, "--max-new-tokens", "8", "--assistant-quant", "int8")
-    assert result["assisted"]["assistant_precision"] == "int8"
-    assert "assistant in int8" in output
+@pytest.mark.parametrize("quant", ["int8", "int4-wo"])
+def test_the_json_and_the_table_name_the_assistant_precision(tiny_dirs, quant):
+    output, result = run_tiny_pair(tiny_dirs, "--max-new-tokens", "8", "--assistant-quant", quant)
+    assert result["assisted"]["assistant_precision"] == quant
+    assert f"assistant in {quant}" in output
     assert result["identical"] is True
 
 

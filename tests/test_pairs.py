@@ -119,7 +119,7 @@ def test_a_padded_assistant_takes_the_target_vocab_size_and_reads_any_target_id(
     assert pair.assistant.config.vocab_size == pair.target.config.vocab_size == 152064
     # An id of the target's padding rows, which the assistant has no row for.
     ids = torch.tensor([[5, 152063]])
-    for precision in ("none", "int8", "int8-wo"):
+    for precision in ("none", "int8", "int8-wo", "int4-wo"):
         logits = pair.drafting_assistant(precision)(ids).logits
         assert logits.shape == (1, 2, 152064)
         assert (logits[..., 151936:] == torch.finfo(logits.dtype).min).all()

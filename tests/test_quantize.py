@@ -1,4 +1,4 @@
-"""The assistant's precision on tiny models: int8 assistants stay lossless, the option is
+"""The assistant's precision on tiny models: quantized assistants stay lossless, the option is
 refused where no assistant model exists, the record and the JSON name the precision, and
 the torch behaviour the int8 path relies on is pinned."""
 
@@ -18,6 +18,7 @@ from assisted.pairs import custom_pair, load_pair
 from assisted.settings import DraftSettings, RunSettings, SettingsError
 
 PROMPT = "def add(a, b):"
+QUANTIZED = ["int8", "int8-wo", "int4-wo"]
 GREEDY = RunSettings(max_new_tokens=24)
 
 
@@ -45,7 +46,7 @@ def self_pair(tiny_dirs):
     return load_pair(custom_pair(target, target), device="cpu", dtype="float32")
 
 
-@pytest.mark.parametrize("quant", ["int8", "int8-wo"])
+@pytest.mark.parametrize("quant", QUANTIZED)
 def test_a_quantized_assistant_is_lossless(pair, quant):
     done = records(pair, quant)
     plain, assisted = done["plain"], done["assisted"]
@@ -58,17 +59,22 @@ def test_a_quantized_assistant_is_lossless(pair, quant):
 @pytest.mark.parametrize("quant", ["int8", "int8-wo"])
 def test_a_quantized_copy_of_the_target_drafts_what_the_target_accepts(self_pair, quant):
     # The same weights, rounded: nearly every candidate should survive verification, and
-    # the output is the target's own whatever the assistant drafted.
+    # the output is the target's own whatever the assistant drafted. Not int4-wo: in 4
+    # bits these random models keep the target's top token at about 40% of positions, as
+    # a copy with the weights dequantized by hand does (test_int4 compares the two).
     done = records(self_pair, quant)
     assert done["assisted"].token_ids == done["plain"].token_ids
     assert stats.acceptance_rate(done["assisted"]) > 0.7
 
 
-def test_a_universal_assistant_with_its_own_tokenizer_takes_int8_too(tiny_dirs):
+@pytest.mark.parametrize("quant", ["int8", "int4-wo"])
+def test_a_universal_assistant_with_its_own_tokenizer_takes_a_quantized_copy(tiny_dirs, quant):
+    # Its vocabulary of 300 gives an output layer that the int4 kernel refuses (300 rows,
+    # not a multiple of 16): int4-wo makes it an int8 weight-only layer.
     spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other_tokenizer"]), "universal")
     universal = load_pair(spec, device="cpu", dtype="float32")
-    done = records(universal, "int8")
-    assert done["assisted"].assistant_precision == "int8"
+    done = records(universal, quant)
+    assert done["assisted"].assistant_precision == quant
     assert done["assisted"].token_ids == done["plain"].token_ids
 
 
@@ -193,7 +199,7 @@ def test_the_int8_copy_is_the_one_quantize_dynamic_makes_of_a_float_copy(pair):
     assert torch.equal(got, expected)
 
 
-@pytest.mark.parametrize("precision", ["int8", "int8-wo"])
+@pytest.mark.parametrize("precision", QUANTIZED)
 def test_a_consumed_assistant_gives_up_each_linear_weight_for_the_same_copy(tiny_dirs, precision):
     pair = _fresh(tiny_dirs)
     assistant = pair.assistant
@@ -266,7 +272,7 @@ def test_the_report_names_the_assistant_precision(pair):
 
 
 @pytest.mark.parametrize("drafter", ["prompt-lookup", "early-exit"])
-@pytest.mark.parametrize("quant", ["int8", "int8-wo"])
+@pytest.mark.parametrize("quant", QUANTIZED)
 def test_drafters_without_a_model_refuse_an_int8_precision(drafter, quant):
     with pytest.raises(
         SettingsError,
@@ -294,14 +300,18 @@ def test_auto_is_int8_on_a_cpu_and_the_pairs_dtype_on_a_gpu():
     assert quantize.resolve("auto", "universal", cuda) == "none"
     assert quantize.resolve("none", "assistant", cpu) == "none"
     assert quantize.resolve("int8-wo", "assistant", cpu) == "int8-wo"
+    assert quantize.resolve("int4-wo", "assistant", cpu) == "int4-wo"
     assert quantize.resolve("auto", "prompt-lookup", cpu) == "none"
-    with pytest.raises(SettingsError, match="CPU kernels"):
-        quantize.resolve("int8", "assistant", cuda)
+    for quant in QUANTIZED:
+        with pytest.raises(SettingsError, match="CPU kernels"):
+            quantize.resolve(quant, "assistant", cuda)
 
 
-def test_an_unknown_precision_is_refused():
+def test_an_unknown_precision_is_refused_and_every_known_one_accepted():
     with pytest.raises(SettingsError, match="assistant precision must be one of"):
-        draft("int4").validate()
+        draft("int3").validate()
+    for quant in ("auto", "none", *QUANTIZED):
+        draft(quant).validate_for("assistant")
 
 
 # -- the torch behaviour the int8 path relies on (an upgrade that changes it must fail here)

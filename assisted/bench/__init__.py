@@ -5,7 +5,9 @@ One job per module:
 - `measuring`: `benchmark()`, the timed runs on a loaded pair;
 - `reporting`: runs in, figures, text tables and a chart out (no models);
 - `__main__`: `python -m assisted.bench`, its options and progress bar;
-- `lean_timing`: `python -m assisted.bench.lean_timing`, the lean drafting loop's saving.
+- `lean_timing`: `python -m assisted.bench.lean_timing`, the lean drafting loop's saving;
+- `precisions`: `python -m assisted.bench.precisions`, the assistant's precisions compared
+  (weights, drafting cost, acceptance, speedup).
 
 The app calls `benchmark()` (a generator of Progress events ending with Finished) on a
 loaded pair, then `render()` and `draw_chart()` on the report. What the app and the tests

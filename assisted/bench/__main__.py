@@ -79,7 +79,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     sweep.add_argument("--prompt-lookup-num-tokens", type=_list(int), metavar="N[,N...]")
     sweep.add_argument("--max-matching-ngram-size", type=_list(int), metavar="N[,N...]")
     sweep.add_argument(
-        "--assistant-quant", type=_list(str), metavar="auto|none|int8|int8-wo",
+        "--assistant-quant", type=_list(str), metavar="auto|none|int8|int8-wo|int4-wo",
         help="the assistant model's precision (none: the pair's dtype); the target's never "
         "changes",
     )  # fmt: skip

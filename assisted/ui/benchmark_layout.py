@@ -51,7 +51,7 @@ def choices(
         value=[spec.draft.assistant_quant],
         label="Assistant precisions (each compared with the same plain runs)",
         info="none: the pair's dtype · int8: weights and activations · "
-        "int8-wo: weights only · auto: int8 on a CPU",
+        "int8-wo: int8 weights only · int4-wo: 4-bit weights only · auto: int8 on a CPU",
         visible=spec.drafter.has_model,
         elem_id="bench-quants",
     )

@@ -1,0 +1,135 @@
+"""The 4-bit weight-only assistant ("int4-wo"): the layer computes what its dequantized
+weights do (pinning the torch kernels' format), its weights take about a quarter of bf16's
+bytes, and a tiny model's int4 copy drafts (losslessness is in test_quantize)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModelForCausalLM
+
+from assisted import int4, quantize
+
+
+def _linear(inputs: int, outputs: int, dtype: torch.dtype, bias: bool = True) -> nn.Linear:
+    torch.manual_seed(0)
+    linear = nn.Linear(inputs, outputs, bias=bias)
+    with torch.no_grad():
+        linear.weight.add_(torch.randn(outputs, 1) * 0.1)  # groups off zero, unlike the init
+    return linear.to(dtype)
+
+
+def _reference(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """The product with the weights dequantized by hand: (q − 8)·s + z, in float32."""
+    levels, scales, zeros = int4.quantize_groups(linear.weight.detach(), linear.weight.dtype)
+    weight = int4.dequantize(levels, scales, zeros)
+    bias = None if linear.bias is None else linear.bias.detach().float()
+    return nn.functional.linear(x.float(), weight, bias)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_layer_s_product_is_that_of_its_dequantized_weights_in_float32(bias):
+    # 4160 rows: two packing blocks (`_BLOCK_ROWS`), the second short.
+    linear = _linear(128, 4160, torch.float32, bias)
+    layer = int4.Int4WeightOnlyLinear(linear)
+    x = torch.randn(2, 3, 128)
+    got, expected = layer(x), _reference(linear, x)
+    assert got.shape == (2, 3, 4160) and got.dtype == torch.float32
+    assert torch.allclose(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max())
+
+
+def test_the_layer_s_product_is_that_of_its_dequantized_weights_in_bfloat16():
+    linear = _linear(256, 192, torch.bfloat16)
+    layer = int4.Int4WeightOnlyLinear(linear)
+    x = torch.randn(5, 256).to(torch.bfloat16)
+    got, expected = layer(x), _reference(linear, x)
+    assert got.dtype == torch.bfloat16
+    # bf16 has 8 significant bits: the kernel rounds its dequantized weights and its output.
+    assert (got.float() - expected).abs().max() < 2**-7 * expected.abs().max()
+
+
+def test_each_weight_is_within_half_a_step_of_its_level_and_the_levels_span_4_bits():
+    weight = _linear(192, 32, torch.float32).weight.detach()
+    levels, scales, zeros = int4.quantize_groups(weight, torch.float32)
+    assert levels.min() == 0 and levels.max() == 15
+    steps = scales.repeat_interleave(int4.GROUP_SIZE, dim=1)
+    error = (int4.dequantize(levels, scales, zeros) - weight).abs()
+    assert (error <= steps / 2 * (1 + 1e-4)).all()
+
+
+def test_a_group_of_equal_weights_comes_back_exactly():
+    weight = torch.zeros(16, 64)
+    weight[3] = 0.25
+    levels, scales, zeros = int4.quantize_groups(weight, torch.bfloat16)
+    assert levels.min() >= 0 and levels.max() <= 15
+    assert torch.equal(int4.dequantize(levels, scales, zeros), weight)
+
+
+def test_the_kernel_takes_multiples_of_16_rows_and_64_inputs_only():
+    assert int4.fits(nn.Linear(64, 16)) and int4.fits(nn.Linear(896, 151936))
+    assert not int4.fits(nn.Linear(64, 300)) and not int4.fits(nn.Linear(96, 32))
+
+
+def test_the_weights_take_about_a_quarter_of_bf16_s_bytes():
+    # Four bits a weight, plus a bf16 scale and zero per 64: 9/32 of bf16's 16 bits.
+    linear = _linear(896, 4864, torch.bfloat16, bias=False)
+    ratio = quantize.weights_bytes(int4.Int4WeightOnlyLinear(linear)) / quantize.weights_bytes(
+        linear
+    )
+    assert ratio == pytest.approx(9 / 32)
+
+
+def test_a_tiny_model_s_int4_copy_computes_what_its_dequantized_weights_do_and_generates(
+    tiny_dirs,
+):
+    model = AutoModelForCausalLM.from_pretrained(tiny_dirs["other"]).eval()
+    quantized = quantize.quantized_copy(model, "int4-wo")
+    layers = dict(quantized.named_modules())
+    reference = copy.deepcopy(model)
+    # The embedding is tied to the output layer: it keeps its float weights in the copy.
+    embedding = reference.get_input_embeddings()
+    embedding.weight = nn.Parameter(embedding.weight.detach().clone())
+    linears = [(n, m) for n, m in reference.named_modules() if type(m) is nn.Linear]
+    assert linears and all(type(layers[n]) is int4.Int4WeightOnlyLinear for n, _ in linears)
+    with torch.no_grad():
+        for _, linear in linears:
+            levels, scales, zeros = int4.quantize_groups(linear.weight, linear.weight.dtype)
+            linear.weight.copy_(int4.dequantize(levels, scales, zeros))
+    ids = torch.tensor([[5, 17, 42, 99, 7, 250, 3]])
+    with torch.inference_mode():
+        got, expected = quantized(ids).logits, reference(ids).logits
+        assert torch.allclose(got, expected, atol=1e-5 * expected.abs().max())
+        out = quantized.generate(ids, max_new_tokens=6, do_sample=False)
+    assert out.shape == (1, 13)
+
+
+def test_a_bf16_model_s_int4_copy_holds_about_a_quarter_of_its_linear_bytes(tiny_dirs):
+    model = AutoModelForCausalLM.from_pretrained(tiny_dirs["other"], dtype=torch.bfloat16)
+    layers = dict(quantize.quantized_copy(model, "int4-wo").named_modules())
+    linears = [(n, m) for n, m in model.named_modules() if type(m) is nn.Linear]
+    assert linears
+    for name, linear in linears:
+        ratio = quantize.weights_bytes(layers[name]) / quantize.weights_bytes(linear)
+        assert 0.25 < ratio < 0.3, name  # 9/32, and a bias, where there is one, in bf16
+
+
+def test_a_layer_the_kernel_refuses_becomes_int8_weight_only():
+    model = nn.Sequential(nn.Linear(64, 32), nn.Linear(32, 300))  # 32 inputs; 300 rows
+    model.append(nn.Linear(300, 64))  # 300 inputs
+    copy = quantize.quantized_copy(model, "int4-wo")
+    kinds = [type(layer) for layer in copy]
+    assert kinds == [
+        int4.Int4WeightOnlyLinear,
+        quantize.Int8WeightOnlyLinear,
+        quantize.Int8WeightOnlyLinear,
+    ]
+    first, second, third = model
+    x = torch.randn(2, 64)
+    with torch.inference_mode():
+        expected = quantize.Int8WeightOnlyLinear(third)(
+            quantize.Int8WeightOnlyLinear(second)(int4.Int4WeightOnlyLinear(first)(x))
+        )
+        assert torch.equal(copy(x), expected)
