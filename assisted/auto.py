@@ -388,7 +388,8 @@ def drafting_policy(
         if prompt_lookup:
             return PolicyDrafter(None, source, policy, config.max_length)
         # Greedy: the target needs the candidates' ids only (`assisted.lean`).
-        loop = _lean_drafter(generator, config) if lean and not config.do_sample else None
+        sampled = config.do_sample
+        loop = _lean_drafter(generator, config, draft) if lean and not sampled else None
         return PolicyDrafter(generator, source, policy, config.max_length, loop)
 
     target._get_candidate_generator = get_candidate_generator
@@ -398,10 +399,13 @@ def drafting_policy(
         del target._get_candidate_generator
 
 
-def _lean_drafter(generator: AssistedCandidateGenerator, config) -> LeanDrafter:
+def _lean_drafter(
+    generator: AssistedCandidateGenerator, config, draft: DraftSettings
+) -> LeanDrafter:
     """A lean loop drafting as `generator`'s assistant would, under `config`'s end of
-    sequence and the assistant's confidence threshold."""
+    sequence and the assistant's confidence threshold, and `draft`'s cumulative one."""
     eos = config.eos_token_id
     eos_ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
     threshold = generator.assistant_confidence_threshold or 0.0
-    return LeanDrafter(generator.assistant_model, threshold, eos_ids)
+    model = generator.assistant_model
+    return LeanDrafter(model, threshold, eos_ids, draft.cumulative_threshold)

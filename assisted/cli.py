@@ -63,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--confidence-threshold", type=float, help="stop drafting below this probability; 0 = off"
     )
     draft.add_argument(
+        "--cumulative-threshold",
+        type=float,
+        help="auto, greedy: stop drafting once the draft's product of probabilities falls "
+        "below this; 0 = off",
+    )
+    draft.add_argument(
         "--prompt-lookup-tokens",
         type=int,
         help="prompt lookup: tokens per step; under auto on a prompt-lookup pair, the cap",
@@ -209,6 +215,7 @@ def _draft_settings(args: argparse.Namespace, spec: PairSpec) -> DraftSettings:
         "num_assistant_tokens": draft_length,
         "schedule": args.schedule,
         "confidence_threshold": args.confidence_threshold,
+        "cumulative_threshold": args.cumulative_threshold,
         "prompt_lookup_num_tokens": args.prompt_lookup_tokens,
         "max_matching_ngram_size": args.ngram_size,
         "assistant_quant": args.assistant_quant,

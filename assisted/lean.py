@@ -12,7 +12,11 @@ so the output cannot change.
 
 It drafts what `generate()` would: the argmax at each position, stopping after an
 end-of-sequence token or after a token whose probability falls below the confidence
-threshold (Transformers' `ConfidenceCriteria`). Its cache holds committed ids only: before
+threshold (Transformers' `ConfidenceCriteria`). It also stops once the product of its
+probabilities over the draft so far, its own estimate that the whole draft is accepted,
+falls below the cumulative threshold: a run of fairly sure tokens ends the draft as one
+unsure token does (`DraftSettings.cumulative_threshold`; generate() has no such rule, so
+only this loop applies it). Its cache holds committed ids only: before
 each draft it keeps the prefix that the committed ids confirm and reads the rest, so a
 draft never rests on candidates the target rejected.
 """
@@ -34,9 +38,16 @@ if TYPE_CHECKING:
 class LeanDrafter:
     """Greedy drafts from `model`, a loop of forward passes (the module's note)."""
 
-    def __init__(self, model: PreTrainedModel, threshold: float, eos_ids: Collection[int]):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        threshold: float,
+        eos_ids: Collection[int],
+        cumulative: float = 0.0,
+    ):
         self.model = model
         self.threshold = threshold
+        self.cumulative = cumulative
         self.eos_ids = frozenset(eos_ids)
         self.cache = DynamicCache(config=model.config)
         # As Transformers does for every assistant's cache: a sliding-window layer keeps the
@@ -51,6 +62,7 @@ class LeanDrafter:
         keep = crop_to_committed(self.cache, self.held, ids, len(ids) - 1)
         feed = input_ids[:, keep:].to(self.model.device)
         drafted: list[int] = []
+        reach = 1.0  # the product of the draft's probabilities so far
         with torch.inference_mode():
             for _ in range(gamma):
                 logits = self.model(
@@ -58,18 +70,17 @@ class LeanDrafter:
                 ).logits[0, -1]
                 token = int(logits.argmax())
                 drafted.append(token)
-                if token in self.eos_ids or self._unsure(logits, token):
+                if token in self.eos_ids:
                     break
+                if self.threshold or self.cumulative:
+                    confidence = logits.float().softmax(-1)[token].item()
+                    reach *= confidence
+                    if confidence < self.threshold or reach < self.cumulative:
+                        break
                 feed = torch.tensor([[token]], device=feed.device)
         # The last candidate was never read: the cache holds the ids and the rest.
         self.held = ids + drafted[:-1]
         return drafted
-
-    def _unsure(self, logits: torch.Tensor, token: int) -> bool:
-        """Whether the assistant gave `token` less probability than the threshold."""
-        if not self.threshold:
-            return False
-        return logits.float().softmax(-1)[token].item() < self.threshold
 
 
 def crop_to_committed(cache: Cache, held: list[int], ids: list[int], most: int) -> int:

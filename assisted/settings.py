@@ -47,6 +47,9 @@ class DraftSettings:
     assisted.policy; for prompt lookup the cap is `prompt_lookup_num_tokens`).
     `confidence_threshold`: the assistant stops drafting a step early when its top
     probability falls below this (0 disables it).
+    `cumulative_threshold`: under `auto` and greedy decoding, the assistant also stops once
+    the product of its top probabilities over the step's draft falls below this (0
+    disables it; `assisted.lean`).
     `assistant_quant`: the assistant model's precision ("none": the pair's dtype). The target
     verifies every candidate, so this moves the acceptance rate and the drafting cost, never
     the output.
@@ -60,6 +63,7 @@ class DraftSettings:
     num_assistant_tokens: int = 5
     schedule: Schedule = "constant"
     confidence_threshold: float = 0.4
+    cumulative_threshold: float = 0.0
     prompt_lookup_num_tokens: int = 10
     max_matching_ngram_size: int = 2
     assistant_quant: AssistantQuant = "none"
@@ -76,6 +80,10 @@ class DraftSettings:
         if not 0.0 <= self.confidence_threshold < 1.0:
             raise SettingsError(
                 f"confidence threshold must be in [0, 1), not {self.confidence_threshold}"
+            )
+        if not 0.0 <= self.cumulative_threshold < 1.0:
+            raise SettingsError(
+                f"cumulative threshold must be in [0, 1), not {self.cumulative_threshold}"
             )
         if self.assistant_quant not in ASSISTANT_QUANTS:
             raise SettingsError(

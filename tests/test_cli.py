@@ -196,6 +196,7 @@ def test_list_pairs():
             "--ngram-size applies to --lookup transformers; the suffix lookup matches 2 to 8",
         ),
         (["hi", "--ngram-size", "3", "--lookup", "suffix"], "applies to --lookup transformers"),
+        (["hi", "--cumulative-threshold", "1"], "cumulative threshold must be in [0, 1)"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(argv, message, capsys):
@@ -204,6 +205,15 @@ def test_bad_input_is_one_clear_line_and_exit_2(argv, message, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and message in err[-1]
     assert output == ""
+
+
+def test_a_cumulative_threshold_reaches_the_draft_settings_and_keeps_the_output(tiny_dirs):
+    args = cli.build_parser().parse_args(["hi", "--cumulative-threshold", "0.5"])
+    assert cli._draft_settings(args, cli.pair_spec(args)).cumulative_threshold == 0.5
+    _, result = run_tiny_pair(
+        tiny_dirs, "--max-new-tokens", "12", "--schedule", "auto", "--cumulative-threshold", "0.5"
+    )
+    assert result["identical"] is True
 
 
 def test_an_ngram_size_is_taken_with_transformers_lookup():

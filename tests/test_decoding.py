@@ -451,8 +451,9 @@ def test_switching_prompt_lookup_between_zero_and_k_is_lossless(tiny_dirs):
     assert set(rows[1::2]) == {1}  # the γ = 0 steps after the first: one row each
 
 
-def test_the_auto_schedule_is_lossless_and_records_its_choices(pair):
-    done = records(pair, draft=AUTO)
+@pytest.mark.parametrize("cumulative", [0.0, 0.6])
+def test_the_auto_schedule_is_lossless_and_records_its_choices(pair, cumulative):
+    done = records(pair, draft=dataclasses.replace(AUTO, cumulative_threshold=cumulative))
     plain, assisted = done["plain"], done["assisted"]
     assert assisted.token_ids == plain.token_ids
     assert all(step.chosen is not None and 0 <= step.chosen <= 4 for step in assisted.steps)
@@ -704,6 +705,8 @@ def test_a_failure_inside_generate_surfaces(pair, monkeypatch):
 
 @pytest.mark.parametrize("prompt", ["", "   \n\t"])
 def test_empty_prompt_is_refused(pair, prompt):
+    with pytest.raises(SettingsError, match="cumulative threshold"):
+        DraftSettings(cumulative_threshold=1.0).validate()
     with pytest.raises(SettingsError, match="empty"):
         list(decoding.compare(pair, prompt, GREEDY, DRAFT))
 

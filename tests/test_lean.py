@@ -4,6 +4,7 @@ assistants too, and only where the target needs ids alone (greedy decoding)."""
 
 from __future__ import annotations
 
+import math
 from itertools import pairwise
 
 import pytest
@@ -14,6 +15,7 @@ from transformers.generation.candidate_generator import AssistedCandidateGenerat
 from assisted import auto, decoding
 from assisted.lean import LeanDrafter
 from assisted.pairs import custom_pair, load_pair
+from assisted.settings import DraftSettings
 from tests.scripted import Scripted
 from tests.tiny import build_model
 
@@ -149,12 +151,12 @@ def reference_draft(assistant, ids: list[int], eos: int) -> list[int]:
     return candidates[0, len(ids) :].tolist()
 
 
-def lean_for(assistant, eos: int) -> LeanDrafter:
+def lean_for(assistant, eos: int, cumulative: float = 0.0) -> LeanDrafter:
     """The lean loop as the `auto` seam builds it, from the generator Transformers built."""
     config = GenerationConfig(do_sample=False, eos_token_id=eos, max_length=1000, min_length=0)
     ids = torch.tensor([[eos]])
     generator = AssistedCandidateGenerator(ids, assistant, config, {})
-    return auto._lean_drafter(generator, config)
+    return auto._lean_drafter(generator, config, DraftSettings(cumulative_threshold=cumulative))
 
 
 def test_the_lean_loop_drafts_what_the_assistants_generate_would(pair):
@@ -187,6 +189,38 @@ def test_the_lean_loop_drafts_what_the_assistants_generate_would(pair):
         ends.append("full" if len(drafted) == GAMMA else "eos" if drafted[-1] == eos else "unsure")
     # Every rule ended some drafts: the length, the end of sequence, the threshold.
     assert {"full", "eos", "unsure"} <= set(ends), ends
+
+
+def test_the_cumulative_threshold_ends_a_draft_once_its_reach_falls_below_it(pair):
+    """With a cumulative threshold, the lean loop stops after the first token at which the
+    product of the draft's probabilities falls below it: after each prefix it drafts the
+    assistant's own continuation up to and including that token."""
+    assistant = pair.assistant
+    ids = prompt_ids(pair)
+    tokens, probs = continuation(assistant, ids, 24)
+    starts = range(len(tokens) - GAMMA)
+    reaches = sorted(math.prod(probs[s : s + j + 1]) for s in starts for j in range(GAMMA))
+    whole = [math.prod(probs[s : s + GAMMA]) for s in starts]
+    # Half-way in the widest gap between the products, away from every one of them so that
+    # float rounding cannot move a draft's end across it, and between the whole drafts'
+    # lowest and highest, so that it cuts one draft and spares another.
+    inside = [r for r in reaches if min(whole) <= r <= max(whole)]
+    _, cumulative = max((b - a, (a + b) / 2) for a, b in pairwise(inside))
+    constant(assistant)
+    eos = next(t for t in range(len(tokens) + 1) if t not in tokens)
+    lean = lean_for(assistant, eos, cumulative)
+    lengths = []
+    for start in starts:
+        reach, length = 1.0, GAMMA
+        for j in range(GAMMA):
+            reach *= probs[start + j]
+            if reach < cumulative:
+                length = j + 1
+                break
+        prefix = ids[0].tolist() + tokens[:start]
+        assert lean.draft(torch.tensor([prefix]), GAMMA) == tokens[start : start + length]
+        lengths.append(length)
+    assert min(lengths) < GAMMA and GAMMA in lengths, lengths  # it cut some drafts, not all
 
 
 def test_sampling_drafts_with_the_generator_and_greedy_with_the_lean_loop(

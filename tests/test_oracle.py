@@ -250,5 +250,5 @@ def test_no_setting_of_the_policy_beats_the_oracle(seed):
     record.steps = [step([t]) for t in output]
     record.hindsight = h
     best = oracle.seconds(oracle.best_schedule(h, output, 20))
-    for threshold in (0.0, 0.4, 0.9):
-        assert policy_fit.simulate(record, threshold, max_new_tokens=n) >= best - 1e-9
+    for threshold, cumulative in ((0, 0), (0.4, 0), (0.9, 0), (0, 0.3), (0.4, 0.6)):
+        assert policy_fit.simulate(record, threshold, n, cumulative) >= best - 1e-9

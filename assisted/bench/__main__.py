@@ -76,6 +76,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     sweep.add_argument("--num-assistant-tokens", type=_list(int), metavar="N[,N...]")
     sweep.add_argument("--schedule", type=_list(str), metavar="constant|heuristic|auto")
     sweep.add_argument("--confidence-threshold", type=_list(float), metavar="T[,T...]")
+    sweep.add_argument("--cumulative-threshold", type=_list(float), metavar="T[,T...]")
     sweep.add_argument("--prompt-lookup-num-tokens", type=_list(int), metavar="N[,N...]")
     sweep.add_argument("--max-matching-ngram-size", type=_list(int), metavar="N[,N...]")
     sweep.add_argument(

@@ -22,12 +22,13 @@ SWEEPS = {
     "num_assistant_tokens": "n",
     "schedule": "schedule",
     "confidence_threshold": "ct",
+    "cumulative_threshold": "cct",
     "prompt_lookup_num_tokens": "n",
     "max_matching_ngram_size": "ngram",
     "assistant_quant": "quant",
     "lookup": "lookup",
 }
-_MODEL_FIELDS = ("num_assistant_tokens", "schedule", "confidence_threshold")
+_MODEL_FIELDS = ("num_assistant_tokens", "schedule", "confidence_threshold", "cumulative_threshold")
 _LOOKUP_FIELDS = ("prompt_lookup_num_tokens", "max_matching_ngram_size", "lookup")
 
 

@@ -34,9 +34,12 @@ from assisted.record import Hindsight, RunRecord
 ASSISTANT, LOOKUP = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
 
 
-def simulate(record: RunRecord, threshold: float, max_new_tokens: int) -> float:
+def simulate(
+    record: RunRecord, threshold: float, max_new_tokens: int, cumulative: float = 0.0
+) -> float:
     """The modelled seconds of `record`'s output under the `auto` policy with confidence
-    `threshold` (prefill aside), stepping the real policy through the run's hindsight."""
+    `threshold` and cumulative threshold `cumulative` (prefill aside), stepping the real
+    policy through the run's hindsight."""
     h = record.hindsight
     output = record.token_ids
     verify = dict(h.verify_s)
@@ -54,7 +57,7 @@ def simulate(record: RunRecord, threshold: float, max_new_tokens: int) -> float:
         choice = policy.choose(offers, tokens_left, record.prompt_tokens + i, length)
         agreed_lookup = oracle.agreement(match, output, i)
         if choice.source is ASSISTANT:
-            drafted = _assistant_drafts(h, i, choice.gamma, threshold)
+            drafted = _assistant_drafts(h, i, choice.gamma, threshold, cumulative)
             accepted = min(drafted, h.assistant_runs[i])
         elif choice.source is LOOKUP:
             drafted = choice.gamma
@@ -69,28 +72,34 @@ def simulate(record: RunRecord, threshold: float, max_new_tokens: int) -> float:
     return seconds
 
 
-def _assistant_drafts(h: Hindsight, position: int, gamma: int, threshold: float) -> int:
+def _assistant_drafts(
+    h: Hindsight, position: int, gamma: int, threshold: float, cumulative: float = 0.0
+) -> int:
     """How many of `gamma` candidates the assistant drafts at `position`: it stops after a
-    token it gives less than `threshold`. Its confidence is known along the output and at
-    its first disagreement; past that the draft is taken to go on."""
+    token it gives less than `threshold`, or once the product of its confidences so far
+    falls below `cumulative` (`assisted.lean`). Its confidence is known along the output
+    and at its first disagreement; past that the draft is taken to go on."""
     known = min(h.assistant_runs[position] + 1, gamma, len(h.assistant_confidence) - position)
+    reach = 1.0
     for j in range(known):
-        if h.assistant_confidence[position + j] < threshold:
+        confidence = h.assistant_confidence[position + j]
+        reach *= confidence
+        if confidence < threshold or reach < cumulative:
             return j + 1
     return gamma
 
 
 def fit(
     records: Sequence[tuple[RunRecord, RunRecord]],
-    settings: Sequence[tuple[float, float]],
+    settings: Sequence[tuple[float, float, float]],
     max_new_tokens: int,
 ) -> dict:
-    """Per setting (confidence threshold, `policy.START_SHARE`), the geometric means over runs
-    of the modelled speedup and of its share of the oracle's, beside the oracle's and the
-    runs' own choices'."""
+    """Per setting (confidence threshold, `policy.START_SHARE`, cumulative threshold), the
+    geometric means over runs of the modelled speedup and of its share of the oracle's,
+    beside the oracle's and the runs' own choices'."""
     rows = {}
     default_share = policy.START_SHARE
-    for threshold, start_share in settings:
+    for threshold, start_share, cumulative in settings:
         policy.START_SHARE = start_share
         shares, speedups = [], []
         for plain, assisted in records:
@@ -99,10 +108,13 @@ def fit(
                 found["plain_modelled_s"]
                 - len(assisted.token_ids) * dict(assisted.hindsight.verify_s)[1]
             )
-            seconds = extra + simulate(assisted, threshold, max_new_tokens)
+            seconds = extra + simulate(assisted, threshold, max_new_tokens, cumulative)
             shares.append(found["oracle_s"] / seconds)
             speedups.append(found["plain_modelled_s"] / seconds)
-        rows[f"threshold {threshold:.2f}, start share {start_share:.2f}"] = {
+        name = (
+            f"threshold {threshold:.2f}, start share {start_share:.2f}, cumulative {cumulative:.2f}"
+        )
+        rows[name] = {
             "speedup_modelled": _round(stats.geometric_mean(speedups)),
             "share_of_oracle": _round(stats.geometric_mean(shares)),
             "worst_share": _round(min(shares)) if shares else None,
@@ -141,6 +153,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--start-share", default="1", help="shares of the prefill saved before the assistant starts"
     )
     parser.add_argument(
+        "--cumulative-threshold",
+        default="0",
+        help="cumulative thresholds: floors on the product of the assistant's confidences "
+        "over a draft (0: none)",
+    )
+    parser.add_argument(
         "--max-new-tokens", type=int, default=64, help="the benchmark's (default 64)"
     )
     args = parser.parse_args(argv)
@@ -149,9 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no greedy assisted runs with their hindsight in {args.runs}", file=sys.stderr)
         return 2
     settings = [
-        (float(threshold), float(share))
+        (float(threshold), float(share), float(cumulative))
         for threshold in args.threshold.split(",")
         for share in args.start_share.split(",")
+        for cumulative in args.cumulative_threshold.split(",")
     ]
     result = fit(records, settings, args.max_new_tokens)
     print(
