@@ -33,8 +33,8 @@ class Step:
     `draft_s` is the seconds the drafter's forward passes took for this step; None where
     drafting is not timed apart (plain decoding, prompt lookup).
     `chosen` is the γ the `auto` policy asked for at this step (None under other schedules);
-    `drafted` can fall short of it where the assistant's confidence threshold stops it,
-    prompt lookup finds a shorter match, or the length limit is near.
+    `drafted` can fall short of it where the assistant's confidence or cumulative threshold
+    stops it, prompt lookup finds a shorter match, or the length limit is near.
     `source` is where the step's candidates came from, a `DrafterKind`; under `auto` it can
     change from step to step (a prompt-lookup match instead of the assistant's draft); None
     for a step that drafted nothing.

@@ -88,6 +88,16 @@ def test_the_default_app_builds_without_loading_a_model():
     assert app.AppConfig.from_env().allow_local is False
 
 
+def test_the_tab_keeps_the_pairs_cumulative_threshold():
+    from assisted.registry import PAIRS
+    from assisted.ui.compare_tab import draft_settings
+
+    spec = PAIRS["embedded"]
+    draft = draft_settings(spec, 6, "auto", 0.3, "auto")
+    assert draft.cumulative_threshold == spec.draft.cumulative_threshold > 0
+    assert (draft.num_assistant_tokens, draft.confidence_threshold) == (6, 0.3)
+
+
 def test_the_endpoints_outputs_are_the_tabs_named_outputs_in_order():
     api = app.build_demo(app.AppConfig()).get_api_info()["named_endpoints"]
     compare = [output["label"] for output in api["/compare"]["returns"]]

@@ -6,7 +6,8 @@ at every position: the assistant's agreement with the output and its confidence,
 lookup's proposal, and the run's costs. So the real `DraftPolicy` can be stepped through a
 run without a model: at each position it chooses from the offers the run would have had,
 the hindsight says what that choice drafts (the assistant stops after a token below the
-confidence threshold), accepts and commits, and `assisted.oracle`'s cost model prices it.
+confidence threshold, or where the product of its confidences falls below the cumulative
+threshold), accepts and commits, and `assisted.oracle`'s cost model prices it.
 The policy learns as it goes, from a fresh state (no acceptance history), as a first
 visitor's would. Each setting's modelled time is set against the oracle's, run by run.
 
@@ -15,7 +16,7 @@ wins here is then measured with `python -m assisted.bench`.
 
     python -m assisted.bench --limit 1 --out bench-out     # records with their hindsight
     python -m assisted.bench.policy_fit bench-out/runs.jsonl --threshold 0,0.2,0.4,0.6 \
-        --start-share 0,0.5,1
+        --start-share 0,0.5,1 --cumulative-threshold 0,0.5,0.7
 """
 
 from __future__ import annotations

@@ -80,7 +80,8 @@ def draft_settings(
     assistant_quant: str,
 ) -> DraftSettings:
     """The drafter's settings from the tab's inputs. The draft length slider sets the
-    candidates per step of whichever drafter the pair has."""
+    candidates per step of whichever drafter the pair has; the cumulative threshold is the
+    pair's own (the tab has no input for it)."""
     length = whole(draft_length)
     lookup = spec.drafter is DrafterKind.PROMPT_LOOKUP
     try:
@@ -88,6 +89,7 @@ def draft_settings(
             num_assistant_tokens=spec.draft.num_assistant_tokens if lookup else length,
             schedule=schedule,
             confidence_threshold=float(confidence_threshold),
+            cumulative_threshold=spec.draft.cumulative_threshold,
             prompt_lookup_num_tokens=length if lookup else spec.draft.prompt_lookup_num_tokens,
             max_matching_ngram_size=spec.draft.max_matching_ngram_size,
             assistant_quant=assistant_quant,
