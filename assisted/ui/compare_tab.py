@@ -6,6 +6,7 @@ The handlers that need the app's shared state are `Comparing`'s methods; the oth
 plain functions.
 """
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 
@@ -79,20 +80,19 @@ def draft_settings(
     confidence_threshold: float,
     assistant_quant: str,
 ) -> DraftSettings:
-    """The drafter's settings from the tab's inputs. The draft length slider sets the
-    candidates per step of whichever drafter the pair has; the cumulative threshold is the
-    pair's own (the tab has no input for it)."""
+    """The drafter's settings from the tab's inputs, over the pair's own: the draft length
+    slider sets the candidates per step of whichever drafter the pair has, and settings the
+    tab has no input for (the cumulative threshold, the lookup) stay the pair's."""
     length = whole(draft_length)
     lookup = spec.drafter is DrafterKind.PROMPT_LOOKUP
+    inputs = {"prompt_lookup_num_tokens" if lookup else "num_assistant_tokens": length}
     try:
-        return DraftSettings(
-            num_assistant_tokens=spec.draft.num_assistant_tokens if lookup else length,
+        return dataclasses.replace(
+            spec.draft,
             schedule=schedule,
             confidence_threshold=float(confidence_threshold),
-            cumulative_threshold=spec.draft.cumulative_threshold,
-            prompt_lookup_num_tokens=length if lookup else spec.draft.prompt_lookup_num_tokens,
-            max_matching_ngram_size=spec.draft.max_matching_ngram_size,
             assistant_quant=assistant_quant,
+            **inputs,
         ).validate_for(spec.drafter)
     except SettingsError as error:
         raise gr.Error(str(error), title="Settings") from error
