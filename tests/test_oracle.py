@@ -251,4 +251,49 @@ def test_no_setting_of_the_policy_beats_the_oracle(seed):
     record.hindsight = h
     best = oracle.seconds(oracle.best_schedule(h, output, 20))
     for threshold, cumulative in ((0, 0), (0.4, 0), (0.9, 0), (0, 0.3), (0.4, 0.6)):
-        assert policy_fit.simulate(record, threshold, n, cumulative) >= best - 1e-9
+        for stops in policy_fit.STOPS:
+            assert policy_fit.simulate(record, threshold, n, cumulative, stops) >= best - 1e-9
+
+
+def assisted_run(output, runs, confidence) -> tuple[RunRecord, RunRecord]:
+    """A plain run and a greedy assisted run of `output` whose hindsight has the assistant
+    agree for `runs[i]` tokens from each position i, at `confidence[i]`."""
+    h = hindsight(runs, [[] for _ in output], drafting_s=0.05, call_s=0.01, prefill_s=0.001)
+    h = Hindsight(**{**h.__dict__, "assistant_confidence": tuple(confidence)})
+    plain = RunRecord(mode="plain", drafter=None, prompt_tokens=20, total_s=1.0)
+    plain.steps = [step([t]) for t in output]
+    record = RunRecord(mode="assisted", drafter=ASSISTANT, prompt_tokens=20, total_s=1.0)
+    record.steps = [step([t]) for t in output]
+    record.hindsight = h
+    return plain, record
+
+
+def agreement_runs(right: list[bool]) -> list[int]:
+    runs = [0] * (len(right) + 1)
+    for i in range(len(right) - 1, -1, -1):
+        runs[i] = runs[i + 1] + 1 if right[i] else 0
+    return runs[:-1]
+
+
+def test_the_drafts_ends_moved_in_hindsight_split_what_the_stopping_rule_leaves():
+    from assisted.bench import policy_fit
+
+    rng = random.Random(0)
+    right = [rng.random() < 0.7 for _ in range(40)]
+    output, runs = list(range(40)), agreement_runs(right)
+    moved = policy_fit.NO_EARLY_STOPS, policy_fit.NO_LATE_STOPS, policy_fit.IN_HINDSIGHT
+
+    def shares(confidence) -> tuple[float, ...]:
+        found = policy_fit.fit([assisted_run(output, runs, confidence)], [(0.5, 0.5, 0.0)], 40)
+        (row,) = found["settings"].values()
+        return (row["share_of_oracle"], *(row["share_with_stops_moved"][s] for s in moved))
+
+    # A confidence that knows which tokens are right: the rule already stops in hindsight.
+    rule, no_early, no_late, in_hindsight = shares([0.99 if r else 0.01 for r in right])
+    assert rule == no_early == no_late == in_hindsight
+    # A confidence that never stops a draft: it stops late, never early.
+    rule, no_early, no_late, in_hindsight = shares([0.99] * 40)
+    assert rule == no_early and no_late == in_hindsight and in_hindsight > rule
+    # One that stops every draft after its first token: it stops early, never late.
+    rule, no_early, no_late, in_hindsight = shares([0.01] * 40)
+    assert rule == no_late and no_early == in_hindsight and in_hindsight > rule

@@ -11,6 +11,13 @@ threshold), accepts and commits, and `assisted.oracle`'s cost model prices it.
 The policy learns as it goes, from a fresh state (no acceptance history), as a first
 visitor's would. Each setting's modelled time is set against the oracle's, run by run.
 
+Each setting is also replayed with its drafts' ends moved in hindsight (`STOPS`), the
+policy's choices of source and γ left to it: never ending a draft before the assistant's
+first disagreement with the output, never drafting past it, or both (the draft ends right
+after its first wrong token, which a rule reading the assistant's confidence must draft to
+see). What those gain over the setting is what its stopping rule leaves to the oracle;
+the rest of the gap is the choices.
+
 Modelled, not measured: it ranks settings by what the cost model prices, so a setting that
 wins here is then measured with `python -m assisted.bench`.
 
@@ -35,12 +42,27 @@ from assisted.record import Hindsight, RunRecord
 ASSISTANT, LOOKUP = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
 
 
+# How a replay ends the assistant's drafts: by the rule, or with its ends moved in hindsight
+# (the module's note).
+RULE, NO_EARLY_STOPS, NO_LATE_STOPS, IN_HINDSIGHT = (
+    "rule",
+    "no early stops",
+    "no late stops",
+    "stops in hindsight",
+)
+STOPS = (RULE, NO_EARLY_STOPS, NO_LATE_STOPS, IN_HINDSIGHT)
+
+
 def simulate(
-    record: RunRecord, threshold: float, max_new_tokens: int, cumulative: float = 0.0
+    record: RunRecord,
+    threshold: float,
+    max_new_tokens: int,
+    cumulative: float = 0.0,
+    stops: str = RULE,
 ) -> float:
     """The modelled seconds of `record`'s output under the `auto` policy with confidence
     `threshold` and cumulative threshold `cumulative` (prefill aside), stepping the real
-    policy through the run's hindsight."""
+    policy through the run's hindsight, its drafts ended as `stops` says (`STOPS`)."""
     h = record.hindsight
     output = record.token_ids
     verify = dict(h.verify_s)
@@ -58,7 +80,7 @@ def simulate(
         choice = policy.choose(offers, tokens_left, record.prompt_tokens + i, length)
         agreed_lookup = oracle.agreement(match, output, i)
         if choice.source is ASSISTANT:
-            drafted = _assistant_drafts(h, i, choice.gamma, threshold, cumulative)
+            drafted = _assistant_drafts(h, i, choice.gamma, threshold, cumulative, stops)
             accepted = min(drafted, h.assistant_runs[i])
         elif choice.source is LOOKUP:
             drafted = choice.gamma
@@ -74,20 +96,33 @@ def simulate(
 
 
 def _assistant_drafts(
-    h: Hindsight, position: int, gamma: int, threshold: float, cumulative: float = 0.0
+    h: Hindsight,
+    position: int,
+    gamma: int,
+    threshold: float,
+    cumulative: float = 0.0,
+    stops: str = RULE,
 ) -> int:
-    """How many of `gamma` candidates the assistant drafts at `position`: it stops after a
-    token it gives less than `threshold`, or once the product of its confidences so far
-    falls below `cumulative` (`assisted.lean`). Its confidence is known along the output
-    and at its first disagreement; past that the draft is taken to go on."""
-    known = min(h.assistant_runs[position] + 1, gamma, len(h.assistant_confidence) - position)
-    reach = 1.0
+    """How many of `gamma` candidates the assistant drafts at `position`: by the rule, it
+    stops after a token it gives less than `threshold`, or once the product of its
+    confidences so far falls below `cumulative` (`assisted.lean`). Its confidence is known
+    along the output and at its first disagreement; past that the draft is taken to go on.
+    `stops` moves the rule's end in hindsight (the module's note)."""
+    agreeing = h.assistant_runs[position]
+    first_wrong = min(gamma, agreeing + 1)  # the draft's length up to its first wrong token
+    known = min(first_wrong, len(h.assistant_confidence) - position)
+    drafted, reach = gamma, 1.0
     for j in range(known):
         confidence = h.assistant_confidence[position + j]
         reach *= confidence
         if confidence < threshold or reach < cumulative:
-            return j + 1
-    return gamma
+            drafted = j + 1
+            break
+    if stops in (NO_EARLY_STOPS, IN_HINDSIGHT):
+        drafted = max(drafted, first_wrong)
+    if stops in (NO_LATE_STOPS, IN_HINDSIGHT):
+        drafted = min(drafted, first_wrong)
+    return drafted
 
 
 def fit(
@@ -97,31 +132,37 @@ def fit(
 ) -> dict:
     """Per setting (confidence threshold, `policy.START_SHARE`, cumulative threshold), the
     geometric means over runs of the modelled speedup and of its share of the oracle's,
-    beside the oracle's and the runs' own choices'."""
+    and that share with the drafts' ends moved in hindsight (`STOPS`), beside the oracle's
+    and the runs' own choices'."""
     rows = {}
     default_share = policy.START_SHARE
+    found = [oracle.report(p, a) for p, a in records]
     for threshold, start_share, cumulative in settings:
         policy.START_SHARE = start_share
-        shares, speedups = [], []
-        for plain, assisted in records:
-            found = oracle.report(plain, assisted)
+        shares: dict[str, list[float]] = {stops: [] for stops in STOPS}
+        speedups = []
+        for (_, assisted), report in zip(records, found, strict=True):
             extra = (
-                found["plain_modelled_s"]
+                report["plain_modelled_s"]
                 - len(assisted.token_ids) * dict(assisted.hindsight.verify_s)[1]
             )
-            seconds = extra + simulate(assisted, threshold, max_new_tokens, cumulative)
-            shares.append(found["oracle_s"] / seconds)
-            speedups.append(found["plain_modelled_s"] / seconds)
+            for stops in STOPS:
+                seconds = extra + simulate(assisted, threshold, max_new_tokens, cumulative, stops)
+                shares[stops].append(report["oracle_s"] / seconds)
+                if stops == RULE:
+                    speedups.append(report["plain_modelled_s"] / seconds)
         name = (
             f"threshold {threshold:.2f}, start share {start_share:.2f}, cumulative {cumulative:.2f}"
         )
         rows[name] = {
             "speedup_modelled": _round(stats.geometric_mean(speedups)),
-            "share_of_oracle": _round(stats.geometric_mean(shares)),
-            "worst_share": _round(min(shares)) if shares else None,
+            "share_of_oracle": _round(stats.geometric_mean(shares[RULE])),
+            "worst_share": _round(min(shares[RULE])) if speedups else None,
+            "share_with_stops_moved": {
+                stops: _round(stats.geometric_mean(shares[stops])) for stops in STOPS[1:]
+            },
         }
     policy.START_SHARE = default_share
-    found = [oracle.report(p, a) for p, a in records]
     return {
         "runs": len(records),
         "oracle_speedup": _round(stats.geometric_mean([f["speedup_modelled"] for f in found])),
@@ -151,7 +192,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
     parser.add_argument("--threshold", default="0,0.2,0.4,0.6", help="confidence thresholds")
     parser.add_argument(
-        "--start-share", default="1", help="shares of the prefill saved before the assistant starts"
+        "--start-share",
+        default=str(policy.START_SHARE),
+        help="shares of the prefill saved before the assistant starts (default: the policy's)",
     )
     parser.add_argument(
         "--cumulative-threshold",
@@ -179,9 +222,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"the recorded choices reached {result['recorded_share']:.0%} of it"
     )
     for setting, row in result["settings"].items():
+        moved = row["share_with_stops_moved"]
         print(
             f"  {setting}: {row['speedup_modelled']:.2f}x modelled, "
-            f"{row['share_of_oracle']:.0%} of the oracle (worst run {row['worst_share']:.0%})"
+            f"{row['share_of_oracle']:.0%} of the oracle (worst run {row['worst_share']:.0%}); "
+            f"with the drafts' ends moved in hindsight {moved[IN_HINDSIGHT]:.0%} "
+            f"(no early stops {moved[NO_EARLY_STOPS]:.0%}, "
+            f"no late stops {moved[NO_LATE_STOPS]:.0%})"
         )
     print(json.dumps(result))
     return 0
