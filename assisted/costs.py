@@ -5,8 +5,13 @@ skipped the steps before (its cache then lacks the tokens it did not see). A pla
 (γ = 0) costs T(1).
 - T(k) is the target's time to verify k rows (the last committed token + k − 1
   candidates). It is seeded by a calibration (`assisted.auto.calibrate`: T(1) and
-  T(cap + 1) timed, linear between) and refined by an exponential moving average of the
-  timed verifications.
+  T(cap + 1) timed, linear between) and refined by the timed verifications, each in two
+  ways: its own row moves toward it (an exponential moving average), and every row moves
+  by the share the timing says the level of all moved. Other work on a shared machine
+  slows every row alike, and most rows are seldom verified: an `auto` run rarely takes a
+  plain step, so T(1), refined only by its own row, stayed for dozens of runs where one
+  slow patch had left it, up to 18% off the plain steps timed beside it (2-core AMD EPYC),
+  and every plain step and modelled speedup was priced from it.
 - drafter_s is a source's time per drafted token, refined the same way. Prompt lookup's is
   0: its n-gram search runs at every step whatever is chosen, so choosing it costs only the
   verification.
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 from assisted.drafters import DrafterKind
 
-EMA = 0.1  # weight of a new timing in the moving averages
+EMA = 0.1  # weight of a new timing in the moving averages, and in T(k)'s level
 
 
 class CostModel:
@@ -50,7 +55,7 @@ class CostModel:
         self.prefill_s = prefill_s
         self.catch_up_s = 0.0
         self.call_s = 0.0  # the model source's seconds per drafting call beyond its passes
-        self.observed_rows: set[int] = set()  # the rows k whose T(k) a verification refined
+        self.verified = False  # a verification refined T(k): its row, and all rows' level
         self.last_call_s = 0.0  # the wall time of the latest drafting call
 
     def cost_s(self, source: DrafterKind | None, gamma: int, catch_up: bool = False) -> float:
@@ -66,10 +71,16 @@ class CostModel:
         return cost
 
     def observe_verify(self, rows: int, seconds: float) -> None:
-        """The target verified `rows` rows (last committed token + candidates) in `seconds`."""
-        if rows in self.verify_s:
-            self.verify_s[rows] += EMA * (seconds - self.verify_s[rows])
-            self.observed_rows.add(rows)
+        """The target verified `rows` rows (last committed token + candidates) in `seconds`:
+        every T(k) moves by the share `EMA` of the timing's ratio to T(rows) (the level),
+        then T(rows) toward the timing (its own row)."""
+        if rows not in self.verify_s:
+            return
+        level = 1.0 + EMA * (seconds / self.verify_s[rows] - 1.0)
+        for k in self.verify_s:
+            self.verify_s[k] *= level
+        self.verify_s[rows] += EMA * (seconds - self.verify_s[rows])
+        self.verified = True
 
     def observe_call(self, seconds: float) -> None:
         """The latest drafting call of the model source took `seconds` of wall time, its
@@ -101,5 +112,6 @@ class CostModel:
         return sorted(self.verify_s.items())
 
     def observed_verify_s(self) -> dict[int, float]:
-        """T(k) for the rows k that this run's verifications refined."""
-        return {k: self.verify_s[k] for k in sorted(self.observed_rows)}
+        """T(k) as this run's verifications refined it: every row once one was timed (each
+        moves the level of all), none before."""
+        return dict(self.verify_curve()) if self.verified else {}

@@ -180,6 +180,33 @@ def test_timings_refine_the_cost_model():
     assert costs.verify_curve()[0][0] == 1 and len(costs.verify_curve()) == CAP + 1
 
 
+def test_a_timing_moves_every_rows_level_and_its_own_row_most():
+    costs = policy(flat()).costs
+    start = dict(costs.verify_s)
+    costs.observe_verify(3, start[3])  # as modelled: nothing moves
+    assert costs.verify_s == pytest.approx(start)
+    assert costs.observed_verify_s() == pytest.approx(start)  # ... but it was refined
+    costs.observe_verify(3, 2 * start[3])
+    level = costs.verify_s[1] / start[1]
+    assert level > 1
+    assert all(costs.verify_s[k] / start[k] == pytest.approx(level) for k in start if k != 3)
+    assert costs.verify_s[3] / start[3] > level
+
+
+def test_rows_never_verified_follow_the_level_of_those_verified():
+    # A slow patch of the machine, seen through verifications of 2 to 9 rows only (an
+    # `auto` run rarely takes a plain step): T(1) must not stay where it was.
+    costs = policy(flat()).costs
+    start = dict(costs.verify_s)
+    for step in range(80):
+        rows = 2 + step % CAP
+        costs.observe_verify(rows, 1.5 * start[rows])
+    assert [costs.verify_s[k] / start[k] for k in start] == pytest.approx(
+        [1.5] * len(start), rel=0.05
+    )
+    assert policy(flat()).costs.observed_verify_s() == {}  # none timed: none to keep
+
+
 def test_only_the_assistants_drafts_refine_the_costs():
     p = policy(flat())
     p.costs.observe_call(0.5)
