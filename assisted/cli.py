@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=ASSISTANT_QUANTS,
         help="the assistant model's precision: int8 (weights and activations), int8-wo "
         "(int8 weights only), int4-wo (4-bit weights only, groups of 64), none (the pair's "
-        "dtype), or auto (int8 on a CPU); the target's precision never changes",
+        "dtype), or auto (int4-wo on a bf16 CPU, int8 on an fp32 one); the target's precision "
+        "never changes",
     )
     parser.add_argument("--json", action="store_true", help="end stdout with one JSON line")
     return parser

@@ -45,9 +45,12 @@ from assisted.loading import release_memory
 from assisted.settings import assistant_precision
 
 
-def resolve(quant: str, drafter: DrafterKind | str, device: torch.device) -> str:
-    """The precision a run drafts in on `device` (`settings.assistant_precision`)."""
-    return assistant_precision(quant, drafter, device.type)
+def resolve(
+    quant: str, drafter: DrafterKind | str, device: torch.device, dtype: torch.dtype
+) -> str:
+    """The precision a run drafts in on `device`, for a pair in `dtype`
+    (`settings.assistant_precision`)."""
+    return assistant_precision(quant, drafter, device.type, str(dtype).removeprefix("torch."))
 
 
 def quantized_copy(model: nn.Module, precision: str, consume: bool = False) -> nn.Module:

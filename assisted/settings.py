@@ -22,8 +22,9 @@ Schedule = Literal["constant", "heuristic", "auto"]
 SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")
 # The assistant's precision: "none" is the pair's dtype, "int8" int8 weights and activations,
 # "int8-wo" int8 weights only, "int4-wo" 4-bit weights only (groups of 64 inputs). "auto" is
-# int8 on CPUs and the pair's dtype on GPUs (see assisted.quantize for the measurements). The
-# quantized ones use CPU kernels. The target's precision never changes with it.
+# int4-wo on CPUs where the pair runs in bf16, int8 on other CPUs, and the pair's dtype on GPUs
+# (see assisted.quantize for the measurements). The quantized ones use CPU kernels. The
+# target's precision never changes with it.
 AssistantQuant = Literal["auto", "none", "int8", "int8-wo", "int4-wo"]
 ASSISTANT_QUANTS: tuple[str, ...] = ("auto", "none", "int8", "int8-wo", "int4-wo")
 # Where prompt-lookup drafts come from: "suffix", the longest and most recent match in the
@@ -141,19 +142,24 @@ class RunSettings:
         return replace(self, **changes)
 
 
-def assistant_precision(quant: str, drafter: DrafterKind | str, device_type: str) -> str:
+def assistant_precision(
+    quant: str, drafter: DrafterKind | str, device_type: str, dtype: str = "float32"
+) -> str:
     """The precision a run drafts in: "none" (the pair's dtype), "int8", "int8-wo" or
     "int4-wo".
 
-    "auto" means int8 on a CPU, where it measured faster (`assisted.quantize`), and the
-    pair's dtype elsewhere. Drafters without a model of their own draft as they are
+    "auto" means, on a CPU, int4-wo where the pair runs in bf16 (`dtype`, the pair's dtype
+    name) and int8 where it runs in fp32, where each measured fastest (`assisted.quantize`),
+    and the pair's dtype elsewhere. Drafters without a model of their own draft as they are
     (`DraftSettings.validate_for` refuses a quantized precision for them). Takes the device's
     type ("cpu", "cuda"), so that the app can refuse a setting before it asks ZeroGPU for a
     GPU, without touching CUDA."""
     if not DrafterKind(drafter).has_model:
         return "none"
     if quant == "auto":
-        return "int8" if device_type == "cpu" else "none"
+        if device_type != "cpu":
+            return "none"
+        return "int4-wo" if dtype == "bfloat16" else "int8"
     if quant != "none" and device_type != "cpu":
         raise SettingsError(
             f"assistant precision {quant!r} uses CPU kernels; on {device_type} the assistant "

@@ -297,17 +297,20 @@ def test_a_prompt_lookup_run_refuses_int8_before_generating(tiny_dirs):
     assert run[-1].record.assistant_precision is None
 
 
-def test_auto_is_int8_on_a_cpu_and_the_pairs_dtype_on_a_gpu():
+def test_auto_is_int4_on_a_bf16_cpu_int8_on_an_fp32_one_and_the_pairs_dtype_on_a_gpu():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert quantize.resolve("auto", "assistant", cpu) == "int8"
-    assert quantize.resolve("auto", "universal", cuda) == "none"
-    assert quantize.resolve("none", "assistant", cpu) == "none"
-    assert quantize.resolve("int8-wo", "assistant", cpu) == "int8-wo"
-    assert quantize.resolve("int4-wo", "assistant", cpu) == "int4-wo"
-    assert quantize.resolve("auto", "prompt-lookup", cpu) == "none"
+    bf16, fp32 = torch.bfloat16, torch.float32
+    assert quantize.resolve("auto", "assistant", cpu, bf16) == "int4-wo"
+    assert quantize.resolve("auto", "assistant", cpu, fp32) == "int8"
+    assert quantize.resolve("auto", "universal", cuda, bf16) == "none"
+    assert quantize.resolve("none", "assistant", cpu, bf16) == "none"
+    assert quantize.resolve("int8", "assistant", cpu, bf16) == "int8"
+    assert quantize.resolve("int8-wo", "assistant", cpu, fp32) == "int8-wo"
+    assert quantize.resolve("int4-wo", "assistant", cpu, fp32) == "int4-wo"
+    assert quantize.resolve("auto", "prompt-lookup", cpu, bf16) == "none"
     for quant in QUANTIZED:
         with pytest.raises(SettingsError, match="CPU kernels"):
-            quantize.resolve(quant, "assistant", cuda)
+            quantize.resolve(quant, "assistant", cuda, bf16)
 
 
 def test_an_unknown_precision_is_refused_and_every_known_one_accepted():

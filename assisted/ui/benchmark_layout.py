@@ -51,7 +51,8 @@ def choices(
         value=[spec.draft.assistant_quant],
         label="Assistant precisions (each compared with the same plain runs)",
         info="none: the pair's dtype · int8: weights and activations · "
-        "int8-wo: int8 weights only · int4-wo: 4-bit weights only · auto: int8 on a CPU",
+        "int8-wo: int8 weights only · int4-wo: 4-bit weights only · auto: int4-wo on a bf16 "
+        "CPU, int8 on an fp32 one",
         visible=spec.drafter.has_model,
         elem_id="bench-quants",
     )

@@ -167,8 +167,8 @@ def settings_accordion(spec: PairSpec) -> Settings:
             value=spec.draft.assistant_quant,
             label="Assistant precision (the target's never changes)",
             info="int8: int8 weights and activations · int8-wo: int8 weights only · "
-            "int4-wo: 4-bit weights only · none: the pair's dtype · auto: int8 on a CPU, "
-            "the pair's dtype on a GPU",
+            "int4-wo: 4-bit weights only · none: the pair's dtype · auto: int4-wo on a bf16 "
+            "CPU, int8 on an fp32 one, the pair's dtype on a GPU",
             elem_id="assistant-quant",
         )
         chat_template = gr.Checkbox(value=True, label="Wrap the prompt in the chat template")
