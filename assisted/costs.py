@@ -10,8 +10,10 @@ skipped the steps before (its cache then lacks the tokens it did not see). A pla
   by the share the timing says the level of all moved. Other work on a shared machine
   slows every row alike, and most rows are seldom verified: an `auto` run rarely takes a
   plain step, so T(1), refined only by its own row, stayed for dozens of runs where one
-  slow patch had left it, up to 18% off the plain steps timed beside it (2-core AMD EPYC),
-  and every plain step and modelled speedup was priced from it.
+  slow patch had left it: over 72 runs of one benchmark (2-core AMD EPYC) the plain steps
+  timed beside each ran 0.95 times its T(1) on the median, 0.67 to 1.60 times at the
+  extremes, and every plain step and modelled speedup was priced from it. With the level,
+  the median was 1.00, 0.83 to 1.22.
 - drafter_s is a source's time per drafted token, refined the same way. Prompt lookup's is
   0: its n-gram search runs at every step whatever is chosen, so choosing it costs only the
   verification.

@@ -149,11 +149,12 @@ def assistant_precision(
     "int4-wo".
 
     "auto" means, on a CPU, int4-wo where the pair runs in bf16 (`dtype`, the pair's dtype
-    name) and int8 where it runs in fp32, where each measured fastest (`assisted.quantize`),
-    and the pair's dtype elsewhere. Drafters without a model of their own draft as they are
-    (`DraftSettings.validate_for` refuses a quantized precision for them). Takes the device's
-    type ("cpu", "cuda"), so that the app can refuse a setting before it asks ZeroGPU for a
-    GPU, without touching CUDA."""
+    name: as fast as int8 there, with half its weights, and the oracle's hindsight
+    reproduces its drafts) and int8 where it runs in fp32 (the weight-only kernels are slow
+    with fp32 activations), see `assisted.quantize`; the pair's dtype elsewhere. Drafters
+    without a model of their own draft as they are (`DraftSettings.validate_for` refuses a
+    quantized precision for them). Takes the device's type ("cpu", "cuda"), so that the
+    app can refuse a setting before it asks ZeroGPU for a GPU, without touching CUDA."""
     if not DrafterKind(drafter).has_model:
         return "none"
     if quant == "auto":

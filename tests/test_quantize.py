@@ -267,6 +267,14 @@ def test_the_drafting_time_is_measured_on_the_quantized_copy(pair):
     assert stats.cost_ratio(records(pair, "none")["plain"], assisted) is not None
 
 
+def test_auto_drafts_with_the_4_bit_assistant_on_a_bf16_pair(tiny_dirs):
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    bf16 = load_pair(spec, device="cpu", dtype="bfloat16")
+    assisted = records(bf16, "auto")["assisted"]
+    assert assisted.assistant_precision == "int4-wo" and stats.drafted(assisted) > 0
+    assert set(bf16.assistant_copies) == {"int4-wo"}
+
+
 def test_the_report_names_the_assistant_precision(pair):
     for quant, expected in (("int8", "int8"), ("none", "float32"), ("auto", "int8")):
         done = records(pair, quant)

@@ -31,7 +31,7 @@ accept the most. The stat cards and the speedup Leviathan et al.'s model fits to
 **Quantize the assistant, not the target.** The target checks every drafted token, so an
 int8 assistant can only change how many drafts are accepted and how fast they come, never
 the output: it stays the target's own. Quantizing the target would change the answer
-itself, because its rounding decides which token wins; on a CPU an int8 assistant drafts
+itself, because its rounding decides which token wins; on a CPU an int8 or 4-bit assistant drafts
 about twice as fast as a bf16 one, and the cost ratio c shows it.
 """
 CSS = """
