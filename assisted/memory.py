@@ -59,7 +59,9 @@ def measure(spec: PairSpec, device: str, dtype: str, max_new_tokens: int) -> lis
     stage("imports", lambda: None)
     stage("load the pair", lambda: holder.update(pair=load_pair(spec, device, dtype)))
     pair = holder["pair"]
-    precision = quantize.resolve(spec.draft.assistant_quant, spec.drafter, pair.device, pair.dtype)
+    precision = quantize.resolve(
+        spec.draft.assistant_quant, spec.drafter, pair.device, pair.dtype_name
+    )
     stage("the assistant's drafting copy", lambda: pair.drafting_assistant(precision))
     stage("warm-up and calibration", lambda: decoding.warm_up(pair, ("plain", "assisted")))
     ids = decoding.encode_prompt(pair, PROMPT)

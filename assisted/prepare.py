@@ -99,7 +99,9 @@ def prepare(
 
 
 def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
-    precision = quantize.resolve(draft.assistant_quant, pair.spec.drafter, pair.device, pair.dtype)
+    precision = quantize.resolve(
+        draft.assistant_quant, pair.spec.drafter, pair.device, pair.dtype_name
+    )
     assistant = pair.drafting_assistant(precision)
     if draft.schedule == "auto":
         cap = auto.draft_cap(pair.spec.drafter, draft)

@@ -48,12 +48,10 @@ from assisted.loading import release_memory
 from assisted.settings import assistant_precision
 
 
-def resolve(
-    quant: str, drafter: DrafterKind | str, device: torch.device, dtype: torch.dtype
-) -> str:
-    """The precision a run drafts in on `device`, for a pair in `dtype`
-    (`settings.assistant_precision`)."""
-    return assistant_precision(quant, drafter, device.type, str(dtype).removeprefix("torch."))
+def resolve(quant: str, drafter: DrafterKind | str, device: torch.device, dtype_name: str) -> str:
+    """The precision a run drafts in on `device`, for a pair in the dtype named `dtype_name`
+    (`LoadedPair.dtype_name`; `settings.assistant_precision`)."""
+    return assistant_precision(quant, drafter, device.type, dtype_name)
 
 
 def quantized_copy(model: nn.Module, precision: str, consume: bool = False) -> nn.Module:

@@ -307,7 +307,7 @@ def test_a_prompt_lookup_run_refuses_int8_before_generating(tiny_dirs):
 
 def test_auto_is_int4_on_a_bf16_cpu_int8_on_an_fp32_one_and_the_pairs_dtype_on_a_gpu():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    bf16, fp32 = torch.bfloat16, torch.float32
+    bf16, fp32 = "bfloat16", "float32"  # `LoadedPair.dtype_name`
     assert quantize.resolve("auto", "assistant", cpu, bf16) == "int4-wo"
     assert quantize.resolve("auto", "assistant", cpu, fp32) == "int8"
     assert quantize.resolve("auto", "universal", cuda, bf16) == "none"

@@ -171,7 +171,9 @@ def measure(args: argparse.Namespace) -> tuple[dict, list[Run]]:
     variants = plan_variants(spec, [spec.drafter], sweeps)
     pair = load_pair(spec, device=args.device, dtype=args.dtype)
     resolved = {
-        v.name: quantize.resolve(v.draft.assistant_quant, spec.drafter, pair.device, pair.dtype)
+        v.name: quantize.resolve(
+            v.draft.assistant_quant, spec.drafter, pair.device, pair.dtype_name
+        )
         for v in variants
     }
     # The assistant as loaded first, where it is asked for: kept from then on, it is not
