@@ -13,7 +13,16 @@ skipped the steps before (its cache then lacks the tokens it did not see). A pla
   slow patch had left it: over 72 runs of one benchmark (2-core AMD EPYC) the plain steps
   timed beside each ran 0.95 times its T(1) on the median, 0.67 to 1.60 times at the
   extremes, and every plain step and modelled speedup was priced from it. With the level,
-  the median was 1.00, 0.83 to 1.22.
+  the median was 1.00, 0.83 to 1.22. The level cannot fix the curve's shape, though: a
+  few slow plain steps once kicked T(1) to 1.23 times the cheapest multi-row row for the
+  rest of a benchmark, and the plain steps timed beside its runs then ran 0.89 times T(1)
+  on the median. So a plain run's own steps set T(1): the median of its passes (`PlainSteps`).
+  Replayed over four benchmarks' recorded steps (`python -m assisted.bench.cost_fit
+  --plain`), the plain steps timed after each run then ran 0.99–1.02 times its final T(1)
+  on the median, against 0.87–1.00. (A level of 0.3 predicted each step's time 6–11%
+  better there, but let T(1) swing wider between plain runs, 0.71–1.47 against 0.75–1.30
+  on the 10th and 90th percentiles; the level moves every row alike, so it hardly moves
+  the policy's choices, and the weights stay at 0.1.)
 - drafter_s is a source's time per drafted token, refined the same way. Prompt lookup's is
   0: its n-gram search runs at every step whatever is chosen, so choosing it costs only the
   verification.
@@ -27,9 +36,14 @@ No torch here: seconds in, seconds out.
 
 from __future__ import annotations
 
+import statistics
+
 from assisted.drafters import DrafterKind
 
-EMA = 0.1  # weight of a new timing in the moving averages, and in T(k)'s level
+EMA = 0.1  # weight of a new timing in the moving averages
+LEVEL_EMA = SHAPE_EMA = EMA  # ... of T(k)'s level and of a T(k)'s own row (the note)
+# The fewest one-row passes whose median may stand for T(1): a stopped run's few do not.
+PLAIN_STEPS = 8
 
 
 class CostModel:
@@ -74,14 +88,14 @@ class CostModel:
 
     def observe_verify(self, rows: int, seconds: float) -> None:
         """The target verified `rows` rows (last committed token + candidates) in `seconds`:
-        every T(k) moves by the share `EMA` of the timing's ratio to T(rows) (the level),
-        then T(rows) toward the timing (its own row)."""
+        every T(k) moves by the share `LEVEL_EMA` of the timing's ratio to T(rows) (the
+        level), then T(rows) by `SHAPE_EMA` toward the timing (its own row)."""
         if rows not in self.verify_s:
             return
-        level = 1.0 + EMA * (seconds / self.verify_s[rows] - 1.0)
+        level = 1.0 + LEVEL_EMA * (seconds / self.verify_s[rows] - 1.0)
         for k in self.verify_s:
             self.verify_s[k] *= level
-        self.verify_s[rows] += EMA * (seconds - self.verify_s[rows])
+        self.verify_s[rows] += SHAPE_EMA * (seconds - self.verify_s[rows])
         self.verified = True
 
     def observe_call(self, seconds: float) -> None:
@@ -117,3 +131,20 @@ class CostModel:
         """T(k) as this run's verifications refined it: every row once one was timed (each
         moves the level of all), none before."""
         return dict(self.verify_curve()) if self.verified else {}
+
+
+class PlainSteps:
+    """A plain run's timed target passes (`assisted.observe`), whose median sets the pair's
+    T(1) once the run's clock has stopped (the module's note)."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    def observe_verify(self, rows: int, seconds: float) -> None:
+        """The target decoded a step in `seconds` (one row: the last committed token)."""
+        if rows == 1:
+            self.seconds.append(seconds)
+
+    def t1_s(self) -> float | None:
+        """T(1) as the run's passes time it; None for a run of too few (`PLAIN_STEPS`)."""
+        return statistics.median(self.seconds) if len(self.seconds) >= PLAIN_STEPS else None

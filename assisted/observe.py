@@ -11,7 +11,8 @@ We never reimplement speculative decoding; we watch it. `StepObserver` composes:
   early exit) time each drafting pass, which gives each step's drafting time and the cost
   ratio c;
 - the verification timing, under the `auto` schedule: hooks on the target time each
-  verification to refine the policy's cost model;
+  verification to refine the policy's cost model (in a plain run, each step's pass, whose
+  median sets the pair's T(1));
 - the target's scores: a forward hook on the target keeps its latest pass's logits, and
   each step reads the target's top two tokens at the positions it committed, the evidence
   for a divergence from the plain run (`assisted.divergence`).
@@ -42,7 +43,7 @@ from assisted.record import Mode, RunRecord, Step
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from assisted.costs import CostModel
+    from assisted.costs import CostModel, PlainSteps
     from assisted.pairs import LoadedPair
     from assisted.policy import DraftPolicy, Expectation
 
@@ -58,7 +59,10 @@ class StepObserver(BaseStreamer):
         on_step: Callable[[int, Step], None],
         prompt_len: int,
         policy: DraftPolicy | None = None,
+        plain_steps: PlainSteps | None = None,
     ):
+        """`plain_steps`: where a plain run times its passes to set the pair's T(1)
+        (`assisted.auto.plain_steps`)."""
         self.target = pair.target
         self.record = record
         self.on_step = on_step
@@ -68,7 +72,8 @@ class StepObserver(BaseStreamer):
         # Forward hooks time drafting, so only for drafters that run a model.
         self.times_drafting = record.drafter is not None and record.drafter.times_drafting
         self.drafting = _DraftTiming(pair, record.draft_forward_s)
-        self.verifying = _VerifyTiming(pair.device, policy.costs) if policy else None
+        costs = policy.costs if policy else plain_steps
+        self.verifying = _VerifyTiming(pair.device, costs) if costs else None
         self.scores = _TargetScores(pair, record.top2)
         # Greedy runs keep no probabilities: nothing is installed, nothing is computed.
         sampled = record.sampled and record.mode == "assisted"
@@ -255,7 +260,7 @@ class _DraftTiming:
 class _VerifyTiming:
     """Times the target's verifications and feeds them to the `auto` policy's T(k)."""
 
-    def __init__(self, device: torch.device, costs: CostModel):
+    def __init__(self, device: torch.device, costs: CostModel | PlainSteps):
         self.timer = _PassTimer(device)
         self.costs = costs
         self.rows: list[int] = []  # rows of each verification timed since the last read

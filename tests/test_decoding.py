@@ -16,11 +16,12 @@ from transformers.generation.candidate_generator import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerationMixin
 
-from assisted import auto, decoding, learnt_store, oracle, prepare, quantize, stats
+from assisted import auto, costs, decoding, learnt_store, oracle, prepare, quantize, stats
 from assisted.decoding import RunDone, StepEvent
 from assisted.drafters import DrafterKind
 from assisted.lean import LeanDrafter
 from assisted.learnt import LearntState
+from assisted.learnt_store import LearntFile
 from assisted.pairs import LoadedPair, custom_pair, load_pair
 from assisted.record import RunRecord
 from assisted.settings import MAX_NEW_TOKENS_CAP, DraftSettings, RunSettings, SettingsError
@@ -553,6 +554,33 @@ def test_a_runs_verifications_refine_the_pairs_calibration(pair):
     estimates = set(fresh.learnt.precision("none").acceptance)
     assert (auto.ASSISTANT, False, 0) in estimates
     assert {source for source, _, _ in estimates} <= {auto.ASSISTANT, auto.LOOKUP}
+
+
+def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeypatch):
+    # Plain steps are T(1)'s only direct timings, and an `auto` run seldom takes one.
+    slow = {k: 100.0 for k in range(1, 6)}  # far slower than any pass of the tiny target
+    file = LearntFile(tmp_path / "p.json", {"pair": "p"})
+    fresh = dataclasses.replace(pair, learnt=LearntState(verify_s=dict(slow)), learnt_file=file)
+    ids = decoding.encode_prompt(fresh, PROMPT)
+    passes = []
+    keep = auto.PlainSteps.observe_verify
+    monkeypatch.setattr(
+        auto.PlainSteps,
+        "observe_verify",
+        lambda self, rows, seconds: passes.append(seconds) or keep(self, rows, seconds),
+    )
+    list(decoding.run(fresh, ids, "plain", GREEDY))
+    # Every step after the prompt's prefill, timed; their median is T(1), and only T(1).
+    assert len(passes) == GREEDY.max_new_tokens - 1
+    assert fresh.learnt.verify_s == {**slow, 1: pytest.approx(sorted(passes)[len(passes) // 2])}
+    assert learnt_store.load(file).verify_s == pytest.approx(fresh.learnt.verify_s)
+    # A stopped run's few passes set nothing; nor does a pair nothing has calibrated.
+    fresh.learnt.verify_s[1] = slow[1]
+    list(decoding.run(fresh, ids, "plain", RunSettings(max_new_tokens=costs.PLAIN_STEPS)))
+    assert fresh.learnt.verify_s[1] == slow[1]
+    bare = fresh_copy(pair)
+    list(decoding.run(bare, ids, "plain", GREEDY))
+    assert bare.learnt.verify_s == {}
 
 
 def test_calibration_is_timed_once_per_pair(pair, monkeypatch):

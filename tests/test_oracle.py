@@ -297,3 +297,54 @@ def test_the_drafts_ends_moved_in_hindsight_split_what_the_stopping_rule_leaves(
     # One that stops every draft after its first token: it stops early, never late.
     rule, no_early, no_late, in_hindsight = shares([0.01] * 40)
     assert rule == no_late and no_early == in_hindsight and in_hindsight > rule
+
+
+# -- replaying the cost model offline --------------------------------------------------------
+
+
+def timed_run(drafter, question_id, step_s: float, rows: int, steps: int = 20) -> dict:
+    """A runs.jsonl line: `steps` steps of `rows` rows each, `step_s` apart; an assisted
+    run's hindsight holds a flat T(k) of 1 s."""
+    drafted = rows - 1
+    mode = "plain" if drafter is None else "assisted"
+    record = RunRecord(mode=mode, drafter=drafter, prompt_tokens=5)
+    record.steps = [
+        Step((0,) * rows, "", drafted, drafted, step_s * (i + 1), (0,) * drafted)
+        for i in range(steps)
+    ]
+    if drafter is not None:
+        record.hindsight = hindsight(None, [], verify={k: 1.0 for k in range(1, 6)})
+    return {"question_id": question_id, "drafter": drafter, "repeat": 0, "record": record.to_dict()}
+
+
+def test_the_cost_replay_scores_each_setting_and_lets_plain_steps_refine_t1(tmp_path, capsys):
+    from assisted.bench import cost_fit
+
+    # An assisted run timed as modelled, the plain run of the next prompt at half T(1), then
+    # that prompt's assisted run, its rows still timed at 1 s: T(1) alone is half T(3).
+    lines = [
+        timed_run(ASSISTANT.value, "a", 1.0, rows=3),
+        timed_run(None, "a", 1.0, rows=1),
+        timed_run(None, "b", 0.5, rows=1),
+        timed_run(ASSISTANT.value, "b", 1.0, rows=3),
+    ]
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    loaded = cost_fit.load(runs)
+    assert [(r.paired, r.plain_before) for r in loaded] == [
+        (1.0, False),
+        (None, False),
+        (None, False),
+        (0.5, True),
+    ]
+    alone = cost_fit.fit(loaded, [(0.3, 0.02)], plain=False)["settings"]["level 0.3, shape 0.02"]
+    assert alone["error_median"] == 0.0  # every step took what its T(k) said
+    assert alone["plain_after"]["median"] == 1.0
+    assert alone["plain_before"]["median"] == 0.5  # T(1) never saw the faster plain steps
+    fed = cost_fit.fit(loaded, [(0.3, 0.02)], plain=True)["settings"]["level 0.3, shape 0.02"]
+    # The plain run set T(1), and the assisted run's steps, timed as modelled, kept it.
+    assert fed["plain_before"]["median"] == pytest.approx(1.0)
+    assert fed["error_median"] == 0.0
+    assert cost_fit.main([str(runs), "--level", "0.1,0.3", "--shape", "0.02"]) == 0
+    out = capsys.readouterr().out
+    assert "level 0.1, shape 0.02: step error" in out and "level 0.3, shape 0.02" in out
