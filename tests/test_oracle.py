@@ -299,6 +299,25 @@ def test_the_drafts_ends_moved_in_hindsight_split_what_the_stopping_rule_leaves(
     assert rule == no_late and no_early == in_hindsight and in_hindsight > rule
 
 
+def test_the_replay_takes_the_benchmarks_token_budget_from_its_report(tmp_path, capsys):
+    from assisted.bench import policy_fit
+
+    plain, assisted = assisted_run(list(range(12)), agreement_runs([True] * 12), [0.9] * 12)
+    lines = [
+        {"question_id": "q", "drafter": drafter, "repeat": 0, "record": record.to_dict()}
+        for drafter, record in ((None, plain), (ASSISTANT.value, assisted))
+    ]
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    # Without its report the budget is unknown, and a wrong one replays another policy.
+    assert policy_fit.main([str(runs)]) == 2
+    assert "--max-new-tokens" in capsys.readouterr().err
+    (tmp_path / "report.json").write_text(json.dumps({"settings": {"max_new_tokens": 12}}))
+    assert policy_fit.benchmark_max_new_tokens(runs) == 12
+    assert policy_fit.main([str(runs), "--threshold", "0.4"]) == 0
+    assert "1 runs: oracle" in capsys.readouterr().out
+
+
 # -- replaying the cost model offline --------------------------------------------------------
 
 

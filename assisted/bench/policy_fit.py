@@ -187,6 +187,17 @@ def load(path: Path) -> list[tuple[RunRecord, RunRecord]]:
     return pairs
 
 
+def benchmark_max_new_tokens(runs: Path) -> int | None:
+    """The new-token budget of the benchmark that wrote `runs`, from the report.json beside
+    it (None without one). The policy weighs the tokens left (the assistant's prefill, the
+    probes), so a replay under another budget is another policy: a 128-token benchmark
+    replayed at 64 read 60% of the oracle where its runs reached 79%."""
+    report = runs.parent / "report.json"
+    if not report.is_file():
+        return None
+    return json.loads(report.read_text(encoding="utf-8"))["settings"]["max_new_tokens"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m assisted.bench.policy_fit")
     parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
@@ -203,12 +214,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "over a draft (0: none)",
     )
     parser.add_argument(
-        "--max-new-tokens", type=int, default=64, help="the benchmark's (default 64)"
+        "--max-new-tokens",
+        type=int,
+        help="the benchmark's (default: its report.json's, beside the runs)",
     )
     args = parser.parse_args(argv)
     records = load(args.runs)
     if not records:
         print(f"no greedy assisted runs with their hindsight in {args.runs}", file=sys.stderr)
+        return 2
+    max_new_tokens = args.max_new_tokens or benchmark_max_new_tokens(args.runs)
+    if max_new_tokens is None:
+        print(
+            f"no report.json beside {args.runs} says how many tokens the runs could "
+            "generate: give --max-new-tokens",
+            file=sys.stderr,
+        )
         return 2
     settings = [
         (float(threshold), float(share), float(cumulative))
@@ -216,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for share in args.start_share.split(",")
         for cumulative in args.cumulative_threshold.split(",")
     ]
-    result = fit(records, settings, args.max_new_tokens)
+    result = fit(records, settings, max_new_tokens)
     print(
         f"{result['runs']} runs: oracle {result['oracle_speedup']:.2f}x (geomean, modelled); "
         f"the recorded choices reached {result['recorded_share']:.0%} of it"
