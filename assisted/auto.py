@@ -116,18 +116,13 @@ def keep_learnt(pair: LoadedPair, precision: str, policy: DraftPolicy, band: Ban
     learnt_store.save(pair.learnt_file, learnt)
 
 
-def plain_steps(pair: LoadedPair) -> PlainSteps | None:
-    """What a plain run's passes are gathered in, to set the pair's T(1) after it
-    (`keep_plain_steps`); None where nothing has timed the pair's T(k) yet. Plain steps
-    are T(1)'s only direct timings, and an `auto` run seldom takes one; T(1) prices every
-    plain step the policy and the oracle weigh (`assisted.costs`)."""
-    return PlainSteps() if 1 in pair.learnt.verify_s else None
-
-
-def keep_plain_steps(pair: LoadedPair, steps: PlainSteps) -> None:
-    """A plain run's T(1), kept for the pair's runs in memory and in its learnt file, once
-    the run's clock has stopped."""
-    t1_s = steps.t1_s()
+def keep_plain_steps(pair: LoadedPair, steps: PlainSteps | None) -> None:
+    """A plain run's T(1), the median of its timed passes (`assisted.observe`), kept for
+    the pair's runs in memory and in its learnt file, once the run's clock has stopped;
+    nothing for other runs (`steps` None). Plain steps are T(1)'s only direct timings, and
+    an `auto` run seldom takes one; T(1) prices every plain step the policy and the oracle
+    weigh (`assisted.costs`)."""
+    t1_s = steps.t1_s() if steps is not None else None
     if t1_s is not None:
         pair.learnt.verify_s[1] = t1_s
         learnt_store.save(pair.learnt_file, pair.learnt)

@@ -16,7 +16,8 @@ skipped the steps before (its cache then lacks the tokens it did not see). A pla
   the median was 1.00, 0.83 to 1.22. The level cannot fix the curve's shape, though: a
   few slow plain steps once kicked T(1) to 1.23 times the cheapest multi-row row for the
   rest of a benchmark, and the plain steps timed beside its runs then ran 0.89 times T(1)
-  on the median. So a plain run's own steps set T(1): the median of its passes (`PlainSteps`).
+  on the median. So a plain run's own steps set T(1), the median of its passes
+  (`PlainSteps`).
   Replayed over four benchmarks' recorded steps (`python -m assisted.bench.cost_fit
   --plain`), the plain steps timed after each run then ran 0.99–1.02 times its final T(1)
   on the median, against 0.87–1.00. (A level of 0.3 predicted each step's time 6–11%
@@ -42,7 +43,8 @@ from assisted.drafters import DrafterKind
 
 EMA = 0.1  # weight of a new timing in the moving averages
 LEVEL_EMA = SHAPE_EMA = EMA  # ... of T(k)'s level and of a T(k)'s own row (the note)
-# The fewest one-row passes whose median may stand for T(1): a stopped run's few do not.
+# The fewest one-row passes whose median may stand for T(1): a stopped run's few do not,
+# nor a warm-up run's (`assisted.settings.WARMUP_TOKENS`, one pass fewer), paying first calls.
 PLAIN_STEPS = 8
 
 

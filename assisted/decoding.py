@@ -10,9 +10,8 @@ An assisted run receives what `assisted.prepare` built once (the drafting model,
 calibrated costs, the template's facts) and only runs: it builds, times and reads nothing
 else. Its callers prepare first (`compare` and `warm_up` do); a run that finds nothing
 prepared prepares before its clock starts. What an `auto` run learnt is saved at its end,
-after the clock stops (`auto.keep_learnt`; a plain run's steps set the pair's T(1),
-`auto.keep_plain_steps`): every caller passes there, and on ZeroGPU the worker's memory ends
-with the call.
+after the clock stops (`auto.keep_learnt`; a plain run's T(1), `auto.keep_plain_steps`):
+every caller passes there, and on ZeroGPU the worker's memory ends with the call.
 
 `generate()` runs in a worker thread and events cross to the caller through a queue, so
 the caller (CLI, UI, benchmark) renders as tokens arrive. This module knows nothing of
@@ -139,7 +138,6 @@ def run(
     assistant = prepared.assistant if prepared else None
     band = bands.band(settings)
     policy = _auto_policy(pair, prepared, band)
-    plain_steps = auto.plain_steps(pair) if mode == "plain" else None
     record = RunRecord(
         mode=mode,
         drafter=drafter,
@@ -155,7 +153,7 @@ def run(
     def on_step(index: int, step: Step) -> None:
         events.put(StepEvent(mode, index, step))
 
-    observer = StepObserver(pair, record, on_step, len(prompt_ids), policy, plain_steps)
+    observer = StepObserver(pair, record, on_step, len(prompt_ids), policy)
     kwargs = _generate_kwargs(pair, prompt_ids, settings, prepared, observer, stopper)
     lookup = _lookup(prompt_ids, settings, prepared)
     seam = _drafting_seam(pair, prepared, policy, lookup)
@@ -176,8 +174,7 @@ def run(
             record.stopped = stopper.triggered
             if prepared is not None:
                 _after(pair, prepared, prompt_ids, record, policy, lookup, band)
-            elif plain_steps is not None:
-                auto.keep_plain_steps(pair, plain_steps)
+            auto.keep_plain_steps(pair, observer.plain_steps)
             events.put(RunDone(record))
         except BaseException as error:  # surfaced in the caller's thread, never swallowed
             events.put(error)

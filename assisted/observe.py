@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers.generation.streamers import BaseStreamer
 
+from assisted.costs import PlainSteps
 from assisted.detokenizer import Detokenizer
 from assisted.draft_probs import DraftProbabilities
 from assisted.drafters import DrafterKind
@@ -43,7 +44,7 @@ from assisted.record import Mode, RunRecord, Step
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from assisted.costs import CostModel, PlainSteps
+    from assisted.costs import CostModel
     from assisted.pairs import LoadedPair
     from assisted.policy import DraftPolicy, Expectation
 
@@ -59,10 +60,7 @@ class StepObserver(BaseStreamer):
         on_step: Callable[[int, Step], None],
         prompt_len: int,
         policy: DraftPolicy | None = None,
-        plain_steps: PlainSteps | None = None,
     ):
-        """`plain_steps`: where a plain run times its passes to set the pair's T(1)
-        (`assisted.auto.plain_steps`)."""
         self.target = pair.target
         self.record = record
         self.on_step = on_step
@@ -72,7 +70,11 @@ class StepObserver(BaseStreamer):
         # Forward hooks time drafting, so only for drafters that run a model.
         self.times_drafting = record.drafter is not None and record.drafter.times_drafting
         self.drafting = _DraftTiming(pair, record.draft_forward_s)
-        costs = policy.costs if policy else plain_steps
+        # A plain run's passes set the pair's T(1), once something has timed its T(k)
+        # (`assisted.auto.keep_plain_steps`).
+        timed = record.mode == "plain" and 1 in pair.learnt.verify_s
+        self.plain_steps = PlainSteps() if timed else None
+        costs = policy.costs if policy else self.plain_steps
         self.verifying = _VerifyTiming(pair.device, costs) if costs else None
         self.scores = _TargetScores(pair, record.top2)
         # Greedy runs keep no probabilities: nothing is installed, nothing is computed.

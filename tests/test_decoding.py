@@ -24,7 +24,13 @@ from assisted.learnt import LearntState
 from assisted.learnt_store import LearntFile
 from assisted.pairs import LoadedPair, custom_pair, load_pair
 from assisted.record import RunRecord
-from assisted.settings import MAX_NEW_TOKENS_CAP, DraftSettings, RunSettings, SettingsError
+from assisted.settings import (
+    MAX_NEW_TOKENS_CAP,
+    WARMUP_TOKENS,
+    DraftSettings,
+    RunSettings,
+    SettingsError,
+)
 from tests.scripted import Scripted
 
 PROMPT = "def add(a, b):"
@@ -563,9 +569,9 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
     fresh = dataclasses.replace(pair, learnt=LearntState(verify_s=dict(slow)), learnt_file=file)
     ids = decoding.encode_prompt(fresh, PROMPT)
     passes = []
-    keep = auto.PlainSteps.observe_verify
+    keep = costs.PlainSteps.observe_verify
     monkeypatch.setattr(
-        auto.PlainSteps,
+        costs.PlainSteps,
         "observe_verify",
         lambda self, rows, seconds: passes.append(seconds) or keep(self, rows, seconds),
     )
@@ -574,7 +580,9 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
     assert len(passes) == GREEDY.max_new_tokens - 1
     assert fresh.learnt.verify_s == {**slow, 1: pytest.approx(sorted(passes)[len(passes) // 2])}
     assert learnt_store.load(file).verify_s == pytest.approx(fresh.learnt.verify_s)
-    # A stopped run's few passes set nothing; nor does a pair nothing has calibrated.
+    # A stopped run's few passes set nothing, nor a warm-up's; nor does a pair nothing has
+    # calibrated.
+    assert WARMUP_TOKENS <= costs.PLAIN_STEPS
     fresh.learnt.verify_s[1] = slow[1]
     list(decoding.run(fresh, ids, "plain", RunSettings(max_new_tokens=costs.PLAIN_STEPS)))
     assert fresh.learnt.verify_s[1] == slow[1]
