@@ -17,13 +17,12 @@ skipped the steps before (its cache then lacks the tokens it did not see). A pla
   few slow plain steps once kicked T(1) to 1.23 times the cheapest multi-row row for the
   rest of a benchmark, and the plain steps timed beside its runs then ran 0.89 times T(1)
   on the median. So a plain run's own steps set T(1), the median of its passes
-  (`PlainSteps`).
-  Replayed over four benchmarks' recorded steps (`python -m assisted.bench.cost_fit
-  --plain`), the plain steps timed after each run then ran 0.99–1.02 times its final T(1)
-  on the median, against 0.87–1.00. (A level of 0.3 predicted each step's time 6–11%
-  better there, but let T(1) swing wider between plain runs, 0.71–1.47 against 0.75–1.30
-  on the 10th and 90th percentiles; the level moves every row alike, so it hardly moves
-  the policy's choices, and the weights stay at 0.1.)
+  (`PlainSteps`). Replayed over four benchmarks' recorded steps (`python -m
+  assisted.bench.cost_fit --plain`), the plain steps timed after each run then ran
+  0.99–1.02 times its final T(1) on the median, against 0.87–1.00. (A level of 0.3
+  predicted each step's time 6–11% better there, but let T(1) swing wider between plain
+  runs, 0.71–1.47 against 0.75–1.30 on the 10th and 90th percentiles; the level moves
+  every row alike, so it hardly moves the policy's choices, and the weights stay at 0.1.)
 - drafter_s is a source's time per drafted token, refined the same way. Prompt lookup's is
   0: its n-gram search runs at every step whatever is chosen, so choosing it costs only the
   verification.
