@@ -41,10 +41,12 @@ from assisted.record import RunRecord
 
 @dataclass
 class Run:
-    """One recorded run, in the order the benchmark ran it: a plain run (`paired` None), or
-    an assisted run with its plain run's median step and whether that ran before it."""
+    """One recorded run, in the order the benchmark ran it: a plain run, with its steps'
+    times (`plain_steps`), or an assisted run with its plain run's median step (`paired`)
+    and whether that ran before it."""
 
     record: RunRecord
+    plain_steps: PlainSteps | None = None
     paired: float | None = None
     plain_before: bool = False
 
@@ -67,10 +69,7 @@ def replay(
             if model is None or not (assisted or plain):
                 continue
             if not assisted:  # as `assisted.auto.keep_plain_steps` does
-                steps = PlainSteps()
-                for earlier, step in pairwise(run.record.steps):
-                    steps.observe_verify(1, step.t_s - earlier.t_s)
-                model.verify_s[1] = steps.t1_s() or model.verify_s[1]
+                model.verify_s[1] = run.plain_steps.t1_s() or model.verify_s[1]
                 continue
             for earlier, step in pairwise(run.record.steps):
                 rows = step.drafted + 1
@@ -91,22 +90,23 @@ def load(path: Path) -> list[Run]:
     greedy assisted runs with their hindsight, each paired with the plain run of its prompt
     and repeat (its median step)."""
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    plain, runs = {}, []
-    for line in lines:
+    records = [RunRecord.from_dict(line["record"]) for line in lines]
+    plain = {}
+    for line, record in zip(lines, records, strict=True):
         if line["drafter"] is None:
-            steps = RunRecord.from_dict(line["record"]).steps
-            if len(steps) > 2:
-                gaps = [b.t_s - a.t_s for a, b in pairwise(steps)]
-                plain[(line["question_id"], line["repeat"])] = stats.median(gaps)
-    ran = set()
-    for line in lines:
+            steps = PlainSteps()
+            for earlier, step in pairwise(record.steps):
+                steps.observe_verify(1, step.t_s - earlier.t_s)
+            plain[(line["question_id"], line["repeat"])] = steps
+    runs, ran = [], set()
+    for line, record in zip(lines, records, strict=True):
         key = (line["question_id"], line["repeat"])
-        record = RunRecord.from_dict(line["record"])
         if line["drafter"] is None:
-            runs.append(Run(record))
+            runs.append(Run(record, plain_steps=plain[key]))
             ran.add(key)
-        elif key in plain and record.hindsight is not None:
-            runs.append(Run(record, plain[key], key in ran))
+        elif key in plain and len(plain[key].seconds) > 1 and record.hindsight is not None:
+            paired = stats.median(plain[key].seconds)
+            runs.append(Run(record, paired=paired, plain_before=key in ran))
     return runs
 
 
