@@ -367,3 +367,64 @@ def test_the_cost_replay_scores_each_setting_and_lets_plain_steps_refine_t1(tmp_
     assert cost_fit.main([str(runs), "--level", "0.1,0.3", "--shape", "0.02"]) == 0
     out = capsys.readouterr().out
     assert "level 0.1, shape 0.02: step error" in out and "level 0.3, shape 0.02" in out
+
+
+def test_step_prices_set_each_kind_of_step_against_the_oracles_price(tmp_path, capsys):
+    from dataclasses import replace
+
+    from assisted.bench import step_prices
+
+    h = hindsight([2] * 10, [[]] * 10, drafting_s=0.05, call_s=0.01, prefill_s=0.001)
+    h = replace(h, catch_up_s=0.02)
+    M = oracle.Model
+    # (step, the assistant's cache before it, measured ÷ price): the assistant's steps
+    # take half again their price, the others their price.
+    ran = [
+        (step([0]), M.UNSTARTED, 1.0),  # the first step: the target's prefill, left out
+        (step([1, 2, 3], 2, 2, ASSISTANT), M.UNSTARTED, 1.5),  # its first draft
+        (step([4, 5], 2, 1, ASSISTANT), M.CURRENT, 1.5),
+        (step([6], 1, 0, LOOKUP, [9]), M.CURRENT, 1.0),
+        (step([7, 8], 1, 1, ASSISTANT), M.BEHIND, 1.5),  # it catches up
+        (step([9]), M.CURRENT, 1.0),
+    ]
+    costs, t_s, position, steps = oracle.Costs(h, 20), 2.0, 0, []
+    for s, state, factor in ran:
+        if steps:
+            t_s += factor * costs.step_s(
+                s.source if s.drafted else None, s.drafted, state, position
+            )
+        steps.append(replace(s, t_s=t_s))
+        position += len(s.token_ids)
+    record = RunRecord(mode="assisted", drafter=ASSISTANT, prompt_tokens=20, total_s=t_s)
+    record.steps, record.hindsight = steps, h
+    plain = RunRecord(mode="plain", drafter=None, prompt_tokens=20, total_s=9.2)
+    plain.steps = [replace(step([i]), t_s=2.0 + 0.8 * i) for i in range(10)]  # 0.8 T(1)
+    sampled = RunRecord(mode="assisted", drafter=ASSISTANT, prompt_tokens=20, total_s=1.0)
+    sampled.steps, sampled.sampled = steps, True
+    lines = [
+        {"question_id": q, "category": "c", "drafter": d, "repeat": 0, "record": r.to_dict()}
+        for q, d, r in (
+            ("q", None, plain),
+            ("q", ASSISTANT.value, record),
+            ("s", ASSISTANT.value, sampled),  # no oracle under sampling: not summed
+        )
+    ]
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    found = step_prices.report(step_prices.tally(runs))
+    assert found["all"] == found["c"]
+    ratios = {name: (row["steps"], row["ratio"]) for name, row in found["all"].items()}
+    assert ratios == {
+        step_prices.PLAIN: (1, 1.0),
+        step_prices.LOOKUP: (1, 1.0),
+        step_prices.ASSISTANT: (1, 1.5),
+        step_prices.FIRST_DRAFT: (1, 1.5),
+        step_prices.CATCH_UP: (1, 1.5),
+        step_prices.PLAIN_RUN: (9, 0.8),
+    }
+    assert step_prices.main([str(runs)]) == 0
+    assert (
+        "c: plain 1.00 (1); prompt-lookup 1.00 (1); assistant 1.50 (1)" in capsys.readouterr().out
+    )
+    runs.write_text(json.dumps(lines[2]) + "\n", encoding="utf-8")
+    assert step_prices.main([str(runs)]) == 2

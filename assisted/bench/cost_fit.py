@@ -35,6 +35,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from assisted import costs, stats
+from assisted.bench import recorded
 from assisted.costs import CostModel, PlainSteps
 from assisted.record import RunRecord
 
@@ -89,25 +90,22 @@ def load(path: Path) -> list[Run]:
     """The runs of a benchmark's runs.jsonl in the order they ran: the plain runs, and the
     greedy assisted runs with their hindsight, each paired with the plain run of its prompt
     and repeat (its median step)."""
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    records = [RunRecord.from_dict(line["record"]) for line in lines]
+    runs = recorded.read(path)
     plain = {}
-    for line, record in zip(lines, records, strict=True):
-        if line["drafter"] is None:
-            steps = PlainSteps()
-            for earlier, step in pairwise(record.steps):
-                steps.observe_verify(1, step.t_s - earlier.t_s)
-            plain[(line["question_id"], line["repeat"])] = steps
-    runs, ran = [], set()
-    for line, record in zip(lines, records, strict=True):
-        key = (line["question_id"], line["repeat"])
-        if line["drafter"] is None:
-            runs.append(Run(record, plain_steps=plain[key]))
-            ran.add(key)
-        elif key in plain and len(plain[key].seconds) > 1 and record.hindsight is not None:
-            paired = stats.median(plain[key].seconds)
-            runs.append(Run(record, paired=paired, plain_before=key in ran))
-    return runs
+    for key, record in recorded.plain_runs(runs).items():
+        steps = PlainSteps()
+        for earlier, step in pairwise(record.steps):
+            steps.observe_verify(1, step.t_s - earlier.t_s)
+        plain[key] = steps
+    loaded, ran = [], set()
+    for run in runs:
+        if run.drafter is None:
+            loaded.append(Run(run.record, plain_steps=plain[run.key]))
+            ran.add(run.key)
+        elif run.replayable and run.key in plain and len(plain[run.key].seconds) > 1:
+            paired = stats.median(plain[run.key].seconds)
+            loaded.append(Run(run.record, paired=paired, plain_before=run.key in ran))
+    return loaded
 
 
 def fit(runs: Sequence[Run], settings: Sequence[tuple[float, float]], plain: bool) -> dict:

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from assisted import oracle, policy, stats
+from assisted.bench import recorded
 from assisted.drafters import DrafterKind
 from assisted.policy import DraftPolicy
 from assisted.record import Hindsight, RunRecord
@@ -174,17 +175,9 @@ def fit(
 def load(path: Path) -> list[tuple[RunRecord, RunRecord]]:
     """(plain, assisted) records of each prompt and repeat in a benchmark's runs.jsonl, for
     the greedy assisted runs that have their hindsight."""
-    plain, pairs = {}, []
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    for line in lines:
-        if line["drafter"] is None:
-            plain[(line["question_id"], line["repeat"])] = RunRecord.from_dict(line["record"])
-    for line in lines:
-        record = RunRecord.from_dict(line["record"])
-        key = (line["question_id"], line["repeat"])
-        if line["drafter"] is not None and record.hindsight is not None and key in plain:
-            pairs.append((plain[key], record))
-    return pairs
+    runs = recorded.read(path)
+    plain = recorded.plain_runs(runs)
+    return [(plain[run.key], run.record) for run in runs if run.replayable and run.key in plain]
 
 
 def benchmark_max_new_tokens(runs: Path) -> int | None:
