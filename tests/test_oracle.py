@@ -428,3 +428,36 @@ def test_step_prices_set_each_kind_of_step_against_the_oracles_price(tmp_path, c
     )
     runs.write_text(json.dumps(lines[2]) + "\n", encoding="utf-8")
     assert step_prices.main([str(runs)]) == 2
+
+
+def test_the_replay_under_a_larger_cap_prices_the_untimed_rows_and_drafts_longer(tmp_path, capsys):
+    from assisted.bench import policy_fit
+
+    plain, assisted = assisted_run(list(range(24)), agreement_runs([True] * 24), [0.99] * 24)
+    wider = policy_fit.with_cap(assisted, 8, row_share=0.1)
+    verify = dict(wider.hindsight.verify_s)
+    assert wider.hindsight.cap == 8 and assisted.hindsight.cap == 4
+    assert verify[5] == dict(assisted.hindsight.verify_s)[5]  # timed rows kept
+    assert verify[9] == pytest.approx(verify[5] * 1.4)  # 4 rows past T(5), 10% of it each
+    # Every draft is right, so the oracle and the policy both gain from longer drafts.
+    narrow_found, wide_found = oracle.report(plain, assisted), oracle.report(plain, wider)
+    assert wide_found["speedup_modelled"] > narrow_found["speedup_modelled"]
+    narrow, wide = (
+        policy_fit.fit([(plain, a)], [(0.4, 0.5, 0.0)], 24)["settings"] for a in (assisted, wider)
+    )
+    assert (
+        next(iter(wide.values()))["speedup_modelled"]
+        > next(iter(narrow.values()))["speedup_modelled"]
+    )
+    lines = [
+        {"question_id": "q", "drafter": drafter, "repeat": 0, "record": record.to_dict()}
+        for drafter, record in ((None, plain), (ASSISTANT.value, assisted))
+    ]
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    args = [str(runs), "--max-new-tokens", "24", "--threshold", "0.4", "--cap", "4,8"]
+    assert policy_fit.main(args) == 2  # rows past T(5) were never timed
+    assert "--row-share" in capsys.readouterr().err
+    assert policy_fit.main([*args, "--row-share", "0.1"]) == 0
+    out = capsys.readouterr().out
+    assert "cap 4:" in out and "cap 8:" in out
