@@ -31,8 +31,8 @@ from assisted import oracle
 from assisted.bench import recorded
 from assisted.record import RunRecord
 
-PLAIN, LOOKUP, ASSISTANT = "plain", "prompt-lookup", "assistant"
-FIRST_DRAFT, CATCH_UP = "assistant, first draft", "assistant, after skipped steps"
+PLAIN, LOOKUP, ASSISTANT = "plain", oracle.LOOKUP.value, oracle.ASSISTANT.value
+FIRST_DRAFT, CATCH_UP = f"{ASSISTANT}, first draft", f"{ASSISTANT}, after skipped steps"
 PLAIN_RUN = "plain run's steps at T(1)"
 KINDS = (PLAIN, LOOKUP, ASSISTANT, FIRST_DRAFT, CATCH_UP, PLAIN_RUN)
 
