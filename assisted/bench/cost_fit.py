@@ -94,8 +94,8 @@ def load(path: Path) -> list[Run]:
     plain = {}
     for key, record in recorded.plain_runs(runs).items():
         steps = PlainSteps()
-        for earlier, step in pairwise(record.steps):
-            steps.observe_verify(1, step.t_s - earlier.t_s)
+        for seconds in recorded.step_seconds(record):
+            steps.observe_verify(1, seconds)
         plain[key] = steps
     loaded, ran = [], set()
     for run in runs:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from assisted.record import RunRecord
@@ -50,6 +51,12 @@ def read(path: Path) -> list[Recorded]:
             )
         )
     return runs
+
+
+def step_seconds(record: RunRecord) -> list[float]:
+    """The seconds of each of `record`'s steps but the first (whose time since the run's
+    start holds the target's prefill of the prompt)."""
+    return [step.t_s - earlier.t_s for earlier, step in pairwise(record.steps)]
 
 
 def plain_runs(runs: list[Recorded]) -> dict[tuple[str, int], RunRecord]:

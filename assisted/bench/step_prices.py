@@ -24,7 +24,6 @@ import json
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
-from itertools import pairwise
 from pathlib import Path
 
 from assisted import oracle
@@ -53,21 +52,23 @@ def priced_steps(record: RunRecord) -> list[tuple[str, float, float]]:
     """(kind, measured seconds, modelled seconds) of each step of a greedy assisted run
     with its hindsight, the first step aside (the module's note)."""
     moves, _, _ = oracle.replay(record, record.hindsight)
-    priced, state = [], oracle.Model.UNSTARTED
-    for index, move in enumerate(moves):
-        if index:
-            measured = record.steps[index].t_s - record.steps[index - 1].t_s
-            priced.append((kind(move, state), measured, move.seconds))
-        state = oracle.after(move.source, state)
-    return priced
+    states = [oracle.Model.UNSTARTED]
+    for move in moves[:-1]:
+        states.append(oracle.after(move.source, states[-1]))
+    return [
+        (kind(move, state), measured, move.seconds)
+        for move, state, measured in zip(
+            moves[1:], states[1:], recorded.step_seconds(record), strict=True
+        )
+    ]
 
 
 def plain_run_priced(plain: RunRecord, assisted: RunRecord) -> tuple[int, float, float]:
     """(steps, measured seconds, seconds at the assisted run's T(1)) of the plain run, its
     first step aside."""
     one_row = dict(assisted.hindsight.verify_s)[1]
-    gaps = [step.t_s - earlier.t_s for earlier, step in pairwise(plain.steps)]
-    return len(gaps), sum(gaps), len(gaps) * one_row
+    seconds = recorded.step_seconds(plain)
+    return len(seconds), sum(seconds), len(seconds) * one_row
 
 
 def tally(path: Path) -> Tally:
@@ -77,9 +78,9 @@ def tally(path: Path) -> Tally:
     plain = recorded.plain_runs(runs)
     sums: Tally = defaultdict(lambda: defaultdict(lambda: [0, 0.0, 0.0]))
     for run in runs:
-        record = run.record
-        if run.drafter is None or oracle.why_not(record) is not None:
+        if not run.replayable:
             continue
+        record = run.record
         rows = [(name, 1, measured, modelled) for name, measured, modelled in priced_steps(record)]
         if run.key in plain:
             rows.append((PLAIN_RUN, *plain_run_priced(plain[run.key], record)))
