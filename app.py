@@ -32,28 +32,30 @@ from typing import Any, NamedTuple
 import gradio as gr
 from spaces.config import Config as SpacesConfig
 
-from assisted import bench, decoding, learnt_store, pairs
-from assisted.device_queue import DeviceQueue
-from assisted.examples import Example, load_folder
-from assisted.learnt import LearntSnapshot
-from assisted.registry import DEFAULT_PAIR, PAIRS, PairSpec
-from assisted.sampling_check import CheckSettings
-from assisted.settings import DraftSettings, RunSettings, SettingsError
-from assisted.stop_flags import StopFlag, StopFlags
+from assisted import bench
+from assisted.analysis.sampling_evidence import CheckSettings
+from assisted.core.examples import Example, load_folder
+from assisted.core.settings import DraftSettings, RunSettings, SettingsError
+from assisted.engine import decoding
+from assisted.models import learnt_store, pairs
+from assisted.models.registry import DEFAULT_PAIR, PAIRS, PairSpec, default_pair_for
+from assisted.policy.learnt import LearntSnapshot
 from assisted.ui import page
 from assisted.ui.benchmark_tab import StreamBenchmark, build_benchmark_tab
 from assisted.ui.compare_tab import StreamComparison, build_compare_tab
+from assisted.ui.device_queue import DeviceQueue
 from assisted.ui.gpu_time import CallReport, GpuTimes, runs_s_per_token, s_per_token
 from assisted.ui.live import Live, idle_outputs
 from assisted.ui.outputs import CompareOutputs
 from assisted.ui.shared import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
 from assisted.ui.shared import PairLoader
+from assisted.ui.stop_flags import StopFlag, StopFlags
 
 QUEUE_MAX_SIZE = 16  # requests waiting for the device; more are turned away
 YIELD_EVERY_S = 0.08  # stream at most this often while steps arrive (phases always stream)
 # The most one ZeroGPU call asks for. ZeroGPU refuses longer requests ("The requested GPU
 # duration is larger than the maximum allowed"); its limit is not documented, and 300 s is
-# what signed-in visitors were reported to get. A longer benchmark is split into calls.
+# what signed-in visitors are reported to get. A longer benchmark is split into calls.
 GPU_CALL_MAX_S = int(os.environ.get("ASSISTED_GPU_CALL_MAX_S", "300"))
 
 
@@ -75,11 +77,14 @@ class AppConfig:
     @classmethod
     def from_env(cls) -> "AppConfig":
         registry = offered_pairs(os.environ.get("ASSISTED_PAIRS", ""))
-        default = DEFAULT_PAIR if DEFAULT_PAIR in registry else next(iter(registry))
+        device = os.environ.get("ASSISTED_DEVICE", "auto")
+        # On ZeroGPU the main process sees CUDA as ZeroGPU emulates it: its default is a
+        # GPU pair, as every call runs on a GPU.
+        default = default_pair_for(pairs.choose_device(device).type, registry)
         return cls(
             registry=registry,
             default_pair=default,
-            device=os.environ.get("ASSISTED_DEVICE", "auto"),
+            device=device,
             dtype=os.environ.get("ASSISTED_DTYPE", "auto"),
             allow_local=os.environ.get("ASSISTED_ALLOW_LOCAL", "") == "1",
             allow_custom=os.environ.get("ASSISTED_ALLOW_CUSTOM", "1") != "0",
@@ -101,7 +106,7 @@ def offered_pairs(names: str) -> dict[str, PairSpec]:
 
 # Stop requests, by session (and tab): a Stop button sets its running request's flag, and
 # the backend ends the run within one step. Files, so that a GPU worker forked by ZeroGPU
-# sees them too (`assisted.stop_flags`).
+# sees them too (`assisted.ui.stop_flags`).
 _stops = StopFlags()
 # One request at a time uses the device, in order of arrival: timed runs, and loading pairs
 # into memory, which would slow a timed run down. Requests join only once their files are
@@ -146,7 +151,7 @@ def stream_comparison(
         warmed = len(pair.warmed_modes)
         setup = Stopwatch()
         last_yield = 0.0
-        for event in decoding.compare(pair, prompt, settings, draft, stop=stop):
+        for event in decoding.compare_ids(pair, prompt_ids, settings, draft, stop=stop):
             live.add(event)
             if isinstance(event, decoding.Phase):
                 setup.mark(event.name == "warmup")
@@ -181,7 +186,7 @@ def gpu_ready(
     The pair starts from what every process learnt so far: on ZeroGPU this process was
     forked from the main one, which holds what it read at start-up only, or it is an idle
     worker reused, which holds what it learnt itself; the file holds what all of them
-    kept (`assisted.learnt_store`)."""
+    kept (`assisted.models.learnt_store`)."""
     pair = pairs.loaded(spec, device, dtype)
     load_s = None
     if pair is None:
@@ -220,9 +225,18 @@ class Stopwatch:
 
 
 def _bench_gpu_duration(
-    spec, device, dtype, allow_local, examples, variants, settings, repeats, stop, acceptance,
+    spec,
+    device,
+    dtype,
+    allow_local,
+    examples,
+    variants,
+    settings,
+    repeats,
+    stop,
+    acceptance,
     check=None,
-) -> int:  # fmt: skip
+) -> int:
     preloaded = spec.name in _preloaded
     return _gpu_times.benchmark(
         spec.name, len(examples), len(variants), settings, repeats, preloaded, check
@@ -246,7 +260,7 @@ def stream_benchmark(
     """`assisted.bench.benchmark` on the pair: its Progress events, Finished, then what the
     call measured (a CallReport). `acceptance` is what the prompts before these left (a
     benchmark split into several GPU calls); None starts from none. `check`: the sampling
-    check after the timed runs (`assisted.sampling_check`); None runs none.
+    check after the timed runs (`assisted.bench.sampling_check`); None runs none.
 
     Stop ends the run in progress within one step, and the benchmark without a report."""
     started = time.perf_counter()
@@ -320,7 +334,7 @@ def preload(config: AppConfig) -> None:
     """Load the default pair now, printing progress (start-up of a server or a Space).
 
     On ZeroGPU, the other offered pairs too, in the order offered, while they fit the
-    memory limit and the number of pairs kept (`assisted.pairs`): a GPU call forked from
+    memory limit and the number of pairs kept (`assisted.models.pairs`): a GPU call forked from
     this process then finds them in memory. The rest load inside each call that needs
     them. This runs in the thread that imported `spaces`, where ZeroGPU emulates CUDA."""
 
@@ -335,7 +349,14 @@ def preload(config: AppConfig) -> None:
         if name != config.default_pair and not pairs.fits_beside_loaded(spec):
             print(f"{name}: loads inside each GPU call (no room to keep it loaded)", flush=True)
             continue
-        pairs.load_pair(spec, config.device, config.dtype, progress=report, allow_local=True)
+        try:
+            pairs.load_pair(spec, config.device, config.dtype, progress=report, allow_local=True)
+        except Exception as error:
+            if not config.zerogpu:
+                raise
+            # The Space stays up: the GPU call loads the pair and says what fails there.
+            print(f"{name}: loads inside each GPU call (at start-up: {error})", flush=True)
+            continue
         _preloaded.add(spec.name)
         if config.zerogpu:  # what the GPU calls count on finding, and ask no time to load
             pairs.pin(spec)

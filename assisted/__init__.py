@@ -1,14 +1,16 @@
 """Plain vs assisted (speculative) decoding with Hugging Face Transformers, observed step by step.
 
-Modules: `registry` (the named pairs), `pairs` (validating pairs, keeping them in memory),
-`loading` (one model into memory), `fetch` (model files onto disk, shared downloads),
-`embedded` (the offline default pair), `decoding` (runs that stream per-step events),
-`observe` (the streamer and hooks that watch a run), `auto` (the `auto` schedule's seam and
-calibration), `policy` (its choice of each step's draft, from `costs` and `acceptance`),
-`learnt` (what it keeps between runs), `learnt_store` (and on disk, between processes),
-`stats` (pure statistics), `divergence` (where assisted and plain differ, and why), `record`
-(the raw per-run record), `drafters` (the drafter kinds), `settings`, `quantize`, `memory`
-(where memory goes), `examples`, `device_queue` (turns on the device, for the app), `cli`
-and `arguments` (the options it shares with the benchmark), `bench` (a package: planning,
-measuring, reporting), and `ui` (the web app's tabs, which only `app.py` imports).
+The layers, each a folder whose `__init__` says what it holds and what it may import
+(`tests/test_layers.py` holds them to it), from the bottom:
+- `core`: drafter kinds, settings and bands, the run record, the prompt sets;
+- `policy`: the torch-free `auto` choice, its costs, acceptance and learnt state;
+- `analysis`: every figure, divergence verdict, the oracle, the sampling evidence;
+- `models`: the named pairs, their checks, loading, quantizing, learnt state on disk;
+- `engine`: preparing a pair and running `generate()`, watched step by step;
+- `bench`: the benchmark that the app and the CLI use;
+- `ui`: the web app's tabs, which only `app.py` imports;
+- `lab`: replays, fits, probes, precision and memory experiments, outside the product.
+
+At the top: `cli` and `__main__` (`python -m assisted`), and `arguments`, the options the
+CLI shares with the benchmark.
 """

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import argparse
 
-from assisted.pairs import DEVICES, DTYPES, PairError, custom_pair, get_spec
-from assisted.registry import DEFAULT_PAIR, PairSpec
-from assisted.settings import MAX_NEW_TOKENS_CAP, RunSettings
+from assisted.core.settings import MAX_NEW_TOKENS_CAP, RunSettings
+from assisted.models.pairs import PairError, custom_pair, get_spec
+from assisted.models.placement import DEVICES, DTYPES
+from assisted.models.registry import DEFAULT_PAIR, PairSpec, default_pair_for
 
 
 def add_pair_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """--pair | --target [--assistant], --dtype, --device."""
     group = parser.add_argument_group("model pair")
-    group.add_argument("--pair", help=f"a named pair (default {DEFAULT_PAIR}; see --list-pairs)")
+    group.add_argument(
+        "--pair",
+        help=f"a named pair (default: {default_pair_for('cuda')} on a GPU, {DEFAULT_PAIR} on "
+        "a CPU; see --list-pairs)",
+    )
     group.add_argument("--target", help="target model: Hub id or local folder")
     group.add_argument("--assistant", help="assistant model: Hub id or local folder")
     group.add_argument("--dtype", choices=DTYPES, default="auto")
@@ -64,4 +69,13 @@ def pair_spec(args: argparse.Namespace) -> PairSpec:
         return custom_pair(args.target, args.assistant, drafter)
     if args.assistant or drafter:
         raise PairError("--assistant and --drafter go with --target")
-    return get_spec(args.pair or DEFAULT_PAIR)
+    return get_spec(args.pair or default_pair(args.device))
+
+
+def default_pair(device: str) -> str:
+    """The registry's default pair for `device`, "auto" being the device this machine has."""
+    if device == "auto":
+        from assisted.models.placement import choose_device
+
+        device = choose_device(device).type
+    return default_pair_for(device)

@@ -13,15 +13,12 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted import divergence, learnt_store, oracle, sampling, stats
+from assisted.analysis import divergence, oracle, sampling, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
-from assisted.drafters import DRAFTER_NAMES
-from assisted.examples import ExamplesError
-from assisted.lookup import LONGEST_MATCH, SHORTEST_MATCH
-from assisted.pairs import PairError
-from assisted.record import RunRecord
-from assisted.registry import PAIRS, PairSpec
-from assisted.settings import (
+from assisted.core.drafters import DRAFTER_NAMES
+from assisted.core.examples import ExamplesError
+from assisted.core.record import RunRecord
+from assisted.core.settings import (
     ASSISTANT_QUANTS,
     AUTO_CAP,
     LOOKUPS,
@@ -31,6 +28,10 @@ from assisted.settings import (
     SettingsError,
     validate_prompt,
 )
+from assisted.engine.lookup import LONGEST_MATCH, SHORTEST_MATCH
+from assisted.models import learnt_store
+from assisted.models.pairs import PairError
+from assisted.models.registry import PAIRS, PairSpec
 
 MODES = {"both": ("plain", "assisted"), "plain": ("plain",), "assisted": ("assisted",)}
 # Alternating backgrounds mark each assisted step, so tokens that landed together show up.
@@ -130,8 +131,8 @@ def _compare(
     out: TextIO,
 ) -> int:
     # Imported here so `--help` and input errors answer without loading torch.
-    from assisted.decoding import Phase, RunDone, StepEvent, compare, report
-    from assisted.pairs import load_pair
+    from assisted.engine.decoding import Phase, RunDone, StepEvent, compare, report
+    from assisted.models.pairs import load_pair
 
     pair = load_pair(spec, args.device, args.dtype, progress=_ProgressPrinter(), allow_local=True)
     stop = threading.Event()
@@ -225,7 +226,7 @@ def _draft_settings(args: argparse.Namespace, spec: PairSpec) -> DraftSettings:
     draft = replace(spec.draft, **{k: v for k, v in overrides.items() if v is not None})
     if args.ngram_size is not None and draft.lookup != "transformers":
         # Refused rather than given a meaning: the suffix lookup's 2 to 8 tokens are the
-        # match lengths its acceptance is learnt by (`assisted.acceptance`).
+        # match lengths its acceptance is learnt by (`assisted.policy.acceptance`).
         raise SettingsError(
             f"--ngram-size applies to --lookup transformers; the {draft.lookup} lookup "
             f"matches {SHORTEST_MATCH} to {LONGEST_MATCH} tokens"

@@ -7,11 +7,59 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import ast
+import functools
+import importlib.util
 from pathlib import Path
 
 import pytest
 
-from tests.tiny import build_model, build_tokenizer
+from tests.imports import ROOT, libraries_reached, project
+
+# Where torch is not installed, as under the Python that ZeroGPU documents (`make
+# test-py310`), only the test modules that reach none of the model libraries run.
+_WITHOUT_TORCH = importlib.util.find_spec("torch") is None
+MODEL_LIBRARIES = {
+    "torch",
+    "transformers",
+    "gradio",
+    "gradio_client",
+    "tokenizers",
+    "accelerate",
+    "gguf",
+    "safetensors",
+    "huggingface_hub",
+    "spaces",
+    "matplotlib",
+    "pandas",
+    "playwright",
+}
+
+
+def _reaches_models(path: Path, modules: dict) -> bool:
+    """Whether the test file at `path`, or a test helper or project module it imports
+    (through any import, at any depth), imports one of the model libraries."""
+    reached = libraries_reached(path, modules)
+    helpers = {
+        node.module
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests.")
+    }
+    return bool(reached & MODEL_LIBRARIES) or any(
+        _reaches_models(ROOT / f"{helper.replace('.', '/')}.py", modules) for helper in helpers
+    )
+
+
+@functools.cache
+def _project() -> dict:
+    return project()
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Without torch, leave out the test modules that need the model libraries."""
+    if not _WITHOUT_TORCH or not collection_path.name.startswith("test_"):
+        return None
+    return True if _reaches_models(collection_path, _project()) else None
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -30,6 +78,8 @@ def learnt_dir(tmp_path_factory) -> Path:
 def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
     """Folders of tiny models: `target`, `other` (a different random model with the same
     tokenizer) and `other_tokenizer` (its own tokenizer with a different vocabulary)."""
+    from tests.tiny import build_model, build_tokenizer
+
     root = tmp_path_factory.mktemp("tiny")
     tokenizer = build_tokenizer(root / "tokenizer")
     build_model(root / "target", tokenizer, seed=1)
@@ -45,6 +95,8 @@ def padded_dirs(tiny_dirs) -> dict[str, Path]:
     `tiny_dirs`), config vocab sizes 152064 (`target`) and 151936 (`assistant`)."""
     from transformers import AutoTokenizer
 
+    from tests.tiny import build_model
+
     root = tiny_dirs["target"].parent / "padded"
     tokenizer = AutoTokenizer.from_pretrained(tiny_dirs["target"])
     build_model(root / "target", tokenizer, seed=4, vocab_size=152064, tie=False)
@@ -58,7 +110,7 @@ def slow_steps(monkeypatch):
     a second, and on a busy machine a Stop pressed mid-run could arrive after the run ended."""
     import time
 
-    from assisted.observe import StepObserver
+    from assisted.engine.observe import StepObserver
 
     put = StepObserver.put
 

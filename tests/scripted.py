@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from assisted import auto
-from assisted.policy import Choice, DraftPolicy
+from assisted.engine import auto
+from assisted.policy.choice import Choice, DraftPolicy
 
 
 class Scripted(DraftPolicy):

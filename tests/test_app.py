@@ -13,16 +13,28 @@ gradio_client = pytest.importorskip("gradio_client")
 from transformers import AutoTokenizer  # noqa: E402
 
 import app  # noqa: E402
-from assisted import decoding, pairs  # noqa: E402
+from assisted.engine import decoding  # noqa: E402
+from assisted.models import pairs  # noqa: E402
 from assisted.ui.compare_charts import ORACLE  # noqa: E402
 from assisted.ui.outputs import BenchmarkOutputs, CompareOutputs  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
 RESULT_KEYS = {
-    "pair", "device", "dtype", "prompt_tokens", "plain", "assisted", "speedup",
-    "predicted_speedup", "prediction", "identical", "first_divergence", "alpha", "cost_ratio",
+    "pair",
+    "device",
+    "dtype",
+    "prompt_tokens",
+    "plain",
+    "assisted",
+    "speedup",
+    "predicted_speedup",
+    "prediction",
+    "identical",
+    "first_divergence",
+    "alpha",
+    "cost_ratio",
     "mean_drafted",
-}  # fmt: skip
+}
 RUN_KEYS = {"text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps", "stopped"}
 ASSISTED_KEYS = {"drafted", "accepted", "acceptance_rate", "tokens_per_step", "accept_histogram"}
 STEP_KEYS = {"text", "t_s", "step_s"}
@@ -89,7 +101,7 @@ def test_the_default_app_builds_without_loading_a_model():
 
 
 def test_the_tab_keeps_the_pairs_cumulative_threshold():
-    from assisted.registry import PAIRS
+    from assisted.models.registry import PAIRS
     from assisted.ui.compare_tab import draft_settings
 
     spec = PAIRS["embedded"]
@@ -104,8 +116,14 @@ def test_the_endpoints_outputs_are_the_tabs_named_outputs_in_order():
     assert compare == list(CompareOutputs._fields[:-1])  # not `race`, the page's state
     benchmark = [output["label"] for output in api["/benchmark"]["returns"]]
     assert len(benchmark) == len(BenchmarkOutputs._fields)
-    assert benchmark == ["status", "Per category", "Per prompt", "overall",
-                         "Speedup per category", "report"]  # fmt: skip
+    assert benchmark == [
+        "status",
+        "Per category",
+        "Per prompt",
+        "overall",
+        "Speedup per category",
+        "report",
+    ]
 
 
 def test_compare_streams_and_ends_with_the_json_result(client):
@@ -134,7 +152,7 @@ def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
     client, tiny_dirs, monkeypatch
 ):
     drafts: list[tuple] = []  # each assisted step's (token ids, draft ids), as recorded
-    compare = decoding.compare
+    compare = decoding.compare_ids
 
     def recording(*args, **kwargs):
         for event in compare(*args, **kwargs):
@@ -142,7 +160,7 @@ def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
                 drafts.append((event.step.token_ids, event.step.draft_ids))
             yield event
 
-    monkeypatch.setattr(decoding, "compare", recording)
+    monkeypatch.setattr(decoding, "compare_ids", recording)
     job = client.submit(**settings(), api_name="/compare")
     *streamed, final = list(job)
     # Updates as the runs stream leave the growing list out; the last one carries it.
@@ -193,8 +211,10 @@ def test_the_auto_schedule_runs_and_returns_its_cost_curve(client):
     assert all(0 <= step["chosen"] <= 4 for step in steps)
     # Auto may draft from a prompt-lookup match instead of the assistant, step by step.
     sources = [(step["source"], step["drafted"] > 0) for step in steps]
-    assert all(source in ("assistant", "prompt-lookup") if drafted else source is None
-               for source, drafted in sources)  # fmt: skip
+    assert all(
+        source in ("assistant", "prompt-lookup") if drafted else source is None
+        for source, drafted in sources
+    )
     # The summary reads the cost curve; the draft-length chart has a point per step.
     assert "**Cost model:** verifying" in final[5] and "one row here" in final[5]
     # The prediction is the policy's own, and the summary says so.
@@ -313,7 +333,7 @@ def test_a_failure_inside_generation_is_an_error_not_a_hang(client, monkeypatch)
         yield decoding.Phase("plain")
         raise RuntimeError("device on fire")
 
-    monkeypatch.setattr(decoding, "compare", broken)
+    monkeypatch.setattr(decoding, "compare_ids", broken)
     start = time.perf_counter()
     with pytest.raises(gradio_client.exceptions.AppError, match="device on fire"):
         client.predict(**settings(), api_name="/compare")

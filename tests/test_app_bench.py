@@ -9,13 +9,18 @@ import pytest
 gradio_client = pytest.importorskip("gradio_client")
 
 import app  # noqa: E402
-from assisted import pairs  # noqa: E402
+from assisted.models import pairs  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
 GROUP_KEYS = {
-    "speedup", "speedup_geomean", "acceptance_rate", "tokens_per_step", "predicted_speedup",
-    "prompts", "identical_prompts",
-}  # fmt: skip
+    "speedup",
+    "speedup_geomean",
+    "acceptance_rate",
+    "tokens_per_step",
+    "predicted_speedup",
+    "prompts",
+    "identical_prompts",
+}
 OVERALL_KEYS = (GROUP_KEYS - {"speedup"}) | {"speedup_median", "overhead_pct"}
 
 

@@ -16,9 +16,9 @@ import pytest
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import app  # noqa: E402
-from assisted import pairs  # noqa: E402
-from assisted.examples import EXAMPLES_DIR  # noqa: E402
-from assisted.registry import PAIRS  # noqa: E402
+from assisted.core.examples import EXAMPLES_DIR  # noqa: E402
+from assisted.models import pairs  # noqa: E402
+from assisted.models.registry import PAIRS  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -180,7 +180,7 @@ def test_a_sampled_run_shows_each_drafts_p_and_q_and_marks_corrected_and_bonus_t
     summary = page.locator("#summary")
     expect(summary).to_contain_text("Two draws")
     expect(summary).to_contain_text(
-        "not checked in this run: run python -m assisted.sampling_check"
+        "not checked in this run: run python -m assisted.bench.sampling_check"
     )
     expect(summary).to_contain_text(re.compile(r"Acceptance: observed [\d.]+%, expected [\d.]+%"))
     expect(summary).not_to_contain_text("Identical")

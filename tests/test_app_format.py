@@ -11,13 +11,15 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from assisted import decoding, stats
-from assisted.drafters import DrafterKind
-from assisted.record import Calibration, RunRecord, Step
-from assisted.settings import RunSettings
-from assisted.stats import report
+from assisted.analysis import stats
+from assisted.analysis.stats import report
+from assisted.core.drafters import DrafterKind
+from assisted.core.record import Calibration, RunRecord, Step
+from assisted.core.settings import RunSettings
+from assisted.engine import decoding
 from assisted.ui import benchmark_format, compare_charts, compare_format
-from assisted.ui.compare_format import Chunk
+from assisted.ui import chunks as chunk_view
+from assisted.ui.chunks import Chunk
 from assisted.ui.live import Live
 from assisted.ui.outputs import CompareOutputs, ReplayOutputs
 from assisted.ui.pace import Pace, Paces
@@ -31,14 +33,14 @@ def test_a_chunk_splits_its_step_where_the_accepted_candidates_end():
         # Text held back for a character split across steps: nothing to show yet.
         Step((5, 6), "", 1, 1, 0.3, (5,), "", ""),
     ]
-    first, second, held = compare_format.chunks_of(
+    first, second, held = chunk_view.chunks_of(
         RunRecord("assisted", DrafterKind.ASSISTANT, 3, steps)
     )
     assert (first.accepted_text, first.own_text) == ("", "a")
     assert (second.accepted_text, second.own_text, second.tokens) == ("bc", "<d>", 3)
     assert (second.rejected_text, second.step_s) == ("x", 0.1)
     assert (held.accepted_text, held.own_text) == ("", "")
-    assert compare_format.chunks_of(None) == []
+    assert chunk_view.chunks_of(None) == []
 
 
 def test_run_html_escapes_and_marks_steps():
@@ -98,8 +100,13 @@ def test_under_auto_a_steps_details_name_the_chosen_length_and_the_source():
 
 def test_stat_card_shows_assisted_figures_only_for_assisted_runs():
     plain = {"ttft_s": 0.5, "tokens_per_s": 3.0, "total_s": 2.0, "steps": 6, "new_tokens": 6}
-    assisted = {**plain, "drafted": 10, "accepted": 4, "acceptance_rate": 0.4,
-                "tokens_per_step": 1.67}  # fmt: skip
+    assisted = {
+        **plain,
+        "drafted": 10,
+        "accepted": 4,
+        "acceptance_rate": 0.4,
+        "tokens_per_step": 1.67,
+    }
     plain_labels = [label for label, _ in compare_format.stat_rows(plain)]
     assert plain_labels[:4] == ["time to first token", "tokens/s", "total time", "target steps"]
     assert "acceptance rate" not in plain_labels
@@ -138,13 +145,19 @@ def test_a_sampled_summary_says_two_draws_and_what_was_checked_never_identical_o
         plain.sampled = assisted.sampled = True
         text = compare_format.summary_markdown(report("p", "cpu", "float32", plain, assisted))
         assert "**Two draws**: plain and assisted sampling each drew their own tokens" in text
-        assert "not checked in this run: run `python -m assisted.sampling_check`." in text
+        assert "not checked in this run: run `python -m assisted.bench.sampling_check`." in text
         assert "Diverged" not in text and "Identical" not in text
     checked = report("p", "cpu", "float32", plain, assisted)
-    checked["sampling_check"] = {  # `assisted.sampling_check`'s result, in part
-        "n": 400, "k": 3, "tv": 0.031, "tv_plain": 0.042, "bound": 0.05, "alpha": 0.05,
-        "passed": True, "control": None,
-    }  # fmt: skip
+    checked["sampling_check"] = {  # `assisted.bench.sampling_check`'s result, in part
+        "n": 400,
+        "k": 3,
+        "tv": 0.031,
+        "tv_plain": 0.042,
+        "bound": 0.05,
+        "alpha": 0.05,
+        "passed": True,
+        "control": None,
+    }
     text = compare_format.summary_markdown(checked)
     assert "Whether assisted sampling follows the target's distribution: Checked on 400 " in text
     assert "TV 0.031 between assisted and plain samples against 0.042 between two plain" in text
@@ -205,9 +218,14 @@ def test_the_summary_says_in_one_line_where_the_auto_runs_costs_came_from():
         (Calibration("disk", 0.0, "/c/p.json"), "loaded from an earlier run on this machine"),
     ]:
         assisted = RunRecord(
-            "assisted", DrafterKind.ASSISTANT, 5, steps, 0.5, verify_cost_s=curve,
+            "assisted",
+            DrafterKind.ASSISTANT,
+            5,
+            steps,
+            0.5,
+            verify_cost_s=curve,
             calibration=calibration,
-        )  # fmt: skip
+        )
         paragraphs = compare_format.summary_markdown(
             report("p", "cpu", "float32", plain, assisted)
         ).split("\n\n")
@@ -269,8 +287,11 @@ def test_chart_rows_count_tokens_and_histogram_bars():
         {"accepted": "1", "steps": 0},
         {"accepted": "2", "steps": 2},
     ]
-    assert compare_format.race_timeline(runs) == [(0.1, "plain", 1), (0.15, "assisted", 1),
-                                             (0.2, "plain", 2)]  # fmt: skip
+    assert chunk_view.race_timeline(runs) == [
+        (0.1, "plain", 1),
+        (0.15, "assisted", 1),
+        (0.2, "plain", 2),
+    ]
 
 
 def test_rows_of_acceptance_by_position_and_of_time_per_step():
@@ -312,7 +333,7 @@ def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_oth
     steps = rows[len(seeds) + 1 :]
     assert [(r["step"], r["candidates"], r["source"]) for r in steps] == [
         (1, 2, "assistant"),
-        (2, 0, compare_format.NOTHING_DRAFTED),
+        (2, 0, chunk_view.NOTHING_DRAFTED),
         (3, 4, "prompt lookup"),
     ]
     assert steps[2]["drafted"] == 3 and steps[2]["accepted"] == 1
@@ -324,7 +345,7 @@ def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_oth
     points = compare_charts.draft_length_rows(constant)[len(seeds) + 1 :]
     assert [(r["candidates"], r["source"]) for r in points] == [
         (3, "early exit"),
-        (0, compare_format.NOTHING_DRAFTED),
+        (0, chunk_view.NOTHING_DRAFTED),
     ]
     assert len(compare_charts.draft_length_rows([])) == len(seeds) + 1
     assert set(compare_charts.DRAFT_SOURCES) == {
@@ -357,7 +378,7 @@ def test_the_draft_length_chart_overlays_the_oracles_schedule():
 
 def test_chunks_survive_the_round_trip_through_state():
     chunk = Chunk(0.1, "a", "b", 2, 3, 1, "x", 0.1, 0.02, 3, DrafterKind.ASSISTANT)
-    assert compare_format.chunks_from_dicts([chunk.to_dict()]) == [chunk]
+    assert chunk_view.chunks_from_dicts([chunk.to_dict()]) == [chunk]
 
 
 def test_a_finished_comparisons_outputs_pickle_across_the_gpu_process_boundary():
@@ -421,7 +442,7 @@ def test_ui_modules_import_neither_torch_nor_each_others_frameworks():
 
 def _bench_report():
     from assisted import bench
-    from assisted.settings import DraftSettings
+    from assisted.core.settings import DraftSettings
 
     plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.1 * t) for t in (1, 2, 3)], 1.0)
     assisted = RunRecord(
@@ -452,7 +473,7 @@ def test_benchmark_tables_and_overall_line_come_from_the_report():
     named = (
         ("policy", "predicted 1.50× (the auto policy's"),
         ("leviathan-fitted", "fitted 1.50× (Leviathan et al., fitted to the run"),
-        ("leviathan", "fitted 1.50× (Leviathan et al., fitted to the run"),  # older reports
+        ("leviathan", "fitted 1.50× (Leviathan et al., fitted to the run"),  # the shorter key
     )
     for prediction, text in named:
         made = {**result["overall"], "predicted_speedup": 1.5, "prediction": prediction}
@@ -518,7 +539,7 @@ def test_a_targets_pace_comes_from_its_latest_plain_run_else_from_an_auto_runs_o
 
 
 def test_picking_auto_makes_the_draft_length_its_cap():
-    from assisted.settings import AUTO_CAP
+    from assisted.core.settings import AUTO_CAP
     from assisted.ui.compare_layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL
     from assisted.ui.compare_tab import on_schedule_change
 
@@ -532,29 +553,37 @@ def test_picking_auto_makes_the_draft_length_its_cap():
 def _sampled_steps() -> list[Step]:
     """A step whose second candidate was rejected, then one that accepted its draft."""
     rejected = Step(
-        (1, 9), "ab", 3, 1, 0.2, (1, 5, 6), "a", "cd", draft_p=(0.9, 0.1, 0.3),
+        (1, 9),
+        "ab",
+        3,
+        1,
+        0.2,
+        (1, 5, 6),
+        "a",
+        "cd",
+        draft_p=(0.9, 0.1, 0.3),
         draft_q=(0.3, 0.2, 1.0),
-    )  # fmt: skip
+    )
     whole = Step((7, 8), "ef", 1, 1, 0.3, (7,), "e", "", draft_p=(0.5,), draft_q=(0.5,))
     return [rejected, whole]
 
 
 def test_a_sampled_step_shows_each_drafts_p_q_and_chance_and_marks_the_targets_token():
     record = RunRecord("assisted", DrafterKind.ASSISTANT, 5, _sampled_steps(), sampled=True)
-    chunks = compare_format.chunks_of(record, [["a", "c", "d"], ["e"]])
+    chunks = chunk_view.chunks_of(record, [["a", "c", "d"], ["e"]])
     lines = compare_format.step_details(1, chunks[0])
     assert "“a”: p 0.9 · q 0.3 · min(1, p/q) 1 · accepted" in lines
     assert "“c”: p 0.1 · q 0.2 · min(1, p/q) 0.5 · rejected" in lines
     assert "“d”: p 0.3 · q 1 · min(1, p/q) 0.3 · after the rejection" in lines
     assert lines[-1].startswith("then the target's own token: “b”, corrected: after the rejection")
-    assert compare_format.step_details(2, chunks[1])[-1].endswith("a bonus: every candidate was "
-                                                                  "accepted, so drawn from p at "
-                                                                  "no extra step")  # fmt: skip
+    assert compare_format.step_details(2, chunks[1])[-1].endswith(
+        "a bonus: every candidate was accepted, so drawn from p at no extra step"
+    )
     page = compare_format.run_html(chunks, "assisted")
     assert '<span class="own corrected">b</span>' in page
     assert '<span class="own bonus">f</span>' in page
     greedy = RunRecord("assisted", DrafterKind.ASSISTANT, 5, _sampled_steps())
-    page = compare_format.run_html(compare_format.chunks_of(greedy), "assisted")
+    page = compare_format.run_html(chunk_view.chunks_of(greedy), "assisted")
     assert "corrected" not in page and "bonus" not in page and "p/q" not in page
 
 

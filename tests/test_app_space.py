@@ -13,8 +13,8 @@ import pytest
 gradio_client = pytest.importorskip("gradio_client")
 
 import app  # noqa: E402
-from assisted import fetch, pairs  # noqa: E402
-from assisted.registry import DEFAULT_PAIR, PAIRS  # noqa: E402
+from assisted.models import fetch, pairs  # noqa: E402
+from assisted.models.registry import DEFAULT_PAIR, PAIRS  # noqa: E402
 from tests.serve import launch  # noqa: E402
 from tests.test_app import settings  # noqa: E402
 

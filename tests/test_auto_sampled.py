@@ -10,13 +10,16 @@ import math
 import pytest
 import torch
 
-from assisted import auto, bands, decoding, learnt_store, stats
-from assisted.decoding import RunDone
-from assisted.drafters import DrafterKind
-from assisted.learnt import LearntState
-from assisted.learnt_store import LearntFile
-from assisted.pairs import custom_pair, load_pair
-from assisted.settings import DraftSettings, RunSettings
+from assisted.analysis import stats
+from assisted.core import bands
+from assisted.core.drafters import DrafterKind
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import auto, decoding
+from assisted.engine.decoding import RunDone
+from assisted.models import learnt_store
+from assisted.models.learnt_store import LearntFile
+from assisted.models.pairs import custom_pair, load_pair
+from assisted.policy.learnt import LearntState
 
 # Transformers' lookup matches anywhere in the context, the chat template included: every
 # run sees matches, so every run leaves counts.

@@ -14,12 +14,14 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from assisted import bench, pairs, stats
+from assisted import bench
+from assisted.analysis import stats
 from assisted.bench import __main__ as command
-from assisted.drafters import DrafterKind
-from assisted.examples import Example
-from assisted.record import RunRecord, Step
-from assisted.settings import WARMUP_TOKENS, DraftSettings, RunSettings
+from assisted.core.drafters import DrafterKind
+from assisted.core.examples import Example
+from assisted.core.record import RunRecord, Step
+from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
+from assisted.models import pairs
 from tests.tiny import build_model, build_tokenizer
 
 FAST = ["--max-new-tokens", "8", "--device", "cpu", "--dtype", "float32"]
@@ -356,9 +358,15 @@ def test_jsonl_end_to_end_with_two_drafters(capsys, models, jsonl, tmp_path):
     assert len(result["prompts"]) == 4  # two prompts × two drafters
     for row in result["prompts"]:
         for field in (
-            "question_id", "category", "drafter", "speedup", "plain_tokens_per_s",
-            "assisted_tokens_per_s", "acceptance_rate", "identical",
-        ):  # fmt: skip
+            "question_id",
+            "category",
+            "drafter",
+            "speedup",
+            "plain_tokens_per_s",
+            "assisted_tokens_per_s",
+            "acceptance_rate",
+            "identical",
+        ):
             assert field in row
         assert row["identical"] is True  # greedy decoding is lossless
     by_drafter = {(r["question_id"], r["drafter"]): r for r in result["prompts"]}
@@ -404,7 +412,7 @@ def test_prompt_lookup_shares_the_loaded_target(models):
 def test_timed_runs_alternate_order_by_round_and_by_prompt(models, monkeypatch):
     """Plain first, then the variants; the next round reversed; and each prompt starts the
     other way round from the one before: (prompt index + repeat) odd means reversed."""
-    from assisted import decoding
+    from assisted.engine import decoding
 
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     kinds = [DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP]
@@ -445,7 +453,7 @@ def test_every_timed_run_of_a_prompt_starts_from_what_the_earlier_prompts_taught
     """Each assisted run "learns" by counting itself into the pair's acceptance; a timed run
     must start from the count the earlier prompts left (their warm-ups and timed runs), never
     from its own prompt's warm-up or earlier repeats."""
-    from assisted import decoding
+    from assisted.engine import decoding
 
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     variants = bench.plan_variants(pair.spec, ["assistant"], {"num_assistant_tokens": [2, 3]})
@@ -479,8 +487,9 @@ def test_the_benchmark_keeps_its_costs_but_never_its_acceptance_in_the_learnt_fi
 ):
     """Each assisted run saves what it learnt, as `auto.keep_learnt` does: the costs reach
     the file, the benchmark's acceptance neither reaches it nor stays in the pair."""
-    from assisted import decoding, learnt_store
-    from assisted.learnt import LearntState
+    from assisted.engine import decoding
+    from assisted.models import learnt_store
+    from assisted.policy.learnt import LearntState
 
     file = learnt_store.LearntFile(tmp_path / "p.json", {"pair": "p"})
     key = (DrafterKind.ASSISTANT, False, 0)
@@ -529,8 +538,10 @@ def test_runs_whose_drafts_copied_the_template_are_counted_per_prompt_and_overal
     runs = runs_for("p1", "code", [plain(1.0)] * 2, [assisted] * 2)
     runs += runs_for("p2", "chat", [plain(1.0)], [assisted])
     counts = iter([2, 0, 0])  # template copies in p1's two runs, then in p2's one
-    runs = [r if r.drafter is None else dataclasses.replace(r, template_drafts=next(counts))
-            for r in runs]  # fmt: skip
+    runs = [
+        r if r.drafter is None else dataclasses.replace(r, template_drafts=next(counts))
+        for r in runs
+    ]
     variants = [bench.Variant("assistant", "assistant", DraftSettings())]
     info = {"pair": "hand-made", "device": "cpu", "dtype": "float32"}
     result = bench.report(runs, variants, info, RunSettings(), repeats=2)
@@ -539,8 +550,9 @@ def test_runs_whose_drafts_copied_the_template_are_counted_per_prompt_and_overal
     assert (overall["template_draft_runs"], overall["assisted_runs"]) == (1, 3)
     assert "drafts copied the chat template in 1 of 3 runs" in bench.render(result)
     assert runs[2].to_dict()["template_drafts"] == 2
-    uncounted = bench.report(runs_for("p1", "code", [plain(1.0)], [assisted]), variants, info,
-                             RunSettings(), repeats=1)  # fmt: skip
+    uncounted = bench.report(
+        runs_for("p1", "code", [plain(1.0)], [assisted]), variants, info, RunSettings(), repeats=1
+    )
     assert uncounted["overall"]["template_draft_runs"] is None
 
 
@@ -565,8 +577,18 @@ def test_the_benchmark_counts_template_copies_of_each_assisted_run(capsys, model
     folder = tmp_path / "examples"
     (folder / "chat").mkdir(parents=True)
     (folder / "chat" / "hi.txt").write_text("Say hello, then say hello again.\n")
-    argv = ["--prompts", str(folder), *models, *FAST, "--repeats", "1",
-            "--drafters", "prompt-lookup,assistant", "--lookup", "transformers"]  # fmt: skip
+    argv = [
+        "--prompts",
+        str(folder),
+        *models,
+        *FAST,
+        "--repeats",
+        "1",
+        "--drafters",
+        "prompt-lookup,assistant",
+        "--lookup",
+        "transformers",
+    ]
     code, stdout, _ = run_main(capsys, argv)
     assert code == 0
     result = json.loads(stdout.splitlines()[-1])
@@ -575,7 +597,7 @@ def test_the_benchmark_counts_template_copies_of_each_assisted_run(capsys, model
 
 
 def test_a_sampled_benchmark_warms_the_sampled_path(models, monkeypatch):
-    from assisted import decoding
+    from assisted.engine import decoding
 
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     variants = bench.plan_variants(pair.spec, ["assistant"], {"num_assistant_tokens": [2]})

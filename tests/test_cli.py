@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from assisted import cli, learnt_store
+from assisted import cli
+from assisted.models import learnt_store
 
 RUN_KEYS = {"text", "new_tokens", "ttft_s", "total_s", "tokens_per_s", "steps"}
 ASSISTED_KEYS = RUN_KEYS | {
@@ -41,12 +42,16 @@ def run_cli(*argv: str) -> tuple[int, str]:
 def test_json_line_follows_the_schema(tiny_dirs):
     code, output = run_cli(
         "def add(a, b):",
-        "--target", str(tiny_dirs["target"]),
-        "--assistant", str(tiny_dirs["other"]),
-        "--max-new-tokens", "12",
-        "--dtype", "float32",
+        "--target",
+        str(tiny_dirs["target"]),
+        "--assistant",
+        str(tiny_dirs["other"]),
+        "--max-new-tokens",
+        "12",
+        "--dtype",
+        "float32",
         "--json",
-    )  # fmt: skip
+    )
     assert code == 0
     lines = output.strip().splitlines()
     result = json.loads(lines[-1])
@@ -64,12 +69,15 @@ def run_tiny_pair(tiny_dirs, *argv: str) -> tuple[str, dict]:
     """The CLI on the tiny pair in fp32 with --json: its output and the JSON line."""
     code, output = run_cli(
         "def add(a, b):",
-        "--target", str(tiny_dirs["target"]),
-        "--assistant", str(tiny_dirs["other"]),
-        "--dtype", "float32",
+        "--target",
+        str(tiny_dirs["target"]),
+        "--assistant",
+        str(tiny_dirs["other"]),
+        "--dtype",
+        "float32",
         "--json",
         *argv,
-    )  # fmt: skip
+    )
     assert code == 0
     return output, json.loads(output.strip().splitlines()[-1])
 
@@ -108,7 +116,7 @@ def test_a_sampled_card_says_two_draws_and_sets_expected_acceptance_beside_obser
     )
     card = output[output.index("\nnew tokens") : output.rindex("\n{")]  # before the JSON
     assert "output                two draws: plain and assisted sampling each drew" in card
-    assert "not checked in this run: run `python -m assisted.sampling_check`" in card
+    assert "not checked in this run: run `python -m assisted.bench.sampling_check`" in card
     assert "identical" not in card and "diverged" not in card
     assert "expected acceptance" in card and "\nacceptance            observed " in card
     assert result["sampling_check"] is None
@@ -146,9 +154,20 @@ def test_the_auto_schedule_caps_at_8_and_carries_its_choices_and_t_of_k(tiny_dir
 
 def test_the_table_says_what_the_prediction_comes_from():
     plain = {"new_tokens": 4, "tokens_per_s": 2.0}
-    result = {"pair": "p", "device": "cpu", "dtype": "float32", "plain": plain, "assisted": plain,
-              "speedup": 1.0, "predicted_speedup": 1.0, "prediction": "policy", "alpha": None,
-              "mean_drafted": 0.0, "cost_ratio": None, "divergence": None}  # fmt: skip
+    result = {
+        "pair": "p",
+        "device": "cpu",
+        "dtype": "float32",
+        "plain": plain,
+        "assisted": plain,
+        "speedup": 1.0,
+        "predicted_speedup": 1.0,
+        "prediction": "policy",
+        "alpha": None,
+        "mean_drafted": 0.0,
+        "cost_ratio": None,
+        "divergence": None,
+    }
     # A policy that drafted nothing: no α, γ or c to quote, and its own prediction.
     assert "1.00x  (the auto policy's expectations)" in cli.format_table(result)
     leviathan = result | {"prediction": "leviathan", "alpha": 0.5, "mean_drafted": 3.0}
@@ -161,9 +180,17 @@ def test_the_table_says_what_the_prediction_comes_from():
 
 def test_plain_mode_only(tiny_dirs):
     code, output = run_cli(
-        "hello", "--target", str(tiny_dirs["target"]), "--assistant", str(tiny_dirs["other"]),
-        "--mode", "plain", "--max-new-tokens", "4", "--json",
-    )  # fmt: skip
+        "hello",
+        "--target",
+        str(tiny_dirs["target"]),
+        "--assistant",
+        str(tiny_dirs["other"]),
+        "--mode",
+        "plain",
+        "--max-new-tokens",
+        "4",
+        "--json",
+    )
     assert code == 0
     result = json.loads(output.strip().splitlines()[-1])
     assert result["assisted"] is None and result["plain"]["new_tokens"] <= 4
@@ -233,9 +260,12 @@ def test_the_help_names_every_assistant_precision_and_the_cap_each_drafter_takes
 
 def test_incompatible_pair_is_refused(tiny_dirs, capsys):
     code, _ = run_cli(
-        "hi", "--target", str(tiny_dirs["target"]),
-        "--assistant", str(tiny_dirs["other_tokenizer"]),
-    )  # fmt: skip
+        "hi",
+        "--target",
+        str(tiny_dirs["target"]),
+        "--assistant",
+        str(tiny_dirs["other_tokenizer"]),
+    )
     assert code == 2
     assert "different tokenizers" in capsys.readouterr().err
 
@@ -244,12 +274,16 @@ def test_two_folders_of_a_padded_vocabulary_pair_compare(padded_dirs):
     """Config vocab sizes 152064 and 151936 with one tokenizer, as Qwen2.5-7B ← 0.5B."""
     code, output = run_cli(
         "def add(a, b):",
-        "--target", str(padded_dirs["target"]),
-        "--assistant", str(padded_dirs["assistant"]),
-        "--max-new-tokens", "8",
-        "--dtype", "float32",
+        "--target",
+        str(padded_dirs["target"]),
+        "--assistant",
+        str(padded_dirs["assistant"]),
+        "--max-new-tokens",
+        "8",
+        "--dtype",
+        "float32",
         "--json",
-    )  # fmt: skip
+    )
     assert code == 0
     result = json.loads(output.strip().splitlines()[-1])
     assert result["identical"] is True and result["assisted"]["new_tokens"] == 8

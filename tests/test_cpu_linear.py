@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from assisted import cpu_linear, pairs
+from assisted.models import cpu_linear, pairs
 
 
 def test_few_rows_forward_matches_linear_for_every_row_count():

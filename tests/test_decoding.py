@@ -16,21 +16,24 @@ from transformers.generation.candidate_generator import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerationMixin
 
-from assisted import auto, costs, decoding, learnt_store, oracle, prepare, quantize, stats
-from assisted.decoding import RunDone, StepEvent
-from assisted.drafters import DrafterKind
-from assisted.lean import LeanDrafter
-from assisted.learnt import LearntState
-from assisted.learnt_store import LearntFile
-from assisted.pairs import LoadedPair, custom_pair, load_pair
-from assisted.record import RunRecord
-from assisted.settings import (
+from assisted.analysis import oracle, stats
+from assisted.core.drafters import DrafterKind
+from assisted.core.record import RunRecord
+from assisted.core.settings import (
     MAX_NEW_TOKENS_CAP,
     WARMUP_TOKENS,
     DraftSettings,
     RunSettings,
     SettingsError,
 )
+from assisted.engine import auto, decoding, generation, prepare
+from assisted.engine.decoding import RunDone, StepEvent
+from assisted.engine.lean import LeanDrafter
+from assisted.models import learnt_store, quantize
+from assisted.models.learnt_store import LearntFile
+from assisted.models.pairs import LoadedPair, custom_pair, load_pair
+from assisted.policy import costs
+from assisted.policy.learnt import LearntState
 from tests.scripted import Scripted
 
 PROMPT = "def add(a, b):"
@@ -779,7 +782,7 @@ def test_without_the_chat_template_the_whole_prompt_is_the_users_text(pair):
     prepared = prepare.prepare(pair, DRAFT)
     text = decoding.encode_prompt(pair, "def add(a, b):", chat_template=False)
     ids = [*text, *text, prepared.template_ids[-1]]
-    lookup = decoding.suffix_lookup(ids, prepared, chat_template=False)
+    lookup = generation.suffix_lookup(ids, prepared, chat_template=False)
     assert lookup.user_span == (0, len(ids))
     # In the template, the same ids would share their last token with it.
-    assert decoding.suffix_lookup(ids, prepared, chat_template=True).user_span[1] < len(ids)
+    assert generation.suffix_lookup(ids, prepared, chat_template=True).user_span[1] < len(ids)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from assisted.device_queue import DeviceQueue
+from assisted.ui.device_queue import DeviceQueue
 
 
 def test_the_first_request_gets_the_device_at_once():

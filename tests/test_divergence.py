@@ -5,11 +5,12 @@ import json
 import pytest
 import torch
 
-from assisted import decoding, divergence, stats
-from assisted.divergence import NEAR_TIE, UNEXPLAINED, Top2, explain, first_divergence, ulp
-from assisted.pairs import custom_pair, load_pair
-from assisted.record import RunRecord, Step
-from assisted.settings import DraftSettings, RunSettings
+from assisted.analysis import divergence, stats
+from assisted.analysis.divergence import NEAR_TIE, UNEXPLAINED, Top2, explain, first_divergence, ulp
+from assisted.core.record import RunRecord, Step
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import decoding
+from assisted.models.pairs import custom_pair, load_pair
 
 
 def record(tokens, top2, mode="assisted", dtype="bfloat16", sampled=False) -> RunRecord:
@@ -48,8 +49,12 @@ def test_two_tokens_tied_within_the_measured_rounding_are_a_near_tie():
     assert found["plain_margin"] == pytest.approx(0.03)
     assert found["assisted_margin"] == pytest.approx(-0.02)
     assert found["noise"] == pytest.approx(0.05)
-    assert found["plain_top2"] == {"first": 10, "first_logit": 5.03, "second": 11,
-                                   "second_logit": 5.0}  # fmt: skip
+    assert found["plain_top2"] == {
+        "first": 10,
+        "first_logit": 5.03,
+        "second": 11,
+        "second_logit": 5.0,
+    }
 
 
 def test_a_flip_larger_than_the_rounding_is_unexplained():

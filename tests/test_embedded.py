@@ -13,8 +13,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from assisted import embedded, fetch, pairs
-from assisted.embedded import EmbeddedModel, EmbeddedModelError
+from assisted.models import embedded, fetch, pairs
+from assisted.models.embedded import EmbeddedModel, EmbeddedModelError
 
 PARTS = [b"GGUF first part ", b"second part ", b"and the third"]
 
@@ -31,9 +31,8 @@ def fake_model(tmp_path, monkeypatch) -> EmbeddedModel:
         (package / "data" / f"part{number:02d}.bin").write_bytes(data)
     monkeypatch.syspath_prepend(str(site))
     whole = b"".join(PARTS)
-    return EmbeddedModel(
-        "Fake", "fake_model_part{}", len(PARTS), len(whole), hashlib.sha256(whole).hexdigest()
-    )
+    digest = hashlib.sha256(whole).hexdigest()
+    return EmbeddedModel("Fake", "fake_model_part{}", len(PARTS), len(whole), digest, "o/fake")
 
 
 def test_parts_are_located_without_importing_them(fake_model):
@@ -59,9 +58,20 @@ def test_a_corrupted_part_is_rejected(fake_model, tmp_path):
 
 
 def test_a_missing_part_package_is_named(fake_model):
-    missing = EmbeddedModel("Fake", "fake_model_part{}", 4, 1, "0" * 64)
+    missing = EmbeddedModel("Fake", "fake_model_part{}", 4, 1, "0" * 64, "o/fake")
     with pytest.raises(EmbeddedModelError, match=r"fake_model_part4.*not installed"):
         missing.part_paths()
+    assert not missing.installed()
+
+
+def test_without_its_parts_the_embedded_pair_names_its_hub_checkpoints(fake_model, monkeypatch):
+    """As on a Space, whose build installs requirements.txt alone."""
+    assert fake_model.installed()
+    assert pairs.resolve_model_ref("embedded:target") == "embedded:target"  # parts here
+    missing = EmbeddedModel("Fake", "no_such_part{}", 2, 1, "0" * 64, "Qwen/fake-checkpoint")
+    monkeypatch.setitem(embedded.MODELS, "embedded:target", missing)
+    assert embedded.source("embedded:target") == "Qwen/fake-checkpoint"
+    assert pairs.resolve_model_ref("embedded:target") == "Qwen/fake-checkpoint"
 
 
 def test_cache_root_follows_conventions(monkeypatch, tmp_path):
@@ -123,7 +133,7 @@ GGUF_QUANTIZATION = {"dequantize": False, "gguf_file": "model.gguf", "quant_meth
 
 
 def stale_config(folder: Path) -> None:
-    """What conversion used to save: the GGUF quantization_config, over plain weights."""
+    """A saved config that still names GGUF: its quantization_config, over plain weights."""
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(
         json.dumps({**config, "quantization_config": GGUF_QUANTIZATION}, indent=2)
@@ -187,7 +197,7 @@ def test_loading_the_cached_pair_logs_no_gguf_warning(
 
 
 def cache_of_an_earlier_version(model: EmbeddedModel, source: Path | None) -> Path:
-    """A complete cache folder as conversion used to leave it: the stale key, and a marker
+    """A complete cache folder whose config still names GGUF: the stale key, and a marker
     recording the stale config's size. `source`: a model folder to copy, else a stub."""
     folder = embedded.cache_root() / f"{model.name}-{model.sha256[:12]}"
     if source is None:

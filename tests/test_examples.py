@@ -3,7 +3,7 @@
 
 from collections import Counter
 
-from assisted.examples import EXAMPLES_DIR, load_folder, load_jsonl
+from assisted.core.examples import EXAMPLES_DIR, load_folder, load_jsonl
 
 JSONL = EXAMPLES_DIR / "prompts-24.jsonl"
 

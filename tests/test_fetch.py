@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from transformers import MambaConfig
 
-from assisted import fetch, pairs
-from assisted.pairs import PairError, custom_pair
+from assisted.models import fetch, pairs
+from assisted.models.pairs import PairError, custom_pair
 
 REPO = "tiny-hub/model"
 

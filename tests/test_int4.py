@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM
 
-from assisted import int4, quantize
+from assisted.models import int4, quantize
 
 
 def _linear(inputs: int, outputs: int, dtype: torch.dtype, bias: bool = True) -> nn.Linear:

@@ -13,10 +13,11 @@ import sys
 
 import pytest
 
-from assisted import embedded, stats
-from assisted.decoding import RunDone, compare
-from assisted.pairs import get_spec, load_pair
-from assisted.settings import DraftSettings, RunSettings
+from assisted.analysis import stats
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine.decoding import RunDone, compare
+from assisted.models import embedded
+from assisted.models.pairs import get_spec, load_pair
 
 pytestmark = pytest.mark.integration
 
@@ -97,10 +98,22 @@ def test_sha256_check_rejects_a_corrupted_real_part(tmp_path, monkeypatch):
 
 def test_cli_json_on_the_embedded_pair(pair):
     completed = subprocess.run(
-        [sys.executable, "-m", "assisted", "Say hello in French.", "--max-new-tokens", "8",
-         "--dtype", "float32", "--json"],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "assisted",
+            "Say hello in French.",
+            "--max-new-tokens",
+            "8",
+            "--dtype",
+            "float32",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout.strip().splitlines()[-1])
     assert result["pair"] == "embedded" and result["dtype"] == "float32"

@@ -1,4 +1,4 @@
-"""The lean drafting loop (`assisted.lean`): it drafts what the assistant's `generate()`
+"""The lean drafting loop (`assisted.engine.lean`): it drafts what the assistant's `generate()`
 would, with the same argmax, end-of-sequence and confidence rules, on sliding-window
 assistants too, and only where the target needs ids alone (greedy decoding)."""
 
@@ -12,10 +12,10 @@ import torch
 from transformers import AutoTokenizer, GenerationConfig
 from transformers.generation.candidate_generator import AssistedCandidateGenerator
 
-from assisted import auto, decoding
-from assisted.lean import LeanDrafter
-from assisted.pairs import custom_pair, load_pair
-from assisted.settings import DraftSettings
+from assisted.core.settings import DraftSettings
+from assisted.engine import auto, decoding
+from assisted.engine.lean import LeanDrafter
+from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
 from tests.tiny import build_model
 
@@ -100,7 +100,7 @@ def test_a_sliding_window_assistant_drafts_past_its_window(sliding_pair, drafts)
     assert generate(sliding_pair, policy, do_sample=False) == plain(sliding_pair)
     assert len(prompt_ids(sliding_pair)[0]) > 2 * WINDOW
     assert len(drafts) >= 5  # the lean loop drafted, from the first step to the last
-    # Rejected candidates past the window: the crops that used to raise.
+    # Rejected candidates past the window: crops of a sliding cache, which must not raise.
     assert sum(accepted < drafted for drafted, accepted in policy.seen if drafted) >= 3
     for ids, drafted in drafts:
         assert fresh_draft(sliding_pair.assistant, ids, len(drafted)) == drafted

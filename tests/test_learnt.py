@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 
-from assisted import decoding
-from assisted.decoding import RunDone
-from assisted.drafters import DrafterKind
-from assisted.learnt import LearntState
-from assisted.pairs import custom_pair, load_pair
-from assisted.settings import DraftSettings, RunSettings
+from assisted.core.drafters import DrafterKind
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.models.pairs import custom_pair, load_pair
+from assisted.policy.learnt import LearntState
 
 # Transformers' lookup matches anywhere in the context, the chat template included: every
 # run sees matches, whose counts change from run to run.

@@ -10,9 +10,10 @@ import dataclasses
 import pytest
 import torch
 
-from assisted import auto, learnt_store, pairs
-from assisted.learnt import LearntState
-from assisted.learnt_store import LearntFile
+from assisted.engine import auto
+from assisted.models import learnt_store, pairs
+from assisted.models.learnt_store import LearntFile
+from assisted.policy.learnt import LearntState
 
 CAP = 8
 QUIET = {1: 0.010, CAP + 1: 0.015}  # T(1) and T(9) on a quiet machine

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from assisted import learnt_store
-from assisted.drafters import DrafterKind
-from assisted.learnt import LearntState
-from assisted.learnt_store import LearntFile
+from assisted.core.drafters import DrafterKind
+from assisted.models import learnt_store
+from assisted.models.learnt_store import LearntFile
+from assisted.policy.learnt import LearntState
 
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
 KEY = {"pair": "p", "machine": "cpu"}
@@ -196,7 +196,7 @@ def test_a_save_waits_for_the_lock_and_past_a_hung_holder_saves_without_it(
         fcntl.flock(lock, fcntl.LOCK_EX)
         saver = threading.Thread(target=learnt_store.save, args=(file, state))
         started = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="assisted.learnt_store"):
+        with caplog.at_level(logging.WARNING, logger="assisted.models.learnt_store"):
             saver.start()
             time.sleep(0.1)
             assert learnt_store.load(file).verify_s.get(2) is None  # it waits on the lock
@@ -212,7 +212,7 @@ def test_where_locking_fails_a_save_still_saves_and_says_so_once(file, monkeypat
 
     monkeypatch.setattr(fcntl, "flock", refuse)
     state = learnt_store.load(file)
-    with caplog.at_level(logging.WARNING, logger="assisted.learnt_store"):
+    with caplog.at_level(logging.WARNING, logger="assisted.models.learnt_store"):
         for seconds in (0.2, 0.3):
             state.verify_s[2] = seconds
             learnt_store.save(file, state)

@@ -6,6 +6,7 @@ a calibration and nothing else, each pair, machine and dtype has a file of its o
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import json
 import logging
 import platform
@@ -16,13 +17,15 @@ import pytest
 import torch
 import transformers
 
-from assisted import auto, decoding, learnt_store, loading, pairs, stats
-from assisted.decoding import RunDone
-from assisted.drafters import DrafterKind
-from assisted.learnt import LearntState
-from assisted.learnt_store import LearntFile
-from assisted.record import Calibration, RunRecord
-from assisted.settings import DraftSettings, RunSettings
+from assisted.analysis import stats
+from assisted.core.drafters import DrafterKind
+from assisted.core.record import Calibration, RunRecord
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import auto, decoding
+from assisted.engine.decoding import RunDone
+from assisted.models import learnt_store, loading, pairs
+from assisted.models.learnt_store import LearntFile
+from assisted.policy.learnt import LearntState
 
 AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
@@ -170,7 +173,7 @@ def test_a_file_that_cannot_be_used_is_ignored_with_a_warning(folder, caplog, te
     file = LearntFile(folder / "p.json", KEY)
     folder.mkdir()
     file.path.write_text(text)
-    with caplog.at_level(logging.WARNING, logger="assisted.learnt_store"):
+    with caplog.at_level(logging.WARNING, logger="assisted.models.learnt_store"):
         assert learnt_store.load(file) == LearntState()
     assert f"ignoring {file.path}" in caplog.text
 
@@ -182,7 +185,7 @@ def test_a_pair_loads_past_a_corrupt_file_and_its_next_run_replaces_it(
     folder.mkdir()
     path.write_text('{"version": 1, "key": ')  # cut short, as by a full disk
     restart(monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="assisted.learnt_store"):
+    with caplog.at_level(logging.WARNING, logger="assisted.models.learnt_store"):
         pair = load(tiny_dirs)
     assert "ignoring" in caplog.text and pair.learnt == LearntState()
     assert auto_run(pair).calibration.source == "timed"
@@ -266,13 +269,16 @@ def test_a_save_stamps_the_file_outside_the_key(folder, monkeypatch):
     assert set(stamp) == {"at", "assisted", "torch", "transformers", "python"}
     at = datetime.datetime.fromisoformat(stamp["at"])
     assert at.utcoffset() == datetime.timedelta(0)
-    assert abs(datetime.datetime.now(datetime.UTC) - at) < datetime.timedelta(minutes=1)
+    assert abs(datetime.datetime.now(datetime.timezone.utc) - at) < datetime.timedelta(minutes=1)
     assert stamp["torch"] == torch.__version__ and stamp["python"] == platform.python_version()
     # Another version's stamp leaves the file usable, and the next save stamps it anew.
     data["written"] = {**stamp, "at": "2020-01-01T00:00:00+00:00", "assisted": "0.0.1"}
     file.path.write_text(json.dumps(data))
     assert learnt_store.load(file) == learnt()
-    monkeypatch.setattr(torch, "__version__", "2.99.0")
+    installed = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "2.99.0" if name == "torch" else installed(name)
+    )
     learnt_store.save(file, learnt_store.load(file))
     assert json.loads(file.path.read_text())["written"]["torch"] == "2.99.0"
     assert learnt_store.load(file) == learnt()
@@ -301,7 +307,7 @@ def test_with_persistence_off_nothing_is_kept_on_disk(tiny_dirs, tmp_path, monke
 def test_a_save_that_fails_is_logged_not_raised(tmp_path, caplog):
     (tmp_path / "file").write_text("")
     file = LearntFile(tmp_path / "file" / "p.json", KEY)  # its folder is a file
-    with caplog.at_level(logging.WARNING, logger="assisted.learnt_store"):
+    with caplog.at_level(logging.WARNING, logger="assisted.models.learnt_store"):
         learnt_store.save(file, learnt())
     assert f"cannot keep what the auto policy learnt in {file.path}" in caplog.text
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from assisted import decoding, prepare
-from assisted.decoding import StepEvent
-from assisted.lookup import (
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import decoding, prepare
+from assisted.engine.decoding import StepEvent
+from assisted.engine.lookup import (
     LONGEST_MATCH,
     NO_MATCH,
     TEMPLATE_RUN,
@@ -18,8 +19,7 @@ from assisted.lookup import (
     template_ngrams,
     user_span,
 )
-from assisted.pairs import custom_pair, load_pair
-from assisted.settings import DraftSettings, RunSettings
+from assisted.models.pairs import custom_pair, load_pair
 
 # A made-up chat: template 90-92, the user's message 10-19, template 93-95, the output.
 SYSTEM, END, START = [90, 91, 92], 93, 94

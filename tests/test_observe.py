@@ -9,8 +9,8 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from assisted.detokenizer import Detokenizer
-from assisted.prefix import common_prefix_length
+from assisted.core.record import common_prefix_length
+from assisted.engine.detokenizer import Detokenizer
 from tests.tiny import CORPUS
 
 # Spaces, tabs, newlines, accents, arrows, CJK, Greek, emoji (one a ZWJ sequence): the

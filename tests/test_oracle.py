@@ -9,12 +9,13 @@ from functools import cache
 
 import pytest
 
-from assisted import decoding, oracle, stats
-from assisted.decoding import RunDone
-from assisted.drafters import DrafterKind
-from assisted.pairs import custom_pair, load_pair
-from assisted.record import Hindsight, RunRecord, Step
-from assisted.settings import DraftSettings, RunSettings
+from assisted.analysis import oracle, stats
+from assisted.core.drafters import DrafterKind
+from assisted.core.record import Hindsight, RunRecord, Step
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.models.pairs import custom_pair, load_pair
 
 ASSISTANT, LOOKUP = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
 AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
@@ -226,7 +227,7 @@ def test_the_benchmark_reports_the_share_of_the_oracle_its_runs_reached():
 
 @pytest.mark.parametrize("seed", range(10))
 def test_no_setting_of_the_policy_beats_the_oracle(seed):
-    from assisted.bench import policy_fit
+    from assisted.lab import policy_fit
 
     rng = random.Random(seed)
     n = rng.randint(4, 30)
@@ -276,7 +277,7 @@ def agreement_runs(right: list[bool]) -> list[int]:
 
 
 def test_the_drafts_ends_moved_in_hindsight_split_what_the_stopping_rule_leaves():
-    from assisted.bench import policy_fit
+    from assisted.lab import policy_fit
 
     rng = random.Random(0)
     right = [rng.random() < 0.7 for _ in range(40)]
@@ -300,7 +301,7 @@ def test_the_drafts_ends_moved_in_hindsight_split_what_the_stopping_rule_leaves(
 
 
 def test_the_replay_takes_the_benchmarks_token_budget_from_its_report(tmp_path, capsys):
-    from assisted.bench import policy_fit
+    from assisted.lab import policy_fit
 
     plain, assisted = assisted_run(list(range(12)), agreement_runs([True] * 12), [0.9] * 12)
     lines = [
@@ -337,7 +338,7 @@ def timed_run(drafter, question_id, step_s: float, rows: int, steps: int = 20) -
 
 
 def test_the_cost_replay_scores_each_setting_and_lets_plain_steps_refine_t1(tmp_path, capsys):
-    from assisted.bench import cost_fit
+    from assisted.lab import cost_fit
 
     # An assisted run timed as modelled, the plain run of the next prompt at half T(1), then
     # that prompt's assisted run, its rows still timed at 1 s: T(1) alone is half T(3).
@@ -372,7 +373,7 @@ def test_the_cost_replay_scores_each_setting_and_lets_plain_steps_refine_t1(tmp_
 def test_step_prices_set_each_kind_of_step_against_the_oracles_price(tmp_path, capsys):
     from dataclasses import replace
 
-    from assisted.bench import step_prices
+    from assisted.lab import step_prices
 
     h = hindsight([2] * 10, [[]] * 10, drafting_s=0.05, call_s=0.01, prefill_s=0.001)
     h = replace(h, catch_up_s=0.02)
@@ -431,7 +432,7 @@ def test_step_prices_set_each_kind_of_step_against_the_oracles_price(tmp_path, c
 
 
 def test_the_replay_under_a_larger_cap_prices_the_untimed_rows_and_drafts_longer(tmp_path, capsys):
-    from assisted.bench import policy_fit
+    from assisted.lab import policy_fit
 
     plain, assisted = assisted_run(list(range(24)), agreement_runs([True] * 24), [0.99] * 24)
     wider = policy_fit.with_cap(assisted, 8, row_share=0.1)

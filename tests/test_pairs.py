@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoTokenizer, MambaConfig, ViTConfig
 
-from assisted import pairs, registry
-from assisted.drafters import DrafterKind
-from assisted.pairs import PairError, custom_pair, get_spec, load_pair, resolve_model_ref
+from assisted.core.drafters import DrafterKind
+from assisted.models import pairs, placement, registry
+from assisted.models.pairs import PairError, custom_pair, get_spec, load_pair, resolve_model_ref
 from tests.tiny import build_model
 
 
@@ -178,14 +178,34 @@ def test_at_most_max_loaded_pairs_stay_in_memory(tiny_dirs, monkeypatch):
     assert pairs.loaded_pairs() == [specs[1].name, specs[2].name]
 
 
+def test_pairs_that_name_one_target_hold_one_copy_of_it(tiny_dirs, monkeypatch):
+    from assisted.models.quantize import weights_bytes
+
+    monkeypatch.setattr(pairs, "MAX_LOADED_PAIRS", 3)
+    target = str(tiny_dirs["target"])
+    drafted = load_pair(custom_pair(target, str(tiny_dirs["other"])), "cpu", "float32")
+    alone = pairs.memory_in_use()
+    lookup = load_pair(custom_pair(target, None), "cpu", "float32")
+    assert lookup.target is drafted.target and lookup.tokenizer is drafted.tokenizer
+    assert pairs.memory_in_use() == alone  # the second pair added no weights
+    assert alone == weights_bytes(drafted.target) + weights_bytes(drafted.assistant)
+    # In another dtype the target is another copy.
+    bf16 = load_pair(custom_pair(target, None), "cpu", "bfloat16")
+    assert bf16.target is not drafted.target
+    # Evicting the first pair leaves the second its target.
+    pairs._evict(next(iter(pairs._loaded)))
+    assert pairs.loaded_pairs() == [lookup.spec.name, bf16.spec.name]
+    assert next(lookup.target.parameters()).is_floating_point()
+
+
 def test_dtype_policy():
     cpu = torch.device("cpu")
-    native = pairs.cpu_has_native_bf16()
-    assert pairs.choose_dtype(cpu) == (torch.bfloat16 if native else torch.float32)
-    assert pairs.choose_dtype(cpu, "float32") == torch.float32
-    assert pairs.choose_dtype(cpu, "bfloat16") == torch.bfloat16
+    native = placement.cpu_has_native_bf16()
+    assert placement.choose_dtype(cpu) == (torch.bfloat16 if native else torch.float32)
+    assert placement.choose_dtype(cpu, "float32") == torch.float32
+    assert placement.choose_dtype(cpu, "bfloat16") == torch.bfloat16
     with pytest.raises(PairError, match="unknown dtype"):
-        pairs.choose_dtype(cpu, "float8")
+        placement.choose_dtype(cpu, "float8")
 
 
 def test_device_policy():
@@ -224,6 +244,6 @@ def test_a_pinned_pair_stays_in_memory_whatever_loads_after(tiny_dirs, monkeypat
     assert pairs.loaded(first, device="cpu", dtype="float32") is not None
     assert len(pairs.loaded_pairs()) == 2  # over the count: a pinned pair is never evicted
     # Nor for memory: room for the next pair's files, not for all three pairs' weights.
-    monkeypatch.setattr(pairs, "MAX_MODEL_GB", pairs.memory_in_use() / 2 / 1e9)
+    monkeypatch.setattr(pairs, "MAX_MODEL_GB", pairs.memory_in_use() * 0.75 / 1e9)
     pairs.load_pair(pairs.custom_pair(str(tiny_dirs["other"]), None), "cpu", "float32")
     assert pairs.loaded(first, device="cpu", dtype="float32") is not None

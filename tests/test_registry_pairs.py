@@ -11,10 +11,17 @@ from typing import NamedTuple
 import pytest
 import torch
 
-from assisted import decoding, pairs
-from assisted.decoding import RunDone
-from assisted.registry import PAIRS
-from assisted.settings import RunSettings
+from assisted.core.settings import RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.models import pairs
+from assisted.models.registry import (
+    DEFAULT_PAIR,
+    PAIRS,
+    ZEROGPU_SLICE_BYTES,
+    Size,
+    default_pair_for,
+)
 from tests.tiny import build_model, build_tokenizer
 
 
@@ -26,28 +33,48 @@ class Facts(NamedTuple):
     vocab_size: int
     tokenizer: str  # the family: one name, one tokenizer
     tie: bool  # tie_word_embeddings
+    size: Size  # parameters (model card) and num_hidden_layers
     sliding_window: int | None = None
     use_sliding_window: bool | None = None  # Qwen2's switch; None where the config has none
 
 
-QWEN_7B = Facts("Qwen/Qwen2.5-7B-Instruct", "qwen2", 152064, "qwen2.5", False, 131072, False)
-QWEN_05B = Facts("Qwen/Qwen2.5-0.5B-Instruct", "qwen2", 151936, "qwen2.5", True)
-CODER_15B = Facts("Qwen/Qwen2.5-Coder-1.5B-Instruct", "qwen2", 151936, "qwen2.5", True)
-CODER_05B = Facts("Qwen/Qwen2.5-Coder-0.5B-Instruct", "qwen2", 151936, "qwen2.5", True)
-CODER_7B = Facts("Qwen/Qwen2.5-Coder-7B-Instruct", "qwen2", 152064, "qwen2.5", False)
-SMOL_17B = Facts("HuggingFaceTB/SmolLM2-1.7B-Instruct", "llama", 49152, "smollm2", True)
-SMOL_135M = Facts("HuggingFaceTB/SmolLM2-135M-Instruct", "llama", 49152, "smollm2", True)
-LLAMA_8B = Facts("meta-llama/Llama-3.1-8B-Instruct", "llama", 128256, "llama3", False)
-LLAMA_1B = Facts("meta-llama/Llama-3.2-1B-Instruct", "llama", 128256, "llama3", True)
-GEMMA_9B = Facts("google/gemma-2-9b-it", "gemma2", 256000, "gemma", True, 4096)
-VICUNA_68M = Facts("double7/vicuna-68m", "llama", 32000, "llama2", False)
-LAYERSKIP_1B = Facts("facebook/layerskip-llama3.2-1B", "llama", 128256, "llama3", True)
+QWEN_7B = Facts(
+    "Qwen/Qwen2.5-7B-Instruct", "qwen2", 152064, "qwen2.5", False, Size(7.62, 28), 131072, False
+)
+QWEN_05B = Facts("Qwen/Qwen2.5-0.5B-Instruct", "qwen2", 151936, "qwen2.5", True, Size(0.49, 24))
+CODER_15B = Facts(
+    "Qwen/Qwen2.5-Coder-1.5B-Instruct", "qwen2", 151936, "qwen2.5", True, Size(1.54, 28)
+)
+CODER_05B = Facts(
+    "Qwen/Qwen2.5-Coder-0.5B-Instruct", "qwen2", 151936, "qwen2.5", True, Size(0.49, 24)
+)
+CODER_7B = Facts(
+    "Qwen/Qwen2.5-Coder-7B-Instruct", "qwen2", 152064, "qwen2.5", False, Size(7.62, 28)
+)
+SMOL_17B = Facts(
+    "HuggingFaceTB/SmolLM2-1.7B-Instruct", "llama", 49152, "smollm2", True, Size(1.71, 24)
+)
+SMOL_135M = Facts(
+    "HuggingFaceTB/SmolLM2-135M-Instruct", "llama", 49152, "smollm2", True, Size(0.135, 30)
+)
+LLAMA_8B = Facts(
+    "meta-llama/Llama-3.1-8B-Instruct", "llama", 128256, "llama3", False, Size(8.03, 32)
+)
+LLAMA_1B = Facts(
+    "meta-llama/Llama-3.2-1B-Instruct", "llama", 128256, "llama3", True, Size(1.24, 16)
+)
+GEMMA_9B = Facts("google/gemma-2-9b-it", "gemma2", 256000, "gemma", True, Size(9.24, 42), 4096)
+VICUNA_68M = Facts("double7/vicuna-68m", "llama", 32000, "llama2", False, Size(0.068, 2))
+LAYERSKIP_1B = Facts(
+    "facebook/layerskip-llama3.2-1B", "llama", 128256, "llama3", True, Size(1.24, 16)
+)
 
 # Each pair's target and assistant (None: no model of its own). The embedded pair's models
-# are the GGUF conversions of the Coder 1.5B and 0.5B (assisted.embedded).
+# are the GGUF conversions of the Coder 1.5B and 0.5B (assisted.models.embedded).
 PAIR_FACTS: dict[str, tuple[str, Facts, str | None, Facts | None]] = {
     "embedded": ("embedded:target", CODER_15B, "embedded:assistant", CODER_05B),
     "embedded-prompt-lookup": ("embedded:target", CODER_15B, None, None),
+    "qwen2.5-coder-7b": (CODER_7B.model_id, CODER_7B, CODER_05B.model_id, CODER_05B),
     "qwen2.5-7b": (QWEN_7B.model_id, QWEN_7B, QWEN_05B.model_id, QWEN_05B),
     "smollm2-1.7b": (SMOL_17B.model_id, SMOL_17B, SMOL_135M.model_id, SMOL_135M),
     "llama-3.1-8b": (LLAMA_8B.model_id, LLAMA_8B, LLAMA_1B.model_id, LLAMA_1B),
@@ -64,6 +91,28 @@ def test_every_registry_pair_has_its_facts():
         spec = PAIRS[name]
         assert (spec.target, spec.assistant) == (target, assistant), name
         assert (assistant_facts is not None) == spec.drafter.has_model, name
+        assert spec.target_size == PAIR_FACTS[name][1].size, name
+        assert spec.assistant_size == (assistant_facts.size if assistant_facts else None), name
+
+
+def test_every_pair_with_an_assistant_model_that_auto_drives_drafts_under_auto():
+    for spec in PAIRS.values():
+        if spec.drafter.has_model and spec.drafter.auto_capable:
+            assert spec.draft.schedule == "auto", spec.name
+
+
+def test_the_default_pair_is_a_large_target_on_a_gpu_and_the_embedded_one_on_a_cpu():
+    assert default_pair_for("cpu") == DEFAULT_PAIR == "embedded"
+    gpu = PAIRS[default_pair_for("cuda")]
+    assert gpu.name == default_pair_for("cuda:0") == "qwen2.5-coder-7b"
+    assert gpu.target_size.billions >= 7 and gpu.drafter.has_model
+    assert gpu.weight_bytes() <= ZEROGPU_SLICE_BYTES / 2  # room for caches beside it
+    # Offered without it, the next qualifying pair; with none, the default as on a CPU.
+    rest = {name: spec for name, spec in PAIRS.items() if name != gpu.name}
+    assert default_pair_for("cuda", rest) == "qwen2.5-7b"
+    small = {name: PAIRS[name] for name in ("embedded", "smollm2-1.7b")}
+    assert default_pair_for("cuda", small) == "embedded"
+    assert default_pair_for("cuda", {"smollm2-1.7b": PAIRS["smollm2-1.7b"]}) == "smollm2-1.7b"
 
 
 def test_the_facts_say_which_pairs_transformers_takes_for_two_tokenizers():
@@ -74,7 +123,7 @@ def test_the_facts_say_which_pairs_transformers_takes_for_two_tokenizers():
         if assistant and assistant.tokenizer == target.tokenizer
         if assistant.vocab_size != target.vocab_size
     }
-    assert padded == {"qwen2.5-7b"}
+    assert padded == {"qwen2.5-7b", "qwen2.5-coder-7b"}
     gemma = PAIR_FACTS["gemma-2-9b-universal"]
     assert gemma[1].tokenizer != gemma[3].tokenizer  # universal: the sizes must differ too
     assert gemma[1].vocab_size != gemma[3].vocab_size
@@ -97,9 +146,15 @@ def tiny_models(tmp_path_factory) -> dict[str, str]:
             extra["use_sliding_window"] = model.use_sliding_window
         folder = root / model.model_id.replace("/", "--")
         build_model(
-            folder, tokenizers[model.tokenizer], seed, layers=6 if model is LAYERSKIP_1B else 2,
-            vocab_size=model.vocab_size, model_type=model.model_type, tie=model.tie, **extra,
-        )  # fmt: skip
+            folder,
+            tokenizers[model.tokenizer],
+            seed,
+            layers=6 if model is LAYERSKIP_1B else 2,
+            vocab_size=model.vocab_size,
+            model_type=model.model_type,
+            tie=model.tie,
+            **extra,
+        )
         folders[model.model_id] = str(folder)
     return folders
 

@@ -12,13 +12,14 @@ import pytest
 import torch
 from transformers.generation import utils as generation_utils
 
-from assisted import decoding, sampling, stats
-from assisted.decoding import RunDone
-from assisted.drafters import DrafterKind
-from assisted.observe import StepObserver
-from assisted.pairs import custom_pair, load_pair
-from assisted.record import RunRecord, Step
-from assisted.settings import DraftSettings, RunSettings
+from assisted.analysis import sampling, stats
+from assisted.core.drafters import DrafterKind
+from assisted.core.record import RunRecord, Step
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.engine.observe import StepObserver
+from assisted.models.pairs import custom_pair, load_pair
 
 PROMPT = "def add(a, b):"
 LOOKUP_PROMPT = "def add(a, b):\n    return a + b\n" * 3
@@ -213,7 +214,7 @@ def test_a_greedy_run_installs_nothing_and_records_no_probabilities(pair, monkey
     def refuse(*args, **kwargs):
         raise AssertionError("a greedy run must not watch its drafts")
 
-    monkeypatch.setattr("assisted.draft_probs.DraftProbabilities.watching", refuse)
+    monkeypatch.setattr("assisted.engine.draft_probs.DraftProbabilities.watching", refuse)
     record = assisted_run(pair, GREEDY)
     assert all(step.draft_p == step.draft_q == () for step in record.steps)
 
@@ -226,9 +227,16 @@ def test_the_greedy_json_has_no_key_of_sampling(pair):
     assisted = result["assisted"]
     assert not {"expected_acceptance_rate", "expected_acceptance_sd"} & set(assisted)
     assert set(assisted["per_step"][0]) == {
-        "text", "t_s", "step_s", "drafted", "accepted", "accepted_text", "rejected_text",
-        "draft_s", "source",
-    }  # fmt: skip
+        "text",
+        "t_s",
+        "step_s",
+        "drafted",
+        "accepted",
+        "accepted_text",
+        "rejected_text",
+        "draft_s",
+        "source",
+    }
 
 
 def test_the_sampled_json_lists_each_draft_and_kind(pair):

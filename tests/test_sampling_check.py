@@ -1,6 +1,6 @@
-"""The sampling check (`assisted.sampling_check`) on tiny models built here, with fixed seeds:
+"""The sampling check (`assisted.bench.sampling_check`) on tiny models built here, with fixed seeds:
 assisted sampling passes, the biased verifier is flagged, the JSON's shape, the benchmark's
-option; and the permutation test (`assisted.two_sample`) on synthetic draws, whose
+option; and the permutation test (`assisted.analysis.two_sample`) on synthetic draws, whose
 false-alarm rate is measured here: at most α = 5% by construction, 2.75% over 400 seeds."""
 
 from __future__ import annotations
@@ -10,10 +10,14 @@ import json
 import numpy as np
 import pytest
 
-from assisted import decoding, pairs, sampling_check, sampling_draws, two_sample
-from assisted.examples import Example
-from assisted.sampling_check import CheckSettings
-from assisted.settings import RunSettings, SettingsError
+from assisted.analysis import two_sample
+from assisted.analysis.sampling_evidence import ALPHA, PROMPT, TOKENS, CheckSettings, sentence
+from assisted.bench import sampling_check
+from assisted.core.examples import Example
+from assisted.core.settings import RunSettings, SettingsError
+from assisted.engine import decoding, sampling_draws
+from assisted.models import pairs
+from assisted.models.loading import end_ids
 from assisted.ui import gpu_time
 from tests.tiny import build_model, build_near_model, build_tokenizer
 
@@ -21,10 +25,32 @@ from tests.tiny import build_model, build_near_model, build_tokenizer
 # and the near assistant's drafts are kept about a third of the time.
 SETTINGS = CheckSettings(samples=60, tokens=3, prompt="The quick brown fox", temperature=0.3)
 RESULT_KEYS = {
-    "pair", "device", "dtype", "prompt", "prompt_tokens", "n", "k", "temperature", "top_p",
-    "seed", "drafter", "draft", "tv", "tv_plain", "bound", "p_value", "alpha", "permutations",
-    "passed", "assisted", "control", "power", "outcomes", "top", "seconds",
-}  # fmt: skip
+    "pair",
+    "device",
+    "dtype",
+    "prompt",
+    "prompt_tokens",
+    "n",
+    "k",
+    "temperature",
+    "top_p",
+    "seed",
+    "drafter",
+    "draft",
+    "tv",
+    "tv_plain",
+    "bound",
+    "p_value",
+    "alpha",
+    "permutations",
+    "passed",
+    "assisted",
+    "control",
+    "power",
+    "outcomes",
+    "top",
+    "seconds",
+}
 CONTROL_KEYS = {"verifier", "tv", "bound", "p_value", "flagged", "verifications", "drafted"}
 
 
@@ -84,20 +110,34 @@ def test_the_result_is_one_json_object_of_the_documented_shape(result):
     sets = ("plain", "plain_2", "assisted", "control")
     counts = [sum(row[name] for name in sets) for row in result["top"]]
     assert counts == sorted(counts, reverse=True) and result["outcomes"] >= len(counts)
-    text = sampling_check.sentence(result)
+    text = sentence(result)
     assert text.startswith("Checked on 60 samples of the first 3 tokens: TV ")
     assert "between two plain sets, within the bound" in text and "was flagged" in text
 
 
 def test_the_command_ends_stdout_with_the_json_line(dirs, capsys):
-    argv = ["--target", str(dirs / "target"), "--assistant", str(dirs / "near"),
-            "--dtype", "float32", "--device", "cpu", "--samples", "10", "--tokens", "2",
-            "--prompt", "The quick brown fox", "--no-control"]  # fmt: skip
+    argv = [
+        "--target",
+        str(dirs / "target"),
+        "--assistant",
+        str(dirs / "near"),
+        "--dtype",
+        "float32",
+        "--device",
+        "cpu",
+        "--samples",
+        "10",
+        "--tokens",
+        "2",
+        "--prompt",
+        "The quick brown fox",
+        "--no-control",
+    ]
     assert sampling_check.main(argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     last = json.loads(lines[-1])
     assert last["n"] == 10 and last["control"] is None and last["power"] is None
-    assert lines[-2] == sampling_check.sentence(last)
+    assert lines[-2] == sentence(last)
 
 
 def test_bad_settings_fail_before_any_model_loads(capsys):
@@ -113,13 +153,13 @@ def test_batched_plain_samples_follow_one_row_plain_runs(pair):
     run = SETTINGS.run_settings()
     ids = decoding.encode_prompt(pair, SETTINGS.prompt)
     batched = sampling_draws.plain_samples(pair, ids, run, 60)
-    eos = sampling_draws.end_ids(pair)
+    eos = frozenset(end_ids(pair.target.generation_config))
     single = []
     for seed in range(100, 160):
         events = decoding.run(pair, ids, "plain", run.with_(seed=seed))
         record = next(event for event in events if isinstance(event, decoding.RunDone)).record
         single.append(sampling_draws.first_tokens(record.token_ids, eos))
-    assert not two_sample.permutation_test(batched, single).flagged
+    assert not two_sample.permutation_test(batched, single, ALPHA).flagged
 
 
 def test_the_verifier_is_restored_however_the_control_ends():
@@ -137,18 +177,31 @@ def test_the_benchmark_option_runs_the_check_after_the_timed_runs(dirs, tmp_path
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"category": "chat", "turns": ["def add(a, b):"]}) + "\n")
-    argv = ["--prompts", str(prompts), "--repeats", "1", "--max-new-tokens", "4",
-            "--target", str(dirs / "target"), "--assistant", str(dirs / "near"),
-            "--dtype", "float32", "--device", "cpu"]  # fmt: skip
+    argv = [
+        "--prompts",
+        str(prompts),
+        "--repeats",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--target",
+        str(dirs / "target"),
+        "--assistant",
+        str(dirs / "near"),
+        "--dtype",
+        "float32",
+        "--device",
+        "cpu",
+    ]
     assert command.main([*argv, "--sampling-check", "1"]) == 2  # refused before loading
     assert "samples must be 2" in capsys.readouterr().err
     assert command.main([*argv, "--sampling-check", "10"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     report = json.loads(out[-1])
     check = report["sampling_check"]
-    assert check["n"] == 10 and check["k"] == sampling_check.TOKENS
-    assert check["prompt"] == sampling_check.PROMPT  # the check's own prompt, not the set's
-    assert f"Sampling: {sampling_check.sentence(check)}" in out
+    assert check["n"] == 10 and check["k"] == TOKENS
+    assert check["prompt"] == PROMPT  # the check's own prompt, not the set's
+    assert f"Sampling: {sentence(check)}" in out
     assert report["overall"]["prompts"] == 1  # the timed runs as ever
 
 
@@ -171,8 +224,8 @@ def test_the_false_alarm_rate_is_at_most_alpha():
     flagged = 0
     for seed in range(400):
         a, b = (list(rng.choice(len(SPREAD), 60, p=SPREAD)) for _ in range(2))
-        verdict = two_sample.permutation_test(a, b, seed=seed)
-        assert verdict.flagged == (verdict.p_value <= two_sample.ALPHA)
+        verdict = two_sample.permutation_test(a, b, ALPHA, seed=seed)
+        assert verdict.flagged == (verdict.p_value <= ALPHA)
         assert verdict.flagged == (verdict.tv > verdict.bound)
         flagged += verdict.flagged
     # 11 is the figure docs/benchmarks.md quotes; any count from 1 to 20 is within α.
@@ -184,8 +237,8 @@ def test_a_moved_distribution_is_flagged_and_the_power_says_so():
     moved = np.roll(SPREAD, 1)  # TV 0.39 from SPREAD
     a = list(rng.choice(len(SPREAD), 200, p=SPREAD))
     b = list(rng.choice(len(SPREAD), 200, p=moved))
-    assert two_sample.permutation_test(a, b).flagged
-    detected = two_sample.detectable_tv(a, b, 60)
+    assert two_sample.permutation_test(a, b, ALPHA).flagged
+    detected = two_sample.detectable_tv(a, b, 60, ALPHA)
     assert detected is not None and 0.1 < detected <= two_sample.tv_distance(a, b)
 
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from assisted import stats
-from assisted.record import RunRecord, Step
+from assisted.analysis import stats
+from assisted.core.record import RunRecord, Step
 
 
 def make_record(steps, mode="assisted", total_s=None, drafter="assistant", draft_s=()):

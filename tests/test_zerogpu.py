@@ -8,6 +8,7 @@ them all."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 
@@ -16,8 +17,8 @@ import pytest
 gradio_client = pytest.importorskip("gradio_client")
 
 import app  # noqa: E402
-from assisted import learnt_store, pairs  # noqa: E402
-from assisted.ui import gpu_time  # noqa: E402
+from assisted.models import learnt_store, pairs  # noqa: E402
+from assisted.ui import gpu_time, refusals  # noqa: E402
 from tests.serve import launch  # noqa: E402
 from tests.test_app import settings  # noqa: E402
 from tests.zerogpu import ZeroGPU  # noqa: E402
@@ -175,8 +176,9 @@ def test_zerogpu_a_comparison_asks_for_what_its_pair_was_measured_to_need(client
     measured = app._gpu_times.comparison(name, tokens, preloaded=True)
     client.predict(**settings(max_new_tokens=tokens), api_name="/compare")
     first, second = (request.duration_s for request in zerogpu.requests)
-    guess = gpu_time.MARGIN * (2 * tokens * gpu_time.FIRST_S_PER_TOKEN + gpu_time.FIRST_SETUP_S)
-    assert first == max(gpu_time.FLOOR_S, int(guess) + 1)
+    guess = gpu_time.first_guess(None)  # a custom pair: priced at the largest allowed
+    asked = gpu_time.MARGIN * (2 * tokens * guess.plain_s_per_token + guess.setup_s)
+    assert first == max(gpu_time.FLOOR_S, math.ceil(asked))
     assert measured.measured and second == measured.seconds
     assert second < first  # tiny models on a CPU: far faster than the first guess
 
@@ -262,3 +264,71 @@ def test_zerogpu_a_fork_taken_while_a_handler_holds_the_pairs_lock_runs(client, 
     finally:
         release.set()
     assert final[-1]["identical"] is True
+
+
+REFUSALS = [
+    (
+        refusals.QUOTA,
+        "You have exceeded your free ZeroGPU quota (65s requested vs. 30s left). "
+        "Try again in 0:09:30.",
+        "Sign in to Hugging Face",
+    ),
+    (
+        refusals.TOO_LONG,
+        "The requested GPU duration (400s) is larger than the maximum allowed",
+        "fewer new tokens",
+    ),
+    (
+        refusals.PENDING,
+        "You have too many ZeroGPU credits allocated to running tasks. "
+        "Try again once some of those tasks have completed.",
+        "once they have finished",
+    ),
+    (refusals.QUEUE, "No GPU was available after 60s. Try again later.", "in a minute"),
+    (refusals.CLIENT, "Expired ZeroGPU proxy token", "Reload the page"),
+]
+
+
+def refused_then_next(client, api_name: str, inputs: dict) -> tuple[str, str, list]:
+    """The error of a refused request, its last status line, and the next request's values."""
+    job = client.submit(**inputs, api_name=api_name)
+    with pytest.raises(gradio_client.exceptions.AppError) as raised:
+        job.result()
+    status = job.outputs()[-1][0] if job.outputs() else ""
+    return str(raised.value), status, client.predict(**inputs, api_name=api_name)
+
+
+@pytest.mark.parametrize(("title", "said", "advice"), REFUSALS)
+def test_zerogpu_a_refusal_is_a_clear_error_and_the_next_comparison_runs(
+    client, zerogpu, title, said, advice
+):
+    zerogpu.refusal = (title, said)
+    inputs = settings(max_new_tokens=8)
+    error, status, values = refused_then_next(client, "/compare", inputs)
+    headline = refusals.WORDS[title][0]
+    assert headline in error and advice in error and said.rstrip(".") in error
+    assert headline in status and advice in status  # the page says it too
+    assert values[-1]["identical"] is not None  # the next request ran to its result
+
+
+def test_zerogpu_a_refused_benchmark_says_why_and_the_next_one_runs(client, zerogpu):
+    title, said, advice = REFUSALS[0]
+    zerogpu.refusal = (title, said)
+    error, status, values = refused_then_next(client, "/benchmark", bench_inputs())
+    assert advice in error and refusals.WORDS[title][0] in status
+    assert values[-1]["overall"]["speedup_geomean"] is not None
+
+
+def test_zerogpu_an_aborted_call_is_a_clear_error_and_the_next_comparison_runs(client, zerogpu):
+    zerogpu.reuse, zerogpu.abort = False, True  # a fresh fork, which dies mid-call
+    try:
+        job = client.submit(**settings(max_new_tokens=8), api_name="/compare")
+        with pytest.raises(gradio_client.exceptions.AppError) as raised:
+            job.result()
+    finally:
+        zerogpu.abort = False
+    happened, advice = refusals.ABORTED_WORDS
+    assert happened in str(raised.value) and advice in str(raised.value)
+    assert happened in job.outputs()[-1][0]
+    values = client.predict(**settings(max_new_tokens=8), api_name="/compare")
+    assert values[-1]["identical"] is not None

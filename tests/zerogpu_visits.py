@@ -28,8 +28,8 @@ def main() -> int:
     import pytest
 
     import app
-    from assisted.examples import load_folder
-    from assisted.registry import PAIRS
+    from assisted.core.examples import load_folder
+    from assisted.models.registry import PAIRS
     from tests.serve import launch
     from tests.zerogpu import ZeroGPU
 

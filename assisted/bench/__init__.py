@@ -4,15 +4,18 @@ One job per module:
 - `planning`: the prompts and drafting variants to compare, checked before a model loads;
 - `measuring`: `benchmark()`, the timed runs on a loaded pair;
 - `reporting`: runs in, figures, text tables and a chart out (no models);
-- `__main__`: `python -m assisted.bench`, its options and progress bar;
-- `lean_timing`: `python -m assisted.bench.lean_timing`, the lean drafting loop's saving;
-- `precisions`: `python -m assisted.bench.precisions`, the assistant's precisions compared
-  (weights, drafting cost, acceptance, speedup).
+- `shares`: each run's share of the oracle, modelled and measured;
+- `sampling_check`: `python -m assisted.bench.sampling_check`, sampled assisted output held
+  against plain sampling, in distribution;
+- `__main__`: `python -m assisted.bench`, its options and progress bar.
 
 The app calls `benchmark()` (a generator of Progress events ending with Finished) on a
 loaded pair, then `render()` and `draw_chart()` on the report. What the app and the tests
 use is imported here; the command's own functions stay in `__main__`, which importing this
 package does not run.
+
+May import: `core`, `policy`, `analysis`, `models`, `engine`; its entry points also read
+the CLI's options (`assisted.arguments`).
 """
 
 from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark

@@ -7,7 +7,7 @@
 stdout: a card for people, then one line of JSON, the report (its shape is in
 `assisted.bench.reporting`). `--out DIR` also writes `runs.jsonl` (one line per timed run),
 `report.json` and `speedup.png`, only once everything has succeeded. Progress goes to stderr.
-`--sampling-check` adds the sampling check (`assisted.sampling_check`, at its defaults, N
+`--sampling-check` adds the sampling check (`assisted.bench.sampling_check`, at its defaults, N
 samples per set) after the timed runs: the report's `sampling_check`, and its sentence on
 the card.
 """
@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from assisted.analysis.sampling_evidence import SAMPLES, CheckSettings, sentence
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
 from assisted.bench.planning import (
@@ -33,12 +34,11 @@ from assisted.bench.planning import (
     select_examples,
 )
 from assisted.bench.reporting import render, write_out
-from assisted.drafters import DRAFTER_NAMES
-from assisted.examples import EXAMPLES_DIR, Example, ExamplesError
-from assisted.examples import load as load_examples
-from assisted.pairs import PairError, PairSpec, load_pair
-from assisted.sampling_check import SAMPLES, CheckSettings, sentence
-from assisted.settings import RunSettings, SettingsError
+from assisted.core.drafters import DRAFTER_NAMES
+from assisted.core.examples import EXAMPLES_DIR, Example, ExamplesError
+from assisted.core.examples import load as load_examples
+from assisted.core.settings import RunSettings, SettingsError
+from assisted.models.pairs import PairError, PairSpec, load_pair
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -49,10 +49,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "by category, predicted or fitted beside measured.",
     )
     parser.add_argument(
-        "--prompts", action="append", type=Path, metavar="PATH",
+        "--prompts",
+        action="append",
+        type=Path,
+        metavar="PATH",
         help=f"an examples folder (CATEGORY/NAME.txt) or a JSONL file; repeatable "
         f"(default: {EXAMPLES_DIR.name}/)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--categories",
         type=comma_list,
@@ -65,10 +68,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     add_pair_options(parser)
     parser.add_argument(
-        "--drafters", type=comma_list, metavar="KIND[,KIND...]",
+        "--drafters",
+        type=comma_list,
+        metavar="KIND[,KIND...]",
         help=f"comma list of drafters to compare with one plain baseline: "
         f"{', '.join(DRAFTER_NAMES)} (default: the pair's own)",
-    )  # fmt: skip
+    )
     add_run_options(parser)
     sweep = parser.add_argument_group(
         "draft settings (default: the pair's own; a comma list sweeps the values)"
@@ -80,31 +85,41 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     sweep.add_argument("--prompt-lookup-num-tokens", type=_list(int), metavar="N[,N...]")
     sweep.add_argument("--max-matching-ngram-size", type=_list(int), metavar="N[,N...]")
     sweep.add_argument(
-        "--assistant-quant", type=_list(str), metavar="auto|none|int8|int8-wo|int4-wo",
-        help="the assistant model's precision (none: the pair's dtype); the target's never "
-        "changes",
-    )  # fmt: skip
+        "--assistant-quant",
+        type=_list(str),
+        metavar="auto|none|int8|int8-wo|int4-wo",
+        help="the assistant model's precision (none: the pair's dtype); the target's never changes",
+    )
     sweep.add_argument(
-        "--lookup", type=_list(str), metavar="suffix|transformers",
+        "--lookup",
+        type=_list(str),
+        metavar="suffix|transformers",
         help="prompt lookup's matches (also the auto schedule's): suffix, or Transformers' own",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--variant", action="append", metavar="KEY=VALUE[,KEY=VALUE...]",
+        "--variant",
+        action="append",
+        metavar="KEY=VALUE[,KEY=VALUE...]",
         help="one variant with exactly these settings, instead of the sweep's product; "
         "repeatable (e.g. --variant schedule=constant,num-assistant-tokens=2 "
         "--variant schedule=auto,num-assistant-tokens=8)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--overhead", action="store_true",
+        "--overhead",
+        action="store_true",
         help="also time streamed run() against a bare generate() on the first prompt",
-    )  # fmt: skip
+    )
     parser.add_argument("--out", type=Path, metavar="DIR", help="write runs, report and chart")
     parser.add_argument(
-        "--sampling-check", type=int, nargs="?", const=SAMPLES, metavar="N",
+        "--sampling-check",
+        type=int,
+        nargs="?",
+        const=SAMPLES,
+        metavar="N",
         help="after the timed runs, check that assisted sampling follows the target's "
         f"distribution on N samples per set (default {SAMPLES}; python -m "
-        "assisted.sampling_check has its other settings)",
-    )  # fmt: skip
+        "assisted.bench.sampling_check has its other settings)",
+    )
     return parser.parse_args(argv)
 
 

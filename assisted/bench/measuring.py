@@ -1,13 +1,13 @@
 """Measuring a benchmark: every prompt timed plain and with every variant, on one loaded pair.
 
-Method: every variant prepared first (`assisted.prepare`); then, per prompt, a short
+Method: every variant prepared first (`assisted.engine.prepare`); then, per prompt, a short
 untimed warm-up of the prompt in every mode, then `--repeats` rounds of one plain run and
 one assisted run per drafter. The order flips from round to
 round and from prompt to prompt (plain first, then the drafters; next time the reverse), so
 slow drift of the machine (heat, other load) falls on both sides alike. Every drafter is
 compared with the same plain baseline.
 
-`assisted.decoding` (and with it torch) is imported inside the functions that run models, so
+`assisted.engine.decoding` (and with it torch) is imported inside the functions that run models, so
 the app can import this package without loading torch.
 """
 
@@ -15,19 +15,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from assisted import sampling_check, stats
+from assisted.analysis import stats
+from assisted.analysis.sampling_evidence import CheckSettings
+from assisted.bench import sampling_check
 from assisted.bench.planning import BenchError, Variant, with_drafter
 from assisted.bench.reporting import Run, overhead_percent, report
-from assisted.drafters import DrafterKind
-from assisted.examples import Example
-from assisted.learnt import LearntSnapshot
-from assisted.lookup import copies_template, template_ngrams
-from assisted.pairs import LoadedPair
-from assisted.record import RunRecord
-from assisted.settings import WARMUP_TOKENS, DraftSettings, RunSettings
+from assisted.core.drafters import DrafterKind
+from assisted.core.examples import Example
+from assisted.core.record import RunRecord
+from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
+from assisted.engine.lookup import copies_template, template_ngrams
+from assisted.models.pairs import LoadedPair
+from assisted.policy.learnt import LearntSnapshot
 
 REPEATS = 3  # rounds per prompt; medians need at least three to shrug off one outlier
 
@@ -64,7 +66,7 @@ def benchmark(
     overhead: bool = False,
     stop: threading.Event | None = None,
     acceptance: LearntSnapshot | None = None,
-    check: sampling_check.CheckSettings | None = None,
+    check: CheckSettings | None = None,
 ) -> Iterator[Progress | Finished]:
     """Time every prompt plain and with every variant; yield Progress, then Finished.
 
@@ -72,11 +74,11 @@ def benchmark(
     Finished is yielded, since a report of a partial set would mislead. `acceptance` is
     where the `auto` policy starts: what the prompts before these left, for a benchmark
     split into parts (the app on ZeroGPU, one GPU call per part); None is no acceptance.
-    `check`: after the timed runs, the sampling check (`assisted.sampling_check`) with
+    `check`: after the timed runs, the sampling check (`assisted.bench.sampling_check`) with
     the pair's own drafter, whose result the report holds as `sampling_check`; its draws
     count in the progress."""
-    from assisted import decoding
-    from assisted.prepare import prepare
+    from assisted.engine import decoding
+    from assisted.engine.prepare import prepare
 
     settings.validate()
     if repeats < 1:
@@ -92,14 +94,14 @@ def benchmark(
     total += check.validate().draws() if check is not None else 0
     session = _Session(pair, variants, drafting, settings, repeats, stop, total)
     yield session.progress("warming up")
-    # Every variant prepared before any run (`assisted.prepare`: copies, calibration, the
+    # Every variant prepared before any run (`assisted.engine.prepare`: copies, calibration, the
     # learnt state read), so that no timed run prepares.
     for variant in variants:
         prepared = prepare(drafting[variant.drafter], variant.draft, settings)
         special = prepared.never_drafted
         session.templates[variant.name] = (special, template_ngrams(prepared.template_ids, special))
     # A benchmark starts from no acceptance, so that its figures do not depend on what the
-    # pair ran before, in this process or in an earlier one (`assisted.learnt_store`), nor
+    # pair ran before, in this process or in an earlier one (`assisted.models.learnt_store`), nor
     # on whether this process had to warm up; a part of a split benchmark starts from what
     # the parts before it left. What its runs teach never reaches the file: the pair's own
     # acceptance is back once it ends. The costs, facts about the machine, stay, and are
@@ -194,7 +196,7 @@ def _time_overheads(
 
 
 def _sampling_check(
-    session: _Session, check: sampling_check.CheckSettings
+    session: _Session, check: CheckSettings
 ) -> Generator[Progress, None, dict | None]:
     """The sampling check on the benchmark's pair, its draws counted on from the timed
     runs; its result, or None if the benchmark was stopped."""
@@ -214,7 +216,7 @@ def _time_prompt(
 ) -> Generator[Progress, None, bool]:
     """Warm the prompt up untimed in every mode, then time its rounds (the `index`th prompt,
     which sets the order). Returns False if the benchmark was stopped."""
-    from assisted import decoding
+    from assisted.engine import decoding
 
     pair, settings, stop = session.pair, session.settings, session.stop
     # The `auto` policy starts each run from the acceptance the pair's earlier runs saw.
@@ -223,10 +225,10 @@ def _time_prompt(
     learnt = pair.learnt.snapshot()
     yield session.progress(f"{example.label}: warm-up")
     warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
-    _drain(decoding.run(pair, ids, "plain", warmup, stop=stop))
+    decoding.drain(decoding.run(pair, ids, "plain", warmup, stop=stop))
     for variant in session.variants:
         drafter = session.drafting[variant.drafter]
-        _drain(decoding.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
+        decoding.drain(decoding.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
     for repeat in range(session.repeats):
         for variant in _run_order(session.variants, index, repeat):
             if stop is not None and stop.is_set():
@@ -243,7 +245,7 @@ def _time_prompt(
                     variant.draft,
                     stop,
                 )
-            record = _drain(events)
+            record = decoding.drain(events)
             if record.stopped:
                 return False
             name = variant.name if variant else None
@@ -264,16 +266,6 @@ def _run_order(variants: Sequence[Variant], index: int, repeat: int) -> list[Var
     return order
 
 
-def _drain(events: Iterable[object]) -> RunRecord:
-    """Run a run's events through; its record, from the last event that carries one."""
-    record = None
-    for event in events:
-        record = getattr(event, "record", record)
-    if record is None:
-        raise RuntimeError("the run ended without a record")
-    return record
-
-
 def _time_per_token(
     pair: LoadedPair,
     ids: list[int],
@@ -287,10 +279,10 @@ def _time_per_token(
     bare generate() for none of them.
 
     The bare call runs in a worker thread too, as `run()`'s generate() does: on a CPU,
-    OpenMP behaves differently on the main thread (the tiny test models ran 10× slower
-    there on a busy 2-core machine), which would pass for our overhead.
+    OpenMP behaves differently on the main thread (on a busy 2-core machine the tiny test
+    models run many times slower there), which would pass for our overhead.
     """
-    from assisted import decoding
+    from assisted.engine import decoding
 
     if bare:
         result: list = []
@@ -304,5 +296,5 @@ def _time_per_token(
         tokens, seconds = result[0]
         return seconds / max(1, len(tokens))
     start = time.perf_counter()
-    record = _drain(decoding.run(pair, ids, mode, settings, draft))
+    record = decoding.drain(decoding.run(pair, ids, mode, settings, draft))
     return (time.perf_counter() - start) / max(1, stats.new_tokens(record))

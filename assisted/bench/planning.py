@@ -10,10 +10,10 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from assisted.drafters import DrafterKind
-from assisted.examples import Example
-from assisted.pairs import LoadedPair, PairSpec
-from assisted.settings import DraftSettings, SettingsError
+from assisted.core.drafters import DrafterKind
+from assisted.core.examples import Example
+from assisted.core.settings import DraftSettings, SettingsError
+from assisted.models.pairs import LoadedPair, PairSpec
 
 EARLY_EXIT_LAYER = 4  # draft layer for early exit when the pair names none (LayerSkip's)
 
@@ -156,7 +156,7 @@ def parse_variant(spec: PairSpec, text: str, default_drafter: str) -> Variant:
 
 def _check_ngram_size(what: str, lookups: Sequence[str]) -> None:
     """An n-gram size means something to Transformers' lookup only: the suffix lookup
-    matches 2 to 8 tokens (`assisted.lookup`), so a size given for it alone is refused."""
+    matches 2 to 8 tokens (`assisted.engine.lookup`), so a size given for it alone is refused."""
     if "transformers" not in lookups:
         raise BenchError(f"{what} applies to lookup=transformers, not {', '.join(lookups)}")
 

@@ -1,6 +1,6 @@
 """Reporting a benchmark: timed runs in, figures, text tables and a chart out. No models here.
 
-Figures (terms as defined in `assisted.stats`):
+Figures (terms as defined in `assisted.analysis.stats`):
 - a prompt's **speedup** = median assisted tokens/s ÷ median plain tokens/s over the
   repeats (a tokens/s ratio, so runs of different lengths still compare);
 - its **acceptance rate** and **tokens per step** pool all its assisted runs (Σ/Σ);
@@ -10,7 +10,7 @@ Figures (terms as defined in `assisted.stats`):
   cost ratio, a fit to that repeat rather than a forecast (the tables say "fitted"); its
   **prediction** names which ("policy" or "leviathan-fitted");
 - **identical** means every assisted run produced exactly the plain run's tokens; a
-  prompt's **outcome** is the most worrying of its repeats' (`assisted.divergence`:
+  prompt's **outcome** is the most worrying of its repeats' (`assisted.analysis.divergence`:
   identical, near-tie, not judged, unexplained), and groups count prompts by outcome.
 - **template draft runs**: the assisted runs in which some prompt-lookup draft copied the
   chat template, a special token or a run of `lookup.TEMPLATE_RUN` tokens of its text (the
@@ -40,11 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assisted import divergence, stats
+from assisted.analysis import divergence, stats
 from assisted.bench import shares
 from assisted.bench.planning import Variant
-from assisted.record import RunRecord
-from assisted.settings import RunSettings
+from assisted.core.figures import rounded
+from assisted.core.record import RunRecord
+from assisted.core.settings import RunSettings
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -93,21 +94,21 @@ def summarize_prompt(
     curve = assisted[-1].verify_cost_s if assisted else []
     summary = {
         "speedup": _ratio(assisted_rate, plain_rate),
-        "plain_tokens_per_s": _round(plain_rate),
-        "assisted_tokens_per_s": _round(assisted_rate),
+        "plain_tokens_per_s": rounded(plain_rate),
+        "assisted_tokens_per_s": rounded(assisted_rate),
         "acceptance_rate": _ratio(accepted, drafted),
         "tokens_per_step": _ratio(tokens, steps),
-        "predicted_speedup": _round(stats.median([c["predicted_speedup"] for c in compared])),
+        "predicted_speedup": rounded(stats.median([c["predicted_speedup"] for c in compared])),
         "prediction": _prediction(c["prediction"] for c in compared),
-        "alpha": _round(stats.median([c["alpha"] for c in compared])),
+        "alpha": rounded(stats.median([c["alpha"] for c in compared])),
         "mean_drafted": _ratio(drafted, steps),
-        "cost_ratio": _round(stats.median([c["cost_ratio"] for c in compared])),
+        "cost_ratio": rounded(stats.median([c["cost_ratio"] for c in compared])),
         "identical": all(c["identical"] for c in compared),
         "first_divergence": min(divergences, default=None),
         "outcome": divergence.worst([divergence.outcome(c["divergence"]) for c in compared]),
         "assistant_precision": assisted[0].assistant_precision if assisted else None,
-        "new_tokens": _round(stats.median([stats.new_tokens(r) for r in assisted])),
-        "plain_new_tokens": _round(stats.median([stats.new_tokens(r) for r in plain])),
+        "new_tokens": rounded(stats.median([stats.new_tokens(r) for r in assisted])),
+        "plain_new_tokens": rounded(stats.median([stats.new_tokens(r) for r in plain])),
         "repeats": len(compared),
         # Assisted runs whose drafts copied the chat template (None: not counted).
         "template_draft_runs": sum(count > 0 for count in counted) if counted else None,
@@ -117,7 +118,7 @@ def summarize_prompt(
         "steps": steps,
         "assisted_tokens": tokens,
         # The `auto` schedule's T(k) after the last repeat ([] under the others).
-        "verify_cost_s": [[k, _round(s, 6)] for k, s in curve],
+        "verify_cost_s": [[k, rounded(s, 6)] for k, s in curve],
     } | shares.prompt_fields(plain, assisted)
     return summary | {"measured_share": shares.measured_share(summary)}
 
@@ -134,19 +135,19 @@ def summarize_group(rows: Sequence[dict]) -> dict:
         if r["predicted_speedup"] is not None and r["speedup"]
     ]
     return {
-        "speedup": _round(stats.median(speedups)),
-        "speedup_geomean": _round(stats.geometric_mean(speedups)),
-        "plain_tokens_per_s": _round(stats.median([r["plain_tokens_per_s"] for r in rows])),
-        "assisted_tokens_per_s": _round(stats.median([r["assisted_tokens_per_s"] for r in rows])),
+        "speedup": rounded(stats.median(speedups)),
+        "speedup_geomean": rounded(stats.geometric_mean(speedups)),
+        "plain_tokens_per_s": rounded(stats.median([r["plain_tokens_per_s"] for r in rows])),
+        "assisted_tokens_per_s": rounded(stats.median([r["assisted_tokens_per_s"] for r in rows])),
         "acceptance_rate": _ratio(
             sum(r["accepted"] for r in rows), sum(r["drafted"] for r in rows)
         ),
         "tokens_per_step": _ratio(
             sum(r["assisted_tokens"] for r in rows), sum(r["steps"] for r in rows)
         ),
-        "predicted_speedup": _round(stats.median(predicted)),
-        "predicted_speedup_geomean": _round(stats.geometric_mean(predicted)),
-        "predicted_over_measured": _round(stats.geometric_mean(ratios)),
+        "predicted_speedup": rounded(stats.median(predicted)),
+        "predicted_speedup_geomean": rounded(stats.geometric_mean(predicted)),
+        "predicted_over_measured": rounded(stats.geometric_mean(ratios)),
         "prediction": _prediction(r["prediction"] for r in rows),
         "prompts": len(rows),
         "assisted_runs": sum(r["repeats"] for r in rows),
@@ -215,8 +216,8 @@ def report(
 
 def _prediction(models: Iterable[str | None]) -> str | None:
     """The model that made these predictions (`stats.compare`'s `prediction`); None where
-    there are none, or where they mix (rows of one drafter share its schedule, so they
-    cannot, short of records made before the policy kept its expectations)."""
+    there are none, or where they mix (rows of one drafter share its schedule, so only
+    records saved without the policy's expectations can mix them)."""
     named = {model for model in models if model}
     return named.pop() if len(named) == 1 else None
 
@@ -230,11 +231,7 @@ def _total(counts: Iterable[int | None]) -> int | None:
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or not denominator:
         return None
-    return _round(numerator / denominator)
-
-
-def _round(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None else round(value, digits)
+    return rounded(numerator / denominator)
 
 
 def overhead_percent(bare_s: Sequence[float], run_s: Sequence[float]) -> float | None:
@@ -242,7 +239,7 @@ def overhead_percent(bare_s: Sequence[float], run_s: Sequence[float]) -> float |
     bare, streamed = stats.median(bare_s), stats.median(run_s)
     if not bare or streamed is None:
         return None
-    return _round((streamed / bare - 1) * 100, 2)
+    return rounded((streamed / bare - 1) * 100, 2)
 
 
 # -- showing ---------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The benchmark's oracle figures: how much of the best schedule in hindsight a drafter's
-runs reached (`assisted.oracle`), per prompt, per category and overall.
+runs reached (`assisted.analysis.oracle`), per prompt, per category and overall.
 
 Two shares, both of the oracle's modelled speedup:
 - **modelled** (the policy): the run's own choices priced by its costs, against the
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from assisted import oracle, stats
-from assisted.record import RunRecord
+from assisted.analysis import oracle, stats
+from assisted.core.figures import rounded
+from assisted.core.record import RunRecord
 
 
 def prompt_fields(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) -> dict:
@@ -34,10 +35,10 @@ def prompt_fields(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) -> 
     agreeing = sum(f["agreeing_steps"] for f in found)
     drafting = sum(f["drafting_steps"] for f in found)
     return {
-        "oracle_speedup": _round(stats.median([f["speedup_modelled"] for f in found])),
-        "modelled_share": _round(stats.median([f["policy_share"] for f in found])),
-        "oracle_agreement": _round(agreeing / drafting) if drafting else None,
-        "oracle_seconds": _round(stats.median([f["seconds"] for f in found])),
+        "oracle_speedup": rounded(stats.median([f["speedup_modelled"] for f in found])),
+        "modelled_share": rounded(stats.median([f["policy_share"] for f in found])),
+        "oracle_agreement": rounded(agreeing / drafting) if drafting else None,
+        "oracle_seconds": rounded(stats.median([f["seconds"] for f in found])),
         # Pooled counts, so groups can pool them in turn.
         "oracle_agreeing": agreeing,
         "oracle_drafting": drafting,
@@ -48,7 +49,7 @@ def measured_share(row: dict) -> float | None:
     """A prompt's measured speedup over its oracle's."""
     if row.get("speedup") is None or not row.get("oracle_speedup"):
         return None
-    return _round(row["speedup"] / row["oracle_speedup"])
+    return rounded(row["speedup"] / row["oracle_speedup"])
 
 
 def group_fields(rows: Sequence[dict]) -> dict:
@@ -59,13 +60,13 @@ def group_fields(rows: Sequence[dict]) -> dict:
     agreeing = sum(r.get("oracle_agreeing") or 0 for r in rows)
     drafting = sum(r.get("oracle_drafting") or 0 for r in rows)
     return {
-        "oracle_speedup": _round(stats.median([r["oracle_speedup"] for r in found])),
-        "oracle_speedup_geomean": _round(oracle_geomean),
-        "modelled_share": _round(stats.geometric_mean([r["modelled_share"] for r in found])),
-        "measured_share": _round(measured / oracle_geomean)
+        "oracle_speedup": rounded(stats.median([r["oracle_speedup"] for r in found])),
+        "oracle_speedup_geomean": rounded(oracle_geomean),
+        "modelled_share": rounded(stats.geometric_mean([r["modelled_share"] for r in found])),
+        "measured_share": rounded(measured / oracle_geomean)
         if measured and oracle_geomean
         else None,
-        "oracle_agreement": _round(agreeing / drafting) if drafting else None,
+        "oracle_agreement": rounded(agreeing / drafting) if drafting else None,
         "oracle_prompts": len(found),
     }
 
@@ -85,7 +86,3 @@ def overall_line(overall: dict) -> str:
 
 def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
-
-
-def _round(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None else round(value, digits)

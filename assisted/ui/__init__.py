@@ -2,12 +2,17 @@
 share.
 
 Compare: `compare_tab` wires the tab's events to its handlers, `compare_layout` places its
-components, `live` renders a streaming comparison to the outputs' values, and
-`compare_format` and `compare_charts` turn records and statistics into HTML, text and
-chart rows. Benchmark: `benchmark_tab` (layout, events, handlers) and `benchmark_format`.
+components, `live` renders a streaming comparison to the outputs' values, `chunks` turns a
+run's steps into the values shown, and `compare_format`, `draws_format` and
+`compare_charts` turn them and the statistics into HTML, text and chart rows.
+Benchmark: `benchmark_tab` (events, handlers), `benchmark_layout` and `benchmark_format`.
 Both: `outputs` names each tab's outputs, `shared` loads pairs, `pace` keeps how fast each
-pair decodes, `numbers` says how a figure reads, and `page` holds the text, style and
-script around the tabs. The format, chart, outputs, pace and numbers modules import
-neither gradio nor torch. Nothing else in `assisted` imports this package, so the CLI and
-the benchmark never load Gradio.
+pair decodes, `numbers` says how a figure reads, `gpu_time` sizes a ZeroGPU call's
+request, and `page` holds the text, style and script around the tabs. The app's own
+machinery: `device_queue` (one request at a time on the device) and `stop_flags` (Stop
+requests a forked GPU worker can see). The format, chart, outputs, pace and numbers
+modules import neither gradio nor torch.
+
+May import every layer but the lab. Nothing else in `assisted` imports this package, so
+the CLI and the benchmark never load Gradio.
 """

@@ -7,8 +7,8 @@ Every figure comes from `assisted.bench.report(...)`; this module only formats.
 
 from __future__ import annotations
 
-from assisted import sampling_check, stats
-from assisted.settings import WARMUP_TOKENS
+from assisted.analysis import sampling_evidence, stats
+from assisted.core.settings import WARMUP_TOKENS
 from assisted.ui.numbers import number, percent
 from assisted.ui.pace import Pace
 
@@ -17,13 +17,27 @@ from assisted.ui.pace import Pace
 CPU_SECONDS_PER_TOKEN = 0.5
 
 CATEGORY_HEADERS = [
-    "category", "drafter", "prompts", "speedup", "acceptance rate", "tokens per step",
-    "predicted / fitted speedup", "identical",
-]  # fmt: skip
+    "category",
+    "drafter",
+    "prompts",
+    "speedup",
+    "acceptance rate",
+    "tokens per step",
+    "predicted / fitted speedup",
+    "identical",
+]
 PROMPT_HEADERS = [
-    "category", "prompt", "drafter", "plain tok/s", "assisted tok/s", "speedup",
-    "acceptance rate", "tokens per step", "predicted / fitted speedup", "identical",
-]  # fmt: skip
+    "category",
+    "prompt",
+    "drafter",
+    "plain tok/s",
+    "assisted tok/s",
+    "speedup",
+    "acceptance rate",
+    "tokens per step",
+    "predicted / fitted speedup",
+    "identical",
+]
 
 
 def bench_runs(prompts: int, drafters: int, repeats: int) -> int:
@@ -120,7 +134,7 @@ def _identical(row: dict) -> str:
 
 def _identical_prompts(group: dict) -> str:
     """Identical prompts of all, and how the others diverged."""
-    not_judged = group.get("not_judged_prompts") or 0  # absent from older reports
+    not_judged = group.get("not_judged_prompts") or 0  # absent from reports written without it
     return (
         f"{group['identical_prompts']}/{group['prompts']} (near-tie "
         f"{group['near_tie_prompts']}, unexplained {group['unexplained_prompts']}"
@@ -190,7 +204,7 @@ def bench_overall_markdown(report: dict) -> str:
             f"{_identical_prompts(overall)}"
         )
     if report.get("sampling_check"):
-        lines.append(f"**Sampling check**: {sampling_check.sentence(report['sampling_check'])}")
+        lines.append(f"**Sampling check**: {sampling_evidence.sentence(report['sampling_check'])}")
     return "\n\n".join(lines)
 
 

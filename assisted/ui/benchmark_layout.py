@@ -3,32 +3,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import gradio as gr
 import pandas as pd
 
-from assisted.sampling_check import SAMPLES
-from assisted.settings import ASSISTANT_QUANTS, MAX_NEW_TOKENS_CAP
+from assisted.analysis.sampling_evidence import SAMPLES
+from assisted.core.settings import ASSISTANT_QUANTS, MAX_NEW_TOKENS_CAP
 from assisted.ui.benchmark_format import CATEGORY_HEADERS, PROMPT_HEADERS
-
-if TYPE_CHECKING:
-    from assisted.ui.benchmark_tab import Benchmarking
+from assisted.ui.shared import Config
 
 BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens
 BENCH_MAX_PROMPTS = 3  # prompts per category (examples/ has three)
 BENCH_MAX_REPEATS = 3
-# The sampling check's samples per set: its default took 6.5 minutes on a busy 2-core CPU
+# The sampling check's samples per set: its default takes 6.5 minutes on a busy 2-core CPU
 # (docs/benchmarks.md#sampling-check), so four times as many take the better part of half an
 # hour there.
 BENCH_MAX_CHECK_SAMPLES = 4 * SAMPLES
 
 
 def choices(
-    handlers: Benchmarking, categories: list[str]
+    config: Config, drafters: list[str], categories: list[str]
 ) -> tuple[gr.Dropdown, gr.CheckboxGroup, gr.CheckboxGroup, gr.CheckboxGroup]:
-    """The pair, categories, drafters and assistant precisions to benchmark."""
-    config = handlers.loader.config
+    """The pair, categories, drafters and assistant precisions to benchmark: `drafters` are
+    the default pair's choices."""
     spec = config.registry[config.default_pair]
     pair = gr.Dropdown(
         list(config.registry),
@@ -40,8 +36,8 @@ def choices(
     chosen = gr.CheckboxGroup(
         categories, value=categories, label="Categories", elem_id="bench-categories"
     )
-    drafters = gr.CheckboxGroup(
-        handlers.drafters_for(config.default_pair)[0]["choices"],
+    drafted = gr.CheckboxGroup(
+        drafters,
         value=[spec.drafter.value],
         label="Drafters (each compared with the same plain runs)",
         elem_id="bench-drafters",
@@ -56,7 +52,7 @@ def choices(
         visible=spec.drafter.has_model,
         elem_id="bench-quants",
     )
-    return pair, chosen, drafters, quants
+    return pair, chosen, drafted, quants
 
 
 def sizes() -> tuple[gr.Slider, gr.Slider, gr.Slider]:

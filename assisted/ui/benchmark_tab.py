@@ -6,19 +6,18 @@ progress; its last output is the report that `python -m assisted.bench` prints.
 """
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import gradio as gr
 import pandas as pd
 
 from assisted import bench
-from assisted.drafters import DrafterKind
-from assisted.examples import Example
-from assisted.learnt import LearntSnapshot
-from assisted.pairs import PairSpec
-from assisted.sampling_check import CheckSettings
-from assisted.settings import RunSettings, SettingsError
-from assisted.stop_flags import StopFlag
+from assisted.analysis.sampling_evidence import CheckSettings
+from assisted.core.drafters import DrafterKind
+from assisted.core.examples import Example
+from assisted.core.settings import RunSettings, SettingsError
+from assisted.models.pairs import PairSpec
+from assisted.policy.learnt import LearntSnapshot
 from assisted.ui import benchmark_layout as layout
 from assisted.ui.benchmark_format import (
     CATEGORY_HEADERS,
@@ -33,7 +32,9 @@ from assisted.ui.benchmark_format import (
 from assisted.ui.benchmark_layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS, BENCH_MAX_REPEATS
 from assisted.ui.gpu_time import CallReport, benchmark_calls
 from assisted.ui.outputs import BenchmarkOutputs
+from assisted.ui.refusals import Refused, explained
 from assisted.ui.shared import VISITORS_AT_ONCE, PairLoader, Stops, in_order, updating_only, whole
+from assisted.ui.stop_flags import StopFlag
 
 NOTE = """
 Times the example prompts, category by category: each prompt runs plain and with each chosen
@@ -45,10 +46,21 @@ minutes: start with one category. The device is busy for Compare until the bench
 """
 
 StreamBenchmark = Callable[
-    [PairSpec, str, str, bool, list[Example], list[bench.Variant], RunSettings, int, StopFlag,
-     LearntSnapshot | None, CheckSettings | None],
+    [
+        PairSpec,
+        str,
+        str,
+        bool,
+        list[Example],
+        list[bench.Variant],
+        RunSettings,
+        int,
+        StopFlag,
+        LearntSnapshot | None,
+        CheckSettings | None,
+    ],
     Iterator[bench.Progress | bench.Finished | CallReport],
-]  # fmt: skip
+]
 """`app.stream_benchmark`, the GPU work: (spec, device, dtype, allow_local, examples,
 variants, settings, repeats, stop, acceptance, check) → Progress events, Finished, then
 what the call measured."""
@@ -129,7 +141,7 @@ class Benchmarking:
     ) -> Iterator[BenchmarkOutputs]:
         """Time the chosen examples plain and with each drafter (an assistant model once in
         each chosen precision); stream progress. With `sampling_check` samples per set (0:
-        none), the sampling check follows (`assisted.sampling_check`).
+        none), the sampling check follows (`assisted.bench.sampling_check`).
 
         The last yield carries the tables, the chart and the report (the JSON that
         `python -m assisted.bench` prints)."""
@@ -199,24 +211,19 @@ class Benchmarking:
                 )
             acceptance = finished.acceptance if finished else None
             items = self.stream(
-                spec, config.device, config.dtype, True, examples, variants, settings, repeats,
-                stop, acceptance, checks,
-            )  # fmt: skip
-            before, finished = done, None
-            for item in items:
-                if isinstance(item, CallReport):  # for the next call's request
-                    loader.gpu_times.note(item)
-                elif isinstance(item, bench.Finished):
-                    finished = item
-                elif item.total == 0:  # a status line of the call's own (loading)
-                    yield updating_only(BenchmarkOutputs, status=item.label)
-                else:
-                    done = before + item.done
-                    if item.record is not None:  # the pair's pace, for the next estimate
-                        loader.paces.note_plain_run(spec.target, spec.name, item.record)
-                    elapsed = time.perf_counter() - start
-                    status = bench_progress_markdown(done, total, item.label, elapsed)
-                    yield updating_only(BenchmarkOutputs, status=status)
+                spec,
+                config.device,
+                config.dtype,
+                True,
+                examples,
+                variants,
+                settings,
+                repeats,
+                stop,
+                acceptance,
+                checks,
+            )
+            done, finished = yield from self._followed(items, spec, done, total, start)
             if finished is None:
                 break
             runs += finished.runs
@@ -234,6 +241,33 @@ class Benchmarking:
             if checked is not None:
                 report["sampling_check"] = checked
         yield _finished(report, timed, time.perf_counter() - start)
+
+    def _followed(
+        self, items: Iterator, spec: PairSpec, before: int, total: int, start: float
+    ) -> Generator[BenchmarkOutputs, None, tuple[int, bench.Finished | None]]:
+        """One GPU call's yields as status lines, after `before` of `total` runs done;
+        returns the runs done and the call's Finished (None: it ended without one). A
+        ZeroGPU refusal or abort ends it with a status line and a clear error."""
+        done, finished = before, None
+        try:
+            for item in explained(items):
+                if isinstance(item, CallReport):  # for the next call's request
+                    self.loader.gpu_times.note(item)
+                elif isinstance(item, bench.Finished):
+                    finished = item
+                elif item.total == 0:  # a status line of the call's own (loading)
+                    yield updating_only(BenchmarkOutputs, status=item.label)
+                else:
+                    done = before + item.done
+                    if item.record is not None:  # the pair's pace, for the next estimate
+                        self.loader.paces.note_plain_run(spec.target, spec.name, item.record)
+                    elapsed = time.perf_counter() - start
+                    status = bench_progress_markdown(done, total, item.label, elapsed)
+                    yield updating_only(BenchmarkOutputs, status=status)
+        except Refused as refused:
+            yield updating_only(BenchmarkOutputs, status=refused.status)
+            raise
+        return done, finished
 
     def request_stop(self, request: gr.Request) -> None:
         event = self.stops.get(f"{request.session_hash}:benchmark")
@@ -291,7 +325,10 @@ def build_benchmark_tab(
     gr.Markdown(NOTE)
     with gr.Row(equal_height=False):
         with gr.Column():
-            pair, chosen, drafters, quants = layout.choices(handlers, categories)
+            default_drafters = handlers.drafters_for(loader.config.default_pair)[0]["choices"]
+            pair, chosen, drafters, quants = layout.choices(
+                loader.config, default_drafters, categories
+            )
         with gr.Column():
             prompts, max_new_tokens, repeats = layout.sizes()
             check = layout.check_samples()

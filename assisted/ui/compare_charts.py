@@ -1,4 +1,4 @@
-"""The Compare tab's charts as data: rows from a run's chunks and `assisted.stats`, and the
+"""The Compare tab's charts as data: rows from a run's chunks and `assisted.analysis.stats`, and the
 typed data frames the charts take. Imports neither torch nor gradio.
 
 Gradio's charts fix their axis types and their colour legend from the first value they
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from assisted import stats
-from assisted.drafters import DrafterKind
-from assisted.record import RunRecord
-from assisted.ui.compare_format import NOTHING_DRAFTED, Chunk, source_label
+from assisted.analysis import stats
+from assisted.core.drafters import DrafterKind
+from assisted.core.record import RunRecord
+from assisted.ui.chunks import NOTHING_DRAFTED, Chunk, source_label
 from assisted.ui.numbers import number
 
 

@@ -1,105 +1,23 @@
-"""What the Compare tab shows of a comparison, as plain strings: each step of a run as a
-chunk, the coloured run text, stat cards, the summary and the race replay's timeline.
+"""What the Compare tab shows of a comparison, as plain strings: the coloured run text of
+its chunks (`assisted.ui.chunks`), stat cards and the summary.
 Imports neither torch nor gradio; the charts' rows are `compare_charts`'.
 
-Every figure comes from `assisted.stats` (a `summarize`/`compare`/`report` dict, or its
+Every figure comes from `assisted.analysis.stats` (a `summarize`/`compare`/`report` dict, or its
 functions of a record); this module only formats.
 """
 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 
-from assisted import divergence, learnt_store, oracle, sampling, stats
-from assisted.drafters import DrafterKind
-from assisted.record import RunRecord
+from assisted.analysis import divergence, oracle, sampling, stats
+from assisted.core.drafters import DrafterKind
+from assisted.models import learnt_store
 from assisted.ui import draws_format
-from assisted.ui.draws_format import Draw
+from assisted.ui.chunks import Chunk, source_label
 from assisted.ui.numbers import number, percent
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One step as the UI shows it: the candidates the target accepted, the rest of the
-    draft (rejected), then the target's own token.
-
-    The text splits where the step's draft does (`Step.accepted_text` is the start of the
-    step's text). `step_s` and `draft_s` are the step's time and its drafting time
-    (`stats.step_s`, `Step.draft_s`); `chosen` and `source` are `Step.chosen` (the γ the
-    `auto` policy asked for) and `Step.source` (where the candidates came from).
-    `diverged` is where the token at which the two runs first differ sits in `text`, as
-    (start, end) characters; None in every other step. In a sampled run, `draws` are the
-    drafted tokens' (text, p, q), and `own_kind` the kind of the target's own token
-    (`assisted.sampling.KINDS`; None without one). Chunks are plain values, so a finished
-    run keeps them in the page's state for the race replay."""
-
-    t_s: float
-    accepted_text: str
-    own_text: str
-    tokens: int
-    drafted: int
-    accepted: int
-    rejected_text: str = ""
-    step_s: float = 0.0
-    draft_s: float | None = None
-    chosen: int | None = None
-    source: str | None = None
-    diverged: tuple[int, int] | None = None
-    draws: tuple[Draw, ...] = ()
-    own_kind: str | None = None
-
-    @property
-    def text(self) -> str:
-        return self.accepted_text + self.own_text
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def chunks_of(
-    record: RunRecord | None, draft_texts: Sequence[Sequence[str]] | None = None
-) -> list[Chunk]:
-    """A chunk per step of the run (none before its first step); in a sampled run, with
-    the text of each drafted token from `draft_texts`, a list per step (else its id)."""
-    if record is None:
-        return []
-    chunks = [
-        Chunk(
-            step.t_s,
-            step.accepted_text,
-            step.text[len(step.accepted_text) :],
-            len(step.token_ids),
-            step.drafted,
-            step.accepted,
-            step.rejected_text,
-            seconds,
-            step.draft_s,
-            step.chosen,
-            step.source,
-        )
-        for step, seconds in zip(record.steps, stats.step_s(record), strict=True)
-    ]
-    return draws_format.with_draws(chunks, record, draft_texts)
-
-
-def chunks_from_dicts(items: Sequence[dict]) -> list[Chunk]:
-    """Chunks back from the page's state (`Chunk.to_dict`), for the race replay."""
-    return [Chunk(**item) for item in items]
-
-
-# Where a step's candidates came from (`Step.source`), or nothing drafted: its details and
-# the draft-length chart's series say it alike.
-NOTHING_DRAFTED = "none"  # the note under the chart: a plain step, the target alone
-
-
-def source_label(chunk: Chunk) -> str:
-    if chunk.drafted == 0:
-        return NOTHING_DRAFTED
-    # Records made before steps kept their source drafted with the run's drafter.
-    return DrafterKind(chunk.source or DrafterKind.ASSISTANT).label
-
 
 # -- run text ------------------------------------------------------------------------------
 
@@ -350,7 +268,7 @@ def cost_model_line(assisted: dict) -> str | None:
     if ratio is None:
         return None
     seconds = dict(curve)
-    median = sorted(chosen)[len(chosen) // 2] if chosen else None
+    median = math.ceil(stats.median(chosen)) if chosen else None
     candidates = f"{rows - 1} candidate{'s' if rows > 2 else ''}"
     if median == rows - 1:
         which = f"the median draft the policy chose, {candidates}, + 1"
@@ -434,16 +352,3 @@ def _divergence_line(result: dict) -> str:
     head, _, rest = divergence.describe_comparison(result).partition(":")
     line = f"**{head[0].upper()}{head[1:]}**:{rest}"
     return line if line.endswith(".") else line + "."
-
-
-# -- race replay ---------------------------------------------------------------------------
-
-
-def race_timeline(runs: dict[str, Sequence[Chunk]]) -> list[tuple[float, str, int]]:
-    """(t_s, run, chunks shown) in time order: both runs start together at 0 s."""
-    events = [
-        (chunk.t_s, name, index + 1)
-        for name, chunks in runs.items()
-        for index, chunk in enumerate(chunks)
-    ]
-    return sorted(events)

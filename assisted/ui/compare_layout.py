@@ -8,16 +8,17 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from assisted.drafters import DrafterKind
-from assisted.examples import Example
-from assisted.pairs import PairSpec
-from assisted.settings import (
+from assisted.core.drafters import DrafterKind
+from assisted.core.examples import Example
+from assisted.core.settings import (
     ASSISTANT_QUANTS,
     MAX_DRAFT_TOKENS,
     MAX_NEW_TOKENS_CAP,
     SCHEDULES,
     DraftSettings,
 )
+from assisted.models.pairs import PairSpec
+from assisted.ui.chunks import NOTHING_DRAFTED
 from assisted.ui.compare_charts import (
     HEADROOM,
     ORACLE,
@@ -27,7 +28,7 @@ from assisted.ui.compare_charts import (
     step_time_frame,
     timeline_frame,
 )
-from assisted.ui.compare_format import LEGEND_HTML, NOTHING_DRAFTED, run_html, stat_card_html
+from assisted.ui.compare_format import LEGEND_HTML, run_html, stat_card_html
 from assisted.ui.live import MODES
 from assisted.ui.shared import CUSTOM, PairLoader
 
@@ -42,6 +43,13 @@ def draft_length_default(spec: PairSpec | None) -> int:
     if spec and spec.drafter is DrafterKind.PROMPT_LOOKUP:
         return draft.prompt_lookup_num_tokens
     return draft.num_assistant_tokens
+
+
+# Why the default differs by device, in the words a visitor needs (docs/space.md).
+PAIR_INFO = (
+    "On a GPU a step costs about its layers' kernel launches, so a 0.5B assistant barely "
+    "pays beside a 1.5B target of similar depth; a 7B target pays, and is the GPU default."
+)
 
 
 @dataclass
@@ -108,7 +116,13 @@ def pair_picker(loader: PairLoader) -> PairPicker:
     # Without the choice, Gradio itself refuses "custom" from API clients, naming the choices.
     if config.allow_custom:
         choices.append(("custom: enter target / assistant ids", CUSTOM))
-    pair = gr.Dropdown(choices, value=config.default_pair, label="Model pair", elem_id="pair")
+    pair = gr.Dropdown(
+        choices,
+        value=config.default_pair,
+        label="Model pair",
+        info=PAIR_INFO,
+        elem_id="pair",
+    )
     with gr.Group(visible=False) as custom_group:
         custom_target = gr.Textbox("", label="Target model id", placeholder="owner/name")
         custom_assistant = gr.Textbox(

@@ -12,23 +12,24 @@ from collections.abc import Callable, Iterator
 
 import gradio as gr
 
-from assisted.drafters import DrafterKind
-from assisted.examples import Example
-from assisted.pairs import PairSpec
-from assisted.settings import (
+from assisted.core.drafters import DrafterKind
+from assisted.core.examples import Example
+from assisted.core.settings import (
     AUTO_CAP,
     DraftSettings,
     RunSettings,
     SettingsError,
     validate_prompt,
 )
-from assisted.stop_flags import StopFlag
+from assisted.models.pairs import PairSpec
 from assisted.ui import compare_layout as layout
-from assisted.ui.compare_format import chunks_from_dicts, race_timeline, run_html
+from assisted.ui.chunks import chunks_from_dicts, race_timeline
+from assisted.ui.compare_format import run_html
 from assisted.ui.compare_layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, draft_length_default
 from assisted.ui.gpu_time import CallReport
 from assisted.ui.live import MODES, idle_outputs
 from assisted.ui.outputs import CompareOutputs, ReplayOutputs
+from assisted.ui.refusals import Refused, explained
 from assisted.ui.shared import (
     CUSTOM,
     VISITORS_AT_ONCE,
@@ -38,6 +39,7 @@ from assisted.ui.shared import (
     updating_only,
     whole,
 )
+from assisted.ui.stop_flags import StopFlag
 
 REPLAY_EVERY_S = 0.05  # the race replay's update interval
 
@@ -161,12 +163,16 @@ class Comparing:
             device, dtype = self.loader.config.device, self.loader.config.dtype
             streamed = self.stream(spec, device, dtype, allow_local, prompt, settings, draft, stop)
             outputs = None
-            for item in streamed:
-                if isinstance(item, CallReport):  # for the next call's request
-                    self.loader.gpu_times.note(item)
-                    continue
-                outputs = item
-                yield outputs
+            try:
+                for item in explained(streamed):
+                    if isinstance(item, CallReport):  # for the next call's request
+                        self.loader.gpu_times.note(item)
+                        continue
+                    outputs = item
+                    yield outputs
+            except Refused as refused:
+                yield updating_only(CompareOutputs, status=refused.status)
+                raise
             if outputs is not None and outputs.result:  # the pair's pace, for the benchmark
                 self.loader.paces.note_comparison(spec.target, spec.name, outputs.result)
 

@@ -14,7 +14,14 @@ MARGIN:
   costs on disk), as the latest call that did it measured. The set-up is counted on every
   call: ZeroGPU may hand the call a fresh fork, which has to warm up again, and the app
   cannot know beforehand;
-- a pair not measured yet: FIRST_S_PER_TOKEN, FIRST_SETUP_S and FIRST_LOAD_S, generous.
+- a pair not measured yet: what its published size says on the device (`first_guess`),
+  before any call has timed it. A step at batch 1 moves every weight once and launches
+  each layer's kernels in eager mode, so its seconds are the weights' bytes over the
+  device's bandwidth plus its layers times a launch cost (the sum, not the larger: a first
+  guess should not fall short). The set-up is a fixed start plus a number of such steps;
+  loading inside a call moves the weights from the start-up's copy in memory or on disk.
+  A custom pair, whose size is not known before it loads, is priced at the largest that
+  its checks let load.
 
 Each GPU call reports what it measured (`CallReport`, its last yield, which the handler
 keeps and does not show). Imports neither torch nor gradio: it runs in the main process.
@@ -28,24 +35,70 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from assisted import stats
-from assisted.examples import Example
-from assisted.record import RunRecord
-from assisted.settings import RunSettings
+from assisted.analysis import stats
+from assisted.core.examples import Example
+from assisted.core.record import RunRecord
+from assisted.core.settings import RunSettings
+from assisted.models.registry import PAIRS, PairSpec, Size
 
 if TYPE_CHECKING:
-    from assisted.sampling_check import CheckSettings
+    from assisted.analysis.sampling_evidence import CheckSettings
 
-MARGIN = 1.5  # the request is this many times the estimate: runs vary by up to 1.5x
+MARGIN = 1.5  # the request is this many times the estimate: runs of the same work vary
 FLOOR_S = 20  # never ask for less: scheduling and the fork's start cost seconds too
-FIRST_S_PER_TOKEN = 0.1  # a pair never timed here: a 7-9B target in bf16 on a shared GPU
-FIRST_SETUP_S = 30.0  # warm-up and calibration of a pair never timed here
-FIRST_LOAD_S = 90.0  # loading a pair inside a call before any load was timed
+# The set-up of a pair never timed here, in its target's steps: two warm-up runs of 8
+# tokens, the calibration's T(k) for k up to 9 rows a few times over, the assistant's
+# drafting cost, and room for the prefills; after a fixed start (CUDA context, first
+# kernels) that no step count covers.
+SETUP_STEPS = 200
+SETUP_START_S = 10.0
+# A custom pair: as large as its checks let it be (ASSISTED_MAX_MODEL_GB's 40 GB in bf16),
+# at the depth of the deepest offered target and more.
+UNKNOWN_SIZE = Size(20.0, 64)
 # A sampling check's sample, in assisted tokens of a benchmark's runs: a run of 3 tokens,
-# whose prefill costs most. The embedded pair's check drew 400 in 393 s on a busy 2-core
-# AMD EPYC CPU, about 1 s each (the two plain sets, drawn in batches, far less), where its
-# runs take about 0.2 s per token: 5 tokens, and 6 to spare.
+# whose prefill costs most: on the embedded pair a sample takes about as long as 5 tokens
+# of its runs (docs/benchmarks.md#sampling-check), and 6 leave room.
 CHECK_SAMPLE_TOKENS = 6
+
+
+@dataclass(frozen=True)
+class Device:
+    """What a step costs on a device before anything has been timed on it: its memory
+    bandwidth, the launch cost of one decoder layer's kernels in eager mode at batch 1, and
+    the bandwidth at which a call moves weights onto it."""
+
+    name: str
+    bytes_per_s: float
+    launch_s_per_layer: float
+    load_bytes_per_s: float
+
+    def step_s(self, size: Size) -> float:
+        return size.weight_bytes() / self.bytes_per_s + size.layers * self.launch_s_per_layer
+
+
+# The ZeroGPU slice, half an H200 (MIG 3g.71gb: half its memory and bandwidth of 4.8 TB/s);
+# a layer's dozen kernels and Transformers' Python around them, about 0.35 ms; weights
+# moved from host memory at a few GB/s. Estimates for a first request, refined by the
+# first call's own timings (`GpuTimes.note`); `python -m assisted.lab.gpu_check` measures
+# the real ones.
+ZEROGPU_SLICE = Device("H200 MIG 3g.71gb", 2.4e12, 3.5e-4, 4e9)
+
+
+def first_guess(spec: PairSpec | None, device: Device = ZEROGPU_SLICE) -> _PairTimes:
+    """The times of a pair never timed on `device`, from its published size (the module's
+    note); a pair of unknown size (custom, or None) at `UNKNOWN_SIZE`. The assistant's
+    runs are priced as plain ones: where drafting would cost more, `auto` stops drafting."""
+    target = spec.target_size if spec is not None and spec.target_size else UNKNOWN_SIZE
+    step_s = device.step_s(target)
+    weights = spec.weight_bytes() if spec is not None else None
+    if weights is None:
+        weights = 2 * UNKNOWN_SIZE.weight_bytes()
+    return _PairTimes(
+        load_s=weights / device.load_bytes_per_s,
+        setup_s=SETUP_START_S + SETUP_STEPS * step_s,
+        plain_s_per_token=step_s,
+        assisted_s_per_token=step_s,
+    )
 
 
 @dataclass(frozen=True)
@@ -85,10 +138,16 @@ class Estimate:
 
 
 class GpuTimes:
-    """What the GPU calls measured, by pair; shared by the tabs' handlers (threads)."""
+    """What the GPU calls measured, by pair; shared by the tabs' handlers (threads). Pairs
+    not measured yet are priced by `first_guess` on `device`, from their spec in `specs`
+    (the registry)."""
 
-    def __init__(self, max_s: int) -> None:
+    def __init__(
+        self, max_s: int, device: Device = ZEROGPU_SLICE, specs: dict[str, PairSpec] = PAIRS
+    ) -> None:
         self.max_s = max_s
+        self.device = device
+        self.specs = specs
         self._lock = threading.Lock()
         self._pairs: dict[str, _PairTimes] = {}
 
@@ -108,14 +167,17 @@ class GpuTimes:
         `assisted_tokens` of assisted decoding on `pair`, after its set-up."""
         with self._lock:
             times = self._pairs.get(pair, _PairTimes())
+        guess = first_guess(self.specs.get(pair), self.device)
         plain = times.plain_s_per_token
         assisted = times.assisted_s_per_token or plain
         measured = plain is not None
+        setup_s = times.setup_s if times.setup_s is not None else guess.setup_s
+        load_s = times.load_s if times.load_s is not None else guess.load_s
         estimate = (
-            plain_tokens * (plain or FIRST_S_PER_TOKEN)
-            + assisted_tokens * (assisted or FIRST_S_PER_TOKEN)
-            + (times.setup_s if times.setup_s is not None else FIRST_SETUP_S)
-            + (0.0 if preloaded else times.load_s if times.load_s is not None else FIRST_LOAD_S)
+            plain_tokens * (plain or guess.plain_s_per_token)
+            + assisted_tokens * (assisted or guess.assisted_s_per_token)
+            + setup_s
+            + (0.0 if preloaded else load_s)
         )
         seconds = min(self.max_s, max(FLOOR_S, math.ceil(MARGIN * estimate)))
         return Estimate(seconds, estimate, measured)

@@ -1,5 +1,5 @@
 """A comparison as it streams: the value of every Compare output, from the events of
-`assisted.decoding.compare`. Values only (strings, data frames, dicts) in a `CompareOutputs`,
+`assisted.engine.decoding.compare`. Values only (strings, data frames, dicts) in a `CompareOutputs`,
 so they pickle across ZeroGPU's process boundary."""
 
 import bisect
@@ -7,9 +7,12 @@ import itertools
 import threading
 from dataclasses import replace
 
-from assisted import decoding, pairs, stats
-from assisted.record import RunRecord, Step
-from assisted.settings import RunSettings
+from assisted.analysis import stats
+from assisted.core.record import RunRecord, Step
+from assisted.core.settings import RunSettings
+from assisted.engine import decoding
+from assisted.models import pairs
+from assisted.ui.chunks import Chunk, chunks_of
 from assisted.ui.compare_charts import (
     draft_length_frame,
     histogram_frame,
@@ -18,8 +21,6 @@ from assisted.ui.compare_charts import (
     timeline_frame,
 )
 from assisted.ui.compare_format import (
-    Chunk,
-    chunks_of,
     run_html,
     stat_card_html,
     summary_markdown,

@@ -19,8 +19,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from assisted import stats
-from assisted.record import RunRecord
+from assisted.analysis import stats
+from assisted.core.record import RunRecord
 
 
 @dataclass(frozen=True)

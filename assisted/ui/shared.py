@@ -3,7 +3,7 @@ name, and the way from a pair's name to a pair in memory.
 
 A request fetches its pair's files first, outside the line for the device, so a download
 holds up no one comparing on a pair in memory. Only then does it take its turn
-(`assisted.device_queue`): timed runs, and loading pairs into memory, which would slow a
+(`assisted.ui.device_queue`): timed runs, and loading pairs into memory, which would slow a
 timed run down, use the device one at a time.
 
 On ZeroGPU (`Config.zerogpu`) the handlers run in the main process, where CUDA is only
@@ -19,13 +19,13 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import gradio as gr
 
-from assisted import pairs
-from assisted.device_queue import DeviceQueue, Turn
-from assisted.pairs import PairError, PairSpec
-from assisted.settings import DraftSettings, SettingsError, assistant_precision
-from assisted.stop_flags import StopFlag, StopFlags
+from assisted.core.settings import DraftSettings, SettingsError, assistant_precision
+from assisted.models import pairs
+from assisted.models.pairs import PairError, PairSpec
+from assisted.ui.device_queue import DeviceQueue, Turn
 from assisted.ui.gpu_time import Estimate, GpuTimes
 from assisted.ui.pace import Paces
+from assisted.ui.stop_flags import StopFlag, StopFlags
 
 CUSTOM = "custom"  # the pair dropdown's choice for user-supplied target/assistant ids
 # Requests past Gradio's queue at once. Each fetches its pair's files, then waits for its

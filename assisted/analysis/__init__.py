@@ -1,0 +1,11 @@
+"""Numbers in, numbers out: every figure shown is derived here from run records.
+
+- `stats`: every figure of a run and a comparison (the JSON's terms: docs/json.md);
+- `divergence`: where assisted and plain greedy output differ, and the verdict why;
+- `oracle`: the fastest schedule in hindsight, priced with the run's own costs;
+- `sampling`: speculative sampling read from a sampled run's record;
+- `sampling_evidence`, `two_sample`: the sampling check's settings, its permutation test
+  and its result in words (the check that draws samples is `assisted.bench.sampling_check`).
+
+May import: `core`. No torch, Transformers or Gradio; only `two_sample` uses numpy.
+"""

@@ -1,0 +1,338 @@
+"""The oracle: the fastest schedule a greedy assisted run could have had, found in hindsight.
+
+After a greedy run every committed token is known, so what each choice would have bought
+is known too (`assisted.engine.hindsight` finds it, off the run's clock):
+- the assistant, drafting at output position i from the true prefix, agrees with the output
+  for `assistant_runs[i]` tokens in a row, so a draft of γ commits min(γ, that) + 1;
+- the lookup's proposal at i, `lookup_drafts[i]`, is a pure function of the ids; cut to L
+  tokens it commits min(L, its agreement with the output) + 1.
+
+With the costs the run itself measured (`Hindsight`: T(k), the assistant's seconds per
+drafted token, its call overhead, its catch-up after skipped steps, its prefill), a dynamic
+programme over (position, the assistant's state) finds the fastest schedule: at each step
+none, the assistant with γ = 1 … cap, or the lookup's match cut to any length. The same
+costs applied to the choices the run made give its **modelled** time, and the run's clock
+its **measured** time. Together they tell the policy (modelled run ÷ oracle) from the
+machinery (measured − modelled), as the HF blog on dynamic speculation did offline for one
+figure (huggingface.co/blog/dynamic_speculation_lookahead).
+
+Every schedule pays the target's prefill of the prompt: all modelled times carry the same
+`prefill_s`, the first plain step's seconds beyond T(1), so modelled speedups compare with
+measured ones (tokens/s over the whole run).
+
+No torch here: the run's record in, seconds and a schedule out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from assisted.core.drafters import DrafterKind
+from assisted.core.figures import rounded
+from assisted.core.record import Hindsight, RunRecord, Step
+
+ASSISTANT = DrafterKind.ASSISTANT
+LOOKUP = DrafterKind.PROMPT_LOOKUP
+
+
+class Model(IntEnum):
+    """Where the assistant's cache stands before a step: it has not drafted yet (a draft
+    first prefills the whole context), it drafted at the step before, or it skipped steps
+    since it last drafted (a draft first reads what they committed)."""
+
+    UNSTARTED = 0
+    CURRENT = 1
+    BEHIND = 2
+
+
+@dataclass(frozen=True)
+class Move:
+    """One step of a schedule: `gamma` candidates from `source` (None: a plain step) at
+    output position `position`, committing `committed` tokens in `seconds` (modelled)."""
+
+    position: int
+    source: DrafterKind | None
+    gamma: int
+    committed: int
+    seconds: float
+
+
+class Costs:
+    """The run's own cost model (`assisted.policy.costs`), priced per step."""
+
+    def __init__(self, hindsight: Hindsight, prompt_tokens: int):
+        self.verify_s = dict(hindsight.verify_s)
+        self.h = hindsight
+        self.prompt_tokens = prompt_tokens
+
+    def step_s(self, source: DrafterKind | None, gamma: int, state: Model, position: int) -> float:
+        """Seconds of a step at output `position` drafting `gamma` from `source`, the
+        assistant's cache standing at `state`."""
+        seconds = self.verify_s[gamma + 1]
+        if source is not ASSISTANT:
+            return seconds
+        seconds += self.h.call_s + self.h.drafting_s * gamma
+        if state is Model.UNSTARTED:
+            seconds += self.h.prefill_s * (self.prompt_tokens + position)
+        elif state is Model.BEHIND:
+            seconds += self.h.catch_up_s
+        return seconds
+
+
+def after(source: DrafterKind | None, state: Model) -> Model:
+    """The assistant's state after a step drafted from `source`."""
+    if source is ASSISTANT:
+        return Model.CURRENT
+    return Model.UNSTARTED if state is Model.UNSTARTED else Model.BEHIND
+
+
+def agreement(draft: Sequence[int], output: Sequence[int], position: int) -> int:
+    """How many of `draft`'s tokens agree with `output` from `position` on, in a row."""
+    agreed = 0
+    for drafted, token in zip(draft, output[position:], strict=False):
+        if drafted != token:
+            break
+        agreed += 1
+    return agreed
+
+
+def options(
+    h: Hindsight, output: Sequence[int], position: int
+) -> list[tuple[DrafterKind | None, int, int]]:
+    """(source, γ, tokens committed) for every choice at `position`. A step commits at most
+    the tokens left; it may draft past them, as a run does (it cannot know where the answer
+    ends), and a measured T(k) need not grow with k."""
+    left = len(output) - position
+    choices: list[tuple[DrafterKind | None, int, int]] = [(None, 0, 1)]
+    if h.assistant_runs is not None:
+        run = h.assistant_runs[position]
+        choices += [(ASSISTANT, g, min(g, run, left - 1) + 1) for g in range(1, h.cap + 1)]
+    draft = h.lookup_drafts[position][: h.cap]
+    agreed = min(agreement(draft, output, position), left - 1)
+    choices += [(LOOKUP, g, min(g, agreed) + 1) for g in range(1, len(draft) + 1)]
+    return choices
+
+
+def best_schedule(h: Hindsight, output: Sequence[int], prompt_tokens: int) -> list[Move]:
+    """The fastest schedule over the run's `output`, by dynamic programming from its end."""
+    costs = Costs(h, prompt_tokens)
+    n = len(output)
+    # best[i][state]: the least seconds to commit tokens i … n − 1, and its first move.
+    best: list[list[tuple[float, Move | None]]] = [[(0.0, None)] * len(Model) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for state in Model:
+            candidates = []
+            for source, gamma, committed in options(h, output, i):
+                seconds = costs.step_s(source, gamma, state, i)
+                rest = best[i + committed][after(source, state)][0]
+                candidates.append((seconds + rest, Move(i, source, gamma, committed, seconds)))
+            best[i][state] = min(candidates, key=lambda pair: pair[0])
+    moves, i, state = [], 0, Model.UNSTARTED
+    while i < n:
+        move = best[i][state][1]
+        moves.append(move)
+        i, state = i + move.committed, after(move.source, state)
+    return moves
+
+
+def constant_schedule(
+    h: Hindsight, output: Sequence[int], prompt_tokens: int, gamma: int
+) -> list[Move]:
+    """The assistant drafting `gamma` at every step (fewer where the output ends)."""
+    costs = Costs(h, prompt_tokens)
+    n = len(output)
+    moves, i, state = [], 0, Model.UNSTARTED
+    while i < n:
+        committed = min(gamma, h.assistant_runs[i], n - i - 1) + 1
+        moves.append(Move(i, ASSISTANT, gamma, committed, costs.step_s(ASSISTANT, gamma, state, i)))
+        i, state = i + committed, after(ASSISTANT, state)
+    return moves
+
+
+def replay(record: RunRecord, h: Hindsight) -> tuple[list[Move], int, int]:
+    """The run's own choices priced by its cost model, and how many of its drafting steps
+    the hindsight reproduces (the accepted count of an assistant step; the very candidates
+    of a lookup step), of how many."""
+    costs = Costs(h, record.prompt_tokens)
+    moves, i, state = [], 0, Model.UNSTARTED
+    agreeing = drafting = 0
+    for step in record.steps:
+        source = step.source if step.drafted or step.source is ASSISTANT else None
+        seconds = costs.step_s(source, step.drafted, state, i)
+        moves.append(Move(i, source, step.drafted, len(step.token_ids), seconds))
+        if step.drafted:
+            drafting += 1
+            agreeing += _reproduced(step, h, i)
+        i, state = i + len(step.token_ids), after(source, state)
+    return moves, agreeing, drafting
+
+
+def _reproduced(step: Step, h: Hindsight, position: int) -> bool:
+    """Whether the hindsight at `position` predicts what the step saw: as many accepted
+    candidates from the assistant, the very candidates from the lookup."""
+    if step.source is ASSISTANT and h.assistant_runs is not None:
+        return min(step.drafted, h.assistant_runs[position]) == step.accepted
+    if step.source is LOOKUP:
+        return tuple(step.draft_ids) == tuple(h.lookup_drafts[position][: step.drafted])
+    return False
+
+
+def seconds(moves: Sequence[Move]) -> float:
+    return sum(move.seconds for move in moves)
+
+
+def why_not(record: RunRecord, needs_hindsight: bool = True) -> str | None:
+    """Why a run gets no oracle, or None where it can (its hindsight aside where not
+    `needs_hindsight`: `assisted.engine.hindsight` asks before finding it)."""
+    if record.sampled:
+        return (
+            "sampled: another schedule would have drawn other tokens, so no schedule's "
+            "outcome can be known in hindsight"
+        )
+    if record.drafter not in (ASSISTANT, LOOKUP):
+        return f"the {record.drafter} drafter's drafts cannot be replayed from the output"
+    if record.stopped:
+        return "the run was stopped"
+    if record.total_s <= 0:
+        return "the run has not finished"
+    if needs_hindsight and record.hindsight is None:
+        return "no costs were measured for this pair's drafting (the `auto` schedule times them)"
+    return None
+
+
+def report(plain: RunRecord | None, assisted: RunRecord) -> dict:
+    """The JSON's `oracle`: the best schedule in hindsight against the run's choices, both
+    modelled with the run's costs, and the run's clock. Every key is there; where no oracle
+    can be found, the figures are None and `reason` says why."""
+    reason = why_not(assisted)
+    if reason is not None:
+        return {key: None for key in _KEYS} | {"reason": reason}
+    h = assisted.hindsight
+    output = assisted.token_ids
+    best = best_schedule(h, output, assisted.prompt_tokens)
+    ran, agreeing, drafting = replay(assisted, h)
+    prefill = _prefill_s(plain, assisted, ran, h)
+    plain_s = prefill + len(output) * dict(h.verify_s)[1]
+    oracle_s, run_s = prefill + seconds(best), prefill + seconds(ran)
+    constant = _best_constant(h, output, assisted.prompt_tokens)
+    measured = _speedup(plain, assisted)
+    return {
+        "speedup_modelled": rounded(plain_s / oracle_s),
+        "oracle_s": rounded(oracle_s),
+        "plain_modelled_s": rounded(plain_s),
+        "auto_modelled_s": rounded(run_s),
+        "auto_speedup_modelled": rounded(plain_s / run_s),
+        "measured_s": rounded(assisted.total_s),
+        "overhead_s": rounded(assisted.total_s - run_s),
+        "policy_share": rounded(oracle_s / run_s),
+        "measured_share": rounded(measured * oracle_s / plain_s) if measured else None,
+        "best_constant_gamma": constant[0] if constant else None,
+        "best_constant_speedup": rounded(plain_s / (prefill + constant[1])) if constant else None,
+        "steps": len(best),
+        "run_steps": len(ran),
+        "agreement": rounded(agreeing / drafting) if drafting else None,
+        "agreeing_steps": agreeing,
+        "drafting_steps": drafting,
+        "schedule": [
+            {"position": m.position, "source": m.source, "gamma": m.gamma, "committed": m.committed}
+            for m in best
+        ],
+        "seconds": rounded(h.seconds),
+        "reason": None,
+    }
+
+
+_KEYS = (
+    "speedup_modelled",
+    "oracle_s",
+    "plain_modelled_s",
+    "auto_modelled_s",
+    "auto_speedup_modelled",
+    "measured_s",
+    "overhead_s",
+    "policy_share",
+    "measured_share",
+    "best_constant_gamma",
+    "best_constant_speedup",
+    "steps",
+    "run_steps",
+    "agreement",
+    "agreeing_steps",
+    "drafting_steps",
+    "schedule",
+    "seconds",
+)
+
+
+def _prefill_s(
+    plain: RunRecord | None, assisted: RunRecord, ran: list[Move], h: Hindsight
+) -> float:
+    """The target's prefill of the prompt beyond a one-row step, which every schedule pays:
+    the plain run's first step less T(1); without a plain run, the assisted run's first step
+    less what its choice costs in the model."""
+    one_row = dict(h.verify_s)[1]
+    if plain is not None and plain.steps:
+        return max(plain.steps[0].t_s - one_row, 0.0)
+    first = assisted.steps[0].t_s if assisted.steps else 0.0
+    return max(first - (ran[0].seconds if ran else one_row), 0.0)
+
+
+def _best_constant(
+    h: Hindsight, output: Sequence[int], prompt_tokens: int
+) -> tuple[int, float] | None:
+    """The constant γ whose schedule would have been fastest, and its modelled seconds
+    (prefill aside); None without an assistant."""
+    if h.assistant_runs is None or not output:
+        return None
+    times = {
+        g: seconds(constant_schedule(h, output, prompt_tokens, g)) for g in range(1, h.cap + 1)
+    }
+    gamma = min(times, key=times.get)
+    return gamma, times[gamma]
+
+
+def _speedup(plain: RunRecord | None, assisted: RunRecord) -> float | None:
+    """Measured: assisted tokens/s ÷ plain tokens/s (`assisted.analysis.stats.speedup`)."""
+    if plain is None or plain.total_s <= 0 or assisted.total_s <= 0:
+        return None
+    plain_rate = sum(len(s.token_ids) for s in plain.steps) / plain.total_s
+    return len(assisted.token_ids) / assisted.total_s / plain_rate if plain_rate else None
+
+
+def describe(found: dict | None) -> str:
+    """The oracle's finding in words, for the CLI's card and the app's summary."""
+    if not found:
+        return "No oracle: there is no assisted run."
+    if found["reason"] is not None:
+        return f"No oracle: {found['reason']}."
+    steps = found["steps"]
+    line = (
+        f"In hindsight the best schedule would take {steps} step{'s' * (steps != 1)} and "
+        f"{found['oracle_s']:.2f} s ({found['speedup_modelled']:.2f}x, modelled from this "
+        f"run's costs). The run's own choices, modelled: {found['auto_modelled_s']:.2f} s "
+        f"({found['policy_share']:.0%} of the oracle's speed); measured: "
+        f"{found['measured_s']:.2f} s, so {_overhead(found['overhead_s'])}."
+    )
+    if found["measured_share"] is not None:
+        line += f" The measured speedup is {found['measured_share']:.0%} of the oracle's."
+    if found["best_constant_gamma"] is not None:
+        line += (
+            f" The best constant draft length would have been γ = "
+            f"{found['best_constant_gamma']} ({found['best_constant_speedup']:.2f}x)."
+        )
+    if found["agreement"] is not None:
+        line += (
+            f" The hindsight reproduces the run's acceptance at {found['agreeing_steps']} of "
+            f"its {found['drafting_steps']} drafting steps"
+        )
+    else:
+        line += " The run drafted nothing to check the hindsight against"
+    return line + f"; found in {found['seconds']:.1f} s after the run, off its clock."
+
+
+def _overhead(seconds: float) -> str:
+    if seconds >= 0:
+        return f"{seconds:.2f} s of overhead the model does not price"
+    return f"{-seconds:.2f} s less than modelled"

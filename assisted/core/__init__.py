@@ -1,0 +1,10 @@
+"""The vocabulary every layer shares: plain values, no torch, no imports from the rest.
+
+- `drafters`: the drafter kinds, and what differs by kind;
+- `settings`: run and draft settings, their limits and validation;
+- `bands`: the temperature bands whose runs learn acceptance from one another;
+- `record`: the raw per-step record of one run, the only thing a run hands on;
+- `examples`: the prompt sets (the `examples/` folder and JSONL files).
+
+May import: nothing in `assisted`.
+"""

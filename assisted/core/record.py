@@ -1,0 +1,223 @@
+"""The raw record of one decoding run: what happened at each target step, nothing derived.
+
+Plain data only (no torch), so the UI, the CLI, the benchmark and `stats` can all read it.
+Every number shown anywhere is computed from these fields by `assisted.analysis.stats`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from assisted.core.drafters import DrafterKind
+
+Mode = Literal["plain", "assisted"]
+CalibrationSource = Literal["timed", "disk"]
+
+
+def common_prefix_length(a: Sequence, b: Sequence) -> int:
+    """How many leading items `a` and `b` share: a step's accepted count, of its draft and
+    the ids it committed (also used on text and on a cache's ids)."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One target forward pass and the tokens it committed.
+
+    `t_s` is seconds since the run started (prompt encoded, clock read after a device
+    synchronisation). `text` is what the step committed, as it streamed.
+
+    `draft_ids` are the candidates the target verified in this pass, in the target's token
+    ids (empty in plain decoding); `drafted` is their count and `accepted` how many of them
+    the step committed: the common prefix of `draft_ids` and `token_ids`. The step emits
+    `accepted + 1` tokens unless EOS or the length limit cuts it.
+
+    The draft's text, decoded after the text committed before this step, is
+    `accepted_text + rejected_text`: the first part is also the start of `text`, the second
+    is the remainder the step did not commit ("" when it committed every candidate).
+    `draft_s` is the seconds the drafter's forward passes took for this step; None where
+    drafting is not timed apart (plain decoding, prompt lookup).
+    `chosen` is the γ the `auto` policy asked for at this step (None under other schedules);
+    `drafted` can fall short of it where the assistant's confidence or cumulative threshold
+    stops it, prompt lookup finds a shorter match, or the length limit is near.
+    `source` is where the step's candidates came from, a `DrafterKind`; under `auto` it can
+    change from step to step (a prompt-lookup match instead of the assistant's draft); None
+    for a step that drafted nothing.
+    `expected_tokens`, `expected_s` and `plain_step_s` are what the `auto` policy expected
+    of its choice when it made it (`assisted.policy.choice.Expectation`): the tokens the step would
+    commit, the seconds it would take, and the seconds a plain step would have taken then;
+    None under other schedules.
+    `draft_p` and `draft_q` are, in a sampled run, each drafted token's probability under
+    the target (p) and under the drafter (q), as Transformers accepted it with probability
+    min(1, p/q): both after the run's temperature and top-p, q = 1 for a prompt-lookup
+    draft (`assisted.engine.draft_probs`). Empty in greedy runs and for steps that drafted nothing.
+
+    The fields after `t_s` default to empty, so records made before drafts were kept load.
+    """
+
+    token_ids: tuple[int, ...]
+    text: str
+    drafted: int
+    accepted: int
+    t_s: float
+    draft_ids: tuple[int, ...] = ()
+    accepted_text: str = ""
+    rejected_text: str = ""
+    draft_s: float | None = None
+    chosen: int | None = None
+    source: DrafterKind | None = None
+    expected_tokens: float | None = None
+    expected_s: float | None = None
+    plain_step_s: float | None = None
+    draft_p: tuple[float, ...] = ()
+    draft_q: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Where an `auto` run's costs came from. "timed": this process timed some the pair
+    lacked, when it prepared the pair (for a comparison, before its warm-up). "disk": an
+    earlier process on this machine did, and they were read from its file. `seconds`: all
+    this process spent timing, the checks included. `checked`: the costs read from the
+    file that this process timed again ("T(1)", "T(9)", "drafting int8"), once per process;
+    `corrected`: those whose new time was lower, and replaced the file's
+    (`assisted.engine.auto.calibrate`). `file` is where the pair's learnt state is kept; None
+    where nothing is kept on disk (`assisted.models.learnt_store`)."""
+
+    source: CalibrationSource
+    seconds: float = 0.0
+    file: str | None = None
+    checked: tuple[str, ...] = ()
+    corrected: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # JSON turns tuples into lists (`RunRecord.from_dict`).
+        object.__setattr__(self, "checked", tuple(self.checked))
+        object.__setattr__(self, "corrected", tuple(self.corrected))
+
+
+@dataclass(frozen=True)
+class Hindsight:
+    """What a greedy assisted run's drafters would have proposed at every output position,
+    found after the run and off its clock (`assisted.engine.hindsight`), with the costs the run
+    measured: what `assisted.analysis.oracle` needs to find the best schedule in hindsight.
+
+    `assistant_runs[i]`: how many output tokens in a row, from position i, the assistant's
+    greedy draft from the true prefix agrees with (None without an assistant model), and
+    `assistant_confidence[i]` the probability it gives its own next token there.
+    `lookup_drafts[i]`: the prompt-lookup source's proposal at position i, up to `cap`
+    tokens (empty: no match), and `lookup_lengths[i]` how many tokens its match shares with
+    the context (0: unknown, as with Transformers' search). The costs are the run's cost
+    model at its end (`assisted.policy.costs`): T(k) as (k, seconds), the assistant's seconds per
+    drafted token, per drafting call beyond its passes, per catch-up and per token of a
+    prefill. `seconds` is what finding all this took."""
+
+    assistant_runs: tuple[int, ...] | None
+    lookup_drafts: tuple[tuple[int, ...], ...]
+    verify_s: tuple[tuple[int, float], ...]
+    cap: int
+    assistant_confidence: tuple[float, ...] | None = None
+    lookup_lengths: tuple[int, ...] = ()
+    drafting_s: float = 0.0
+    call_s: float = 0.0
+    catch_up_s: float = 0.0
+    prefill_s: float = 0.0
+    seconds: float = 0.0
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Hindsight:
+        # JSON turns tuples into lists.
+        runs, confidence = data.get("assistant_runs"), data.get("assistant_confidence")
+        return cls(
+            **{
+                **data,
+                "assistant_runs": None if runs is None else tuple(runs),
+                "assistant_confidence": None if confidence is None else tuple(confidence),
+                "lookup_lengths": tuple(data.get("lookup_lengths", ())),
+                "lookup_drafts": tuple(tuple(d) for d in data["lookup_drafts"]),
+                "verify_s": tuple((int(k), s) for k, s in data["verify_s"]),
+            }
+        )
+
+
+@dataclass
+class RunRecord:
+    """Everything recorded about one run of one prompt in one mode."""
+
+    mode: Mode
+    drafter: DrafterKind | None
+    prompt_tokens: int
+    steps: list[Step] = field(default_factory=list)
+    # Seconds from start to the end of generate(), device synchronised.
+    total_s: float = 0.0
+    # Wall time of each drafter forward pass after its prefill (assistant models only);
+    # used to measure the cost ratio c of the speculative-decoding model.
+    draft_forward_s: list[float] = field(default_factory=list)
+    stopped: bool = False
+    # What the assistant model computed in ("int8", "bfloat16", ...); None without one.
+    assistant_precision: str | None = None
+    # Under the `auto` schedule: the target's seconds to verify k rows, as (k, seconds) for
+    # k = 1 … cap + 1, calibrated before the run and refined by its timed steps.
+    verify_cost_s: list[tuple[int, float]] = field(default_factory=list)
+    # Under the `auto` schedule: where those costs came from. None under other schedules.
+    calibration: Calibration | None = None
+    # Under the `auto` schedule: the temperature band whose acceptance history seeded the
+    # run and received what it saw (`assisted.core.bands`). None under other schedules.
+    acceptance_band: str | None = None
+    # The target's two best tokens at each committed token, with their logits, as (first,
+    # first_logit, second, second_logit); None where a position was not seen. They are the
+    # evidence for a divergence from the plain run (assisted.analysis.divergence).
+    top2: list[tuple[int, float, int, float] | None] = field(default_factory=list)
+    # What the target computed in ("bfloat16", ...), and whether tokens were sampled.
+    dtype: str | None = None
+    sampled: bool = False
+    # A greedy assisted run's drafters' proposals at every position, found after it, and
+    # its costs (`assisted.engine.hindsight`); None where no oracle can be found.
+    hindsight: Hindsight | None = None
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t for step in self.steps for t in step.token_ids]
+
+    @property
+    def text(self) -> str:
+        return "".join(step.text for step in self.steps)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunRecord:
+        steps = [_step_from_dict(s) for s in data.get("steps", [])]
+        curve = [(int(k), s) for k, s in data.get("verify_cost_s", [])]
+        drafter = _kind(data.get("drafter"))
+        top2 = [None if row is None else tuple(row) for row in data.get("top2", [])]
+        calibration = Calibration(**data["calibration"]) if data.get("calibration") else None
+        hindsight = Hindsight.from_dict(data["hindsight"]) if data.get("hindsight") else None
+        return cls(
+            **{
+                **data,
+                "steps": steps,
+                "verify_cost_s": curve,
+                "drafter": drafter,
+                "top2": top2,
+                "calibration": calibration,
+                "hindsight": hindsight,
+            }
+        )
+
+
+def _step_from_dict(data: dict) -> Step:
+    # JSON turns tuples into lists; a step keeps its ids and probabilities as tuples.
+    keys = ("token_ids", "draft_ids", "draft_p", "draft_q")
+    ids = {key: tuple(data[key]) for key in keys if key in data}
+    return Step(**{**data, **ids, "source": _kind(data.get("source"))})
+
+
+def _kind(name: str | None) -> DrafterKind | None:
+    return None if name is None else DrafterKind(name)

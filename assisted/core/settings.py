@@ -1,0 +1,193 @@
+"""Run and draft settings with their limits: plain values, validated before any model work.
+
+No torch here, so the UI can validate input and show limits without loading anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from assisted.core.drafters import DrafterKind
+
+MAX_NEW_TOKENS_CAP = 1024  # longer runs tie the device up for minutes on a CPU
+MAX_PROMPT_CHARS = 32_000  # checked before tokenising; token length is checked against the model
+MAX_DRAFT_TOKENS = 32
+AUTO_CAP = 8  # the draft length cap under `auto` where none is given
+# Untimed warm-up runs (once per pair and mode, and the benchmark's once per prompt) are this
+# many tokens: enough to pay first-call costs and settle a prompt's shapes.
+WARMUP_TOKENS = 8
+
+Schedule = Literal["constant", "heuristic", "auto"]
+SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")
+# The assistant's precision: "none" is the pair's dtype, "int8" int8 weights and activations,
+# "int8-wo" int8 weights only, "int4-wo" 4-bit weights only (groups of 64 inputs). "auto" is
+# int4-wo on CPUs where the pair runs in bf16, int8 on other CPUs, and the pair's dtype on GPUs
+# (see assisted.models.quantize for the measurements). The quantized ones use CPU kernels. The
+# target's precision never changes with it.
+AssistantQuant = Literal["auto", "none", "int8", "int8-wo", "int4-wo"]
+ASSISTANT_QUANTS: tuple[str, ...] = ("auto", "none", "int8", "int8-wo", "int4-wo")
+# Where prompt-lookup drafts come from: "suffix", the longest and most recent match in the
+# user's message and the output (assisted.engine.lookup); "transformers", Transformers' own search
+# of the whole context, chat template included, first match first.
+Lookup = Literal["suffix", "transformers"]
+LOOKUPS: tuple[str, ...] = ("suffix", "transformers")
+
+
+class SettingsError(ValueError):
+    """A setting is out of range; the message says which and what is allowed."""
+
+
+@dataclass(frozen=True)
+class DraftSettings:
+    """How the drafter proposes candidates. Applied where Transformers reads them.
+
+    `num_assistant_tokens` is the draft length γ per step (the starting value under the
+    heuristic schedule, which adds 2 after a fully accepted step and removes 1 otherwise;
+    the cap under `auto`, which picks γ in 0 … cap at each step from measured costs, see
+    assisted.policy.choice; for prompt lookup the cap is `prompt_lookup_num_tokens`).
+    `confidence_threshold`: the assistant stops drafting a step early when its top
+    probability falls below this (0 disables it).
+    `cumulative_threshold`: under `auto` and greedy decoding, the assistant also stops once
+    the product of its top probabilities over the step's draft falls below this (0
+    disables it; `assisted.engine.lean`).
+    `assistant_quant`: the assistant model's precision ("none": the pair's dtype). The target
+    verifies every candidate, so this moves the acceptance rate and the drafting cost, never
+    the output.
+    `lookup`: how prompt lookup finds its matches (the prompt-lookup drafter's, and the
+    `auto` schedule's second source); `max_matching_ngram_size` applies to Transformers'
+    lookup only, as `assisted.engine.lookup` matches 2 to 8 tokens.
+    """
+
+    # Transformers' own default threshold; on a GPU, where verification is nearly free,
+    # 5 candidates a step is a common choice.
+    num_assistant_tokens: int = 5
+    schedule: Schedule = "constant"
+    confidence_threshold: float = 0.4
+    cumulative_threshold: float = 0.0
+    prompt_lookup_num_tokens: int = 10
+    max_matching_ngram_size: int = 2
+    assistant_quant: AssistantQuant = "none"
+    lookup: Lookup = "suffix"
+
+    def validate(self) -> DraftSettings:
+        _check_int("draft length", self.num_assistant_tokens, 1, MAX_DRAFT_TOKENS)
+        _check_int("prompt-lookup tokens", self.prompt_lookup_num_tokens, 1, MAX_DRAFT_TOKENS)
+        _check_int("prompt-lookup n-gram size", self.max_matching_ngram_size, 1, 8)
+        if self.schedule not in SCHEDULES:
+            raise SettingsError(
+                f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}"
+            )
+        if not 0.0 <= self.confidence_threshold < 1.0:
+            raise SettingsError(
+                f"confidence threshold must be in [0, 1), not {self.confidence_threshold}"
+            )
+        if not 0.0 <= self.cumulative_threshold < 1.0:
+            raise SettingsError(
+                f"cumulative threshold must be in [0, 1), not {self.cumulative_threshold}"
+            )
+        if self.assistant_quant not in ASSISTANT_QUANTS:
+            raise SettingsError(
+                f"assistant precision must be one of {', '.join(ASSISTANT_QUANTS)}, "
+                f"not {self.assistant_quant!r}"
+            )
+        if self.lookup not in LOOKUPS:
+            raise SettingsError(f"lookup must be one of {', '.join(LOOKUPS)}, not {self.lookup!r}")
+        return self
+
+    def length_for(self, drafter: DrafterKind) -> int:
+        """The draft length `drafter` reads (the cap under `auto`): prompt lookup's tokens
+        per step, or an assistant's γ."""
+        if drafter is DrafterKind.PROMPT_LOOKUP:
+            return self.prompt_lookup_num_tokens
+        return self.num_assistant_tokens
+
+    def validate_for(self, drafter: DrafterKind | str) -> DraftSettings:
+        """`validate`, and refuse settings that mean nothing for this kind of drafter: a
+        precision for drafters that run no model of their own (prompt lookup copies
+        n-grams, early exit drafts with the target's own first layers), `auto` for drafters
+        it cannot drive."""
+        self.validate()
+        drafter = DrafterKind(drafter)
+        quant = self.assistant_quant
+        if quant not in ("auto", "none") and not drafter.has_model:
+            raise SettingsError(
+                f"assistant precision {quant!r} applies to assistant models; the "
+                f"{drafter.value!r} drafter runs no separate model (choose 'auto' or 'none')"
+            )
+        if self.schedule == "auto" and not drafter.auto_capable:
+            drivable = " and ".join(kind.value for kind in DrafterKind if kind.auto_capable)
+            raise SettingsError(
+                f"the auto schedule drives {drivable} drafters, not {drafter.value!r}"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What every run of a comparison shares: length, sampling, prompt formatting."""
+
+    max_new_tokens: int = 128
+    sample: bool = False
+    temperature: float = 0.7
+    top_p: float = 0.9
+    seed: int = 0
+    chat_template: bool = True
+
+    def validate(self) -> RunSettings:
+        _check_int("max new tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS_CAP)
+        if self.sample:
+            if not 0.0 < self.temperature <= 5.0:
+                raise SettingsError(f"temperature must be in (0, 5], not {self.temperature}")
+            if not 0.0 < self.top_p <= 1.0:
+                raise SettingsError(f"top-p must be in (0, 1], not {self.top_p}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise SettingsError(f"seed must be a non-negative integer, not {self.seed!r}")
+        return self
+
+    def with_(self, **changes) -> RunSettings:
+        return replace(self, **changes)
+
+
+def assistant_precision(
+    quant: str, drafter: DrafterKind | str, device_type: str, dtype: str = "float32"
+) -> str:
+    """The precision a run drafts in: "none" (the pair's dtype), "int8", "int8-wo" or
+    "int4-wo".
+
+    "auto" means, on a CPU, int4-wo where the pair runs in bf16 (`dtype`, the pair's dtype
+    name: as fast as int8 there, with half its weights, and the oracle's hindsight
+    reproduces its drafts) and int8 where it runs in fp32 (the weight-only kernels are slow
+    with fp32 activations), see `assisted.models.quantize`; the pair's dtype elsewhere. Drafters
+    without a model of their own draft as they are (`DraftSettings.validate_for` refuses a
+    quantized precision for them). Takes the device's type ("cpu", "cuda"), so that the
+    app can refuse a setting before it asks ZeroGPU for a GPU, without touching CUDA."""
+    if not DrafterKind(drafter).has_model:
+        return "none"
+    if quant == "auto":
+        if device_type != "cpu":
+            return "none"
+        return "int4-wo" if dtype == "bfloat16" else "int8"
+    if quant != "none" and device_type != "cpu":
+        raise SettingsError(
+            f"assistant precision {quant!r} uses CPU kernels; on {device_type} the assistant "
+            "drafts in the pair's dtype (choose 'auto' or 'none')"
+        )
+    return quant
+
+
+def validate_prompt(prompt: str) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise SettingsError("the prompt is empty: type something to generate from")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise SettingsError(
+            f"the prompt has {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}"
+        )
+    return prompt
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettingsError(f"{name} must be a whole number, not {value!r}")
+    if not low <= value <= high:
+        raise SettingsError(f"{name} must be between {low} and {high}, not {value}")

@@ -1,0 +1,417 @@
+"""The `auto` schedule's seam into Transformers: a policy chooses each step's draft.
+
+The target's `_get_candidate_generator` is overridden on the instance for the run, wrapping
+the candidate generator Transformers built so that `assisted.policy.choice` chooses, before each
+step, the source of the candidates (the assistant, or a prompt-lookup match) and their
+number (0: a plain target step). Transformers still verifies and accepts. The matches come
+from `assisted.engine.lookup` (or Transformers' own search, `lookup: "transformers"`); under
+greedy decoding the assistant drafts with `assisted.engine.lean`'s loop, else with its own
+generator, and either way from a cache that holds committed ids only. The generators that
+draft are in `assisted.engine.candidates`; this module installs them and times the costs they
+are chosen by.
+
+The policy starts from what the pair learnt (`assisted.policy.learnt`): a calibration of the
+target's verification times and of the assistant's drafting and prefill times, timed once
+per pair, machine and dtype (and checked once per process, `calibrate`; a sampled run's
+drafting through the assistant's generator is timed apart, `calibrate_sampled`), and the
+acceptance that the pair's latest run in the same temperature band saw (`assisted.core.bands`).
+Each run leaves what it learnt for the next one, in memory and on disk
+(`assisted.models.learnt_store`).
+
+The calibration times T(1) and T(cap + 1) and interpolates between them, plus the
+assistant's row, in a fraction of the time every row of the cap would take (5.6 s on the
+embedded pair in fp32, docs/auto-policy.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import (
+    Cache,
+    GenerationConfig,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopPLogitsWarper,
+)
+from transformers.generation.candidate_generator import (
+    AssistedCandidateGenerator,
+    CandidateGenerator,
+    PromptLookupCandidateGenerator,
+)
+
+from assisted.core.bands import GREEDY, Band
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine.candidates import (
+    ASSISTANT,
+    LOOKUP,
+    LookupDrafter,
+    PolicyDrafter,
+    SuffixSource,
+    TransformersLookup,
+)
+from assisted.engine.lean import LeanDrafter
+from assisted.engine.lookup import SuffixLookup
+from assisted.engine.observe import synchronize
+from assisted.models import learnt_store
+from assisted.models.loading import end_ids
+from assisted.policy.choice import DraftPolicy
+from assisted.policy.costs import PlainSteps
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from assisted.models.pairs import LoadedPair
+    from assisted.policy.learnt import ProcessTiming
+
+# Each calibration timing is the fastest of this many forward passes, after one untimed
+# pass, on a cache holding the warm-up prompt.
+_CALIBRATION_REPEATS = 3
+_CALIBRATION_ATTEMPTS = 3  # timings of the target's rows, while they look disturbed
+_PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
+_SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
+
+
+def new_policy(pair: LoadedPair, draft: DraftSettings, precision: str, band: Band) -> DraftPolicy:
+    """A fresh policy for one `auto` run in temperature `band` (`assisted.core.bands`), seeded by
+    the pair's costs (calibrated when the pair was prepared, `assisted.engine.prepare`, and refined
+    by its runs since) and by the acceptance its earlier runs in `precision` and `band` saw.
+    A sampled run's assistant is priced at its sampled drafting time. Times nothing.
+
+    A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
+    matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
+    cap = draft.length_for(pair.spec.drafter)
+    sampled = band != GREEDY
+    if pair.spec.drafter is LOOKUP:
+        verify_s, _, _ = calibrated(pair, precision, cap, model=False)
+        drafter_s, model, prefill_s = {LOOKUP: 0.0}, None, 0.0
+    else:
+        verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, True, sampled)
+        drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
+    history = pair.learnt.precision(precision).acceptance_in(band)
+    return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
+
+
+def keep_learnt(pair: LoadedPair, precision: str, policy: DraftPolicy, band: Band) -> None:
+    """What an `auto` run in temperature `band` learnt, for the pair's next runs: acceptance
+    per source (for runs in the same band), T(k) for the rows it verified, and the
+    assistant's prefill time per token. Kept in memory, and in the pair's learnt file for
+    the next process: a small write, made once the run's clock has stopped."""
+    learnt = pair.learnt
+    drafting = learnt.precision(precision)
+    drafting.keep_acceptance(band, policy.acceptance.counts())
+    learnt.verify_s.update(policy.costs.observed_verify_s())
+    if policy.model_source is not None:
+        drafting.prefill_s = policy.costs.prefill_s
+    learnt_store.save(pair.learnt_file, learnt)
+
+
+def keep_plain_steps(pair: LoadedPair, steps: PlainSteps | None) -> None:
+    """A plain run's T(1), the median of its timed passes (`assisted.engine.observe`), kept for
+    the pair's runs in memory and in its learnt file, once the run's clock has stopped;
+    nothing for other runs (`steps` None). Plain steps are T(1)'s only direct timings, and
+    an `auto` run seldom takes one; T(1) prices every plain step the policy and the oracle
+    weigh (`assisted.policy.costs`)."""
+    t1_s = steps.t1_s() if steps is not None else None
+    if t1_s is not None:
+        pair.learnt.verify_s[1] = t1_s
+        learnt_store.save(pair.learnt_file, pair.learnt)
+
+
+def calibrate(
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    assistant: PreTrainedModel | None,
+    precision: str,
+    cap: int,
+) -> tuple[dict[int, float], float, float]:
+    """T(k), the target's seconds to verify k rows for k = 1 … cap + 1; the assistant's
+    seconds per drafted token; and its seconds per token of a prefill (both 0 without an
+    assistant model). Timed on a cache holding `prefix`, each at most once per process.
+
+    Only T(1) and T(cap + 1) are timed, and the rows between are interpolated linearly
+    (the module's note). Runs then refine each T(k) they use, and keep it for the pair's
+    next runs (`keep_learnt`), as they do the prefill time.
+
+    A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
+    keep the policy from ever drafting long enough to correct it; so verifying k rows
+    timed slower than k separate one-row passes is taken as disturbed and timed again.
+
+    Costs an earlier process left on disk (`assisted.models.learnt_store`) are checked: T(1),
+    T(cap + 1) and the drafting time are timed again, once per process, and the smaller of
+    the two times stands, as other work on the machine only ever adds time. A slow value
+    on disk is corrected; a slow timing in this process leaves a good one on disk as it is. The
+    prefill time is not checked: every run that prefills refines and keeps it. What this
+    process timed, and how long it took, is in the pair's `LearntState.timed_here`, for the
+    report. `assisted.engine.prepare` calls it, before any run."""
+    timing = pair.learnt.timed_here()
+    started = time.perf_counter()
+    timed = _time_target(pair, prefix, cap, timing)
+    if assistant is not None and precision not in timing.drafting:
+        _time_drafting(pair, prefix, assistant, precision, timing)
+        timed = True
+    if timed:
+        timing.seconds += time.perf_counter() - started
+    return calibrated(pair, precision, cap, model=assistant is not None)
+
+
+def _time_target(pair: LoadedPair, prefix: torch.Tensor, cap: int, timing: ProcessTiming) -> bool:
+    """Time T(1) and T(cap + 1) where this process has not (`calibrate`); whether it did."""
+    verify_s = pair.learnt.verify_s
+    rows = [k for k in (1, cap + 1) if k not in timing.rows]
+    before = {k: verify_s[k] for k in rows if k in verify_s}  # from disk, or a run's
+    for _ in range(_CALIBRATION_ATTEMPTS if rows else 0):
+        for k, seconds in _time_forwards(pair.target, prefix, rows, pair.device).items():
+            verify_s[k] = min(seconds, verify_s.get(k, seconds))
+        if verify_s[cap + 1] <= (cap + 1) * verify_s[1]:
+            break
+    timing.rows.update(rows)
+    timing.fresh |= len(before) < len(rows)
+    timing.checked += [f"T({k})" for k in before]
+    timing.corrected += [f"T({k})" for k, seconds in before.items() if verify_s[k] < seconds]
+    return bool(rows)
+
+
+def _time_drafting(
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    assistant: PreTrainedModel,
+    precision: str,
+    timing: ProcessTiming,
+) -> None:
+    """Time the assistant's seconds per drafted token in `precision`, and where missing its
+    prefill's per token (`calibrate`)."""
+    drafting = pair.learnt.precision(precision)
+    timing.drafting.add(precision)
+    if drafting.draft_s is not None:
+        kept = drafting.draft_s
+        drafting.draft_s = min(kept, _time_forwards(assistant, prefix, [1], pair.device)[1])
+        timing.checked.append(f"drafting {precision}")
+        if drafting.draft_s < kept:
+            timing.corrected.append(f"drafting {precision}")
+        return
+    # One row, as the assistant drafts one token per forward pass; a block of rows for the
+    # prefill, whose time per token is flatter than a single row's.
+    timed = _time_forwards(assistant, prefix, [1, _PREFILL_ROWS], pair.device)
+    drafting.draft_s = timed[1]
+    if drafting.prefill_s is None:
+        drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+    timing.fresh = True
+
+
+def calibrated(
+    pair: LoadedPair, precision: str, cap: int, model: bool, sampled: bool = False
+) -> tuple[dict[int, float], float, float]:
+    """What `calibrate` returns, read from the pair's learnt state without timing anything:
+    T(k) for k = 1 … cap + 1, and where a `model` drafts, its seconds per drafted token
+    (where the run is `sampled`, through its sampling generator: `calibrate_sampled`) and
+    per token of a prefill (else 0). Refused where they were never timed."""
+    verify_s = pair.learnt.verify_s
+    drafting = pair.learnt.precision(precision)
+    draft_s = drafting.sampled_draft_s if sampled else drafting.draft_s
+    if 1 not in verify_s or cap + 1 not in verify_s or (model and draft_s is None):
+        kind = "sampled " if sampled and model else ""
+        raise RuntimeError(
+            f"{pair.spec.name} has no {kind}calibration for {precision!r} and a cap of {cap}: "
+            "prepare the pair first (assisted.engine.prepare)"
+        )
+    curve = {k: _interpolate(verify_s, k) for k in range(1, cap + 2)}
+    if not model:
+        return curve, 0.0, 0.0
+    return curve, draft_s, drafting.prefill_s
+
+
+def calibrate_sampled(
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    assistant: PreTrainedModel,
+    precision: str,
+    settings: RunSettings,
+) -> None:
+    """Time the assistant's seconds per drafted token where a run samples under `settings`,
+    on a cache holding `prefix`, at most once per process and precision (`calibrate`'s
+    rules: a time from disk is checked, and the smaller stands). `assisted.engine.prepare` calls
+    it before a sampled `auto` run.
+
+    A sampled run's assistant drafts through its own `generate()`, not the lean loop:
+    per token it warps its logits with the run's temperature and top-p (the target's
+    warpers too, in Transformers 5.2x) and samples, where `calibrate`'s one-row pass
+    only runs the model. Timed as the candidate generator drafts, drafting
+    1 + `_SAMPLED_TOKENS` tokens against 1: the difference, per token, leaves out the
+    call's own overhead, which the cost model keeps apart (`assisted.policy.costs`). Timed with
+    the first sampled run's top-p, whose sort over the vocabulary is most of the extra:
+    one time per precision, whatever later runs' settings."""
+    timing = pair.learnt.timed_here()
+    if precision in timing.sampled_drafting:
+        return
+    started = time.perf_counter()
+    timing.sampled_drafting.add(precision)
+    seconds = _time_sampled_drafting(assistant, prefix, settings, pair.device)
+    drafting, name = pair.learnt.precision(precision), f"sampled drafting {precision}"
+    kept = drafting.sampled_draft_s
+    if kept is None:
+        drafting.sampled_draft_s = seconds
+        timing.fresh = True
+    else:
+        drafting.sampled_draft_s = min(kept, seconds)
+        timing.checked.append(name)
+        if seconds < kept:
+            timing.corrected.append(name)
+    timing.seconds += time.perf_counter() - started
+
+
+def _time_sampled_drafting(
+    assistant: PreTrainedModel, prefix: torch.Tensor, settings: RunSettings, device: torch.device
+) -> float:
+    """Seconds per token the assistant's sampling `generate()` adds, drafting on a cache
+    holding `prefix` (`calibrate_sampled`): the fastest of a few calls each way, after
+    one untimed call. The cache is cropped back after each call. Called as the candidate
+    generator calls it, the target's warpers passed on top of the config's, so it warps
+    as a run's drafting does (temperature and top-p twice; seen on Transformers 5.23)."""
+    warpers = [TemperatureLogitsWarper(settings.temperature)]
+    if settings.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(settings.top_p))
+    config = GenerationConfig(
+        do_sample=True,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=0,
+        output_scores=True,  # the candidate generator returns the scores, as q
+        return_dict_in_generate=True,
+        eos_token_id=None,  # no early end: every call drafts as many tokens as asked
+        pad_token_id=0,
+    )
+    held = prefix.shape[1] - 1  # the generator feeds the last id, as after a step
+
+    def draft(cache: Cache, tokens: int) -> float:
+        synchronize(device)
+        start = time.perf_counter()
+        assistant.generate(
+            input_ids=prefix,
+            attention_mask=torch.ones_like(prefix),
+            past_key_values=cache,
+            generation_config=config,
+            logits_processor=LogitsProcessorList(warpers),
+            max_new_tokens=tokens,
+        )
+        synchronize(device)
+        seconds = time.perf_counter() - start
+        cache.crop(held - cache.get_seq_length())  # 5.23: a negative count removes that many
+        return seconds
+
+    with torch.inference_mode():
+        cache = assistant(input_ids=prefix[:, :-1], use_cache=True).past_key_values
+        draft(cache, 1)  # untimed: the first sampled call pays one-off costs
+        one, more = (
+            min(draft(cache, tokens) for _ in range(_CALIBRATION_REPEATS))
+            for tokens in (1, 1 + _SAMPLED_TOKENS)
+        )
+    return max(more - one, 0.0) / _SAMPLED_TOKENS
+
+
+def _interpolate(points: dict[int, float], k: int) -> float:
+    """The value at `k`, linear between the nearest points around it."""
+    low = max(x for x in points if x <= k)
+    high = min(x for x in points if x >= k)
+    if low == high:
+        return points[k]
+    return points[low] + (points[high] - points[low]) * (k - low) / (high - low)
+
+
+def _time_forwards(
+    model: PreTrainedModel, prefix: torch.Tensor, rows: list[int], device: torch.device
+) -> dict[int, float]:
+    """Seconds of one forward pass over `k` new rows on a cache holding `prefix`, for each k
+    in `rows`: the fastest of a few passes, as other work on the machine only ever adds
+    time. The cache is cropped back after each pass."""
+    timings = {}
+    with torch.inference_mode():
+        cache = model(input_ids=prefix, use_cache=True).past_key_values
+        # One untimed pass: the first after the prefill pays one-off costs.
+        model(input_ids=prefix[:, -1:], past_key_values=cache, use_cache=True)
+        cache.crop(-1)  # 5.23: a negative count removes that many tokens
+        for k in rows:
+            block = prefix[:, -1:].repeat(1, k)  # the ids do not change the time
+            times = []
+            for _ in range(_CALIBRATION_REPEATS):
+                synchronize(device)
+                start = time.perf_counter()
+                model(input_ids=block, past_key_values=cache, use_cache=True)
+                synchronize(device)
+                times.append(time.perf_counter() - start)
+                cache.crop(-k)
+            timings[k] = min(times)
+    return timings
+
+
+@contextmanager
+def drafting_policy(
+    target: PreTrainedModel,
+    policy: DraftPolicy | None,
+    draft: DraftSettings | None = None,
+    lookup: SuffixLookup | None = None,
+    lean: bool = True,
+) -> Iterator[None]:
+    """Within the block, `target.generate()` drafts as `policy` chooses, and prompt lookup
+    matches with `lookup` (`assisted.engine.lookup`; None: Transformers' own search). Under a
+    policy and greedy decoding the assistant drafts with `assisted.engine.lean`'s loop where
+    `lean`, else with its generator's `generate()`.
+
+    Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
+    (tests/test_decoding.py pins it), wrapping the generator Transformers builds. Under a
+    policy, where it builds an assistant's generator, prompt lookup joins it as a second
+    source. Without a policy only a prompt-lookup generator is replaced, by `lookup`."""
+    build = type(target)._get_candidate_generator
+    draft = draft or DraftSettings()
+
+    def get_candidate_generator(*args, **kwargs) -> CandidateGenerator:
+        generator = build(target, *args, **kwargs)
+        config = kwargs["generation_config"]
+        prompt_lookup = type(generator) is PromptLookupCandidateGenerator
+        if policy is None:
+            if prompt_lookup and lookup is not None:
+                return LookupDrafter(lookup, generator.num_output_tokens, config.max_length)
+            return generator
+        if not prompt_lookup and type(generator) is not AssistedCandidateGenerator:
+            # Subclasses (universal, early exit, MTP) draft and read their length elsewhere.
+            raise TypeError(f"the auto schedule cannot drive {type(generator).__name__}")
+        if lookup is not None:
+            source = SuffixSource(lookup)
+        elif prompt_lookup:
+            source = TransformersLookup(generator)
+        else:
+            search = PromptLookupCandidateGenerator(
+                eos_token_id=config._eos_token_tensor,
+                max_matching_ngram_size=draft.max_matching_ngram_size,
+                max_length=config.max_length,
+                logits_processor=kwargs["logits_processor"],
+                vocab_size=target.config.get_text_config().vocab_size,
+            )
+            source = TransformersLookup(search)
+        if prompt_lookup:
+            return PolicyDrafter(None, source, policy, config.max_length)
+        # Greedy: the target needs the candidates' ids only (`assisted.engine.lean`).
+        sampled = config.do_sample
+        loop = _lean_drafter(generator, config, draft) if lean and not sampled else None
+        return PolicyDrafter(generator, source, policy, config.max_length, loop)
+
+    target._get_candidate_generator = get_candidate_generator
+    try:
+        yield
+    finally:
+        del target._get_candidate_generator
+
+
+def _lean_drafter(
+    generator: AssistedCandidateGenerator, config, draft: DraftSettings
+) -> LeanDrafter:
+    """A lean loop drafting as `generator`'s assistant would, under `config`'s end of
+    sequence and the assistant's confidence threshold, and `draft`'s cumulative one."""
+    eos_ids = end_ids(config)
+    threshold = generator.assistant_confidence_threshold or 0.0
+    model = generator.assistant_model
+    return LeanDrafter(model, threshold, eos_ids, draft.cumulative_threshold)

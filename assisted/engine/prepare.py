@@ -1,0 +1,164 @@
+"""Preparing a pair to draft: the one-time work, done before any run's clock starts.
+
+Done inside a run, this work would fall in the middle of its timing: resolving the
+assistant's precision, building the int8 copy (evicting other pairs to make room), timing
+the `auto` policy's calibration, rendering the chat template for its ids and collecting the
+ids never drafted. Here it is one stage, whose result a run receives (`Prepared`):
+
+- the assistant's precision, and the model that drafts in it (`LoadedPair.drafting_assistant`:
+  an int8 copy is made once, and may evict other pairs);
+- under `auto`, the calibration of the costs (`assisted.engine.auto.calibrate`), timed once per
+  pair, machine and dtype, on a cache holding the warm-up prompt; and once a run samples,
+  the assistant's drafting through its sampling generator (`auto.calibrate_sampled`),
+  which greedy runs never pay for;
+- the template facts: the chat template's ids around an empty message, from which a run
+  finds the user's message in its prompt (`assisted.engine.lookup.user_span`), and the ids a
+  lookup never drafts;
+- the learnt state, read and merged where other processes kept more on disk.
+
+Prepared once per process, pair and draft settings, and cached on the pair: the comparison's
+warm-up, the benchmark and a ZeroGPU worker each call `prepare` first, and a second call
+costs a dictionary lookup. On ZeroGPU each GPU call runs in a process forked from the main
+one; the cache is keyed by process, so a fresh fork prepares again on its own device (the
+int8 copy and the costs it inherited are not built or timed again), while a reused worker
+finds its own. Plain runs need nothing prepared.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import auto
+from assisted.models import learnt_store, quantize
+from assisted.models.loading import end_ids
+from assisted.models.pairs import LoadedPair
+from assisted.policy.learnt import LearntState
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+# The warm-up runs' prompt, and the context the calibration times its passes after.
+WARMUP_PROMPT = "Write one short sentence about the sea."
+
+_lock = threading.Lock()  # one preparation at a time: two would time each other
+
+
+def _new_lock_in_child() -> None:
+    """A fork taken while another thread prepares would leave the child's copy of the lock
+    held forever (see `assisted.models.pairs`): the child starts with a lock of its own."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What runs drafting with `draft` on one pair receive, built by `prepare`."""
+
+    draft: DraftSettings  # validated for the pair's drafter
+    precision: str  # the assistant's precision key: "none" (the pair's dtype), "int8", ...
+    assistant: PreTrainedModel | None  # the model that drafts; None: no model of its own
+    assistant_precision: str | None  # what it computes in, for the record ("int8", "float32")
+    template_ids: tuple[int, ...]  # the chat template around an empty user message
+    never_drafted: frozenset[int]  # ids a lookup never drafts
+    learnt: LearntState  # the state the calibration filled, which runs read and refine
+
+
+def prepare(
+    pair: LoadedPair, draft: DraftSettings | None = None, settings: RunSettings | None = None
+) -> Prepared:
+    """Everything runs drafting with `draft` (default: the pair's) need, once per process:
+    cheap when this process prepared it already. Where `settings` sample under `auto`,
+    the sampled drafting cost too. Call it before any clock starts."""
+    draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
+    key = (os.getpid(), draft)
+    found = pair.prepared.get(key)
+    if found is None or found.learnt is not pair.learnt:
+        with _lock:
+            found = pair.prepared.get(key)
+            if found is None or found.learnt is not pair.learnt:
+                if not any(pid == key[0] for pid, _ in pair.prepared):
+                    # The first preparation in this process: what another one (the process
+                    # this one was forked from) prepared is not this process's.
+                    pair.prepared.clear()
+                    _read_learnt(pair)
+                found = pair.prepared[key] = _prepare(pair, draft)
+    sampled = settings is not None and settings.sample and draft.schedule == "auto"
+    timed = pair.learnt.timed_here().sampled_drafting
+    if sampled and found.assistant is not None and found.precision not in timed:
+        with _lock:
+            prefix = _warmup_prefix(pair)
+            auto.calibrate_sampled(pair, prefix, found.assistant, found.precision, settings)
+    return found
+
+
+def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
+    precision = quantize.resolve(
+        draft.assistant_quant, pair.spec.drafter, pair.device, pair.dtype_name
+    )
+    assistant = pair.drafting_assistant(precision)
+    if draft.schedule == "auto":
+        cap = draft.length_for(pair.spec.drafter)
+        auto.calibrate(pair, _warmup_prefix(pair), assistant, precision, cap)
+    computes_in = None
+    if assistant is not None:
+        computes_in = pair.dtype_name if precision == "none" else precision
+    return Prepared(
+        draft=draft,
+        precision=precision,
+        assistant=assistant,
+        assistant_precision=computes_in,
+        template_ids=tuple(_template_ids(pair.tokenizer)),
+        never_drafted=frozenset(never_drafted(pair)),
+        learnt=pair.learnt,
+    )
+
+
+def _warmup_prefix(pair: LoadedPair) -> torch.Tensor:
+    """The warm-up prompt's ids, the context the calibration times its passes after."""
+    return torch.tensor([chat_ids(pair.tokenizer, WARMUP_PROMPT)], device=input_device(pair))
+
+
+def _read_learnt(pair: LoadedPair) -> None:
+    """Bring in what other processes kept in the pair's learnt file since it loaded: a
+    ZeroGPU worker is forked from a main process that read the file once, at load, and
+    earlier workers have written to it since (`learnt_store.refresh` merges, keeping what
+    this process holds and has not written)."""
+    learnt_store.refresh(pair.learnt_file, pair.learnt)
+
+
+def chat_ids(tokenizer: PreTrainedTokenizerBase, content: str) -> list[int]:
+    """The ids of `content` as a user message in the tokenizer's chat template, followed by
+    the assistant's role tokens."""
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+    )
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _template_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The chat template's ids around an empty user message (none without a template)."""
+    return chat_ids(tokenizer, "") if tokenizer.chat_template else []
+
+
+def never_drafted(pair: LoadedPair) -> set[int]:
+    """The ids a lookup never drafts: end of sequence and every special token, role markers
+    such as Qwen's <|im_start|> included (added tokens that `all_special_ids` leaves out),
+    even where a user typed one into the prompt."""
+    tokenizer = pair.tokenizer
+    special = set(tokenizer.all_special_ids) | set(end_ids(pair.target.generation_config))
+    special |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
+    return special - {None}
+
+
+def input_device(pair: LoadedPair) -> torch.device:
+    """Where a run's input ids go: with a device map the embeddings may sit anywhere."""
+    return pair.target.get_input_embeddings().weight.device

@@ -1,0 +1,108 @@
+"""Checks a pair passes before its weights load, from its configs, tokenizer files and the
+sizes of its weight files: what `generate()` or the server's limits would refuse later,
+refused while it costs the pairs in memory nothing (`assisted.models.pairs`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from assisted.core.drafters import DrafterKind
+from assisted.models import embedded
+from assisted.models.registry import PairError, PairSpec, first_line
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def check_pair(spec: PairSpec, folders: list[str]) -> None:
+    """Refuse, from the configs and tokenizer files in `folders` (target first) and before
+    any weights load, a pair that generate() would refuse.
+
+    Transformers takes two models for one tokenizer when their configs' vocab sizes agree,
+    and for two otherwise. Same tokenizer and other sizes is a padded vocabulary, which
+    loading fits (`assisted.models.vocab`); the other mismatches are refused here."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    configs = [AutoConfig.from_pretrained(f, trust_remote_code=False) for f in folders]
+    if spec.drafter is DrafterKind.EARLY_EXIT:
+        layers = configs[0].get_text_config().num_hidden_layers
+        if not spec.early_exit_layer or not 0 < spec.early_exit_layer < layers:
+            raise PairError(f"early-exit layer must be between 1 and {layers - 1}")
+    if not spec.drafter.has_model:
+        return
+    try:
+        vocabs = [AutoTokenizer.from_pretrained(f, trust_remote_code=False) for f in folders]
+    except (OSError, ValueError) as error:
+        raise PairError(
+            f"cannot load the tokenizers of {spec.name}: {first_line(error)}"
+        ) from error
+    same_tokenizer = vocabs[0].get_vocab() == vocabs[1].get_vocab()
+    sizes = [config.get_text_config().vocab_size for config in configs]
+    if not spec.drafter.own_tokenizer and not same_tokenizer:
+        raise PairError(
+            f"{spec.target} and {spec.assistant} have different tokenizers; pick the "
+            f"{DrafterKind.UNIVERSAL.value!r} drafter (universal assisted generation) for "
+            "this pair"
+        )
+    if spec.drafter.own_tokenizer and sizes[0] == sizes[1]:
+        if same_tokenizer:
+            raise PairError(
+                f"{spec.target} and {spec.assistant} share one tokenizer; pick the "
+                f"{DrafterKind.ASSISTANT.value!r} drafter for this pair"
+            )
+        raise PairError(
+            f"{spec.target} and {spec.assistant} have different tokenizers but the same "
+            f"vocabulary size ({sizes[0]:,}), and Transformers tells tokenizers apart by that "
+            "size: it cannot run universal assisted generation on this pair"
+        )
+
+
+def check_config(ref: str, folder: Path) -> None:
+    """Refuse `ref` unless its config (in `folder`) shows a causal LM with a croppable cache."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    except (OSError, ValueError) as error:
+        raise PairError(f"cannot load the config of {ref!r}: {first_line(error)}") from error
+    model_class = AutoModelForCausalLM._model_mapping.get(type(config), None)
+    if model_class is None:
+        raise PairError(f"{ref!r} ({config.model_type}) is not a causal language model")
+    if getattr(model_class, "_is_stateful", False):
+        raise PairError(
+            f"{ref!r} ({config.model_type}) keeps a recurrent state that cannot be cropped back "
+            "to the accepted tokens, so it cannot verify drafts (assisted decoding needs a "
+            "croppable cache)"
+        )
+
+
+def check_sizes(refs: list[str], max_gb: float) -> None:
+    """Refuse models whose weight files take more than `max_gb` GB together."""
+    total = sum(weights_bytes(ref) for ref in refs)
+    if total > max_gb * 1e9:
+        raise PairError(
+            f"the pair's weights take {total / 1e9:.1f} GB; this server loads at most "
+            f"{max_gb:g} GB (ASSISTED_MAX_MODEL_GB)"
+        )
+
+
+def weights_bytes(ref: str) -> int:
+    """Bytes of the weight files of `ref` (an embedded name, a folder or a Hub id); 0 where
+    the Hub cannot be reached."""
+    if ref in embedded.MODELS:
+        return embedded.MODELS[ref].size
+    path = Path(ref)
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.name.endswith(_WEIGHT_SUFFIXES))
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import HfHubHTTPError
+
+    try:
+        info = HfApi().model_info(ref, files_metadata=True)
+    except HfHubHTTPError as error:
+        hint = (
+            " (a gated model needs HF_TOKEN)" if "401" in str(error) or "403" in str(error) else ""
+        )
+        raise PairError(f"cannot find {ref!r} on the Hub{hint}: {first_line(error)}") from error
+    except Exception:  # offline or unreachable: from_pretrained may still find it cached,
+        return 0  # and says clearly what is missing if it does not
+    return sum(s.size or 0 for s in info.siblings or [] if s.rfilename.endswith(_WEIGHT_SUFFIXES))

@@ -1,0 +1,431 @@
+"""Model pairs: validation of user-supplied ids, loading, and a small cache of loaded pairs.
+
+A pair is a target plus a drafter, of one of the kinds in `assisted.core.drafters`; the named
+ones are in `assisted.models.registry`. What a pair must pass before its weights load is checked
+in `assisted.models.pair_checks`.
+
+The device and dtype a pair runs in are `assisted.models.placement`'s choice; pairs that
+name one target on one device in one dtype hold one copy of it. `trust_remote_code` is
+never enabled.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from assisted.core.drafters import DrafterKind
+from assisted.models import embedded, fetch, learnt_store, pair_checks
+from assisted.models.loading import load_model, release_memory
+from assisted.models.placement import choose_device, choose_dtype
+from assisted.models.registry import PAIRS, PairError, PairSpec, first_line
+from assisted.policy.learnt import LearntState
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+MAX_LOADED_PAIRS = int(os.environ.get("ASSISTED_MAX_PAIRS", "2"))
+# Refuse to download or load checkpoints above this size (weights on disk, both models), and
+# evict the least recently used pairs while those in memory hold more (`memory_bytes`).
+MAX_MODEL_GB = float(os.environ.get("ASSISTED_MAX_MODEL_GB", "40"))
+
+_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+
+
+@dataclass
+class LoadedPair:
+    spec: PairSpec
+    target: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    assistant: PreTrainedModel | None
+    assistant_tokenizer: PreTrainedTokenizerBase | None
+    device: torch.device
+    dtype: torch.dtype
+    warmed_modes: set[str] = field(default_factory=set)
+    # Copies of the assistant in other precisions, made on first use and shared by the
+    # pair's siblings (the benchmark's drafter variants), so one target serves them all.
+    assistant_copies: dict[str, PreTrainedModel] = field(default_factory=dict)
+    # The assistant's folder, to load it again once released (`drafting_assistant`); None
+    # for drafters without a model of their own.
+    assistant_source: str | None = None
+    keeps_assistant: bool = False  # a run drafted with the assistant as loaded
+    # What the `auto` policy learnt on this pair: costs and acceptance, shared by siblings;
+    # read from the file an earlier process left, and written back after each `auto` run.
+    learnt: LearntState = field(default_factory=LearntState)
+    learnt_file: learnt_store.LearntFile | None = None  # None: nothing kept on disk
+    # What `assisted.engine.prepare` built for this pair, by process and draft settings. Each pair
+    # object has its own (`dataclasses.replace` starts a copy's afresh).
+    prepared: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # The pair and the copies `dataclasses.replace` makes of it (the benchmark's drafter
+    # variants), which share its models: one list, of weak references to each.
+    family: list = field(default_factory=list, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.family.append(weakref.ref(self))
+
+    def _siblings(self) -> list[LoadedPair]:
+        """This pair and those sharing its models, itself included."""
+        return [pair for pair in (ref() for ref in self.family) if pair is not None]
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self.dtype).removeprefix("torch.")
+
+    def drafting_assistant(self, precision: str) -> PreTrainedModel | None:
+        """The assistant model in `precision` ("none": as loaded; otherwise a quantized
+        copy, made once). None for drafters without a model of their own.
+
+        A quantized copy is all that drafts in its precision, so the assistant as loaded is
+        released once the copy exists, unless a run has drafted with it: the embedded pair
+        on a CPU then holds the int8 assistant alone (docs/space.md#memory). A run that asks
+        for it later loads it again and keeps it. Siblings (`family`)
+        share all of this: one that still held the assistant would keep it alive."""
+        if self.assistant_source is None:
+            return None
+        with _lock:
+            if precision == "none":
+                self.keeps_assistant = True
+                return self._assistant_as_loaded()
+            if precision not in self.assistant_copies:
+                from assisted.models.quantize import quantized_copy
+
+                siblings = self._siblings()
+                release = not any(pair.keeps_assistant for pair in siblings)
+                # An assistant released after is consumed as it is copied, layer by
+                # layer: never held whole beside its copy (the loading peak).
+                model = self._assistant_as_loaded()
+                copy = quantized_copy(model, precision, consume=release)
+                self.assistant_copies[precision] = copy
+                if release:
+                    for pair in siblings:
+                        pair.assistant = None
+                    release_memory()
+                _evict_over_memory_limit(keep=self)
+            return self.assistant_copies[precision]
+
+    def _assistant_as_loaded(self) -> PreTrainedModel:
+        if self.assistant is None:
+            # Loaded again once, for every sibling that drafts with it.
+            drafting = [p for p in self._siblings() if p.assistant_source == self.assistant_source]
+            assistant, _ = _load_assistant(
+                self.spec,
+                self.spec.assistant,
+                self.assistant_source,
+                self.target,
+                self.device,
+                self.dtype,
+                None,
+            )
+            for pair in drafting:
+                if pair.assistant is None:
+                    pair.assistant = assistant
+        return self.assistant
+
+    def memory_bytes(self) -> int:
+        """Bytes of the weights the pair holds: the target, the assistant as loaded (unless
+        released) and its quantized copies. Caches live only while a run does."""
+        from assisted.models.quantize import weights_bytes
+
+        models = [self.target, self.assistant, *self.assistant_copies.values()]
+        return sum(weights_bytes(model) for model in models if model is not None)
+
+    @property
+    def context_length(self) -> int | None:
+        config = self.target.config.get_text_config()
+        return getattr(config, "max_position_embeddings", None)
+
+
+def custom_pair(
+    target: str, assistant: str | None, drafter: DrafterKind | str | None = None
+) -> PairSpec:
+    """A pair from user-supplied ids; the drafter kind defaults from what is given."""
+    if drafter is None:
+        drafter = DrafterKind.ASSISTANT if assistant else DrafterKind.PROMPT_LOOKUP
+    try:
+        drafter = DrafterKind.parse(drafter)
+    except ValueError as error:
+        raise PairError(str(error)) from None
+    if drafter.has_model and not assistant:
+        raise PairError(f"the {drafter.value!r} drafter needs an assistant model id")
+    if not drafter.has_model and assistant:
+        raise PairError(
+            f"the {drafter.value!r} drafter uses no assistant model; drop the assistant id"
+        )
+    name = f"{target} ← {assistant}" if assistant else f"{target} ({drafter})"
+    return PairSpec(name, target, drafter, assistant, "custom pair", early_exit_layer=4)
+
+
+def get_spec(name: str) -> PairSpec:
+    try:
+        return PAIRS[name]
+    except KeyError:
+        raise PairError(f"unknown pair {name!r}; known pairs: {', '.join(PAIRS)}") from None
+
+
+def resolve_model_ref(ref: str, allow_local: bool = True) -> str:
+    """An embedded name (or its Hub id, where its parts are not installed), a local folder
+    with a config.json, or a well-formed Hub id."""
+    ref = ref.strip()
+    if ref in embedded.MODELS:
+        return embedded.source(ref)
+    path = Path(ref).expanduser()
+    if ref and allow_local and path.is_dir():
+        if not (path / "config.json").is_file():
+            raise PairError(f"{ref!r} is a folder without config.json, not a model folder")
+        return str(path.resolve())
+    if not _HUB_ID.match(ref) or ".." in ref:
+        raise PairError(
+            f"{ref!r} is not a model id: expected owner/name as on the Hugging Face Hub"
+            + (" or a local model folder" if allow_local else "")
+        )
+    return ref
+
+
+# Loaded pairs, most recently used last. Loading happens under the lock so two requests for
+# one pair load it once; a failed load leaves the cache as it was. Fetching the files comes
+# first and takes no lock, so a download holds up no one using the pairs in memory.
+_loaded: OrderedDict[tuple, LoadedPair] = OrderedDict()
+_pinned: set[tuple] = set()  # keys of pairs never evicted (`pin`)
+_lock = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """ZeroGPU forks a GPU worker from a handler thread while other threads run. A lock that
+    one of them held at the fork stays held in the child forever, since the thread that
+    would release it does not exist there: the child starts with a lock of its own."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+def load_pair(
+    spec: PairSpec,
+    device: str = "auto",
+    dtype: str = "auto",
+    progress: embedded.Progress | None = None,
+    allow_local: bool = True,
+) -> LoadedPair:
+    """Validate, fetch, then load `spec` (cached: at most MAX_LOADED_PAIRS stay in memory)."""
+    torch_device = choose_device(device)
+    torch_dtype = choose_dtype(torch_device, dtype)
+    target_ref = resolve_model_ref(spec.target, allow_local)
+    assistant_ref = resolve_model_ref(spec.assistant, allow_local) if spec.assistant else None
+    key = (spec, str(torch_device), str(torch_dtype))
+    with _lock:
+        if (pair := _cached(key)) is not None:
+            return pair
+    # Checked from the configs before anything is evicted, so a bad request costs the pairs
+    # in memory nothing.
+    sources = fetch_pair(spec, progress, allow_local)
+    with _lock:
+        if (pair := _cached(key)) is not None:  # loaded by another request meanwhile
+            return pair
+        while len(_loaded) >= MAX_LOADED_PAIRS and _evict_oldest():
+            pass
+        pair = _load(spec, sources, target_ref, assistant_ref, torch_device, torch_dtype, progress)
+        _loaded[key] = pair
+        _evict_over_memory_limit(keep=pair)
+        return pair
+
+
+def fetching(
+    spec: PairSpec, allow_local: bool = True
+) -> Generator[tuple[str, float | None], None, dict[str, str]]:
+    """Put the pair's files on local disk, checked, without loading them.
+
+    Yields (message, fraction done or None) while a download or conversion runs, and
+    returns each model's local folder. Files fetched earlier cost nothing."""
+    refs = [resolve_model_ref(spec.target, allow_local)]
+    if spec.assistant:
+        refs.append(resolve_model_ref(spec.assistant, allow_local))
+    if any(fetch.fetched(ref) is None for ref in refs):
+        pair_checks.check_sizes(refs, MAX_MODEL_GB)
+    sources = {}
+    for ref in refs:
+        try:
+            sources[ref] = str((yield from fetch.fetching(ref, pair_checks.check_config)))
+        except PairError:
+            raise
+        except (OSError, ValueError) as error:
+            raise PairError(f"cannot fetch {ref!r}: {first_line(error)}") from error
+    pair_checks.check_pair(spec, [sources[ref] for ref in refs])
+    return sources
+
+
+def fetch_pair(
+    spec: PairSpec, progress: embedded.Progress | None = None, allow_local: bool = True
+) -> dict[str, str]:
+    """`fetching`, blocking: each model's local folder, with progress reported as it comes."""
+    steps = fetching(spec, allow_local)
+    while True:
+        try:
+            message, fraction = next(steps)
+        except StopIteration as done:
+            return done.value
+        if progress:
+            progress(message, fraction)
+
+
+def loaded(spec: PairSpec, device: str = "auto", dtype: str = "auto") -> LoadedPair | None:
+    """`spec`'s pair if it is in memory for this device and dtype; loads nothing."""
+    torch_device = choose_device(device)
+    with _lock:
+        return _cached((spec, str(torch_device), str(choose_dtype(torch_device, dtype))))
+
+
+def loaded_spec(spec: PairSpec) -> LoadedPair | None:
+    """`spec`'s pair if it is in memory, on whatever device; loads nothing and asks torch
+    nothing (a ZeroGPU handler thread must not touch CUDA)."""
+    with _lock:
+        return next((pair for pair in _loaded.values() if pair.spec == spec), None)
+
+
+def fits_beside_loaded(spec: PairSpec) -> bool:
+    """Whether `spec` could be loaded without evicting a pair in memory: fewer than
+    MAX_LOADED_PAIRS are loaded, and its weight files fit under ASSISTED_MAX_MODEL_GB beside
+    the weights they hold. Reads the files' sizes (the Hub's listing for a Hub id)."""
+    refs = [spec.target, *([spec.assistant] if spec.assistant else [])]
+    if len(_loaded) >= MAX_LOADED_PAIRS:
+        return False
+    size = sum(pair_checks.weights_bytes(resolve_model_ref(ref)) for ref in refs)
+    return memory_in_use() + size <= MAX_MODEL_GB * 1e9
+
+
+def loaded_pairs() -> list[str]:
+    return [pair.spec.name for pair in _loaded.values()]
+
+
+def memory_in_use() -> int:
+    """Bytes of the weights that the pairs in memory hold, a target that pairs share once
+    (`LoadedPair.memory_bytes`)."""
+    from assisted.models.quantize import weights_bytes
+
+    held = {
+        id(model): model
+        for pair in _loaded.values()
+        for model in (pair.target, pair.assistant, *pair.assistant_copies.values())
+        if model is not None
+    }
+    return sum(weights_bytes(model) for model in held.values())
+
+
+def _shared_target(
+    target_ref: str, device: torch.device, dtype: torch.dtype
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase] | None:
+    """The target model and tokenizer of a pair in memory with the same target on the same
+    device in the same dtype: pairs that name one target hold one copy of it (call it
+    holding _lock). A run only reads the target: what it sets on it, its hooks and seams,
+    it removes when it ends, and runs on one device take turns."""
+    for (spec, device_name, dtype_name), pair in _loaded.items():
+        same = (device_name, dtype_name) == (str(device), str(dtype))
+        if same and resolve_model_ref(spec.target) == target_ref:
+            return pair.target, pair.tokenizer
+    return None
+
+
+def _cached(key: tuple) -> LoadedPair | None:
+    """The pair loaded under `key`, now the most recently used (call it holding _lock)."""
+    if key in _loaded:
+        _loaded.move_to_end(key)
+        return _loaded[key]
+    return None
+
+
+def _load(
+    spec: PairSpec,
+    sources: dict[str, str],
+    target_ref: str,
+    assistant_ref: str | None,
+    device: torch.device,
+    dtype: torch.dtype,
+    progress: embedded.Progress | None,
+) -> LoadedPair:
+    shared = _shared_target(target_ref, device, dtype)
+    target, tokenizer = shared or load_model(
+        target_ref, sources[target_ref], device, dtype, progress, offload=True
+    )
+    assistant = assistant_tokenizer = None
+    if assistant_ref:
+        assistant, assistant_tokenizer = _load_assistant(
+            spec, assistant_ref, sources[assistant_ref], target, device, dtype, progress
+        )
+    if progress:
+        progress(f"Loaded {spec.name}", 1.0)
+    source = sources[assistant_ref] if assistant_ref else None
+    kept = learnt_store.learnt_file(spec, target_ref, assistant_ref, device, dtype)
+    return LoadedPair(
+        spec,
+        target,
+        tokenizer,
+        assistant,
+        assistant_tokenizer,
+        device,
+        dtype,
+        assistant_source=source,
+        learnt=learnt_store.load(kept),
+        learnt_file=kept,
+    )
+
+
+def _load_assistant(
+    spec: PairSpec,
+    ref: str,
+    source: str,
+    target: PreTrainedModel,
+    device: torch.device,
+    dtype: torch.dtype,
+    progress: embedded.Progress | None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The assistant model, given the target's vocabulary size where it shares the target's
+    tokenizer (`assisted.models.vocab`: padded vocabularies)."""
+    from assisted.models.vocab import fit_vocabulary
+
+    assistant, tokenizer = load_model(ref, source, device, dtype, progress)
+    if not spec.drafter.own_tokenizer:
+        fit_vocabulary(assistant, target.config.get_text_config().vocab_size)
+    return assistant, tokenizer
+
+
+def _evict_over_memory_limit(keep: LoadedPair) -> None:
+    """Evict the least recently used pairs while those in memory hold more than
+    ASSISTED_MAX_MODEL_GB, never `keep` (the pair that just grew), whatever it holds. Call it
+    holding _lock."""
+    while memory_in_use() > MAX_MODEL_GB * 1e9:
+        oldest = next(
+            (key for key, pair in _loaded.items() if pair is not keep and key not in _pinned),
+            None,
+        )
+        if oldest is None:
+            return
+        _evict(oldest)
+
+
+def _evict_oldest() -> bool:
+    """Evict the least recently used pair that is not pinned; False where all are."""
+    oldest = next((key for key in _loaded if key not in _pinned), None)
+    if oldest is not None:
+        _evict(oldest)
+    return oldest is not None
+
+
+def pin(spec: PairSpec) -> None:
+    """Keep `spec`'s pairs in memory whatever is loaded later. On ZeroGPU a pair loaded at
+    start-up is what every forked GPU call counts on finding, and a reused worker that had
+    evicted it would load it again inside a call that asked for no time to load."""
+    with _lock:
+        _pinned.update(key for key in _loaded if key[0] == spec)
+
+
+def _evict(key: tuple) -> None:
+    del _loaded[key]
+    release_memory()

@@ -1,0 +1,284 @@
+"""The assistant's precision: int8 and int4 copies of the assistant for drafting on CPUs.
+
+The target verifies every candidate, so the assistant's precision moves the acceptance rate
+and the cost of drafting, never the output. Quantizing the target instead would change the
+output itself: its own int8 rounding picks other tokens.
+
+The precisions on a CPU (their figures: docs/benchmarks.md, "The assistant's precision"):
+- "int8", dynamic int8 with fbgemm's per-tensor weight scales: an int8 assistant drafts
+  faster than one in the pair's dtype, and lowers the cost ratio c much more than the
+  acceptance. Per-channel scales are no faster and follow the bf16 assistant's greedy text
+  for fewer tokens, so "int8" keeps fbgemm's per-tensor default. It runs on fbgemm's AVX2
+  kernels too, on CPUs without native bf16, where the pair runs in fp32.
+- "int8-wo", int8 weights only with bf16 activations (`_weight_int8pack_mm`): slow with fp32
+  activations, so it is no default for CPUs without native bf16.
+- "int4-wo", 4-bit weights in groups of 64 (`assisted.models.int4`): what "auto" drafts in on
+  a CPU where the pair runs in bf16, as fast as "int8" with half its weights, and, its
+  activations never quantized per pass, the oracle's hindsight reproduces more of its
+  drafting steps. `python -m assisted.lab.precisions` compares them.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+import weakref
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from assisted.core.drafters import DrafterKind
+from assisted.core.settings import assistant_precision
+from assisted.models.int4 import Int4WeightOnlyLinear, fits
+from assisted.models.loading import release_memory
+
+
+def resolve(quant: str, drafter: DrafterKind | str, device: torch.device, dtype_name: str) -> str:
+    """The precision a run drafts in on `device`, for a pair in the dtype named `dtype_name`
+    (`LoadedPair.dtype_name`; `settings.assistant_precision`)."""
+    return assistant_precision(quant, drafter, device.type, dtype_name)
+
+
+def quantized_copy(model: nn.Module, precision: str, consume: bool = False) -> nn.Module:
+    """A copy of `model` in `precision`. The original stays as it was, unless `consume`:
+    then each of its linear layers gives up its weights once copied, so that the two are
+    never held whole at once (for an original that is released after; it cannot run)."""
+    if precision == "int8":
+        return quantize_int8(model, consume)
+    if precision == "int8-wo":
+        return quantize_int8_weight_only(model, consume)
+    if precision == "int4-wo":
+        return quantize_int4_weight_only(model, consume)
+    raise ValueError(f"unknown assistant precision {precision!r}")
+
+
+def quantize_int8(model: nn.Module, consume: bool = False) -> nn.Module:
+    """Linear layers in int8 with activations quantized on the fly (fbgemm's x86 kernels,
+    per-tensor scales); everything else in float32.
+
+    Built layer by layer: each linear layer is widened to float32 a block of rows at a
+    time and quantized, so no float32 copy of the model, or of a layer, exists at any time,
+    and none is left reachable after (the embedding stays in float32: the int8 model's
+    activations are float32). With `consume`, the original's layer gives up its weights as
+    well, so the copy's peak stays near the weights kept (`python -m assisted.lab.memory`;
+    docs/space.md#memory)."""
+    quantized = _structure(model)
+    for parent, name, linear in _linears(quantized, model if consume else None):
+        setattr(parent, name, _dynamic_int8(linear))
+    for module in quantized.modules():
+        for name, tensor in list(module.named_parameters(recurse=False)):
+            setattr(module, name, nn.Parameter(tensor.detach().float(), requires_grad=False))
+        for name, tensor in list(module.named_buffers(recurse=False)):
+            if tensor.is_floating_point():
+                setattr(module, name, tensor.float())  # a buffer stays one, as it was
+    return quantized.eval()
+
+
+def quantize_int8_weight_only(model: nn.Module, consume: bool = False) -> nn.Module:
+    """Linear weights in int8 (one scale per output channel), activations in the model's
+    own dtype: the product runs in `torch.ops.aten._weight_int8pack_mm`. The rest of the
+    model is shared with `model`, not copied (`consume`: as in `quantize_int8`)."""
+    quantized = _structure(model)
+    for parent, name, linear in _linears(quantized, model if consume else None):
+        setattr(parent, name, Int8WeightOnlyLinear(linear))
+    return quantized.eval()
+
+
+def quantize_int4_weight_only(model: nn.Module, consume: bool = False) -> nn.Module:
+    """Linear weights in 4 bits, a scale and a zero per 64 inputs, activations in the
+    model's own dtype (`assisted.models.int4`). The rest of the model is shared with `model`
+    (`consume`: as in `quantize_int8`).
+
+    A layer whose shape the int4 kernel refuses (`int4.fits`: output features a multiple
+    of 16, input features of 64) becomes an int8 weight-only layer instead, so the copy is
+    weight-only throughout and runs in one activation dtype. The embedded 0.5B has none
+    (its sizes are multiples of 128); a vocabulary of 300, as in a test, does."""
+    quantized = _structure(model)
+    for parent, name, linear in _linears(quantized, model if consume else None):
+        layer = Int4WeightOnlyLinear(linear) if fits(linear) else Int8WeightOnlyLinear(linear)
+        setattr(parent, name, layer)
+    return quantized.eval()
+
+
+def weights_bytes(model: nn.Module) -> int:
+    """Bytes that `model`'s weights hold: its parameters and buffers, each storage once (a
+    tied embedding is one), and the int8 weights that fbgemm's dynamic layers keep packed
+    outside them. Counted once per model (a model's weights do not change once loaded or
+    made), since the status line and each eviction ask again."""
+    if model not in _WEIGHTS_BYTES:
+        _WEIGHTS_BYTES[model] = _count_weights_bytes(model)
+    return _WEIGHTS_BYTES[model]
+
+
+_WEIGHTS_BYTES: weakref.WeakKeyDictionary[nn.Module, int] = weakref.WeakKeyDictionary()
+
+
+def _count_weights_bytes(model: nn.Module) -> int:
+    storages, total = set(), 0
+    for module in model.modules():
+        for tensor in (*module.parameters(recurse=False), *module.buffers(recurse=False)):
+            if tensor.data_ptr() not in storages:
+                storages.add(tensor.data_ptr())
+                total += tensor.numel() * tensor.element_size()
+        if isinstance(module, torch.ao.nn.quantized.dynamic.Linear):
+            # Counted from the layer's shape: reading `weight()` would unpack a copy. One
+            # byte a weight, and a float32 bias.
+            total += module.in_features * module.out_features
+            total += 4 * module.out_features if module.bias() is not None else 0
+    return total
+
+
+def _structure(model: nn.Module) -> nn.Module:
+    """A copy of `model`'s modules that shares its tensors: each is replaced, not changed,
+    by the quantization, so the original stays as it was at no cost in memory."""
+    shared = {id(tensor): tensor for tensor in (*model.parameters(), *model.buffers())}
+    return copy.deepcopy(model, memo=shared)
+
+
+def _linears(
+    model: nn.Module, original: nn.Module | None = None
+) -> Iterator[tuple[nn.Module, str, nn.Linear]]:
+    """Each linear layer of `model` (a `_structure` copy) with its parent and name. Where
+    `original` is given, its layer of the same name drops its weights once the caller has
+    copied the layer: its parameters are rebound to empty ones, so a tensor that nothing
+    else holds is freed (a tied head's weight stays: the embedding holds it).
+
+    Only the layers' names are listed ahead: a list of the layers themselves would hold
+    every one, and its weights, until the last is copied (docs/space.md#memory)."""
+    originals = dict(original.named_modules()) if original is not None else {}
+    names = [
+        (prefix, name)
+        for prefix, module in model.named_modules()
+        for name, child in module.named_children()
+        if type(child) is nn.Linear
+    ]
+    consumed = 0
+    for prefix, name in names:
+        module = model.get_submodule(prefix)
+        child = getattr(module, name)
+        if originals and child.weight.numel() > _LARGE_LAYER:
+            release_memory()  # its copy's transients land on the least held
+        yield module, name, child
+        dtype = child.weight.dtype
+        del child  # the caller replaced it: its weights go with the original's
+        source = originals.get(f"{prefix}.{name}" if prefix else name)
+        if source is not None:
+            for weight, _ in list(source.named_parameters(recurse=False)):
+                empty = torch.empty(0, dtype=dtype)
+                setattr(source, weight, nn.Parameter(empty, requires_grad=False))
+            consumed += 1
+            if consumed % _RELEASE_EVERY == 0:
+                release_memory()
+    if consumed:
+        release_memory()
+
+
+# Consumed layers between two hand-backs of freed memory. The replaced layers are freed by
+# the garbage collector, not at once, and their weights, a few MB each, sit below glibc's
+# mmap threshold, so the process keeps holding them until a collection and a trim. A
+# collection takes tens of ms.
+_RELEASE_EVERY = 8
+# A layer this large (weights) is copied right after a hand-back, and in parts of at most
+# this size (`RowSplitLinear`): the 0.5B's 136M-weight output layer becomes five.
+_LARGE_LAYER = 32 * 2**20
+# Rows of a linear layer widened to float32 at a time. Quantizing the 0.5B's tied output
+# layer (151936 × 896) through one float32 copy would hold 545 MB beside it, the largest
+# part of the loading peak (`python -m assisted.lab.memory`); 4096 rows are 15 MB.
+_BLOCK_ROWS = 4096
+
+
+def _dynamic_int8(linear: nn.Linear) -> nn.Module:
+    """`linear` as fbgemm's dynamic int8 layer: the layer `quantize_dynamic` makes of a
+    float32 copy of it (per-tensor symmetric scale from its weights' range), widened to
+    float32 a block of rows at a time rather than whole. A layer larger than `_LARGE_LAYER`
+    becomes several such layers over its rows (`RowSplitLinear`), with the one scale."""
+    from torch.ao.quantization.qconfig import default_dynamic_qconfig
+
+    weight = linear.weight.detach()
+    bias = None if linear.bias is None else linear.bias.detach().float()
+    # torch.ao.quantization announces its deprecation on every call, and again for the
+    # quantized tensors it makes; its eager dynamic path is still the fastest int8 on a CPU
+    # in this torch (see the measurements above), and tests pin that it works.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", r".*quantized tensor creation", UserWarning)
+        observer = default_dynamic_qconfig.weight()
+        for start in range(0, weight.shape[0], _BLOCK_ROWS):  # the running min and max
+            observer(weight[start : start + _BLOCK_ROWS].float())
+        if weight.numel() <= _LARGE_LAYER:
+            return _packed(weight, bias, observer)
+        rows = max(1, _LARGE_LAYER // weight.shape[1])
+        parts = [
+            _packed(
+                weight[start : start + rows],
+                bias[start : start + rows] if bias is not None else None,
+                observer,
+            )
+            for start in range(0, weight.shape[0], rows)
+        ]
+        return RowSplitLinear(parts)
+
+
+def _packed(weight: torch.Tensor, bias: torch.Tensor | None, observer: nn.Module) -> nn.Module:
+    """fbgemm's dynamic int8 layer for `weight`'s rows, at the scale `observer` chose."""
+    from torch.ao.nn.quantized.modules.utils import _clamp_weights
+
+    scale, zero_point = observer.calculate_qparams()
+    scale, zero_point = float(scale), int(zero_point)
+    int8 = torch.empty(weight.shape, dtype=torch.int8)
+    for start in range(0, weight.shape[0], _BLOCK_ROWS):
+        block = weight[start : start + _BLOCK_ROWS].float()
+        quantized = torch.quantize_per_tensor(block, scale, zero_point, torch.qint8)
+        int8[start : start + _BLOCK_ROWS] = quantized.int_repr()
+    qweight = torch._make_per_tensor_quantized_tensor(int8, scale, zero_point)
+    qweight = _clamp_weights(qweight, observer, scale, zero_point)
+    layer = torch.ao.nn.quantized.dynamic.Linear(
+        weight.shape[1], weight.shape[0], dtype=torch.qint8
+    )
+    layer.set_weight_bias(qweight, bias)
+    return layer
+
+
+class RowSplitLinear(nn.Module):
+    """One linear layer as several over its output rows, their outputs side by side.
+
+    Packing a dynamic int8 layer holds about four int8 copies of its weights for a moment
+    (the layer's own placeholder, the quantized tensor, its clamped copy, fbgemm's packed
+    one), and the 0.5B's tied output layer, 151,936 x 896, is the largest by far: its
+    packing was the loading peak (`python -m assisted.lab.memory`). Packed a part at a time,
+    each part's transients are freed before the next. The parts share one per-tensor scale
+    and see the same activations, whose quantization each makes alike from the same
+    range, so the product is the unsplit layer's, to the bit (tested)."""
+
+    def __init__(self, parts: list[nn.Module]):
+        super().__init__()
+        self.parts = nn.ModuleList(parts)
+        self.in_features = parts[0].in_features
+        self.out_features = sum(part.out_features for part in parts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([part(x) for part in self.parts], dim=-1)
+
+
+class Int8WeightOnlyLinear(nn.Module):
+    """`nn.Linear` with symmetric int8 weights and a float scale per output channel."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        weight = linear.weight.detach().float()
+        scales = weight.abs().amax(dim=1).clamp(min=1e-8) / 127
+        int8 = torch.round(weight / scales[:, None]).clamp(-128, 127).to(torch.int8)
+        dtype = linear.weight.dtype
+        self.register_buffer("weight", int8.contiguous())
+        self.register_buffer("scales", scales.to(dtype))
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach())
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features)
+        out = torch.ops.aten._weight_int8pack_mm(rows, self.weight, self.scales.to(x.dtype))
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], self.out_features)

@@ -1,0 +1,153 @@
+"""The `auto` policy's acceptance model: how many tokens a step can expect from a source.
+
+For a source drafting γ candidates, the expected committed tokens are
+E(γ) = 1 + Σ_{j=1..γ} Π_{i=1..j} p_i, where p_i is the chance that candidate i is accepted
+given that the ones before it were (the 1 is the target's own token, committed whatever
+happens).
+
+p_i are smoothed counts per source, each position's prior being the estimate of the
+position before it, with old evidence decaying so the estimate follows the text. Each
+source keeps two sets: one for the step after its draft agreed with everything the target
+committed (a streak, as when the answer copies a passage) and one for any other step. A
+lookup match that was not chosen is scored too, against the tokens the step committed:
+that costs nothing, so the lookup's estimates stay current while the assistant drafts. A
+run may start from what the pair's earlier runs saw, counted as a few observations only
+(`HISTORY_WEIGHT`), so that the text at hand soon outweighs it.
+
+A lookup source that knows how long its match is (`assisted.engine.lookup`) keeps its estimates
+by that length too (`match_bucket`): a suffix that matched 8 tokens of the context is
+likelier to continue as it did than one that matched 2.
+
+No torch here: counts in, expectations out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from assisted.core.drafters import DrafterKind
+
+DECAY = 0.98  # weight kept by old acceptance evidence at each observation
+PRIOR_WEIGHT = 2.0  # observations a position's prior counts for (Beta(1, 1) at the first)
+STREAK_TOKENS = 2  # a draft agreeing on fewer tokens than this starts no streak
+HISTORY_WEIGHT = 4.0  # observations that a pair's earlier runs count for in a new run
+
+LONG_MATCH = 4  # lookup matches of this many tokens or more share one estimate
+
+Counts = tuple[list[float], list[float]]  # (accepted, tried) per draft position
+# An estimate's key: its source, whether it follows a streak, and its match bucket.
+EstimateKey = tuple[DrafterKind, bool, int]
+# Counts per estimate, as a run leaves them for the pair's next runs.
+AcceptanceCounts = dict[EstimateKey, Counts]
+
+
+def match_bucket(length: int) -> int:
+    """The bucket of a lookup match of `length` tokens: 0 where the length is unknown (an
+    assistant's draft, Transformers' lookup), else the length up to `LONG_MATCH`."""
+    return min(length, LONG_MATCH)
+
+
+class Acceptance:
+    """Per-position acceptance of one draft source: decayed counts under a Beta prior."""
+
+    def __init__(self, cap: int, history: Counts | None = None):
+        self.accepted = [0.0] * cap  # decayed count of accepted candidates at position i
+        self.tried = [0.0] * cap  # decayed count of candidates verified at position i
+        if history is not None:
+            accepted, tried = history
+            scale = min(1.0, HISTORY_WEIGHT / tried[0]) if tried and tried[0] > 0 else 0.0
+            for i in range(min(cap, len(tried))):
+                self.accepted[i] = accepted[i] * scale
+                self.tried[i] = tried[i] * scale
+
+    def expected_tokens(self, gamma: int, optimistic: bool = False) -> float:
+        """E(γ) from the posterior means; `optimistic` takes each position's mean plus one
+        standard deviation, so that little evidence reads as a reason to try.
+
+        Each position's prior is the estimate of the position before it (the first one's
+        is 1/2): a position rarely verified, because drafts seldom reach it, reads as
+        "like the one before" rather than as a coin flip, so that a well-accepted drafter
+        is tried at longer lengths and learns how far its drafts hold."""
+        tokens, reach, prior = 1.0, 1.0, 0.5
+        for i in range(gamma):
+            n = self.tried[i] + PRIOR_WEIGHT
+            mean = (self.accepted[i] + PRIOR_WEIGHT * prior) / n
+            prior = mean
+            if optimistic:
+                mean = min(1.0, mean + math.sqrt(mean * (1 - mean) / (n + 1)))
+            reach *= mean
+            tokens += reach
+        return tokens
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        """A step verified `drafted` candidates and accepted the first `accepted`."""
+        for i in range(len(self.tried)):
+            self.accepted[i] *= DECAY
+            self.tried[i] *= DECAY
+        # Positions past the first rejection tell nothing: they were conditional on it.
+        for i in range(min(accepted + 1, drafted, len(self.tried))):
+            self.tried[i] += 1.0
+            self.accepted[i] += 1.0 if i < accepted else 0.0
+
+    def counts(self) -> Counts:
+        return list(self.accepted), list(self.tried)
+
+
+class AcceptanceModel:
+    """The acceptance of every source, one estimate after a streak and one otherwise (and
+    per match bucket for a lookup), and which one each source's next step uses."""
+
+    def __init__(
+        self, cap: int, sources: Iterable[DrafterKind], history: AcceptanceCounts | None = None
+    ):
+        """`history` holds counts per estimate from the pair's earlier runs."""
+        sources = list(sources)
+        self.cap = cap
+        self.history = history or {}
+        self.estimates: dict[EstimateKey, Acceptance] = {}
+        # Per source: its latest draft agreed with every token the target committed (text
+        # it predicts well, such as a passage being copied).
+        self.streak = dict.fromkeys(sources, False)
+        self.bucket = dict.fromkeys(sources, 0)  # the match bucket of its draft on offer
+
+    def offer(self, source: DrafterKind, match_length: int) -> None:
+        """`source`'s next draft copies a match of `match_length` tokens (0: unknown), if
+        it is one of the sources here."""
+        if source in self.bucket:
+            self.bucket[source] = match_bucket(match_length)
+
+    def current(self, source: DrafterKind) -> Acceptance:
+        """The estimate that `source`'s next step draws on."""
+        key = (source, self.streak[source], self.bucket[source])
+        if key not in self.estimates:
+            self.estimates[key] = Acceptance(self.cap, self.history.get(key))
+        return self.estimates[key]
+
+    def expected_tokens(self, source: DrafterKind, gamma: int, optimistic: bool = False) -> float:
+        """E(γ) for the next step drafted by `source` (see `Acceptance.expected_tokens`)."""
+        return self.current(source).expected_tokens(gamma, optimistic)
+
+    def observe(self, source: DrafterKind, drafted: int, accepted: int) -> None:
+        """The target verified `drafted` candidates from `source` and accepted the first
+        `accepted`."""
+        self.current(source).observe(drafted, accepted)
+        self.streak[source] = accepted == drafted >= STREAK_TOKENS
+
+    def observe_unverified(
+        self, source: DrafterKind, drafted: int, agreed: int, committed: int
+    ) -> None:
+        """`source` had `drafted` candidates ready that the target did not verify, of which
+        the first `agreed` equal the `committed` tokens the step committed: they would have
+        been accepted up to the first disagreement, or as far as the committed tokens
+        reach."""
+        seen = min(drafted, agreed + 1 if agreed < committed else agreed)
+        self.current(source).observe(seen, min(agreed, seen))
+        self.streak[source] = agreed >= max(min(drafted, committed), STREAK_TOKENS)
+
+    def counts(self) -> AcceptanceCounts:
+        """Counts per estimate, for the pair's next runs: the history, updated with the
+        estimates this run used."""
+        counts = dict(self.history)
+        counts.update((key, acceptance.counts()) for key, acceptance in self.estimates.items())
+        return counts

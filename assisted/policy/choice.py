@@ -1,0 +1,281 @@
+"""The `auto` drafting policy: where each step's candidates come from and how many, from
+measured costs.
+
+Transformers keeps verification and acceptance; this module only picks, before each step,
+a source (the assistant model, or a prompt-lookup match: an n-gram of the prompt or of the
+output so far) and γ, the number of candidates it proposes, from 0 (a plain target step)
+to a cap. It weighs two models, each in its own module:
+- `assisted.policy.acceptance`: E(γ), the tokens a step of a source can expect to commit;
+- `assisted.policy.costs`: cost(γ), the seconds such a step takes (γ = 0 costs T(1), yields 1).
+
+It chooses the source and γ that maximise E(γ) / cost(γ), E taken optimistically (each
+candidate's acceptance one standard deviation above its estimate: a source seldom tried
+gets tried, and one with much evidence is taken at its word).
+
+An assistant model must first read the whole context (its prefill) before it drafts at all,
+and nobody knows in advance how long the answer will be: the run's remaining budget (max
+new tokens) is only an upper bound. So the prefill is weighed as in the ski-rental problem.
+The assistant never starts if the time it would save over the whole remaining budget
+cannot repay the prefill; otherwise it starts once the time it would have saved on the
+tokens committed so far (plus the next step's) reaches half the prefill's cost
+(`START_SHARE`). A 17-token answer after a 700-token prompt (a prefill of about a second on
+a CPU) thus ends before the assistant starts, drafting from prompt-lookup matches or not at
+all, while a long answer pays at most half the prefill's cost for the wait. Waiting for the
+whole cost, the classic rule, bounds the worst case at twice what the better choice in
+hindsight would have cost, against three times for half; but the oracle
+(`assisted.analysis.oracle`) starts the assistant at the first step of nearly every example
+where the runs wait plain steps, and replayed offline on recorded runs
+(`python -m assisted.lab.policy_fit`) half the cost comes nearer the oracle's modelled speed
+on both prompt sets (docs/lab-notes.md).
+
+After `PROBE_AFTER` γ = 0 steps in a row the policy drafts one candidate, so that drafting
+resumes when the text becomes predictable again; and an assistant model left unused for
+`PROBE_AFTER` steps drafts once at its best length, since nothing else tells how well it
+would do now (a lookup match is scored whether chosen or not; the assistant cannot be).
+Neither probes within `PROBE_AFTER` tokens of the end: too few steps would be left to use
+what it learns.
+
+With each choice the policy keeps what it expected of it (`Expectation`: tokens, seconds,
+and a plain step's seconds then); summed over the run's steps, these are its own prediction
+of the speedup (`assisted.analysis.stats`), where the single α and γ of Leviathan et al.'s
+model mean nothing: a step may draft from either source, or not at all.
+
+Its bookkeeping is small against any step: `python -m assisted.policy.choice` times it
+(`measure_bookkeeping_s`; docs/auto-policy.md).
+
+No torch here: numbers in, a choice out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from assisted.core.drafters import DrafterKind
+from assisted.policy.acceptance import AcceptanceCounts, AcceptanceModel
+from assisted.policy.costs import CostModel
+
+PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
+# The share of the assistant's prefill that the time it would have saved must reach before
+# it starts (the ski-rental rule of the module's note: 1 waits until the wait has cost as
+# much as the prefill).
+START_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What one step drafts: `gamma` candidates from `source` (None: a plain step).
+    `catch_up` and `prefill` say what the assistant model must read first: the tokens of
+    the steps it skipped, or the whole context because it has not drafted yet."""
+
+    source: DrafterKind | None
+    gamma: int
+    catch_up: bool = False
+    prefill: bool = False
+
+
+PLAIN = Choice(None, 0)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the policy expected of its choice when it made it, before the step ran: the
+    tokens the step would commit (E(γ) from the acceptance estimates as they stood, not the
+    optimistic E that chose it; 1 for a plain step), the seconds it would take (cost(γ),
+    with a catch-up, the call overhead and, where the choice starts the assistant model,
+    its prefill of the context), and the seconds a plain step would have taken then, T(1).
+    `assisted.analysis.stats` sums them into the policy's predicted speedup."""
+
+    expected_tokens: float
+    expected_s: float
+    plain_step_s: float
+
+
+class DraftPolicy:
+    """Chooses each step's source and γ from its cost and acceptance models, and feeds them
+    what each step drafted, accepted and cost."""
+
+    def __init__(
+        self,
+        cap: int,
+        verify_s: dict[int, float],
+        drafter_s: dict[DrafterKind, float],
+        model_source: DrafterKind | None = None,
+        prefill_s: float = 0.0,
+        history: AcceptanceCounts | None = None,
+    ):
+        """`verify_s`, `drafter_s`, `model_source` and `prefill_s` seed the cost model (see
+        `CostModel`): T(k) for k = 1 … cap + 1, each source's seconds per drafted token, the
+        source that runs a model with a cache of its own, and its prefill seconds per token.
+        `history` holds acceptance counts per source and streak from the pair's earlier
+        runs; the sources are those of `drafter_s`."""
+        self.cap = cap
+        self.costs = CostModel(cap, verify_s, drafter_s, model_source, prefill_s)
+        self.acceptance = AcceptanceModel(cap, drafter_s, history)
+        self.model_source = model_source
+        self.started = False  # the model source has drafted, so it has a cache
+        self.behind = False  # ... and the step before did not use it
+        self.zero_steps = 0  # γ = 0 steps in a row
+        self.idle = 0  # steps in a row without the model source
+        self.choice = PLAIN  # the latest `choose`
+        self.expected: Expectation | None = None  # ... and what it expected of that choice
+        self.context = 0  # the context of the latest `choose`
+        self.committed = 0  # tokens the run's steps have committed
+
+    def choose(
+        self,
+        offers: dict[DrafterKind, int],
+        tokens_left: int,
+        context: int,
+        match_length: int = 0,
+    ) -> Choice:
+        """The next step's choice. `offers` maps each source able to draft now to the most
+        candidates it can give (a lookup match's length, the room before the length limit);
+        `tokens_left` is the most tokens the run can still commit, `context` the tokens an
+        assistant model would prefill if it started now, and `match_length` the tokens the
+        prompt-lookup match on offer shares with the context (0: unknown)."""
+        self.context = context
+        self.acceptance.offer(DrafterKind.PROMPT_LOOKUP, match_length)
+        offers = {name: min(most, self.cap) for name, most in offers.items() if most > 0}
+        if self.model_source in offers and not self._model_pays(offers, tokens_left, context):
+            del offers[self.model_source]
+        choice, best = PLAIN, self.rate(None, 0)
+        for source, most in offers.items():
+            gamma, rate = self.best(source, most, optimistic=True)
+            if rate > best:
+                choice, best = self._choice(source, gamma), rate
+        model = self.model_source
+        # A probe informs the steps after it: with fewer left than a run of plain steps
+        # before the next probe, what it would learn cannot repay it.
+        probing = tokens_left > PROBE_AFTER
+        if choice.gamma == 0 and self.zero_steps >= PROBE_AFTER and offers and probing:
+            source = max(offers, key=lambda name: self.rate(name, 1))
+            choice = self._choice(source, 1)
+        elif (
+            self.started
+            and probing
+            and self.idle >= PROBE_AFTER
+            and choice.source != model
+            and model in offers  # not when the length limit leaves it no room
+        ):
+            choice = self._choice(model, self.best(model, offers[model])[0])
+        self.zero_steps = self.zero_steps + 1 if choice.gamma == 0 else 0
+        self.idle = 0 if choice.source == model else self.idle + 1
+        self.choice = choice
+        self.expected = self._expectation(choice)
+        return choice
+
+    def rate(self, source: DrafterKind | None, gamma: int, optimistic: bool = False) -> float:
+        """Expected committed tokens per second when `source` drafts `gamma` candidates."""
+        if source is None or gamma == 0:
+            return 1.0 / self.costs.cost_s(None, 0)
+        tokens = self.acceptance.expected_tokens(source, gamma, optimistic)
+        return tokens / self.cost_s(source, gamma)
+
+    def best(self, source: DrafterKind, most: int, optimistic: bool = False) -> tuple[int, float]:
+        """The γ in 1 … `most` with the highest rate for `source`, and that rate."""
+        rates = ((g, self.rate(source, g, optimistic)) for g in range(1, most + 1))
+        return max(rates, key=lambda pair: pair[1])
+
+    def cost_s(self, source: DrafterKind | None, gamma: int) -> float:
+        """cost(γ) of the next step, a catch-up included where `source` needs one."""
+        return self.costs.cost_s(source, gamma, catch_up=self._catches_up(source))
+
+    def _catches_up(self, source: DrafterKind | None) -> bool:
+        """Whether `source` must first read the tokens of the steps it skipped."""
+        return source == self.model_source and self.started and self.behind
+
+    def _model_pays(self, offers: dict[DrafterKind, int], tokens_left: int, context: int) -> bool:
+        """Whether the model source may draft: always once it has a cache; before that, only
+        if the time it saves over `tokens_left` tokens repays prefilling `context` tokens,
+        and once the time it would have saved so far reaches that cost (the module's note).
+        Its acceptance is taken optimistically here: until it drafts, the run has no
+        evidence of its own, and a pessimistic start would never gather any."""
+        if self.started:
+            return True
+        model = self.model_source
+        _, with_model = self.best(model, offers[model], optimistic=True)
+        without = max(
+            [self.rate(None, 0)]
+            + [self.best(name, most)[1] for name, most in offers.items() if name != model]
+        )
+        if with_model <= without:
+            return False
+        saved_per_token_s = 1.0 / without - 1.0 / with_model
+        prefill_s = self.costs.prefill_s * context
+        if tokens_left * saved_per_token_s <= prefill_s:
+            return False
+        return (self.committed + 1) * saved_per_token_s >= START_SHARE * prefill_s
+
+    def _expectation(self, choice: Choice) -> Expectation:
+        """What `choice` should commit and cost, from the models as they stand now."""
+        plain_s = self.costs.cost_s(None, 0)
+        if choice.source is None or choice.gamma == 0:
+            return Expectation(1.0, plain_s, plain_s)
+        seconds = self.cost_s(choice.source, choice.gamma)
+        if choice.prefill:
+            seconds += self.costs.prefill_s * self.context
+        tokens = self.acceptance.expected_tokens(choice.source, choice.gamma)
+        return Expectation(tokens, seconds, plain_s)
+
+    def _choice(self, source: DrafterKind, gamma: int) -> Choice:
+        model = source == self.model_source
+        return Choice(
+            source,
+            gamma,
+            catch_up=self._catches_up(source),
+            prefill=model and not self.started,
+        )
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        """The step of the latest choice verified `drafted` candidates and accepted the
+        first `accepted`."""
+        source = self.choice.source
+        self.committed += accepted + 1
+        if source is not None and drafted:
+            self.acceptance.observe(source, drafted, accepted)
+        if source is not None and source == self.model_source:
+            self.started, self.behind = True, False
+        else:
+            self.behind = self.started
+
+    def observe_unverified(
+        self, source: DrafterKind, drafted: int, agreed: int, committed: int
+    ) -> None:
+        """A source that was not chosen had `drafted` candidates ready, of which the first
+        `agreed` equal the `committed` tokens the step committed. The target verified none
+        of them, but its committed tokens say how far they would have been accepted (free
+        for prompt lookup, whose candidates exist at every step with a match)."""
+        if source == self.choice.source or not drafted:
+            return
+        self.acceptance.observe_unverified(source, drafted, agreed, committed)
+
+    def observe_draft(self, choice: Choice, drafted: int, seconds: float) -> None:
+        """The model source drafted `drafted` candidates for `choice` in `seconds` of forward
+        passes: a first draft's time includes the prefill of the context the choice was
+        made in, a catch-up's the tokens of the skipped steps (see `CostModel.observe_draft`).
+        Drafts of other sources are not timed."""
+        if not drafted or choice.source != self.model_source:
+            return
+        prefilled = self.context if choice.prefill else None
+        self.costs.observe_draft(drafted, seconds, prefilled, choice.catch_up)
+
+
+def measure_bookkeeping_s(cap: int = 8, steps: int = 2000) -> float:
+    """Seconds of policy bookkeeping per step (choose + the three observations), with two
+    sources on offer at every step."""
+    verify_s = {k: 0.03 + 0.001 * k for k in range(1, cap + 2)}
+    assistant, lookup = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
+    policy = DraftPolicy(cap, verify_s, {assistant: 0.005, lookup: 0.0}, assistant)
+    offers = {assistant: cap, lookup: cap // 2}
+    start = time.perf_counter()
+    for step in range(steps):
+        choice = policy.choose(offers, tokens_left=1000, context=100)
+        policy.observe(choice.gamma, step % (choice.gamma + 1))
+        policy.costs.observe_verify(choice.gamma + 1, 0.031)
+        policy.observe_draft(choice, choice.gamma, 0.005 * choice.gamma)
+    return (time.perf_counter() - start) / steps
+
+
+if __name__ == "__main__":
+    print(f"policy bookkeeping: {measure_bookkeeping_s() * 1e6:.1f} µs per step (cap 8)")

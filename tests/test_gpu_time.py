@@ -1,0 +1,56 @@
+"""What a ZeroGPU call asks for before and after its pair was timed: pure arithmetic on
+the registry's published sizes and the calls' own timings (`assisted.ui.gpu_time`)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from assisted.core.settings import RunSettings
+from assisted.models.registry import PAIRS
+from assisted.ui import gpu_time
+from assisted.ui.gpu_time import ZEROGPU_SLICE, CallReport, GpuTimes, first_guess
+
+DEFAULT_TOKENS = RunSettings().max_new_tokens
+SPACE_MAX_S = 300  # the app's ASSISTED_GPU_CALL_MAX_S
+
+
+def test_a_step_costs_its_bytes_over_the_bandwidth_and_its_layers_launches():
+    coder = PAIRS["qwen2.5-coder-7b"]
+    step = ZEROGPU_SLICE.step_s(coder.target_size)
+    bytes_s = 7.62e9 * 2 / ZEROGPU_SLICE.bytes_per_s
+    assert step == pytest.approx(bytes_s + 28 * ZEROGPU_SLICE.launch_s_per_layer)
+    # The embedded target is as deep: on a GPU its step is nearly as dear, launch-bound.
+    small = ZEROGPU_SLICE.step_s(PAIRS["embedded"].target_size)
+    assert 0.6 < small / step < 1
+
+
+@pytest.mark.parametrize("preloaded", [True, False])
+def test_a_never_timed_7b_pair_asks_at_most_120_s_at_the_defaults(preloaded):
+    times = GpuTimes(SPACE_MAX_S)
+    for name in ("qwen2.5-coder-7b", "qwen2.5-7b", "llama-3.1-8b"):
+        estimate = times.comparison(name, DEFAULT_TOKENS, preloaded)
+        assert not estimate.measured
+        assert gpu_time.FLOOR_S <= estimate.seconds <= 120, name
+
+
+def test_a_timed_comparison_at_the_defaults_asks_at_most_60_s():
+    times = GpuTimes(SPACE_MAX_S)
+    name = "qwen2.5-coder-7b"
+    guess = first_guess(PAIRS[name])
+    # The first call measured what the guess said, with drafting at 1.6 times the pace.
+    rate = guess.plain_s_per_token
+    times.note(CallReport(name, None, guess.setup_s, rate, rate / 1.6))
+    estimate = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    assert estimate.measured and estimate.seconds <= 60
+    expected = gpu_time.MARGIN * (DEFAULT_TOKENS * (rate + rate / 1.6) + guess.setup_s)
+    assert estimate.seconds == max(gpu_time.FLOOR_S, math.ceil(expected))
+
+
+def test_a_pair_of_unknown_size_is_priced_at_the_largest_its_checks_allow():
+    times = GpuTimes(SPACE_MAX_S)
+    unknown = times.comparison("owner/custom ← owner/small", DEFAULT_TOKENS, preloaded=False)
+    known = times.comparison("qwen2.5-coder-7b", DEFAULT_TOKENS, preloaded=False)
+    assert known.seconds < unknown.seconds <= SPACE_MAX_S
+    assert first_guess(None).load_s > first_guess(PAIRS["qwen2.5-coder-7b"]).load_s

@@ -1,0 +1,160 @@
+"""The package's layers: each folder of `assisted/` imports only the layers below it, no
+module imports the lab, and no import cycle joins the project's modules.
+
+Every import counts, wherever it stands: at module level, inside a function, or under
+TYPE_CHECKING. A function-level import still ties the two modules' designs together.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.imports import PACKAGE, ROOT, project
+
+TOP = "top"  # the modules directly in assisted/: the CLI and its options
+
+# What each layer may import, besides itself.
+ALLOWED = {
+    "core": set(),
+    "policy": {"core"},
+    "analysis": {"core"},
+    "models": {"core", "policy"},
+    "engine": {"core", "policy", "analysis", "models"},
+    "bench": {"core", "policy", "analysis", "models", "engine"},
+    "ui": {"core", "policy", "analysis", "models", "engine", "bench"},
+    TOP: {"core", "policy", "analysis", "models", "engine", "bench"},
+    "lab": {"core", "policy", "analysis", "models", "engine", "bench", TOP},
+    "app": {"core", "policy", "analysis", "models", "engine", "bench", "ui"},
+}
+# Layers whose modules may not import these libraries at all, even inside a function.
+NO_LIBRARIES = {
+    "core": {"torch", "transformers", "numpy", "gradio"},
+    "policy": {"torch", "transformers", "numpy", "gradio"},
+    "analysis": {"torch", "transformers", "gradio"},
+}
+
+
+def layer(module: str) -> str:
+    if module == "app":
+        return "app"
+    parts = module.split(".")
+    if len(parts) == 1 or (PACKAGE / parts[1]).is_file() or (PACKAGE / f"{parts[1]}.py").exists():
+        return TOP
+    return parts[1]
+
+
+def is_entry_point(tree: ast.Module) -> bool:
+    """A module run with `python -m` (it ends with `if __name__ == "__main__"`): it sits at
+    the top whatever its folder, so it may read the CLI's options."""
+    return any(
+        isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body
+    )
+
+
+def back_arrows(graph: dict[str, set[str]], entry_points: set[str]) -> list[str]:
+    """Every import that leaves its layer for one it may not import."""
+    wrong = []
+    for module, targets in graph.items():
+        allowed = ALLOWED[layer(module)] | {layer(module)}
+        if module in entry_points:
+            allowed = allowed | {TOP}
+        wrong += [f"{module} -> {t}" for t in sorted(targets) if layer(t) not in allowed]
+    return wrong
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph.get(module, ()):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def entry_points(modules: dict[str, tuple[Path, set[str], set[str]]]) -> set[str]:
+    return {
+        name
+        for name, (path, _, _) in modules.items()
+        if is_entry_point(ast.parse(path.read_text()))
+    }
+
+
+def test_every_import_goes_down_the_layers():
+    modules = project()
+    graph = {name: targets for name, (_, targets, _) in modules.items()}
+    assert back_arrows(graph, entry_points(modules)) == []
+
+
+def test_nothing_in_the_product_imports_the_lab():
+    for name, (_, targets, _) in project().items():
+        if layer(name) != "lab":
+            assert not [t for t in targets if layer(t) == "lab"], name
+
+
+def test_no_import_cycle_joins_the_project_s_modules():
+    assert cycles({name: targets for name, (_, targets, _) in project().items()}) == []
+
+
+def test_the_lower_layers_import_no_heavy_library():
+    for name, (_, _, libraries) in project().items():
+        assert not libraries & NO_LIBRARIES.get(layer(name), set()), name
+
+
+def test_the_checks_find_a_planted_back_arrow_and_cycle():
+    """The checks themselves: an arrow up the layers, and a loop, planted in the real graph."""
+    modules = project()
+    graph = {name: set(targets) for name, (_, targets, _) in modules.items()}
+    graph["assisted.analysis.stats"].add("assisted.engine.decoding")
+    assert back_arrows(graph, entry_points(modules)) == [
+        "assisted.analysis.stats -> assisted.engine.decoding"
+    ]
+    assert ["assisted.analysis.stats", "assisted.engine.decoding"] in [
+        [m for m in cycle if m in ("assisted.analysis.stats", "assisted.engine.decoding")]
+        for cycle in cycles(graph)
+    ]
+
+
+def test_the_figures_load_no_torch_transformers_numpy_or_gradio():
+    """Imported alone, in a fresh process, the figures bring none of the heavy libraries."""
+    probe = (
+        "import sys, assisted.analysis.stats, assisted.analysis.divergence;"
+        "print(sorted({m.split('.')[0] for m in sys.modules}"
+        " & {'torch', 'transformers', 'numpy', 'gradio'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_at_most_six_modules_stand_directly_in_the_package():
+    assert len(list(PACKAGE.glob("*.py"))) <= 6
+    for folder in ALLOWED:
+        if folder not in (TOP, "app"):
+            init = PACKAGE / folder / "__init__.py"
+            assert ast.get_docstring(ast.parse(init.read_text())), folder
