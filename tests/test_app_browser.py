@@ -210,7 +210,10 @@ def test_stop_in_the_browser_keeps_the_text_and_marks_it_stopped(page, slow_step
     page.locator("#compare").click()
     expect = sync_api.expect
     expect(page.locator("#status")).to_contain_text("Running plain", timeout=TIMEOUT_MS)
-    expect(page.locator("#plain-text .cursor")).to_be_visible()
+    running = page.locator("#plain-text .run-text.running")
+    expect(running).to_be_visible()  # the open text renders, its cursor after it
+    cursor = running.evaluate("node => getComputedStyle(node, '::after').content")
+    assert cursor == '"▍"'
     page.locator("#stop").click()
     expect(page.locator("#status")).to_contain_text("Stopped", timeout=TIMEOUT_MS)
     expect(page.locator("#plain-text")).to_contain_text("stopped")

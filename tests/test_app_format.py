@@ -49,7 +49,10 @@ def test_run_html_escapes_and_marks_steps():
     assert "&lt;b&gt;" in assisted and "&amp;" in assisted and "<b>" not in assisted
     assert 'class="acc"' in assisted and 'class="own"' in assisted and "stopped" in assisted
     plain = compare_format.run_html(chunks, "plain", running=True)
-    assert 'class="acc"' not in plain and "cursor" in plain
+    assert 'class="acc"' not in plain and "running" in plain
+    # Running, the text is left open: the next step's update starts with this one's.
+    longer = compare_format.run_html([*chunks, Chunk(0.2, "", "x", 1, 0, 0)], "plain", running=True)
+    assert longer.startswith(plain) and longer != plain
     assert "waiting" in compare_format.run_html([], "plain", placeholder="waiting")
 
 

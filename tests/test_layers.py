@@ -26,7 +26,7 @@ ALLOWED = {
     "bench": {"core", "policy", "analysis", "models", "engine"},
     "ui": {"core", "policy", "analysis", "models", "engine", "bench"},
     TOP: {"core", "policy", "analysis", "models", "engine", "bench"},
-    "lab": {"core", "policy", "analysis", "models", "engine", "bench", TOP},
+    "lab": {"core", "policy", "analysis", "models", "engine", "bench", "ui", TOP},
     "app": {"core", "policy", "analysis", "models", "engine", "bench", "ui"},
 }
 # Layers whose modules may not import these libraries at all, even inside a function.

@@ -202,9 +202,9 @@ def per_step(record: RunRecord) -> list[dict]:
     return rows
 
 
-def summarize(record: RunRecord) -> dict:
+def summarize(record: RunRecord, steps: bool = True) -> dict:
     """The per-run figures of the CLI's and the API's JSON. `steps` is the count of steps;
-    `per_step` lists them."""
+    `per_step` lists them (left out without `steps`: it grows with the run)."""
     summary = {
         "text": record.text,
         "new_tokens": new_tokens(record),
@@ -213,7 +213,7 @@ def summarize(record: RunRecord) -> dict:
         "tokens_per_s": rounded(tokens_per_s(record)),
         "decode_tokens_per_s": rounded(decode_tokens_per_s(record)),
         "steps": len(record.steps),
-        "per_step": per_step(record),
+        **({"per_step": per_step(record)} if steps else {}),
         "stopped": record.stopped,
     }
     if record.mode == "assisted":
@@ -314,16 +314,18 @@ def report(
     dtype: str,
     plain: RunRecord | None,
     assisted: RunRecord | None,
+    steps: bool = True,
 ) -> dict:
-    """The comparison as one JSON-ready dict: the CLI's `--json` line and the API's result."""
+    """The comparison as one JSON-ready dict: the CLI's `--json` line and the API's result;
+    each run's `per_step` only with `steps`."""
     any_run = plain or assisted
     result = {
         "pair": pair,
         "device": device,
         "dtype": dtype,
         "prompt_tokens": any_run.prompt_tokens if any_run else None,
-        "plain": summarize(plain) if plain else None,
-        "assisted": summarize(assisted) if assisted else None,
+        "plain": summarize(plain, steps) if plain else None,
+        "assisted": summarize(assisted, steps) if assisted else None,
         "speedup": None,
         "predicted_speedup": None,
         "prediction": None,

@@ -327,10 +327,14 @@ def warm_up(
         release_memory()
 
 
-def report(pair: LoadedPair, plain: RunRecord | None, assisted: RunRecord | None) -> dict:
-    """`stats.report` of a comparison on `pair`, with the text of the tokens where the runs
-    diverged (`divergence`'s `plain_text` and `assisted_text`)."""
-    result = stats.report(pair.spec.name, str(pair.device), pair.dtype_name, plain, assisted)
+def report(
+    pair: LoadedPair, plain: RunRecord | None, assisted: RunRecord | None, steps: bool = True
+) -> dict:
+    """`stats.report` of a comparison on `pair` (`per_step` only with `steps`), with the
+    text of the tokens where the runs diverged (`divergence`'s `plain_text` and
+    `assisted_text`)."""
+    device, dtype = str(pair.device), pair.dtype_name
+    result = stats.report(pair.spec.name, device, dtype, plain, assisted, steps)
     found = result["divergence"]
     if found is not None:
         for run in ("plain", "assisted"):

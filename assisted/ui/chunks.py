@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from assisted.analysis import stats
 from assisted.analysis.sampling import kinds
 from assisted.core.drafters import DrafterKind
-from assisted.core.record import RunRecord
+from assisted.core.record import RunRecord, Step
 
 # One drafted token of a sampled step: its text, p and q.
 Draw = tuple[str, float, float]
@@ -62,23 +62,45 @@ def chunks_of(
     the text of each drafted token from `draft_texts`, a list per step (else its id)."""
     if record is None:
         return []
-    chunks = [
-        Chunk(
-            step.t_s,
-            step.accepted_text,
-            step.text[len(step.accepted_text) :],
-            len(step.token_ids),
-            step.drafted,
-            step.accepted,
-            step.rejected_text,
-            seconds,
-            step.draft_s,
-            step.chosen,
-            step.source,
+    draws = shows_draws(record)
+    return [
+        chunk_of(step, seconds, draws, draft_texts[index] if draft_texts else None)
+        for index, (step, seconds) in enumerate(
+            zip(record.steps, stats.step_s(record), strict=True)
         )
-        for step, seconds in zip(record.steps, stats.step_s(record), strict=True)
     ]
-    return _with_draws(chunks, record, draft_texts)
+
+
+def shows_draws(record: RunRecord) -> bool:
+    """Whether the run's chunks show their draws: an assisted run that sampled."""
+    return record.sampled and record.mode == "assisted"
+
+
+def chunk_of(
+    step: Step, seconds: float, draws: bool = False, draft_texts: Sequence[str] | None = None
+) -> Chunk:
+    """The chunk of one step, which took `seconds` (`stats.step_s`). With `draws`
+    (`shows_draws` of its run), the step's draws and the kind of its own token: a drafted
+    token's text comes from `draft_texts`, else it shows as its id."""
+    chunk = Chunk(
+        step.t_s,
+        step.accepted_text,
+        step.text[len(step.accepted_text) :],
+        len(step.token_ids),
+        step.drafted,
+        step.accepted,
+        step.rejected_text,
+        seconds,
+        step.draft_s,
+        step.chosen,
+        step.source,
+    )
+    if not draws:
+        return chunk
+    texts = draft_texts if draft_texts is not None else [f"#{t}" for t in step.draft_ids]
+    drawn = tuple(zip(texts, step.draft_p, step.draft_q, strict=False))
+    own = kinds(step)[step.accepted :]
+    return replace(chunk, draws=drawn, own_kind=own[0] if own else None)
 
 
 def chunks_from_dicts(items: Sequence[dict]) -> list[Chunk]:
@@ -96,23 +118,6 @@ def source_label(chunk: Chunk) -> str:
         return NOTHING_DRAFTED
     # Records made before steps kept their source drafted with the run's drafter.
     return DrafterKind(chunk.source or DrafterKind.ASSISTANT).label
-
-
-def _with_draws(
-    chunks: list[Chunk], record: RunRecord, draft_texts: Sequence[Sequence[str]] | None
-) -> list[Chunk]:
-    """`chunks`, a chunk per step of `record`, with each step's draws and the kind of its
-    own token where the run sampled (unchanged otherwise). A drafted token's text comes
-    from `draft_texts`, a list per step, else it shows as its id."""
-    if not record.sampled or record.mode != "assisted":
-        return chunks
-    shown = []
-    for index, (chunk, step) in enumerate(zip(chunks, record.steps, strict=True)):
-        texts = draft_texts[index] if draft_texts else [f"#{t}" for t in step.draft_ids]
-        draws = tuple(zip(texts, step.draft_p, step.draft_q, strict=False))
-        own = kinds(step)[step.accepted :]
-        shown.append(replace(chunk, draws=draws, own_kind=own[0] if own else None))
-    return shown
 
 
 def race_timeline(runs: dict[str, Sequence[Chunk]]) -> list[tuple[float, str, int]]:

@@ -120,6 +120,14 @@ def _step_html(step_number: int, chunk: Chunk) -> str:
     return f'<span class="step" tabindex="{tabindex}">{"".join(parts)}</span>'
 
 
+def chunk_html(mode: str, step_number: int, chunk: Chunk) -> str:
+    """One step of a run's text as HTML: a box in an assisted run (`_step_html`), plain
+    text in a plain one."""
+    if mode == "assisted":
+        return _step_html(step_number, chunk)
+    return _marked(chunk.text, 0, chunk.diverged)
+
+
 def run_html(
     chunks: Sequence[Chunk],
     mode: str,
@@ -128,24 +136,36 @@ def run_html(
     stopped: bool = False,
     placeholder: str = "",
 ) -> str:
-    """The run's text as HTML. Assisted runs show each step as a box (`_step_html`); plain
-    runs show plain text.
+    """The run's text as HTML: each chunk's `chunk_html`, in `run_html_of`."""
+    parts = [chunk_html(mode, n, chunk) for n, chunk in enumerate(chunks, start=1)]
+    return run_html_of(parts, mode, running=running, stopped=stopped, placeholder=placeholder)
+
+
+def run_html_of(
+    parts: Sequence[str],
+    mode: str,
+    *,
+    running: bool = False,
+    stopped: bool = False,
+    placeholder: str = "",
+) -> str:
+    """The run's text as HTML, from each step's `chunk_html`.
 
     The box sits in a positioned wrapper outside the scrolling text, so a step's details
     show just below the box: positioned from the wrapper, they escape the text's scroll
-    clipping, which the step's own position would not."""
-    if not chunks and not running:
+    clipping, which the step's own position would not.
+
+    A running text is left open, its cursor drawn by the page's style sheet: each update's
+    HTML then starts with the last one's, and Gradio sends a streaming output's new value
+    as an append to the old (`gradio.utils.diff`), so an update carries its new steps
+    alone, however long the run. The browser closes the open tags."""
+    if not parts and not running:
         body = f'<div class="run-text empty">{html.escape(placeholder)}</div>'
         return f'<div class="run-box">{body}</div>'
-    if mode == "assisted":
-        parts = [_step_html(n, chunk) for n, chunk in enumerate(chunks, start=1)]
-    else:
-        parts = [_marked(chunk.text, 0, chunk.diverged) for chunk in chunks]
     if running:
-        parts.append('<span class="cursor">▍</span>')
-    if stopped:
-        parts.append('<span class="badge stopped">■ stopped</span>')
-    return f'<div class="run-box"><div class="run-text {mode}">{"".join(parts)}</div></div>'
+        return f'<div class="run-box"><div class="run-text {mode} running">{"".join(parts)}'
+    badge = '<span class="badge stopped">■ stopped</span>' if stopped else ""
+    return f'<div class="run-box"><div class="run-text {mode}">{"".join(parts)}{badge}</div></div>'
 
 
 # -- stat cards ----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from assisted.ui.compare_format import run_html
 from assisted.ui.compare_layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, draft_length_default
 from assisted.ui.gpu_time import CallReport
 from assisted.ui.live import MODES, idle_outputs
-from assisted.ui.outputs import CompareOutputs, ReplayOutputs
+from assisted.ui.outputs import UNCHANGED, CompareOutputs, ReplayOutputs
 from assisted.ui.refusals import Refused, explained
 from assisted.ui.shared import (
     CUSTOM,
@@ -169,7 +169,7 @@ class Comparing:
                         self.loader.gpu_times.note(item)
                         continue
                     outputs = item
-                    yield outputs
+                    yield skipping_unchanged(outputs)
             except Refused as refused:
                 yield updating_only(CompareOutputs, status=refused.status)
                 raise
@@ -193,6 +193,13 @@ class Comparing:
             draft.confidence_threshold,
             draft.assistant_quant,
         )
+
+
+def skipping_unchanged(outputs: CompareOutputs) -> CompareOutputs:
+    """`outputs` as Gradio takes them: `gr.skip()` for each that streaming left unchanged."""
+    return outputs._replace(
+        **{name: gr.skip() for name, value in outputs._asdict().items() if value is UNCHANGED}
+    )
 
 
 def replay(race: dict | None) -> Iterator[ReplayOutputs]:

@@ -5,6 +5,8 @@ so they pickle across ZeroGPU's process boundary."""
 import bisect
 import itertools
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from assisted.analysis import stats
@@ -12,7 +14,7 @@ from assisted.core.record import RunRecord, Step
 from assisted.core.settings import RunSettings
 from assisted.engine import decoding
 from assisted.models import pairs
-from assisted.ui.chunks import Chunk, chunks_of
+from assisted.ui.chunks import Chunk, chunk_of, chunks_of
 from assisted.ui.compare_charts import (
     draft_length_frame,
     histogram_frame,
@@ -21,11 +23,13 @@ from assisted.ui.compare_charts import (
     timeline_frame,
 )
 from assisted.ui.compare_format import (
+    chunk_html,
     run_html,
+    run_html_of,
     stat_card_html,
     summary_markdown,
 )
-from assisted.ui.outputs import CompareOutputs
+from assisted.ui.outputs import UNCHANGED, CompareOutputs
 
 MODES = ("plain", "assisted")
 WAITING = {
@@ -33,10 +37,27 @@ WAITING = {
     "assisted": "Assisted generation runs after plain decoding…",
 }
 SUMMARY_LATER = "The comparison appears here once both runs have finished."
+# The outputs that sum up the whole run so far (the stat cards, the charts, the JSON
+# result) take time in proportion to its length, where its text takes only its new steps.
+# So while the runs stream, they are rebuilt once the stream has gone on 1 / WHOLE_SHARE
+# times as long as their last build took: a twentieth of its time at most, however long
+# the run (on a short one, every update). The stream shares the CPU, and Python's lock,
+# with the decoding it shows.
+WHOLE_SHARE = 0.02
+# The outputs that a mid-run update leaves as they are between builds (`UNCHANGED`: the
+# tab skips them). The cards keep their last value instead: Gradio finds an unchanged
+# string unchanged at no cost, and rebuilds the component of a skipped output.
+HELD = ("tokens_over_time", "accept_histogram", "acceptance_by_position", "time_per_step")
+HELD += ("draft_length_per_step", "result")
 
 
 class Live:
-    """The steps and records of one comparison as it streams, rendered to every output."""
+    """The steps and records of one comparison as it streams, rendered to every output.
+
+    Each step is rendered once, as it arrives: an update's text joins what is rendered
+    (`compare_format.run_html_of`); the whole-run outputs are rebuilt at most a share of
+    the stream's time (`WHOLE_SHARE`), and at each run's start and end. `clock` gives
+    seconds (a test's own)."""
 
     def __init__(
         self,
@@ -44,6 +65,7 @@ class Live:
         prompt_tokens: int,
         settings: RunSettings,
         stop: threading.Event,
+        clock: Callable[[], float] = time.perf_counter,
     ):
         self.pair = pair
         self.prompt_tokens = prompt_tokens
@@ -54,18 +76,41 @@ class Live:
         self.draft_texts: dict[str, list[list[str]]] = {mode: [] for mode in MODES}
         self.records: dict[str, RunRecord] = {}
         self.phase = "warmup"
+        # Each step's chunk and its HTML, made as it arrives (again from the record, at its end).
+        self.chunks: dict[str, list[Chunk]] = {mode: [] for mode in MODES}
+        self.parts: dict[str, list[str]] = {mode: [] for mode in MODES}
+        self._clock = clock
+        self._whole: CompareOutputs | None = None  # the last build of every output
+        self._whole_at = self._whole_s = 0.0  # when it ended and what it took
+        self._whole_due = True  # a run started or ended since
 
     def add(self, event: decoding.Event) -> None:
         if isinstance(event, decoding.Phase):
             self.phase = event.name
+            self._whole_due = True
         elif isinstance(event, decoding.StepEvent):
-            self.steps[event.mode].append(event.step)
+            mode, step = event.mode, event.step
+            steps = self.steps[mode]
+            seconds = step.t_s - (steps[-1].t_s if steps else 0.0)
+            steps.append(step)
             # Only sampled steps show their drafted tokens one by one (with p and q).
-            ids = event.step.draft_ids if self.settings.sample else ()
-            self.draft_texts[event.mode].append([self.pair.tokenizer.decode([t]) for t in ids])
+            draws = self.settings.sample and mode == "assisted"
+            ids = step.draft_ids if self.settings.sample else ()
+            texts = [self.pair.tokenizer.decode([t]) for t in ids]
+            self.draft_texts[mode].append(texts)
+            chunk = chunk_of(step, seconds, draws, texts)
+            self.chunks[mode].append(chunk)
+            self.parts[mode].append(chunk_html(mode, len(steps), chunk))
         elif isinstance(event, decoding.RunDone):
             # Its last step may carry text held back for a character split across steps.
-            self.records[event.record.mode] = event.record
+            mode = event.record.mode
+            self.records[mode] = event.record
+            self.chunks[mode] = chunks_of(event.record, self.draft_texts[mode])
+            self.parts[mode] = [
+                chunk_html(mode, number, chunk)
+                for number, chunk in enumerate(self.chunks[mode], start=1)
+            ]
+            self._whole_due = True
 
     def record(self, mode: str) -> RunRecord | None:
         """The finished record, or a snapshot of the run so far (timed to its last step)."""
@@ -91,21 +136,35 @@ class Live:
         return cut or any(record.stopped for record in self.records.values())
 
     def outputs(self, done: bool = False) -> CompareOutputs:
-        """Every Compare output's value; the race replay's state with the last (`done`)."""
+        """Every Compare output's value; the race replay's state with the last (`done`).
+        Before it, the outputs named in `HELD` are `UNCHANGED` between builds of the whole."""
+        if done:
+            return self._every_output(done=True)
+        started = self._clock()
+        due = started - self._whole_at >= self._whole_s / WHOLE_SHARE
+        if self._whole is None or self._whole_due or due:
+            self._whole = self._every_output(done=False)
+            self._whole_at = self._clock()
+            self._whole_s, self._whole_due = self._whole_at - started, False
+            return self._whole
+        return self._whole._replace(
+            status=self._status(done=False),
+            plain_text=self._text("plain", self.chunks["plain"], done=False),
+            assisted_text=self._text("assisted", self.chunks["assisted"], done=False),
+            **dict.fromkeys(HELD, UNCHANGED),
+        )
+
+    def _every_output(self, done: bool) -> CompareOutputs:
         runs = {mode: self.record(mode) for mode in MODES}
-        shown = {mode: chunks_of(runs[mode], self.draft_texts[mode]) for mode in MODES}
+        shown = dict(self.chunks)
         assisted = runs["assisted"]
-        result = decoding.report(self.pair, runs["plain"], assisted)
+        # Each update carries the whole result; `per_step` grows with the run, so only the
+        # last update carries it.
+        result = decoding.report(self.pair, runs["plain"], assisted, steps=done)
         # Two sampled runs part as two draws do: no token of theirs is marked as a fault.
         if done and result["divergence"] is not None and not self.settings.sample:
             index = result["divergence"]["index"]
             shown = {mode: self._mark(runs[mode], shown[mode], index) for mode in MODES}
-        if not done:
-            # Each update carries the whole result; `per_step` grows with the run, so only
-            # the last update carries it.
-            for summary in (result["plain"], result["assisted"]):
-                if summary is not None:
-                    del summary["per_step"]
         histogram = stats.accept_histogram(assisted) if assisted else []
         positions = stats.position_acceptance(assisted) if assisted else []
         return CompareOutputs(
@@ -145,12 +204,17 @@ class Live:
         }.get(self.phase, "")
 
     def _text(self, mode: str, shown: list[Chunk], done: bool) -> str:
+        """The run's text: its rendered steps, unless a divergence marks one (`shown` then
+        differs from the run's chunks, and is rendered anew)."""
         record = self.records.get(mode)
         waiting = WAITING[mode]
         if done and not shown:
             waiting = "Not run: the comparison was stopped." if self.stopped else "No tokens."
-        return run_html(
-            shown,
+        parts = self.parts[mode]
+        if shown is not self.chunks[mode]:
+            parts = [chunk_html(mode, n, chunk) for n, chunk in enumerate(shown, start=1)]
+        return run_html_of(
+            parts,
             mode,
             running=self.phase == mode and record is None and not done,
             stopped=bool(record and record.stopped),

@@ -10,6 +10,7 @@ instance pickles: the Compare tab's values are made in the GPU process on ZeroGP
 
 from __future__ import annotations
 
+import enum
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # only the Benchmark tab's chart is a figure, drawn by `assisted.bench`
@@ -17,11 +18,22 @@ if TYPE_CHECKING:  # only the Benchmark tab's chart is a figure, drawn by `assis
     from matplotlib.figure import Figure
 
 
+class Held(enum.Enum):
+    """An output that a streaming update leaves as it was (`live.HELD`): the tab gives
+    Gradio `gr.skip()` for it. An enum, so it is itself again across a pickle."""
+
+    UNCHANGED = "unchanged"
+
+
+UNCHANGED = Held.UNCHANGED
+
+
 class CompareOutputs(NamedTuple):
     """The Compare tab's outputs. All but `race` are the /compare endpoint's outputs, in
     this order and under these names (the components' labels); the last value an API user
     receives carries the JSON `result`. `race` is the page's state for Replay race (the
-    finished runs' chunks, `live.Live.outputs`), which Gradio keeps out of the API."""
+    finished runs' chunks, `live.Live.outputs`), which Gradio keeps out of the API.
+    While the runs stream, the charts and the result may be `UNCHANGED`."""
 
     status: str  # Markdown
     plain_text: str  # HTML (`compare_format.run_html`)

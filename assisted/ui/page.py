@@ -75,7 +75,9 @@ body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
 @media (max-width: 640px) { .legend { min-height: 0; } }  /* the columns stack */
 .legend .toggle { color: var(--body-text-color); cursor: pointer; }
 .legend .tok { padding: 0 0.3rem; border-radius: 3px; color: var(--body-text-color); }
-.cursor { animation: blink 1s steps(1) infinite; color: var(--color-accent); }
+/* A running text's cursor, after its last step (compare_format.run_html_of). */
+.run-text.running::after { content: "▍"; animation: blink 1s steps(1) infinite;
+  color: var(--color-accent); }
 @keyframes blink { 50% { opacity: 0; } }
 .badge { display: inline-block; font-size: 0.7rem; font-family: var(--font); font-weight: 600;
   padding: 0.05rem 0.45rem; border-radius: 999px; margin-left: 0.4rem;
