@@ -15,6 +15,7 @@ from assisted.core.settings import RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
 from assisted.models import pairs
+from assisted.models.architectures import ARCHITECTURES
 from assisted.models.registry import (
     DEFAULT_PAIR,
     PAIRS,
@@ -93,6 +94,24 @@ def test_every_registry_pair_has_its_facts():
         assert (assistant_facts is not None) == spec.drafter.has_model, name
         assert spec.target_size == PAIR_FACTS[name][1].size, name
         assert spec.assistant_size == (assistant_facts.size if assistant_facts else None), name
+
+
+def test_each_models_architecture_is_its_published_config_and_size():
+    """What the GPU check builds each model from (`assisted.models.architectures`): the
+    facts above, and widths whose parameter count is the model card's."""
+    models = {m: f for m, f, a, g in PAIR_FACTS.values() for m, f in ((m, f), (a, g)) if f}
+    assert set(models) | {"Qwen/Qwen2.5-Coder-1.5B-Instruct"} == set(ARCHITECTURES)
+    for model_id, facts in models.items():
+        architecture = ARCHITECTURES[model_id]
+        assert architecture.model_type == facts.model_type, model_id
+        assert architecture.vocab_size == facts.vocab_size, model_id
+        assert (architecture.tie, architecture.layers) == (facts.tie, facts.size.layers)
+        assert architecture.parameters() / 1e9 == pytest.approx(facts.size.billions, rel=0.01)
+        extra = dict(architecture.extra)
+        if facts.sliding_window is not None:  # where the facts pin a window (Qwen's is off)
+            assert extra.get("sliding_window") == facts.sliding_window, model_id
+            assert extra.get("use_sliding_window") == facts.use_sliding_window, model_id
+    assert ARCHITECTURES["embedded:target"] is ARCHITECTURES[CODER_15B.model_id]
 
 
 def test_every_pair_with_an_assistant_model_that_auto_drives_drafts_under_auto():
