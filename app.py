@@ -335,8 +335,9 @@ def preload(config: AppConfig) -> None:
 
     On ZeroGPU, the other offered pairs too, in the order offered, while they fit the
     memory limit and the number of pairs kept (`assisted.models.pairs`): a GPU call forked from
-    this process then finds them in memory. The rest load inside each call that needs
-    them. This runs in the thread that imported `spaces`, where ZeroGPU emulates CUDA."""
+    this process then finds them in memory. The rest have their files fetched now, and load
+    inside each call that needs them. This runs in the thread that imported `spaces`, where
+    ZeroGPU emulates CUDA."""
 
     def report(message: str, fraction: float | None) -> None:
         print(f"{message}" + (f" ({fraction:.0%})" if fraction is not None else ""), flush=True)
@@ -347,6 +348,7 @@ def preload(config: AppConfig) -> None:
     for name in names:
         spec = config.registry[name]
         if name != config.default_pair and not pairs.fits_beside_loaded(spec):
+            _fetch_at_start_up(spec, report)
             print(f"{name}: loads inside each GPU call (no room to keep it loaded)", flush=True)
             continue
         try:
@@ -360,6 +362,16 @@ def preload(config: AppConfig) -> None:
         _preloaded.add(spec.name)
         if config.zerogpu:  # what the GPU calls count on finding, and ask no time to load
             pairs.pin(spec)
+
+
+def _fetch_at_start_up(spec: PairSpec, report: Callable[[str, float | None], None]) -> None:
+    """Put a pair that loads inside the GPU calls on disk now: a call then only loads it,
+    and no visitor's quota pays for a download. One that fails is fetched again by the
+    first request for it, which says why it fails."""
+    try:
+        pairs.fetch_pair(spec, report, allow_local=True)
+    except Exception as error:
+        print(f"{spec.name}: not fetched at start-up ({error})", flush=True)
 
 
 demo = build_demo()

@@ -52,10 +52,20 @@ def server(zerogpu, config):
     pairs._loaded.clear()
     # At import on a Space, in the thread that imported `spaces`: room for the default pair
     # only, so that `tiny-lookup` loads inside the GPU calls.
+    fetched = []  # the pairs whose files were fetched, loaded or not
+    fetch = pairs.fetch_pair
+
+    def recording(spec, *args, **kwargs):
+        fetched.append(spec.name)
+        return fetch(spec, *args, **kwargs)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
+        patch.setattr(pairs, "fetch_pair", recording)
         app.preload(config)
     assert app._preloaded == {config.registry["tiny"].name}
+    # The pair with no room is fetched at start-up, so its calls only load it.
+    assert config.registry["tiny-lookup"].name in fetched
     # Pinned: a worker that loads other pairs keeps it, as the calls ask no time to load it.
     assert [key[0].name for key in pairs._pinned] == [config.registry["tiny"].name]
     demo, url = launch(config, zerogpu.calls())

@@ -56,3 +56,26 @@ def test_zerogpu_the_pairs_preload_at_import_on_the_emulated_gpu(start_up, monke
         pair = pairs.loaded(start_up.registry["tiny"], "auto", "auto")
     assert app._preloaded == {start_up.registry["tiny"].name}
     assert pair is not None and pair.device.type == "cuda" and pair.dtype == torch.bfloat16
+
+
+def test_zerogpu_a_pair_whose_files_fail_at_start_up_leaves_the_space_up(
+    start_up, monkeypatch, capsys
+):
+    """A pair with no room to load is fetched at start-up; a failed fetch is said and
+    skipped, for the first request to try again."""
+    broken = dataclasses.replace(start_up.registry["tiny"], name="broken")
+    config = dataclasses.replace(start_up, registry={**start_up.registry, "broken": broken})
+    fetch = pairs.fetch_pair
+
+    def failing(spec, *args, **kwargs):
+        if spec.name == "broken":
+            raise pairs.PairError("the Hub is down")
+        return fetch(spec, *args, **kwargs)
+
+    monkeypatch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
+    monkeypatch.setattr(pairs, "fetch_pair", failing)
+    app.preload(dataclasses.replace(config, device="cpu", dtype="float32"))
+    printed = capsys.readouterr().out
+    assert "broken: not fetched at start-up (the Hub is down)" in printed
+    assert "broken: loads inside each GPU call" in printed
+    assert app._preloaded == {start_up.registry["tiny"].name}
