@@ -3,7 +3,10 @@
 - `policy_fit`, `cost_fit`, `step_prices`, `recorded`: the policy, its T(k) and each step's
   price replayed over a benchmark's recorded runs (`recorded` reads them);
 - `lean_timing`, `watch_cost`: what the lean loop saves, and what watching a run costs;
-- `precisions`, `memory`: the assistant's precisions compared; where a pair's memory goes.
+- `precisions`, `memory`: the assistant's precisions compared; where a pair's memory goes;
+- `stream_cost`: what one streaming update of the Compare tab costs the server;
+- `gpu_check`: each registry pair's costs on a device, from random weights, and its
+  modelled speedup.
 
 Each is a `python -m assisted.lab.NAME` command. May import every layer; nothing outside
 the lab imports it (tests aside).

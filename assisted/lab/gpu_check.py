@@ -1,0 +1,430 @@
+"""`python -m assisted.lab.gpu_check`: what each registry pair's models cost on this device,
+and what assisted generation would then gain there, modelled.
+
+Each model is built from its published architecture (`assisted.models.architectures`) with
+random weights, since the device may reach no Hub: the timings are real, the acceptance is
+not. Per model, after a warm-up, the device synchronised around each pass, medians of
+`--repeats` passes taken in turn over the row counts:
+- T(k): its forward pass over k new tokens after a context of `--context` tokens in its KV
+  cache, as a verification of k − 1 drafted tokens sees it (k = 1 to `--max-rows`);
+- its floors under T(1): launch-bound, the same depth at toy widths (the kernels'
+  launches and Python alone), and bandwidth-bound, its bf16 weights' bytes over the
+  device's copy bandwidth (bytes read and written).
+A pair's drafting cost per token is its assistant's T(1) (Transformers drafts a token a
+pass), or for early exit the target's first layers' T(1); prompt lookup drafts on the CPU.
+
+The modelled speedup of a prompt kind takes the per-token acceptance α that the embedded
+pair measured on a CPU for that kind (`ACCEPTANCE`; its own prompt-lookup figures for the
+lookup pairs) and the best constant draft length γ: a step commits
+E = (1 − α^(γ+1)) / (1 − α) tokens for γ·d + T(γ+1) seconds, against T(1) a token plain;
+1.00 where no γ pays, as `auto` then drafts nothing. Every pair with an assistant is priced
+at the embedded pair's acceptance: the figure says what its costs allow, not what its
+models agree on. Early exit has no measured acceptance and no modelled figure.
+
+It stops starting models after `--budget-s` seconds and says which it left out; it also
+runs on a CPU at toy widths (`--tiny`), as the tests run it. Its figures for an H200 are in
+docs/space.md#the-gpu-check, when a device was lent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+import transformers
+
+from assisted.core.drafters import DrafterKind
+from assisted.models.architectures import ARCHITECTURES, Architecture
+from assisted.models.registry import PAIRS, PairSpec
+
+# Per-token acceptance α by prompt kind (examples/ categories) and the share of steps that
+# drafted, the embedded pair on a 2-core AMD EPYC with AVX512-BF16, bf16 with the bf16
+# assistant, greedy, 64 tokens, two prompts a kind (2026-12-03). The assistant drafted 8
+# a step under a constant schedule with no confidence cut, so each draft ran to its first
+# wrong token; prompt lookup ran under `auto` (8 at most), which drafts where a match is
+# found and pays, so its share understates the matches. α = accepted / (accepted + drafts
+# a wrong token cut): `python -m assisted.lab.gpu_check --acceptance bench-accept/runs.jsonl`
+# after `python -m assisted.bench --drafters assistant,prompt-lookup --schedule constant
+#  --num-assistant-tokens 8 --prompt-lookup-num-tokens 8 --confidence-threshold 0
+#  --assistant-quant none --limit 2 --repeats 1 --max-new-tokens 64 --out bench-accept`.
+ACCEPTANCE: dict[str, dict[str, tuple[float, float]]] = {
+    DrafterKind.ASSISTANT.value: {
+        "answer-from-passage": (0.917, 1.0),
+        "chat": (0.724, 1.0),
+        "edit-code": (0.833, 1.0),
+        "long-passage": (0.714, 1.0),
+        "math": (0.85, 0.962),
+        "summarise": (0.847, 1.0),
+        "translate": (0.798, 0.97),
+        "write-code": (0.94, 1.0),
+    },
+    DrafterKind.PROMPT_LOOKUP.value: {
+        "answer-from-passage": (0.802, 0.512),
+        "chat": (0.6, 0.059),
+        "edit-code": (0.621, 0.118),
+        "long-passage": (0.5, 0.167),
+        "math": (0.533, 0.221),
+        "summarise": (0.662, 0.282),
+        "translate": (0.907, 0.09),
+        "write-code": (0.727, 0.096),
+    },
+}
+CONTEXT = 256  # tokens in the cache before the timed pass: a prompt and some answer
+WARMUP = 2  # untimed passes per row count (the kernels' first calls pick their algorithms)
+TOY = {"hidden_size": 64, "intermediate_size": 128, "heads": 4, "head_dim": 16, "vocab": 512}
+
+
+@dataclass(frozen=True)
+class Costs:
+    """One model's measured seconds: `rows[k - 1]` is T(k); its launch-bound floor; the
+    bytes of weights a pass reads (all but an untied input embedding, of which it reads
+    a row a token)."""
+
+    rows: tuple[float, ...]
+    launch_floor_s: float
+    read_bytes: int
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """A pair's costs on this device: the target's, and its drafting seconds per token
+    (0 for prompt lookup; None where it could not be measured)."""
+
+    target: Costs
+    draft_s: float | None
+
+
+def toy(architecture: Architecture, vocab: bool = True) -> Architecture:
+    """`architecture` at toy widths, its depth and kind kept: its kernels' launches cost
+    what they cost, the work in them next to nothing."""
+    heads = TOY["heads"]
+    kv_heads = heads if architecture.kv_heads == architecture.heads else heads // 2
+    return replace(
+        architecture,
+        hidden_size=TOY["hidden_size"],
+        intermediate_size=TOY["intermediate_size"],
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=TOY["head_dim"],
+        vocab_size=TOY["vocab"] if vocab else architecture.vocab_size,
+        extra=tuple(
+            (key, TOY["head_dim"] if key == "query_pre_attn_scalar" else value)
+            for key, value in architecture.extra
+        ),
+    )
+
+
+def build(architecture: Architecture, device: torch.device, dtype: torch.dtype):
+    """A model of `architecture` with random weights, made on `device`."""
+    config = transformers.AutoConfig.for_model(**architecture.config())
+    with torch.device(device):
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return model.eval()
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_rows(
+    model, device: torch.device, context: int, max_rows: int, repeats: int
+) -> tuple[float, ...]:
+    """T(1)..T(max_rows): medians of `repeats` passes, taken in turn over the row counts,
+    each over a fresh copy of one cache of `context` tokens."""
+    vocab = model.config.vocab_size
+    ids = torch.randint(0, vocab, (1, context + max_rows), device=device)
+    with torch.inference_mode():
+        cache = model(ids[:, :context], use_cache=True).past_key_values
+        times: list[list[float]] = [[] for _ in range(max_rows)]
+        for attempt in range(WARMUP + repeats):
+            for rows in range(1, max_rows + 1):
+                fresh = copy.deepcopy(cache)
+                synchronize(device)
+                started = time.perf_counter()
+                model(ids[:, context : context + rows], past_key_values=fresh, use_cache=True)
+                synchronize(device)
+                if attempt >= WARMUP:
+                    times[rows - 1].append(time.perf_counter() - started)
+    return tuple(statistics.median(seconds) for seconds in times)
+
+
+def bandwidth(device: torch.device, megabytes: int) -> float:
+    """Bytes a second that a device-to-device copy moves, read and written: the median of
+    five copies of `megabytes`."""
+    source = torch.empty(megabytes * 2**20, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    seconds = []
+    for _ in range(6):
+        synchronize(device)
+        started = time.perf_counter()
+        target.copy_(source)
+        synchronize(device)
+        seconds.append(time.perf_counter() - started)
+    return 2 * source.numel() / statistics.median(seconds[1:])
+
+
+def free(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+class Timer:
+    """Each architecture's costs, measured once (pairs share models), within a budget."""
+
+    def __init__(self, device, dtype, context, max_rows, repeats, tiny, deadline) -> None:
+        self.device, self.dtype = device, dtype
+        self.context, self.max_rows, self.repeats = context, max_rows, repeats
+        self.tiny = tiny
+        self.deadline = deadline
+        self.measured: dict[tuple[Architecture, int], Costs] = {}
+
+    def costs(self, architecture: Architecture, rows: int | None = None) -> Costs | None:
+        """Its costs over 1 to `rows` rows (`max_rows` unless told); None past the deadline."""
+        key = (architecture, rows or self.max_rows)
+        if key in self.measured:
+            return self.measured[key]
+        if time.monotonic() > self.deadline:
+            return None
+        built = toy(architecture) if self.tiny else architecture
+        model = build(built, self.device, self.dtype)
+        read_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        if not built.tie:
+            embedding = model.get_input_embeddings().weight
+            read_bytes -= embedding.numel() * embedding.element_size()
+        timed = time_rows(model, self.device, self.context, key[1], self.repeats)
+        del model
+        free(self.device)
+        floor_model = build(toy(architecture), self.device, self.dtype)
+        floor = time_rows(floor_model, self.device, self.context, 1, self.repeats)[0]
+        del floor_model
+        free(self.device)
+        self.measured[key] = Costs(timed, floor, read_bytes)
+        return self.measured[key]
+
+
+def price(spec: PairSpec, timer: Timer) -> Pricing | None:
+    """The pair's costs, or None where the budget ran out before its models."""
+    target = timer.costs(ARCHITECTURES[spec.target])
+    if target is None:
+        return None
+    if spec.drafter is DrafterKind.PROMPT_LOOKUP:
+        return Pricing(target, 0.0)
+    if spec.drafter is DrafterKind.EARLY_EXIT:
+        first = replace(ARCHITECTURES[spec.target], layers=spec.early_exit_layer or 1)
+        drafting = timer.costs(first, rows=1)
+    else:
+        drafting = timer.costs(ARCHITECTURES[spec.assistant], rows=1)
+    return Pricing(target, drafting.rows[0] if drafting else None)
+
+
+def modelled_speedup(
+    alpha: float, rows: Sequence[float], draft_s: float, drafting: float = 1.0
+) -> tuple[float, int]:
+    """The best constant γ's speedup over plain decoding and that γ (0: drafting never
+    pays), for per-token acceptance `alpha`, T(k) = `rows[k - 1]`, `draft_s` a drafted
+    token, and a share `drafting` of the steps that draft (the rest are plain steps)."""
+    best, best_gamma = 1.0, 0
+    for gamma in range(1, len(rows)):
+        tokens = gamma + 1 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+        step_tokens = drafting * tokens + (1 - drafting)
+        step_s = drafting * (gamma * draft_s + rows[gamma]) + (1 - drafting) * rows[0]
+        speedup = step_tokens * rows[0] / step_s
+        if speedup > best:
+            best, best_gamma = speedup, gamma
+    return best, best_gamma
+
+
+def per_token_acceptance(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
+    """(α, the share of steps that drafted) by drafter and prompt kind from a benchmark's
+    runs.jsonl (a constant schedule, no confidence cut): α is the accepted tokens over
+    those plus the drafts a wrong token cut."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for text in path.read_text(encoding="utf-8").splitlines():
+        line = json.loads(text) if text else None
+        if not line or line["drafter"] is None:
+            continue
+        key = (line["drafter"], line.get("category") or "-")
+        total = counts.setdefault(key, [0, 0, 0, 0])  # accepted, cut, drafting, steps
+        for step in line["record"]["steps"]:
+            total[3] += 1
+            if step["drafted"]:
+                total[0] += step["accepted"]
+                total[1] += step["accepted"] < step["drafted"]
+                total[2] += 1
+    table: dict[str, dict[str, tuple[float, float]]] = {}
+    for (drafter, kind), (accepted, cut, drafting, steps) in sorted(counts.items()):
+        alpha = round(accepted / max(accepted + cut, 1), 3)
+        table.setdefault(drafter, {})[kind] = (alpha, round(drafting / max(steps, 1), 3))
+    return table
+
+
+def geomean(values: Iterable[float]) -> float:
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def acceptance_for(spec: PairSpec) -> dict[str, tuple[float, float]] | None:
+    """The (α, drafting share) by kind a pair is priced at: lookup's for lookup, the
+    assistant's (every step drafting) for a pair with an assistant model; none for early
+    exit."""
+    if spec.drafter is DrafterKind.PROMPT_LOOKUP:
+        return ACCEPTANCE[DrafterKind.PROMPT_LOOKUP.value]
+    if spec.drafter.has_model:
+        return ACCEPTANCE[DrafterKind.ASSISTANT.value]
+    return None
+
+
+def ms(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1000:.2f}"
+
+
+def tables(results: dict[str, Pricing | None], device_line: str, bandwidth_bps: float) -> str:
+    """The check's two tables, measured then modelled, as Markdown."""
+    widest = min((len(p.target.rows) for p in results.values() if p), default=1)
+    marks = [k for k in (2, 4, 8, 16) if k <= widest]
+    head = " | ".join(f"T({k})÷T(1)" for k in marks)
+    lines = [
+        device_line,
+        "",
+        f"| pair | T(1) ms | {head} | drafting ms/token (÷ T(1)) | launch floor ms |"
+        " bandwidth floor ms |",
+        "|---|--:|" + "--:|" * len(marks) + "--:|--:|--:|",
+    ]
+    for name, pricing in results.items():
+        if pricing is None:
+            lines.append(f"| {name} | not measured: the time budget ran out |")
+            continue
+        rows = pricing.target.rows
+        ratios = " | ".join(f"{rows[k - 1] / rows[0]:.2f}" for k in marks)
+        draft = (
+            "—"
+            if pricing.draft_s is None
+            else (f"{ms(pricing.draft_s)} ({pricing.draft_s / rows[0]:.2f})")
+        )
+        floor = pricing.target.read_bytes / bandwidth_bps
+        lines.append(
+            f"| {name} | {ms(rows[0])} | {ratios} | {draft} | "
+            f"{ms(pricing.target.launch_floor_s)} | {ms(floor)} |"
+        )
+    kinds = sorted({k for table in ACCEPTANCE.values() for k in table})
+    lines += [
+        "",
+        "Modelled speedup (best constant γ), at the per-token acceptance the embedded pair "
+        "measured on a CPU per prompt kind; not measured on this device:",
+        "",
+        "| pair | " + " | ".join(kinds) + " | geomean |",
+        "|---|" + "--:|" * (len(kinds) + 1),
+    ]
+    for name, pricing in results.items():
+        alphas = acceptance_for(PAIRS[name])
+        if pricing is None or pricing.draft_s is None or not alphas:
+            lines.append(f"| {name} | " + " | ".join("—" for _ in kinds) + " | — |")
+            continue
+        cells, speedups = [], []
+        for kind in kinds:
+            if kind not in alphas:
+                cells.append("—")
+                continue
+            alpha, drafting = alphas[kind]
+            if PAIRS[name].drafter.has_model:
+                # It drafts at every step: those that did not were a run's last, where
+                # the length limit left nothing to draft.
+                drafting = 1.0
+            speedup, gamma = modelled_speedup(alpha, pricing.target.rows, pricing.draft_s, drafting)
+            speedups.append(speedup)
+            cells.append(f"{speedup:.2f}x (γ {gamma})")
+        overall = f"{geomean(speedups):.2f}x" if speedups else "—"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {overall} |")
+    return "\n".join(lines)
+
+
+def processor() -> str:
+    """The CPU's model name (Linux), else the platform's word for it."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return platform.processor() or "CPU"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", default=",".join(PAIRS), help="comma list of registry pairs")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--dtype", choices=["bfloat16", "float32"], help="bfloat16 on a GPU, float32 elsewhere"
+    )
+    parser.add_argument("--context", type=int, default=CONTEXT)
+    parser.add_argument("--max-rows", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--budget-s", type=float, default=420.0)
+    parser.add_argument("--tiny", action="store_true", help="toy widths (a CPU test)")
+    parser.add_argument("--out", type=Path, help="a folder for gpu_check.md and .json")
+    parser.add_argument(
+        "--acceptance", type=Path, help="print α by kind from a benchmark's runs.jsonl and stop"
+    )
+    args = parser.parse_args(argv)
+    if args.acceptance:
+        print(json.dumps(per_token_acceptance(args.acceptance), indent=1))
+        return
+    names = [name for name in args.pairs.split(",") if name]
+    unknown = [name for name in names if name not in PAIRS]
+    if unknown:
+        parser.error(f"unknown pairs: {', '.join(unknown)}; known: {', '.join(PAIRS)}")
+    device = torch.device(args.device)
+    dtype = getattr(torch, args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
+    started = time.monotonic()
+    timer = Timer(
+        device,
+        dtype,
+        args.context,
+        args.max_rows,
+        args.repeats,
+        args.tiny,
+        started + args.budget_s,
+    )
+    copy_bandwidth = bandwidth(device, 1024 if device.type == "cuda" else 64)
+    results = {}
+    for name in names:
+        results[name] = price(PAIRS[name], timer)
+        print(f"[{time.monotonic() - started:6.1f} s] {name}", file=sys.stderr, flush=True)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else processor()
+    device_line = (
+        f"{where}, {str(dtype).removeprefix('torch.')}, random weights"
+        f"{' at toy widths' if args.tiny else ''}, context {args.context}, medians of "
+        f"{args.repeats}; torch {torch.__version__}, Transformers {transformers.__version__}; "
+        f"copy bandwidth {copy_bandwidth / 1e9:.0f} GB/s; {time.monotonic() - started:.0f} s"
+    )
+    text = tables(results, device_line, copy_bandwidth)
+    print(text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "gpu_check.md").write_text(text + "\n", encoding="utf-8")
+        report = {
+            name: None
+            if p is None
+            else {
+                "rows_s": list(p.target.rows),
+                "launch_floor_s": p.target.launch_floor_s,
+                "read_bytes": p.target.read_bytes,
+                "draft_s": p.draft_s,
+            }
+            for name, p in results.items()
+        }
+        (args.out / "gpu_check.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

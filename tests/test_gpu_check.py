@@ -1,0 +1,104 @@
+"""The GPU check (`python -m assisted.lab.gpu_check`) at toy widths on the CPU, as a lent
+device would run it at full ones; and its model of a speedup, against what must hold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from assisted.core.drafters import DrafterKind
+from assisted.lab import gpu_check
+from assisted.lab.gpu_check import modelled_speedup, per_token_acceptance
+from assisted.models.registry import PAIRS
+
+PAIRS_CHECKED = "embedded,embedded-prompt-lookup,layerskip-llama3.2-1b"
+
+
+def test_the_check_times_each_pair_and_writes_one_table(tmp_path, capsys):
+    out = tmp_path / "check"
+    arguments = ["--tiny", "--device", "cpu", "--pairs", PAIRS_CHECKED, "--max-rows", "4"]
+    gpu_check.main([*arguments, "--repeats", "1", "--context", "16", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert printed.strip() == (out / "gpu_check.md").read_text().strip()
+    assert "random weights at toy widths" in printed and "Modelled speedup" in printed
+    report = json.loads((out / "gpu_check.json").read_text())
+    assert list(report) == PAIRS_CHECKED.split(",")
+    for name, costs in report.items():
+        assert len(costs["rows_s"]) == 4 and all(s > 0 for s in costs["rows_s"]), name
+        assert costs["launch_floor_s"] > 0 and costs["read_bytes"] > 0
+    assert report["embedded-prompt-lookup"]["draft_s"] == 0.0  # drafted on the CPU
+    assert report["embedded"]["draft_s"] > 0 and report["layerskip-llama3.2-1b"]["draft_s"] > 0
+    # One target, timed once: the two embedded pairs share its figures.
+    assert report["embedded"]["rows_s"] == report["embedded-prompt-lookup"]["rows_s"]
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in printed.splitlines()}
+    modelled = [line for line in printed.splitlines() if "x (γ" in line]
+    assert {line.split(" | ")[0].lstrip("| ") for line in modelled} == {
+        "embedded",
+        "embedded-prompt-lookup",
+    }  # early exit has no measured acceptance
+    assert "layerskip-llama3.2-1b" in lines
+
+
+def test_past_its_budget_the_check_starts_no_model_and_says_so(capsys):
+    gpu_check.main(["--tiny", "--device", "cpu", "--pairs", "embedded", "--budget-s", "0"])
+    assert "| embedded | not measured: the time budget ran out |" in capsys.readouterr().out
+
+
+def test_every_pair_is_priced_from_an_architecture_of_its_own_models():
+    for spec in PAIRS.values():
+        assert spec.target in gpu_check.ARCHITECTURES, spec.name
+        if spec.drafter.has_model:
+            assert spec.assistant in gpu_check.ARCHITECTURES, spec.name
+        assert (gpu_check.acceptance_for(spec) is None) == (
+            spec.drafter is DrafterKind.EARLY_EXIT
+        )
+
+
+def test_the_modelled_speedup_keeps_to_its_bounds():
+    flat = [1.0] * 9
+    # Every draft accepted, drafting free, verification free: γ + 1 tokens a pass.
+    assert modelled_speedup(1.0, flat, 0.0) == (9.0, 8)
+    # Nothing accepted: no γ pays, and `auto` drafts nothing.
+    assert modelled_speedup(0.0, flat, 0.1) == (1.0, 0)
+    # A draft token that costs a target step can never pay unless every draft holds.
+    assert modelled_speedup(0.9, flat, 1.0) == (1.0, 0)
+    # More acceptance never models less; costlier verification never more.
+    rising = [1.0 + 0.1 * k for k in range(9)]
+    speeds = [modelled_speedup(alpha, rising, 0.05)[0] for alpha in (0.3, 0.5, 0.7, 0.9)]
+    assert speeds == sorted(speeds) and speeds[-1] > 1
+    assert modelled_speedup(0.7, rising, 0.05)[0] < modelled_speedup(0.7, flat, 0.05)[0]
+    # One step's arithmetic: α = 0.5, γ = 1 commits 1.5 tokens for 0.1 + T(2) = 1.2 s.
+    assert modelled_speedup(0.5, [1.0, 1.1], 0.1) == (pytest.approx(1.5 / 1.2), 1)
+    # Drafting at half the steps, the others plain: (0.75 + 0.5) tokens for 0.6 + 0.5 s.
+    assert modelled_speedup(0.5, [1.0, 1.1], 0.1, 0.5) == (pytest.approx(1.25 / 1.1), 1)
+    assert modelled_speedup(1.0, flat, 0.0, drafting=0.0) == (1.0, 0)
+
+
+def test_acceptance_counts_each_draft_up_to_its_first_wrong_token(tmp_path):
+    def line(drafter, category, steps):
+        return json.dumps(
+            {"drafter": drafter, "category": category, "record": {"steps": steps}}
+        )
+
+    steps = [
+        {"drafted": 8, "accepted": 8},  # all held: no wrong token
+        {"drafted": 8, "accepted": 2},  # cut at its third
+        {"drafted": 0, "accepted": 0},  # a plain step
+        {"drafted": 3, "accepted": 0},  # cut at its first
+    ]
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(
+        "\n".join(
+            [
+                line(None, "chat", [{"drafted": 0, "accepted": 0}]),
+                line("assistant", "chat", steps),
+                line("prompt-lookup", "chat", steps[:1]),
+            ]
+        )
+    )
+    # 10 accepted, 2 drafts cut: α = 10 / 12; 3 of the 4 steps drafted.
+    assert per_token_acceptance(runs) == {
+        "assistant": {"chat": (round(10 / 12, 3), 0.75)},
+        "prompt-lookup": {"chat": (1.0, 1.0)},
+    }
