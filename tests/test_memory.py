@@ -30,4 +30,15 @@ def test_the_command_ends_with_one_line_of_json(monkeypatch, capsys):
     monkeypatch.setattr(memory, "measure", lambda *args: rows)
     assert memory.main(["--pair", "embedded"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert json.loads(last) == {"pair": "embedded", "stages": rows}
+    assert json.loads(last) == {"pair": "embedded", "beside": None, "stages": rows}
+
+
+def test_a_pair_beside_one_with_its_target_adds_no_weights(tiny_dirs):
+    pairs._loaded.clear()
+    spec = pairs.custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    lookup = pairs.custom_pair(str(tiny_dirs["target"]), None)  # the same target alone
+    rows = memory.measure(spec, "cpu", "float32", max_new_tokens=4, beside=lookup)
+    assert rows[-1]["stage"] == f"load {lookup.name} beside it"
+    assert len(pairs.loaded_pairs()) == 2
+    assert rows[-1]["weights"] == rows[-2]["weights"] == pairs.memory_in_use() > 0
+    pairs._loaded.clear()

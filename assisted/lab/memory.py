@@ -37,12 +37,20 @@ def reset_peak() -> None:
     _CLEAR_REFS.write_text("5")  # resets VmHWM to the current resident memory
 
 
-def measure(spec: PairSpec, device: str, dtype: str, max_new_tokens: int) -> list[dict]:
-    """One row per stage: name, resident and peak bytes, and the weights the pair holds."""
+def measure(
+    spec: PairSpec,
+    device: str,
+    dtype: str,
+    max_new_tokens: int,
+    beside: PairSpec | None = None,
+) -> list[dict]:
+    """One row per stage: name, resident and peak bytes, and the weights the pair holds;
+    last, with `beside`, that pair loaded beside it, and the weights both hold (a target
+    they share counted once, `pairs.memory_in_use`)."""
     from assisted.core.settings import RunSettings
     from assisted.engine import decoding
     from assisted.models import quantize
-    from assisted.models.pairs import load_pair
+    from assisted.models.pairs import load_pair, memory_in_use
 
     rows: list[dict] = []
     holder: dict = {}
@@ -52,6 +60,8 @@ def measure(spec: PairSpec, device: str, dtype: str, max_new_tokens: int) -> lis
         work()
         now, peak = resident()
         held = holder["pair"].memory_bytes() if "pair" in holder else 0
+        if "beside" in holder:
+            held = memory_in_use()
         rows.append({"stage": name, "resident": now, "peak": peak, "weights": held})
 
     stage("imports", lambda: None)
@@ -68,15 +78,21 @@ def measure(spec: PairSpec, device: str, dtype: str, max_new_tokens: int) -> lis
         f"a comparison, {max_new_tokens} tokens",
         lambda: [list(decoding.run(pair, ids, mode, settings)) for mode in ("plain", "assisted")],
     )
+    if beside is not None:
+
+        def load_beside() -> None:
+            holder["beside"] = load_pair(beside, device, dtype)
+
+        stage(f"load {beside.name} beside it", load_beside)
     return rows
 
 
 def render(rows: Sequence[dict]) -> str:
     gib = 2**30
-    lines = [f"{'stage':34} {'resident':>10} {'peak':>10} {'weights':>10}  (GiB)"]
+    lines = [f"{'stage':40} {'resident':>10} {'peak':>10} {'weights':>10}  (GiB)"]
     for row in rows:
         lines.append(
-            f"{row['stage']:34} {row['resident'] / gib:10.2f} {row['peak'] / gib:10.2f} "
+            f"{row['stage']:40} {row['resident'] / gib:10.2f} {row['peak'] / gib:10.2f} "
             f"{row['weights'] / gib:10.2f}"
         )
     kept = rows[-1]["weights"]
@@ -95,12 +111,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument(
+        "--beside", metavar="PAIR", help="then load this pair too (one naming the same target)"
+    )
     args = parser.parse_args(argv)
     from assisted.models.pairs import get_spec
 
-    rows = measure(get_spec(args.pair), args.device, args.dtype, args.max_new_tokens)
+    beside = get_spec(args.beside) if args.beside else None
+    rows = measure(get_spec(args.pair), args.device, args.dtype, args.max_new_tokens, beside)
     print(render(rows))
-    print(json.dumps({"pair": args.pair, "stages": rows}))
+    if beside is not None:
+        before, after = rows[-2], rows[-1]
+        print(
+            f"{beside.name} beside {args.pair}: resident "
+            f"{(after['resident'] - before['resident']) / 2**30:+.2f} GiB, weights held "
+            f"{(after['weights'] - before['weights']) / 2**30:+.2f} GiB"
+        )
+    print(json.dumps({"pair": args.pair, "beside": args.beside, "stages": rows}))
     return 0
 
 
