@@ -50,9 +50,7 @@ def test_every_pair_is_priced_from_an_architecture_of_its_own_models():
         assert spec.target in gpu_check.ARCHITECTURES, spec.name
         if spec.drafter.has_model:
             assert spec.assistant in gpu_check.ARCHITECTURES, spec.name
-        assert (gpu_check.acceptance_for(spec) is None) == (
-            spec.drafter is DrafterKind.EARLY_EXIT
-        )
+        assert (gpu_check.acceptance_for(spec) is None) == (spec.drafter is DrafterKind.EARLY_EXIT)
 
 
 def test_the_modelled_speedup_keeps_to_its_bounds():
@@ -77,9 +75,7 @@ def test_the_modelled_speedup_keeps_to_its_bounds():
 
 def test_acceptance_counts_each_draft_up_to_its_first_wrong_token(tmp_path):
     def line(drafter, category, steps):
-        return json.dumps(
-            {"drafter": drafter, "category": category, "record": {"steps": steps}}
-        )
+        return json.dumps({"drafter": drafter, "category": category, "record": {"steps": steps}})
 
     steps = [
         {"drafted": 8, "accepted": 8},  # all held: no wrong token
