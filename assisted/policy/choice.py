@@ -277,5 +277,14 @@ def measure_bookkeeping_s(cap: int = 8, steps: int = 2000) -> float:
     return (time.perf_counter() - start) / steps
 
 
+# The bookkeeping's speed target: 1% of a 10 ms step, a fast GPU's. A target for this
+# command, not a unit test: a shared machine's load moves a timing by more than that.
+BOOKKEEPING_TARGET_S = 0.01 * 0.010
+
 if __name__ == "__main__":
-    print(f"policy bookkeeping: {measure_bookkeeping_s() * 1e6:.1f} µs per step (cap 8)")
+    seconds = min(measure_bookkeeping_s() for _ in range(3))
+    verdict = "within" if seconds < BOOKKEEPING_TARGET_S else "OVER"
+    target_us = BOOKKEEPING_TARGET_S * 1e6
+    print(f"policy bookkeeping: {seconds * 1e6:.1f} µs per step (cap 8), ", end="")
+    print(f"{verdict} the {target_us:.0f} µs target")
+    raise SystemExit(0 if seconds < BOOKKEEPING_TARGET_S else 1)
