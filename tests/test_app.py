@@ -149,11 +149,6 @@ def test_compare_streams_and_ends_with_the_json_result(client):
     assert final[6]["data"] and final[7]["data"]  # both charts carry rows
 
 
-def rebuilt(result: dict | None) -> bool:
-    """Whether an update carries a result: not None, nor Gradio's skip (`live.HELD`)."""
-    return bool(result) and result != gr.skip()
-
-
 def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
     client, tiny_dirs, monkeypatch
 ):
@@ -170,8 +165,9 @@ def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
     job = client.submit(**settings(), api_name="/compare")
     *streamed, final = list(job)
     # Updates as the runs stream leave the growing list out; the last one carries it.
-    # Between rebuilds of the whole run, they leave the result as it was.
-    partial = [values[-1][run] for values in streamed if rebuilt(values[-1]) for run in RUNS]
+    # An API caller gets every output whole in each update, never Gradio's skip.
+    assert all(value != gr.skip() for values in streamed for value in values)
+    partial = [values[-1][run] for values in streamed if values[-1] for run in RUNS]
     assert any(partial) and all("per_step" not in run for run in partial if run)
     result = final[-1]
     plain, assisted = result["plain"], result["assisted"]

@@ -19,7 +19,7 @@ from assisted.core.record import RunRecord, Step
 from assisted.core.settings import RunSettings
 from assisted.engine import decoding
 from assisted.ui import live as live_module
-from assisted.ui.compare_tab import skipping_unchanged
+from assisted.ui.compare_tab import filled_in, skipping_unchanged
 from assisted.ui.live import HELD, WHOLE_SHARE, Live
 from assisted.ui.outputs import UNCHANGED
 
@@ -180,3 +180,15 @@ def test_a_held_output_crosses_the_gpu_process_and_is_skipped_in_the_tab():
     shown = skipping_unchanged(back)
     assert shown.result == gr.skip() and shown.time_per_step == gr.skip()
     assert shown.plain_text == back.plain_text and "w1" in shown.plain_text
+    # An API caller gets the last values instead, so each of its updates is whole.
+    first = live_first_outputs()
+    whole = filled_in(back, first)
+    assert whole.result is first.result and whole.tokens_over_time is first.tokens_over_time
+    assert whole.plain_text == back.plain_text
+    assert filled_in(first, None) == first  # nothing left unchanged: nothing to fill
+
+
+def live_first_outputs():
+    live = Live(PAIR, 7, RunSettings(), threading.Event())
+    live.add(decoding.Phase("plain"))
+    return live.outputs()

@@ -5,9 +5,10 @@ A comparison's events are replayed into `assisted.ui.live.Live` from made-up ste
 model runs: a plain step commits one token, an assisted one three of four drafted), one
 update per step, 80 ms apart on Live's clock as the app yields them (`app.YIELD_EVERY_S`).
 Each update is timed twice: Live's own build, and that with what Gradio then does with
-the values (each component's `postprocess`, the component it rebuilds for a skipped
-output, and the diff against the last update that it sends). Each figure is the mean over
-a window of updates ending at the token named, the median of the repeats.
+the values for the page (each component's `postprocess`, the component it rebuilds for a
+skipped output, and the diff against the last update, which it sends: its bytes as JSON
+are the third figure). Each figure is the mean over a window of updates ending at the
+token named, the median of the repeats.
 
 Its figures are in docs/app.md#the-compare-endpoint."""
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import statistics
 import threading
 import time
@@ -68,36 +70,41 @@ class Clock:
 
 
 class GradioSide:
-    """What Gradio does with each update's values before it sends them (`Blocks.
-    postprocess_data`, `Blocks.handle_streaming_diffs`), on the Compare tab's components."""
+    """What Gradio does with each update's values before it sends them to the page
+    (`Blocks.postprocess_data`, `Blocks.handle_streaming_diffs`), on the Compare tab's
+    components; a call returns the bytes of the diff it sends, as JSON."""
 
     def __init__(self) -> None:
         with gr.Blocks():
             self.components = compare_layout.outputs()
         self.last: list | None = None
 
-    def __call__(self, outputs: CompareOutputs) -> None:
+    def __call__(self, outputs: CompareOutputs) -> int:
         data = []
-        for index, name in enumerate(self.components):
-            value, component = getattr(outputs, name), self.components[name]
-            if value is UNCHANGED:  # gr.skip(): Gradio rebuilds the component, sends no value
+        for name, component in self.components.items():
+            value = getattr(outputs, name)
+            if value is UNCHANGED:  # gr.skip(): Gradio rebuilds the component
                 args = {**component.constructor_args, "render": False}
                 args.pop("value", None)
                 component.__class__(**args)
-                data.append(self.last[index] if self.last else None)
+                data.append({"__type__": "update"})  # what Gradio keeps as its last value
                 continue
             value = component.postprocess(value)
             data.append(value.model_dump() if hasattr(value, "model_dump") else value)
+        sent = data
         if self.last is not None:
-            for before, now in zip(self.last, data, strict=True):
-                gradio_utils.diff(before, now)
+            sent = [
+                gradio_utils.diff(before, now) for before, now in zip(self.last, data, strict=True)
+            ]
         self.last = data
+        return len(json.dumps(sent, default=str))
 
 
-def window_cost(plain_tokens: int, assisted_tokens: int, window: int) -> tuple[float, float]:
-    """The mean seconds of Live's build, and of the whole update with Gradio's part, over
-    the `window` updates that end with plain at `plain_tokens` (assisted not started) or,
-    with `assisted_tokens`, assisted there after plain ran `plain_tokens`."""
+def window_cost(plain_tokens: int, assisted_tokens: int, window: int) -> tuple[float, float, float]:
+    """The mean seconds of Live's build, and of the whole update with Gradio's part, and
+    the mean bytes sent, over the `window` updates that end with plain at `plain_tokens`
+    (assisted not started) or, with `assisted_tokens`, assisted there after plain ran
+    `plain_tokens`."""
     pair = SimpleNamespace(
         spec=PAIRS["embedded"],
         device="cpu",
@@ -121,17 +128,17 @@ def window_cost(plain_tokens: int, assisted_tokens: int, window: int) -> tuple[f
         live.add(event)
     gradio_side(live.outputs())
     gc.collect()
-    own, whole = [], []
+    own, whole, sent = [], [], []
     for event in timed:
         clock.offset += UPDATE_EVERY_S
         live.add(event)
         started = time.perf_counter()
         outputs = live.outputs()
         built = time.perf_counter()
-        gradio_side(outputs)
+        sent.append(gradio_side(outputs))
         own.append(built - started)
         whole.append(time.perf_counter() - started)
-    return statistics.mean(own), statistics.mean(whole)
+    return statistics.mean(own), statistics.mean(whole), statistics.mean(sent)
 
 
 # (what, plain tokens, assisted tokens: 0 while plain runs)
@@ -148,14 +155,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--window", type=int, default=30, help="updates a figure averages")
     args = parser.parse_args(argv)
-    print("| update | Live's build (ms) | with Gradio's part (ms) |\n|---|--:|--:|")
+    print("| update | Live's build (ms) | with Gradio's part (ms) | sent (kB) |")
+    print("|---|--:|--:|--:|")
     for label, plain_tokens, assisted_tokens in POINTS:
         runs = [
             window_cost(plain_tokens, assisted_tokens, args.window) for _ in range(args.repeats)
         ]
         own = statistics.median(run[0] for run in runs) * 1000
         whole = statistics.median(run[1] for run in runs) * 1000
-        print(f"| {label} | {own:.2f} | {whole:.2f} |", flush=True)
+        sent = statistics.median(run[2] for run in runs) / 1000
+        print(f"| {label} | {own:.2f} | {whole:.2f} | {sent:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -131,8 +131,9 @@ class Comparing:
     ) -> Iterator[CompareOutputs]:
         """Run plain decoding, then assisted generation, on one prompt; stream both.
 
-        Every yield carries all outputs; the last one carries the JSON result (the schema
-        of the CLI's --json)."""
+        Every yield carries all outputs, the last one the JSON result (the schema of the
+        CLI's --json). While the runs stream, the page is sent `gr.skip()` for what they
+        left unchanged between rebuilds (`live.HELD`), and an API caller its last value."""
         if not (prompt or "").strip():
             if event.target is None:  # an API call, not a click: an error, like any bad input
                 raise gr.Error(
@@ -162,18 +163,24 @@ class Comparing:
                 yield idle_outputs(self.loader.gpu_call_status(spec, estimate))
             device, dtype = self.loader.config.device, self.loader.config.dtype
             streamed = self.stream(spec, device, dtype, allow_local, prompt, settings, draft, stop)
+            api_call = event.target is None  # it reads each update whole
             outputs = None
             try:
                 for item in explained(streamed):
                     if isinstance(item, CallReport):  # for the next call's request
                         self.loader.gpu_times.note(item)
                         continue
-                    outputs = item
-                    yield skipping_unchanged(outputs)
+                    if api_call:
+                        outputs = filled_in(item, outputs)
+                        yield outputs
+                    else:
+                        outputs = item
+                        yield skipping_unchanged(outputs)
             except Refused as refused:
                 yield updating_only(CompareOutputs, status=refused.status)
                 raise
-            if outputs is not None and outputs.result:  # the pair's pace, for the benchmark
+            # The pair's pace, for the benchmark's estimate.
+            if outputs is not None and isinstance(outputs.result, dict):
                 self.loader.paces.note_comparison(spec.target, spec.name, outputs.result)
 
     def request_stop(self, request: gr.Request) -> None:
@@ -196,9 +203,21 @@ class Comparing:
 
 
 def skipping_unchanged(outputs: CompareOutputs) -> CompareOutputs:
-    """`outputs` as Gradio takes them: `gr.skip()` for each that streaming left unchanged."""
+    """`outputs` for the page: `gr.skip()` for each that streaming left unchanged."""
     return outputs._replace(
         **{name: gr.skip() for name, value in outputs._asdict().items() if value is UNCHANGED}
+    )
+
+
+def filled_in(outputs: CompareOutputs, last: CompareOutputs | None) -> CompareOutputs:
+    """`outputs` for an API caller: the `last` value of each that streaming left unchanged
+    (a comparison's first update leaves none unchanged)."""
+    return outputs._replace(
+        **{
+            name: getattr(last, name)
+            for name, value in outputs._asdict().items()
+            if value is UNCHANGED and last is not None
+        }
     )
 
 

@@ -40,15 +40,21 @@ SUMMARY_LATER = "The comparison appears here once both runs have finished."
 # The outputs that sum up the whole run so far (the stat cards, the charts, the JSON
 # result) take time in proportion to its length, where its text takes only its new steps.
 # So while the runs stream, they are rebuilt once the stream has gone on 1 / WHOLE_SHARE
-# times as long as their last build took: a twentieth of its time at most, however long
-# the run (on a short one, every update). The stream shares the CPU, and Python's lock,
-# with the decoding it shows.
+# times as long as their last build took: a fiftieth of its time at most for the build,
+# about as much again for Gradio's part, however long the run (on a short one, every
+# update). The stream shares the CPU, and Python's lock, with the decoding it shows.
 WHOLE_SHARE = 0.02
 # The outputs that a mid-run update leaves as they are between builds (`UNCHANGED`: the
-# tab skips them). The cards keep their last value instead: Gradio finds an unchanged
+# page skips them). The cards keep their last value instead: Gradio finds an unchanged
 # string unchanged at no cost, and rebuilds the component of a skipped output.
-HELD = ("tokens_over_time", "accept_histogram", "acceptance_by_position", "time_per_step")
-HELD += ("draft_length_per_step", "result")
+HELD = (
+    "tokens_over_time",
+    "accept_histogram",
+    "acceptance_by_position",
+    "time_per_step",
+    "draft_length_per_step",
+    "result",
+)
 
 
 class Live:
@@ -93,9 +99,10 @@ class Live:
             steps = self.steps[mode]
             seconds = step.t_s - (steps[-1].t_s if steps else 0.0)
             steps.append(step)
-            # Only sampled steps show their drafted tokens one by one (with p and q).
+            # Only sampled steps show their drafted tokens one by one (with p and q): the
+            # run's `chunks.shows_draws`, known before its record is.
             draws = self.settings.sample and mode == "assisted"
-            ids = step.draft_ids if self.settings.sample else ()
+            ids = step.draft_ids if draws else ()
             texts = [self.pair.tokenizer.decode([t]) for t in ids]
             self.draft_texts[mode].append(texts)
             chunk = chunk_of(step, seconds, draws, texts)
@@ -158,8 +165,7 @@ class Live:
         runs = {mode: self.record(mode) for mode in MODES}
         shown = dict(self.chunks)
         assisted = runs["assisted"]
-        # Each update carries the whole result; `per_step` grows with the run, so only the
-        # last update carries it.
+        # `per_step` grows with the run, so only the last update carries it.
         result = decoding.report(self.pair, runs["plain"], assisted, steps=done)
         # Two sampled runs part as two draws do: no token of theirs is marked as a fault.
         if done and result["divergence"] is not None and not self.settings.sample:
