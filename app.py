@@ -24,6 +24,7 @@ import spaces  # first: on ZeroGPU it must patch CUDA before anything touches it
 
 # isort: split
 import os
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -342,14 +343,14 @@ def preload(config: AppConfig) -> None:
     def report(message: str, fraction: float | None) -> None:
         print(f"{message}" + (f" ({fraction:.0%})" if fraction is not None else ""), flush=True)
 
-    names = [config.default_pair]
+    names, ahead = [config.default_pair], []
     if config.zerogpu:
         names += [name for name in config.registry if name != config.default_pair]
     for name in names:
         spec = config.registry[name]
         if name != config.default_pair and not pairs.fits_beside_loaded(spec):
-            _fetch_at_start_up(spec, report)
             print(f"{name}: loads inside each GPU call (no room to keep it loaded)", flush=True)
+            ahead.append(spec)
             continue
         try:
             pairs.load_pair(spec, config.device, config.dtype, progress=report, allow_local=True)
@@ -362,16 +363,31 @@ def preload(config: AppConfig) -> None:
         _preloaded.add(spec.name)
         if config.zerogpu:  # what the GPU calls count on finding, and ask no time to load
             pairs.pin(spec)
+    if ahead:
+        global _fetching_ahead
+        _fetching_ahead = threading.Thread(
+            target=_fetch_ahead, args=(ahead, report), name="fetch ahead", daemon=True
+        )
+        _fetching_ahead.start()
 
 
-def _fetch_at_start_up(spec: PairSpec, report: Callable[[str, float | None], None]) -> None:
-    """Put a pair that loads inside the GPU calls on disk now: a call then only loads it,
-    and no visitor's quota pays for a download. One that fails is fetched again by the
-    first request for it, which says why it fails."""
-    try:
-        pairs.fetch_pair(spec, report, allow_local=True)
-    except Exception as error:
-        print(f"{spec.name}: not fetched at start-up ({error})", flush=True)
+# The start-up's fetch ahead of the pairs that load inside the GPU calls (`_fetch_ahead`).
+_fetching_ahead: threading.Thread | None = None
+
+
+def _fetch_ahead(specs: list[PairSpec], report: Callable[[str, float | None], None]) -> None:
+    """Put the files of `specs` on disk, one pair after another, behind the app's start:
+    the first visitor to choose one then waits for no download (a request fetches before
+    its GPU call either way). A pair that would leave too little disk for a visitor's own,
+    or fails, is left to the first request for it, which says why it fails."""
+    for spec in specs:
+        try:
+            if (full := pairs.disk_too_full_for(spec)) is not None:
+                print(f"{spec.name}: not fetched ahead: {full}", flush=True)
+                continue
+            pairs.fetch_pair(spec, report, allow_local=True)
+        except Exception as error:
+            print(f"{spec.name}: not fetched ahead ({error})", flush=True)
 
 
 demo = build_demo()

@@ -3,6 +3,7 @@ failure, on a fake Hub that serves tiny model folders. Nothing is downloaded."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -201,3 +202,18 @@ def test_progress_bars_report_bytes_written_and_carry_cancellation():
 
     with pytest.raises(fetch.FetchCancelled):
         fetch._progress_bars(cancelled)(total=10, unit="B").update(1)
+
+
+def test_a_forked_child_forgets_the_fetches_running_in_its_parent():
+    """A GPU worker forked mid-fetch neither waits on a job no thread of its own runs nor
+    on a lock that a parent's thread held at the fork."""
+    fetch._jobs["owner/model"] = fetch._Job("owner/model", "Fetching owner/model")
+    try:
+        with fetch._jobs_lock:
+            pid = os.fork()
+            if pid == 0:  # the child: exit 0 only if it starts clean
+                clean = not fetch._jobs and fetch._jobs_lock.acquire(timeout=1)
+                os._exit(0 if clean else 1)
+    finally:
+        fetch._jobs.pop("owner/model")
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0

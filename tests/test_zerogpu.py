@@ -63,8 +63,9 @@ def server(zerogpu, config):
         patch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
         patch.setattr(pairs, "fetch_pair", recording)
         app.preload(config)
+        app._fetching_ahead.join(60)
     assert app._preloaded == {config.registry["tiny"].name}
-    # The pair with no room is fetched at start-up, so its calls only load it.
+    # The pair with no room is fetched ahead, behind the start, so its calls only load it.
     assert config.registry["tiny-lookup"].name in fetched
     # Pinned: a worker that loads other pairs keeps it, as the calls ask no time to load it.
     assert [key[0].name for key in pairs._pinned] == [config.registry["tiny"].name]

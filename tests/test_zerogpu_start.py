@@ -58,24 +58,47 @@ def test_zerogpu_the_pairs_preload_at_import_on_the_emulated_gpu(start_up, monke
     assert pair is not None and pair.device.type == "cuda" and pair.dtype == torch.bfloat16
 
 
-def test_zerogpu_a_pair_whose_files_fail_at_start_up_leaves_the_space_up(
+def test_zerogpu_a_pair_that_fails_or_overfills_the_disk_is_not_fetched_ahead(
     start_up, monkeypatch, capsys
 ):
-    """A pair with no room to load is fetched at start-up; a failed fetch is said and
-    skipped, for the first request to try again."""
+    """The pairs with no room to load are fetched behind the start, each while the disk
+    keeps room for a visitor's pair; one that fails or would not leave it is said and
+    left to the first request."""
     broken = dataclasses.replace(start_up.registry["tiny"], name="broken")
-    config = dataclasses.replace(start_up, registry={**start_up.registry, "broken": broken})
+    large = dataclasses.replace(start_up.registry["tiny"], name="large")
+    fine = dataclasses.replace(start_up.registry["tiny"], name="fine")
+    offered = {**start_up.registry, "broken": broken, "large": large, "fine": fine}
     fetch = pairs.fetch_pair
+    fetched = []
 
-    def failing(spec, *args, **kwargs):
+    def fetching(spec, *args, **kwargs):
         if spec.name == "broken":
             raise pairs.PairError("the Hub is down")
+        fetched.append(spec.name)
         return fetch(spec, *args, **kwargs)
 
+    def too_full(spec, allow_local=True):
+        return "its 90.0 GB would leave less than …" if spec.name == "large" else None
+
     monkeypatch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
-    monkeypatch.setattr(pairs, "fetch_pair", failing)
-    app.preload(dataclasses.replace(config, device="cpu", dtype="float32"))
+    monkeypatch.setattr(pairs, "fetch_pair", fetching)
+    monkeypatch.setattr(pairs, "disk_too_full_for", too_full)
+    app.preload(dataclasses.replace(start_up, registry=offered, device="cpu", dtype="float32"))
+    app._fetching_ahead.join(60)
     printed = capsys.readouterr().out
-    assert "broken: not fetched at start-up (the Hub is down)" in printed
-    assert "broken: loads inside each GPU call" in printed
+    assert "broken: not fetched ahead (the Hub is down)" in printed
+    assert "large: not fetched ahead: its 90.0 GB would leave less than" in printed
+    assert "fine: loads inside each GPU call" in printed
+    default = start_up.registry["tiny"].name
+    assert fetched == [default, "fine"]  # the default pair loaded, then the one that fits
     assert app._preloaded == {start_up.registry["tiny"].name}
+
+
+def test_a_pair_is_fetched_ahead_only_with_room_left_for_a_visitors_pair(start_up, monkeypatch):
+    spec = pairs.custom_pair("owner/hub-model", None)
+    monkeypatch.setattr(pairs.pair_checks, "weights_bytes", lambda ref: 10 * 10**9)
+    monkeypatch.setattr(pairs, "MAX_MODEL_GB", 40.0)
+    monkeypatch.setattr(pairs.fetch, "free_bytes", lambda: 60 * 10**9)
+    assert pairs.disk_too_full_for(spec) is None  # 60 - 10 leaves the 40 kept
+    monkeypatch.setattr(pairs.fetch, "free_bytes", lambda: 45 * 10**9)
+    assert "its 10.0 GB would leave less than the 40 GB" in pairs.disk_too_full_for(spec)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import io
 import os
+import shutil
 import threading
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, wait
@@ -83,6 +84,19 @@ _jobs_lock = threading.Lock()
 _exiting = threading.Event()  # set at exit: no new jobs
 
 
+def _forget_jobs_in_child() -> None:
+    """ZeroGPU forks a GPU worker while fetches may run in other threads (a request's, or
+    the start-up's fetch ahead). The child has none of those threads: their jobs would
+    never end there, and a lock one of them held at the fork would stay held. It starts
+    with no jobs and a lock of its own; what was fetched before the fork it keeps."""
+    global _jobs_lock
+    _jobs_lock = threading.Lock()
+    _jobs.clear()
+
+
+os.register_at_fork(after_in_child=_forget_jobs_in_child)
+
+
 def fetching(ref: str, check: Check) -> Generator[tuple[str, float | None], None, Path]:
     """The local folder of `ref` (an embedded name, an absolute folder path or a Hub id).
 
@@ -110,6 +124,16 @@ def fetched(ref: str) -> Path | None:
     """The folder of a model fetched earlier in this process, if it is still there."""
     folder = _fetched.get(ref)
     return folder if folder is not None and folder.is_dir() else None
+
+
+def free_bytes() -> int:
+    """Free bytes on the disk of the Hugging Face cache (of its nearest folder that exists)."""
+    from huggingface_hub import constants
+
+    folder = Path(constants.HF_HUB_CACHE)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
 
 
 def hub_files(repo_id: str, patterns: list[str], progress: ByteProgress) -> Path:

@@ -262,6 +262,23 @@ def fetching(
     return sources
 
 
+def disk_too_full_for(spec: PairSpec, allow_local: bool = True) -> str | None:
+    """Why fetching `spec` now would leave too little disk (None: it fits): its weight files
+    not fetched yet in this process, against the free space of the Hugging Face cache's
+    disk less MAX_MODEL_GB, the room kept for the largest pair a visitor may load."""
+    refs = [resolve_model_ref(spec.target, allow_local)]
+    if spec.assistant:
+        refs.append(resolve_model_ref(spec.assistant, allow_local))
+    needed = sum(pair_checks.weights_bytes(ref) for ref in refs if fetch.fetched(ref) is None)
+    free = fetch.free_bytes()
+    if free - needed >= MAX_MODEL_GB * 1e9:
+        return None
+    return (
+        f"its {needed / 1e9:.1f} GB would leave less than the {MAX_MODEL_GB:g} GB kept for a "
+        f"visitor's pair of the {free / 1e9:.1f} GB free"
+    )
+
+
 def fetch_pair(
     spec: PairSpec, progress: embedded.Progress | None = None, allow_local: bool = True
 ) -> dict[str, str]:
