@@ -187,45 +187,57 @@ class Timer:
         self.context, self.max_rows, self.repeats = context, max_rows, repeats
         self.tiny = tiny
         self.deadline = deadline
-        self.measured: dict[tuple[Architecture, int], Costs] = {}
+        self.targets: dict[Architecture, Costs] = {}
+        self.drafters: dict[Architecture, float] = {}
 
-    def costs(self, architecture: Architecture, rows: int | None = None) -> Costs | None:
-        """Its costs over 1 to `rows` rows (`max_rows` unless told); None past the deadline."""
-        key = (architecture, rows or self.max_rows)
-        if key in self.measured:
-            return self.measured[key]
-        if time.monotonic() > self.deadline:
-            return None
-        built = toy(architecture) if self.tiny else architecture
+    def target(self, architecture: Architecture) -> Costs | None:
+        """Its T(1)..T(max_rows) and floors; None past the deadline."""
+        if architecture not in self.targets:
+            if time.monotonic() > self.deadline:
+                return None
+            rows, read_bytes = self._timed(architecture, self.max_rows)
+            floor, _ = self._timed(toy(architecture), 1, as_is=True)
+            self.targets[architecture] = Costs(rows, floor[0], read_bytes)
+        return self.targets[architecture]
+
+    def one_row(self, architecture: Architecture) -> float | None:
+        """Its T(1), a drafted token's pass; None past the deadline."""
+        if architecture in self.targets:
+            return self.targets[architecture].rows[0]
+        if architecture not in self.drafters:
+            if time.monotonic() > self.deadline:
+                return None
+            self.drafters[architecture] = self._timed(architecture, 1)[0][0]
+        return self.drafters[architecture]
+
+    def _timed(
+        self, architecture: Architecture, rows: int, as_is: bool = False
+    ) -> tuple[tuple[float, ...], int]:
+        """`time_rows` of a model built of `architecture` (at toy widths under `tiny`,
+        unless `as_is`), and the bytes of weights a pass reads; its memory handed back."""
+        built = toy(architecture) if self.tiny and not as_is else architecture
         model = build(built, self.device, self.dtype)
         read_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         if not built.tie:
             embedding = model.get_input_embeddings().weight
             read_bytes -= embedding.numel() * embedding.element_size()
-        timed = time_rows(model, self.device, self.context, key[1], self.repeats)
+        timed = time_rows(model, self.device, self.context, rows, self.repeats)
         del model
         free(self.device)
-        floor_model = build(toy(architecture), self.device, self.dtype)
-        floor = time_rows(floor_model, self.device, self.context, 1, self.repeats)[0]
-        del floor_model
-        free(self.device)
-        self.measured[key] = Costs(timed, floor, read_bytes)
-        return self.measured[key]
+        return timed, read_bytes
 
 
 def price(spec: PairSpec, timer: Timer) -> Pricing | None:
     """The pair's costs, or None where the budget ran out before its models."""
-    target = timer.costs(ARCHITECTURES[spec.target])
+    target = timer.target(ARCHITECTURES[spec.target])
     if target is None:
         return None
     if spec.drafter is DrafterKind.PROMPT_LOOKUP:
         return Pricing(target, 0.0)
     if spec.drafter is DrafterKind.EARLY_EXIT:
         first = replace(ARCHITECTURES[spec.target], layers=spec.early_exit_layer or 1)
-        drafting = timer.costs(first, rows=1)
-    else:
-        drafting = timer.costs(ARCHITECTURES[spec.assistant], rows=1)
-    return Pricing(target, drafting.rows[0] if drafting else None)
+        return Pricing(target, timer.one_row(first))
+    return Pricing(target, timer.one_row(ARCHITECTURES[spec.assistant]))
 
 
 def modelled_speedup(
