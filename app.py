@@ -336,9 +336,9 @@ def preload(config: AppConfig) -> None:
 
     On ZeroGPU, the other offered pairs too, in the order offered, while they fit the
     memory limit and the number of pairs kept (`assisted.models.pairs`): a GPU call forked from
-    this process then finds them in memory. The rest have their files fetched now, and load
-    inside each call that needs them. This runs in the thread that imported `spaces`, where
-    ZeroGPU emulates CUDA."""
+    this process then finds them in memory. The rest are fetched ahead, in a thread behind
+    the start (`_fetch_ahead`), and load inside each call that needs them. This runs in the
+    thread that imported `spaces`, where ZeroGPU emulates CUDA."""
 
     def report(message: str, fraction: float | None) -> None:
         print(f"{message}" + (f" ({fraction:.0%})" if fraction is not None else ""), flush=True)

@@ -238,6 +238,12 @@ def load_pair(
         return pair
 
 
+def model_refs(spec: PairSpec, allow_local: bool = True) -> list[str]:
+    """The pair's models, resolved (`resolve_model_ref`): its target, then its assistant."""
+    models = [spec.target, *([spec.assistant] if spec.assistant else [])]
+    return [resolve_model_ref(model, allow_local) for model in models]
+
+
 def fetching(
     spec: PairSpec, allow_local: bool = True
 ) -> Generator[tuple[str, float | None], None, dict[str, str]]:
@@ -245,9 +251,7 @@ def fetching(
 
     Yields (message, fraction done or None) while a download or conversion runs, and
     returns each model's local folder. Files fetched earlier cost nothing."""
-    refs = [resolve_model_ref(spec.target, allow_local)]
-    if spec.assistant:
-        refs.append(resolve_model_ref(spec.assistant, allow_local))
+    refs = model_refs(spec, allow_local)
     if any(fetch.fetched(ref) is None for ref in refs):
         pair_checks.check_sizes(refs, MAX_MODEL_GB)
     sources = {}
@@ -266,9 +270,7 @@ def disk_too_full_for(spec: PairSpec, allow_local: bool = True) -> str | None:
     """Why fetching `spec` now would leave too little disk (None: it fits): its weight files
     not fetched yet in this process, against the free space of the Hugging Face cache's
     disk less MAX_MODEL_GB, the room kept for the largest pair a visitor may load."""
-    refs = [resolve_model_ref(spec.target, allow_local)]
-    if spec.assistant:
-        refs.append(resolve_model_ref(spec.assistant, allow_local))
+    refs = model_refs(spec, allow_local)
     needed = sum(pair_checks.weights_bytes(ref) for ref in refs if fetch.fetched(ref) is None)
     free = fetch.free_bytes()
     if free - needed >= MAX_MODEL_GB * 1e9:
@@ -311,10 +313,9 @@ def fits_beside_loaded(spec: PairSpec) -> bool:
     """Whether `spec` could be loaded without evicting a pair in memory: fewer than
     MAX_LOADED_PAIRS are loaded, and its weight files fit under ASSISTED_MAX_MODEL_GB beside
     the weights they hold. Reads the files' sizes (the Hub's listing for a Hub id)."""
-    refs = [spec.target, *([spec.assistant] if spec.assistant else [])]
     if len(_loaded) >= MAX_LOADED_PAIRS:
         return False
-    size = sum(pair_checks.weights_bytes(resolve_model_ref(ref)) for ref in refs)
+    size = sum(pair_checks.weights_bytes(ref) for ref in model_refs(spec))
     return memory_in_use() + size <= MAX_MODEL_GB * 1e9
 
 
