@@ -5,14 +5,17 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# ZeroGPU runs one Python, the Space card's python_version: pyenv's copy of it, where present.
-PYTHON310 ?= $(shell pyenv root 2>/dev/null)/versions/$(shell sed -n 's/^python_version: *"\{0,1\}\([0-9.]*\)"\{0,1\}/\1/p' README.md)/bin/python
-VENV310 ?= .venv310
+# A Space runs the Python its card names (python_version); the torch-free tests run under
+# pyenv's newest copy of that minor version, where pyenv has one.
+SPACE_PYTHON_VERSION := $(shell sed -n 's/^python_version: *"\{0,1\}\([0-9.]*\)"\{0,1\}/\1/p' README.md)
+SPACE_PYTHON_MINOR := $(basename $(SPACE_PYTHON_VERSION))
+PYTHON_SPACE ?= $(shell pyenv root 2>/dev/null)/versions/$(lastword $(shell pyenv versions --bare 2>/dev/null | grep -x '$(subst .,\.,$(SPACE_PYTHON_MINOR))\.[0-9]*' | sort -t. -k3 -n))/bin/python
+VENV_SPACE ?= .venv-space
 # The one Gradio pin: the Space card's sdk_version.
 GRADIO_VERSION := $(shell sed -n 's/^sdk_version: *//p' README.md)
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: run test test-fast test-py310 print-python310 lint bench chromium clean
+.PHONY: run test test-fast test-space-python print-space-python lint space-build bench chromium clean
 
 run: $(VENV)/.runtime  ## start the app on the embedded pair: http://127.0.0.1:7860
 	$(PY) app.py
@@ -23,16 +26,19 @@ test: $(VENV)/.dev chromium  ## every test: unit, app over HTTP, browser, the re
 test-fast: $(VENV)/.dev  ## tiny-model tests only (seconds, no embedded pair, no browser)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not integration and not browser"
 
-test-py310: $(VENV310)/.dev  ## the torch-free tests under the Python that ZeroGPU documents
-	HF_HUB_OFFLINE=1 $(VENV310)/bin/python -m pytest -q
+test-space-python: $(VENV_SPACE)/.dev  ## the torch-free tests under the Space card's Python
+	HF_HUB_OFFLINE=1 $(VENV_SPACE)/bin/python -m pytest -q
 
-print-python310:
-	@echo $(PYTHON310)
+print-space-python:
+	@echo $(PYTHON_SPACE)
 
-lint: $(VENV)/.dev  ## ruff, and nothing that needs a Python newer than ZeroGPU's
+lint: $(VENV)/.dev space-build  ## ruff, no code newer than the lowest Python we run on, the Space's build
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/vermin -q --no-tips --violations --eval-annotations -t=3.10- app.py assisted tests
+	$(VENV)/bin/vermin -q --no-tips --violations --eval-annotations -t=3.11- app.py assisted tests
+
+space-build: $(VENV)/.dev  ## resolve requirements.txt as a Space build installs it, for the card's Python
+	$(PY) .ci/space_build.py
 
 bench: $(VENV)/.runtime  ## benchmark the examples on the embedded pair
 	$(PY) -m assisted.bench --out bench-out
@@ -44,9 +50,9 @@ $(VENV)/.runtime: requirements.txt requirements-embedded.txt README.md
 	touch $@
 
 # No torch for this Python here: only the tests that reach no model library run there.
-$(VENV310)/.dev: requirements-dev.txt
-	test -x $(VENV310)/bin/python || $(PYTHON310) -m venv $(VENV310)
-	$(VENV310)/bin/python -m pip install --quiet pytest numpy
+$(VENV_SPACE)/.dev: requirements-dev.txt README.md
+	test -x $(VENV_SPACE)/bin/python || $(PYTHON_SPACE) -m venv $(VENV_SPACE)
+	$(VENV_SPACE)/bin/python -m pip install --quiet pytest numpy
 	touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
@@ -61,4 +67,4 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq chromium; }
 
 clean:
-	rm -rf $(VENV) $(VENV310) .pytest_cache .ruff_cache bench-out screenshots
+	rm -rf $(VENV) $(VENV_SPACE) .pytest_cache .ruff_cache bench-out screenshots

@@ -346,6 +346,7 @@ def preload(config: AppConfig) -> None:
     names, ahead = [config.default_pair], []
     if config.zerogpu:
         names += [name for name in config.registry if name != config.default_pair]
+    print(f"Preloading {', '.join(names)}", flush=True)
     for name in names:
         spec = config.registry[name]
         if name != config.default_pair and not pairs.fits_beside_loaded(spec):
@@ -392,7 +393,10 @@ def _fetch_ahead(specs: list[PairSpec], report: Callable[[str, float | None], No
 
 demo = build_demo()
 
-if os.environ.get("SPACE_ID"):  # ZeroGPU wants the models loaded at import
+# ZeroGPU wants the models in memory before the launch packs them. A Space runs `python
+# app.py`, which preloads in `main`; imported on a Space (Gradio's reload mode), the app
+# preloads here. Once a process either way.
+if os.environ.get("SPACE_ID") and __name__ != "__main__":
     preload(AppConfig.from_env())
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from tests.imports import ROOT, libraries_reached, project
 
-# Where torch is not installed, as under the Python that ZeroGPU documents (`make
-# test-py310`), only the test modules that reach none of the model libraries run.
+# Where torch is not installed, as under the Space card's Python here (`make
+# test-space-python`), only the test modules that reach none of the model libraries run.
 _WITHOUT_TORCH = importlib.util.find_spec("torch") is None
 MODEL_LIBRARIES = {
     "torch",

@@ -269,7 +269,7 @@ def test_a_save_stamps_the_file_outside_the_key(folder, monkeypatch):
     assert set(stamp) == {"at", "assisted", "torch", "transformers", "python"}
     at = datetime.datetime.fromisoformat(stamp["at"])
     assert at.utcoffset() == datetime.timedelta(0)
-    assert abs(datetime.datetime.now(datetime.timezone.utc) - at) < datetime.timedelta(minutes=1)
+    assert abs(datetime.datetime.now(datetime.UTC) - at) < datetime.timedelta(minutes=1)
     assert stamp["torch"] == torch.__version__ and stamp["python"] == platform.python_version()
     # Another version's stamp leaves the file usable, and the next save stamps it anew.
     data["written"] = {**stamp, "at": "2020-01-01T00:00:00+00:00", "assisted": "0.0.1"}

@@ -1,20 +1,15 @@
-"""A Space's start-up on ZeroGPU: the pairs preload at import, while CUDA is emulated only
-in the thread that imported `spaces` (`tests.zerogpu.cuda_emulated_in_this_thread`).
-
-Its own module: it loads pairs onto the emulated device, which no other test shares."""
+"""A Space's start-up on ZeroGPU: the pairs that have no room to load are fetched ahead,
+behind the start. The start on `spaces`' real patching, preload and pack included, is
+`tests/test_zerogpu_real.py`'s."""
 
 from __future__ import annotations
 
 import dataclasses
-import threading
 
 import pytest
-import spaces.config
-import torch
 
 import app
 from assisted.models import pairs
-from tests.zerogpu import LOW_LEVEL_INIT, cuda_emulated_in_this_thread  # first: see its note
 
 
 @pytest.fixture
@@ -28,34 +23,6 @@ def start_up(tiny_dirs, monkeypatch):
     pairs._loaded.clear()
     pairs._pinned.clear()
     app._preloaded.clear()
-
-
-def test_zerogpu_the_emulation_raises_for_a_copy_to_cuda_from_another_thread(monkeypatch):
-    raised: list[BaseException] = []
-
-    def copy() -> None:
-        try:
-            torch.zeros(2).to("cuda")
-        except RuntimeError as error:
-            raised.append(error)
-
-    with cuda_emulated_in_this_thread(monkeypatch):
-        assert torch.zeros(2).to("cuda").device.type == "cpu"  # kept aside, here
-        thread = threading.Thread(target=copy)
-        thread.start()
-        thread.join()
-    assert len(raised) == 1 and LOW_LEVEL_INIT in str(raised[0])
-
-
-def test_zerogpu_the_pairs_preload_at_import_on_the_emulated_gpu(start_up, monkeypatch):
-    """Transformers' loader threads never write to the device: the weights load on the
-    CPU and move from the importing thread (`assisted.models.loading`)."""
-    monkeypatch.setattr(spaces.config.Config, "zero_gpu", True)
-    with cuda_emulated_in_this_thread(monkeypatch):
-        app.preload(dataclasses.replace(start_up, device="auto", dtype="auto"))
-        pair = pairs.loaded(start_up.registry["tiny"], "auto", "auto")
-    assert app._preloaded == {start_up.registry["tiny"].name}
-    assert pair is not None and pair.device.type == "cuda" and pair.dtype == torch.bfloat16
 
 
 def test_zerogpu_a_pair_that_fails_or_overfills_the_disk_is_not_fetched_ahead(

@@ -8,7 +8,9 @@ servers or a GPU: the scheduler's HTTP calls (`client.schedule`, `release`, `all
 `duration_warning`) and the CUDA work of a worker's start (`torch.unpatch`, `init`, `move`).
 The models stay on the CPU. On a CPU build of torch, `spaces.zero.torch` cannot even be
 imported (it reads `torch.version.cuda`), so a stand-in module of the same functions takes
-its place.
+its place: the real patching holds for the whole process that imports it, so a Space's
+start on it (preload, pack, a worker's start) runs as a program of its own
+(`tests/zerogpu_real.py`).
 
 The stub's `schedule` answers as ZeroGPU would: `idle` tells the wrapper to reuse the
 worker of the previous call, if it is alive; a test sets `ZeroGPU.reuse` to have each call
@@ -31,13 +33,10 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import pytest
 import spaces.zero
-import torch
 
 from assisted.models import pairs
 
@@ -145,87 +144,3 @@ class ZeroGPU:
             return function(*args, **kwargs)
 
         return watched
-
-
-# The slice ZeroGPU's patch describes (`spaces/config.py`'s defaults).
-SLICE = SimpleNamespace(
-    name="NVIDIA H200 MIG 3g.71gb",
-    total_memory=74625056768,
-    major=9,
-    minor=0,
-    multi_processor_count=60,
-)
-LOW_LEVEL_INIT = "Low-level CUDA init (`torch._C._cuda_init`) reached"
-
-
-_DEVICE = torch.device
-
-
-def _is_cuda(value: object) -> bool:
-    """A CUDA device: by name, or by index, which ZeroGPU reads as CUDA's (`no_int_device`)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return True
-    return isinstance(value, str | _DEVICE) and str(value).startswith("cuda")
-
-
-class _DeviceMeta(type):
-    def __instancecheck__(cls, instance: object) -> bool:
-        return isinstance(instance, _DEVICE)
-
-
-class _DeviceByName(metaclass=_DeviceMeta):
-    """`torch.device` as ZeroGPU replaces it (`_DeviceStringOnly`): an index names a CUDA
-    device, so nothing asks torch which accelerator this machine has."""
-
-    def __new__(cls, *args, **kwargs):
-        if args and isinstance(args[0], int) and not isinstance(args[0], bool):
-            args = (f"cuda:{args[0]}", *args[1:])
-        return _DEVICE(*args, **kwargs)
-
-
-class _CudaStaysHere(torch.overrides.TorchFunctionMode):
-    """In the thread that entered it, what is asked onto CUDA stays on the CPU, as ZeroGPU
-    keeps it aside until a call's worker moves it (`ZeroGPUFunctionMode`)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = {
-            k: "cpu" if k == "device" and _is_cuda(v) else v for k, v in (kwargs or {}).items()
-        }
-        if func is torch.Tensor.to:
-            args = tuple("cpu" if _is_cuda(arg) else arg for arg in args)
-        return func(*args, **kwargs)
-
-
-def _raise_low_level_init(*args, **kwargs):
-    raise RuntimeError(
-        f"{LOW_LEVEL_INIT}. This means ZeroGPU's PyTorch CUDA emulation mode did not "
-        "intercept a CUDA operation in your code."
-    )
-
-
-@contextmanager
-def cuda_emulated_in_this_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """CUDA as ZeroGPU emulates it in the main process (`spaces/zero/torch/patching.py`),
-    on this CPU: `torch.cuda` answers for one device of the slice's properties, as its
-    patch makes it, and `torch.accelerator` as a CUDA build does; in the calling thread,
-    taken for the one that imported `spaces`, tensors asked onto CUDA stay on the CPU; in
-    any other thread a copy to CUDA reaches the low-level init, which raises as `spaces`'
-    own replacement does. Its modes are per thread, its patches global: so is this."""
-    cuda = torch.cuda
-    monkeypatch.setattr(cuda, "is_available", lambda: True)
-    monkeypatch.setattr(cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(cuda, "synchronize", lambda *args: None)
-    monkeypatch.setattr(cuda, "get_device_properties", lambda *args, **kwargs: SLICE)
-    monkeypatch.setattr(cuda, "get_device_capability", lambda *args, **kwargs: (9, 0))
-    monkeypatch.setattr(cuda, "get_device_name", lambda *args, **kwargs: SLICE.name)
-    monkeypatch.setattr(cuda, "is_bf16_supported", lambda *args, **kwargs: True)
-    monkeypatch.setattr(cuda, "mem_get_info", lambda *args: (SLICE.total_memory,) * 2)
-    # Every CUDA call that no mode intercepts initialises CUDA through here.
-    monkeypatch.setattr(cuda, "_lazy_init", _raise_low_level_init)
-    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
-    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: torch.device("cuda"))
-    monkeypatch.setattr(torch.accelerator, "device_count", lambda: 1)
-    monkeypatch.setattr(torch, "device", _DeviceByName)
-    with _CudaStaysHere():
-        yield

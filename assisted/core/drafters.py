@@ -18,10 +18,10 @@ it and pickles across ZeroGPU's process boundary. No torch here.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class DrafterKind(str, Enum):
+class DrafterKind(StrEnum):
     ASSISTANT = "assistant"
     UNIVERSAL = "universal"
     PROMPT_LOOKUP = "prompt-lookup"

@@ -121,9 +121,14 @@ def fetching(ref: str, check: Check) -> Generator[tuple[str, float | None], None
 
 
 def fetched(ref: str) -> Path | None:
-    """The folder of a model fetched earlier in this process, if it is still there."""
+    """The folder of a model fetched earlier in this process, if every file of it is still
+    there. On ZeroGPU the start-up packs the preloaded models' weights and deletes the files
+    it read them from in the Hugging Face cache (`spaces/zero/torch/patching.py`, `pack`):
+    their links in the snapshot folder then lead nowhere, and the model is fetched again."""
     folder = _fetched.get(ref)
-    return folder if folder is not None and folder.is_dir() else None
+    if folder is None or not folder.is_dir():
+        return None
+    return folder if all(path.exists() for path in folder.iterdir()) else None
 
 
 def free_bytes() -> int:

@@ -222,7 +222,7 @@ def written() -> dict[str, str | None]:
     (None where it is not installed as a package), torch, Transformers and Python. For
     people reading the file; reading it never checks the stamp (the key decides)."""
     return {
-        "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "assisted": _version("assisted-decoding"),
         "torch": _version("torch"),
         "transformers": _version("transformers"),
