@@ -45,7 +45,13 @@ from assisted.ui import page
 from assisted.ui.benchmark_tab import StreamBenchmark, build_benchmark_tab
 from assisted.ui.compare_tab import StreamComparison, build_compare_tab
 from assisted.ui.device_queue import DeviceQueue
-from assisted.ui.gpu_time import CallReport, GpuTimes, runs_s_per_token, s_per_token
+from assisted.ui.gpu_time import (
+    CallReport,
+    GpuTimes,
+    runs_s_per_token,
+    s_per_token,
+    worker_start_s,
+)
 from assisted.ui.live import Live, idle_outputs
 from assisted.ui.outputs import CompareOutputs
 from assisted.ui.shared import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
@@ -144,6 +150,7 @@ def stream_comparison(
     On ZeroGPU this runs in a process forked for the call or an idle one reused: it loads
     the pair where that process does not hold it, and starts from what earlier processes
     learnt (`gpu_ready`)."""
+    cold_start_s = worker_start_s()
     try:
         loading = gpu_ready(spec, device, dtype, allow_local)
         pair, load_s = yield from map_yields(idle_outputs, loading)
@@ -174,6 +181,7 @@ def stream_comparison(
         setup.seconds if len(pair.warmed_modes) > warmed else None,
         plain_s_per_token=s_per_token(final.result, "plain"),
         assisted_s_per_token=s_per_token(final.result, "assisted"),
+        cold_start_s=cold_start_s,
     )
 
 
@@ -265,6 +273,7 @@ def stream_benchmark(
 
     Stop ends the run in progress within one step, and the benchmark without a report."""
     started = time.perf_counter()
+    cold_start_s = worker_start_s()
     try:
         loading = gpu_ready(spec, device, dtype, allow_local)
         pair, load_s = yield from map_yields(lambda line: bench.Progress(0, 0, line), loading)
@@ -291,7 +300,7 @@ def stream_benchmark(
     finally:
         events.close()
     plain, assisted = runs_s_per_token(records)
-    yield CallReport(spec.name, load_s, setup_s, plain, assisted)
+    yield CallReport(spec.name, load_s, setup_s, plain, assisted, cold_start_s)
 
 
 # -- the app -------------------------------------------------------------------------------
@@ -334,36 +343,35 @@ LAUNCH_KWARGS = {"css": page.CSS, "js": page.JS, "theme": gr.themes.Soft()}
 def preload(config: AppConfig) -> None:
     """Load the default pair now, printing progress (start-up of a server or a Space).
 
-    On ZeroGPU, the other offered pairs too, in the order offered, while they fit the
-    memory limit and the number of pairs kept (`assisted.models.pairs`): a GPU call forked from
-    this process then finds them in memory. The rest are fetched ahead, in a thread behind
-    the start (`_fetch_ahead`), and load inside each call that needs them. This runs in the
-    thread that imported `spaces`, where ZeroGPU emulates CUDA."""
+    On ZeroGPU the default pair alone: at the launch `spaces` packs what is loaded, and
+    every fresh GPU worker moves all of it onto the GPU before its task starts, inside the
+    visitor's time, so a pair preloaded beside the default would slow every cold start
+    for the few who choose it. The other offered pairs are fetched ahead, in a thread
+    behind the start (`_fetch_ahead`), and load inside each call that needs them. This runs
+    in the thread that imported `spaces`, where ZeroGPU emulates CUDA."""
 
     def report(message: str, fraction: float | None) -> None:
         print(f"{message}" + (f" ({fraction:.0%})" if fraction is not None else ""), flush=True)
 
-    names, ahead = [config.default_pair], []
-    if config.zerogpu:
-        names += [name for name in config.registry if name != config.default_pair]
-    print(f"Preloading {', '.join(names)}", flush=True)
-    for name in names:
-        spec = config.registry[name]
-        if name != config.default_pair and not pairs.fits_beside_loaded(spec):
-            print(f"{name}: loads inside each GPU call (no room to keep it loaded)", flush=True)
-            ahead.append(spec)
-            continue
-        try:
-            pairs.load_pair(spec, config.device, config.dtype, progress=report, allow_local=True)
-        except Exception as error:
-            if not config.zerogpu:
-                raise
-            # The Space stays up: the GPU call loads the pair and says what fails there.
-            print(f"{name}: loads inside each GPU call (at start-up: {error})", flush=True)
-            continue
+    spec = config.registry[config.default_pair]
+    print(f"Preloading {spec.name}", flush=True)
+    try:
+        pairs.load_pair(spec, config.device, config.dtype, progress=report, allow_local=True)
+    except Exception as error:
+        if not config.zerogpu:
+            raise
+        # The Space stays up: the GPU call loads the pair and says what fails there.
+        print(f"{spec.name}: loads inside each GPU call (at start-up: {error})", flush=True)
+    else:
         _preloaded.add(spec.name)
-        if config.zerogpu:  # what the GPU calls count on finding, and ask no time to load
-            pairs.pin(spec)
+    if not config.zerogpu:
+        return
+    if spec.name in _preloaded:  # what the GPU calls count on finding, and ask no time to load
+        pairs.pin(spec)
+    _gpu_times.preloaded(pairs.memory_in_use())  # what each fresh worker moves at its start
+    ahead = [other for name, other in config.registry.items() if name != config.default_pair]
+    for other in ahead:
+        print(f"{other.name}: loads inside each GPU call (fetched ahead)", flush=True)
     if ahead:
         global _fetching_ahead
         _fetching_ahead = threading.Thread(

@@ -54,3 +54,39 @@ def test_a_pair_of_unknown_size_is_priced_at_the_largest_its_checks_allow():
     known = times.comparison("qwen2.5-coder-7b", DEFAULT_TOKENS, preloaded=False)
     assert known.seconds < unknown.seconds <= SPACE_MAX_S
     assert first_guess(None).load_s > first_guess(PAIRS["qwen2.5-coder-7b"]).load_s
+
+
+def test_a_request_counts_a_fresh_workers_start_estimated_then_as_measured():
+    """Every fresh worker moves the preloaded weights onto the GPU before its task: a never
+    timed request counts CUDA's set-up and those bytes at the load bandwidth, labelled as an
+    estimate, until a fresh worker has timed its start."""
+    name = "qwen2.5-coder-7b"
+    times = GpuTimes(SPACE_MAX_S)
+    before = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    times.preloaded(20 * 10**9)
+    cold = gpu_time.CUDA_SETUP_S + 20e9 / ZEROGPU_SLICE.load_bytes_per_s
+    estimated = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    assert estimated.estimate_s == pytest.approx(before.estimate_s + cold)
+    assert "cold start" in estimated.describe() and "20.0 GB moved" in estimated.describe()
+    times.note(CallReport(name, None, None, cold_start_s=2.5))
+    measured = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    assert measured.estimate_s == pytest.approx(before.estimate_s + 2.5)
+    assert "2 s as measured here" in measured.describe()
+    # Off ZeroGPU nothing forks, and nothing preloaded is moved: no term.
+    assert before.cold_start == ""
+
+
+def test_after_an_abort_the_pairs_next_request_asks_more_up_to_the_cap_until_one_finishes():
+    name = "qwen2.5-coder-7b"
+    times = GpuTimes(SPACE_MAX_S)
+    first = times.comparison(name, 32, preloaded=True)
+    times.aborted(name)
+    grown = times.comparison(name, 32, preloaded=True)
+    assert grown.asked_s == pytest.approx(gpu_time.ABORT_GROWTH * first.asked_s)
+    assert grown.seconds > first.seconds and "after 1 aborted call" in grown.describe()
+    assert times.comparison("qwen2.5-7b", 32, preloaded=True).aborts == 0  # that pair only
+    for _ in range(8):
+        times.aborted(name)
+    assert times.comparison(name, 32, preloaded=True).seconds == SPACE_MAX_S
+    times.note(CallReport(name, None, None))  # a call on the pair finished
+    assert times.comparison(name, 32, preloaded=True).seconds == first.seconds

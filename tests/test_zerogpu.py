@@ -50,8 +50,9 @@ def config(tiny_dirs):
 @pytest.fixture(scope="module")
 def server(zerogpu, config):
     pairs._loaded.clear()
-    # At import on a Space, in the thread that imported `spaces`: room for the default pair
-    # only, so that `tiny-lookup` loads inside the GPU calls.
+    # At the start on a Space, in the thread that imported `spaces`: the default pair
+    # alone loads (every fresh worker moves what is loaded), so `tiny-lookup` loads inside
+    # the GPU calls.
     fetched = []  # the pairs whose files were fetched, loaded or not
     fetch = pairs.fetch_pair
 
@@ -60,12 +61,11 @@ def server(zerogpu, config):
         return fetch(spec, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
         patch.setattr(pairs, "fetch_pair", recording)
         app.preload(config)
         app._fetching_ahead.join(60)
     assert app._preloaded == {config.registry["tiny"].name}
-    # The pair with no room is fetched ahead, behind the start, so its calls only load it.
+    # The other pair is fetched ahead, behind the start, so its calls only load it.
     assert config.registry["tiny-lookup"].name in fetched
     # Pinned: a worker that loads other pairs keeps it, as the calls ask no time to load it.
     assert [key[0].name for key in pairs._pinned] == [config.registry["tiny"].name]
@@ -181,17 +181,24 @@ def test_zerogpu_settings_that_cannot_run_are_refused_before_a_gpu_is_asked_for(
 
 def test_zerogpu_a_comparison_asks_for_what_its_pair_was_measured_to_need(client, zerogpu):
     app._gpu_times.__init__(app.GPU_CALL_MAX_S)  # nothing measured yet
+    app._gpu_times.preloaded(pairs.memory_in_use())  # as the start-up leaves it
     tokens = 24
     name = pairs.loaded_pairs()[0]  # the pair loaded at start-up
+    zerogpu.reuse = False  # a fresh worker, which times its start and its set-up
     client.predict(**settings(max_new_tokens=tokens), api_name="/compare")
+    zerogpu.reuse = True
     measured = app._gpu_times.comparison(name, tokens, preloaded=True)
     client.predict(**settings(max_new_tokens=tokens), api_name="/compare")
     first, second = (request.duration_s for request in zerogpu.requests)
     guess = gpu_time.first_guess(None)  # a custom pair: priced at the largest allowed
-    asked = gpu_time.MARGIN * (2 * tokens * guess.plain_s_per_token + guess.setup_s)
+    # A fresh worker's start, estimated from the weights the start-up preloaded.
+    moving_s = pairs.memory_in_use() / gpu_time.ZEROGPU_SLICE.load_bytes_per_s
+    cold = gpu_time.CUDA_SETUP_S + moving_s
+    asked = gpu_time.MARGIN * (2 * tokens * guess.plain_s_per_token + guess.setup_s + cold)
     assert first == max(gpu_time.FLOOR_S, math.ceil(asked))
     assert measured.measured and second == measured.seconds
     assert second < first  # tiny models on a CPU: far faster than the first guess
+    assert "as measured here" in measured.cold_start  # the fresh worker timed its start
 
 
 def bench_inputs(**changes) -> dict:
@@ -330,7 +337,10 @@ def test_zerogpu_a_refused_benchmark_says_why_and_the_next_one_runs(client, zero
     assert values[-1]["overall"]["speedup_geomean"] is not None
 
 
-def test_zerogpu_an_aborted_call_is_a_clear_error_and_the_next_comparison_runs(client, zerogpu):
+def test_zerogpu_an_aborted_call_is_a_clear_error_and_the_next_comparison_asks_more(
+    client, zerogpu, monkeypatch
+):
+    monkeypatch.setattr(gpu_time, "FLOOR_S", 1)  # tiny models ask less than the floor
     zerogpu.reuse, zerogpu.abort = False, True  # a fresh fork, which dies mid-call
     try:
         job = client.submit(**settings(max_new_tokens=8), api_name="/compare")
@@ -343,3 +353,6 @@ def test_zerogpu_an_aborted_call_is_a_clear_error_and_the_next_comparison_runs(c
     assert happened in job.outputs()[-1][0]
     values = client.predict(**settings(max_new_tokens=8), api_name="/compare")
     assert values[-1]["identical"] is not None
+    # Remembered in the main process: the next request for the pair asks twice as much.
+    aborted, after = (request.duration_s for request in zerogpu.requests)
+    assert after >= gpu_time.ABORT_GROWTH * aborted - 1  # each rounded up to whole seconds

@@ -1,4 +1,4 @@
-"""A Space's start-up on ZeroGPU: the pairs that have no room to load are fetched ahead,
+"""A Space's start-up on ZeroGPU: the pairs other than the default are fetched ahead,
 behind the start. The start on `spaces`' real patching, preload and pack included, is
 `tests/test_zerogpu_real.py`'s."""
 
@@ -28,7 +28,7 @@ def start_up(tiny_dirs, monkeypatch):
 def test_zerogpu_a_pair_that_fails_or_overfills_the_disk_is_not_fetched_ahead(
     start_up, monkeypatch, capsys
 ):
-    """The pairs with no room to load are fetched behind the start, each while the disk
+    """The pairs other than the default are fetched behind the start, each while the disk
     keeps room for a visitor's pair; one that fails or would not leave it is said and
     left to the first request."""
     broken = dataclasses.replace(start_up.registry["tiny"], name="broken")
@@ -47,7 +47,6 @@ def test_zerogpu_a_pair_that_fails_or_overfills_the_disk_is_not_fetched_ahead(
     def too_full(spec, allow_local=True):
         return "its 90.0 GB would leave less than …" if spec.name == "large" else None
 
-    monkeypatch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
     monkeypatch.setattr(pairs, "fetch_pair", fetching)
     monkeypatch.setattr(pairs, "disk_too_full_for", too_full)
     app.preload(dataclasses.replace(start_up, registry=offered, device="cpu", dtype="float32"))
@@ -57,7 +56,7 @@ def test_zerogpu_a_pair_that_fails_or_overfills_the_disk_is_not_fetched_ahead(
     assert "large: not fetched ahead: its 90.0 GB would leave less than" in printed
     assert "fine: loads inside each GPU call" in printed
     default = start_up.registry["tiny"].name
-    assert fetched == [default, "fine"]  # the default pair loaded, then the one that fits
+    assert fetched == [default, "fine"]  # the default pair loaded, then one fetched
     assert app._preloaded == {start_up.registry["tiny"].name}
 
 

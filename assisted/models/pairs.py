@@ -309,16 +309,6 @@ def loaded_spec(spec: PairSpec) -> LoadedPair | None:
         return next((pair for pair in _loaded.values() if pair.spec == spec), None)
 
 
-def fits_beside_loaded(spec: PairSpec) -> bool:
-    """Whether `spec` could be loaded without evicting a pair in memory: fewer than
-    MAX_LOADED_PAIRS are loaded, and its weight files fit under ASSISTED_MAX_MODEL_GB beside
-    the weights they hold. Reads the files' sizes (the Hub's listing for a Hub id)."""
-    if len(_loaded) >= MAX_LOADED_PAIRS:
-        return False
-    size = sum(pair_checks.weights_bytes(ref) for ref in model_refs(spec))
-    return memory_in_use() + size <= MAX_MODEL_GB * 1e9
-
-
 def loaded_pairs() -> list[str]:
     return [pair.spec.name for pair in _loaded.values()]
 

@@ -265,6 +265,8 @@ class Benchmarking:
                     status = bench_progress_markdown(done, total, item.label, elapsed)
                     yield updating_only(BenchmarkOutputs, status=status)
         except Refused as refused:
+            if refused.aborted:  # the next call on the pair asks more
+                self.loader.gpu_times.aborted(spec.name)
             yield updating_only(BenchmarkOutputs, status=refused.status)
             raise
         return done, finished

@@ -177,6 +177,8 @@ class Comparing:
                         outputs = item
                         yield skipping_unchanged(outputs)
             except Refused as refused:
+                if refused.aborted:  # the next call on the pair asks more
+                    self.loader.gpu_times.aborted(spec.name)
                 yield updating_only(CompareOutputs, status=refused.status)
                 raise
             # The pair's pace, for the benchmark's estimate.

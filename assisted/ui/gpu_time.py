@@ -14,6 +14,16 @@ MARGIN:
   costs on disk), as the latest call that did it measured. The set-up is counted on every
   call: ZeroGPU may hand the call a fresh fork, which has to warm up again, and the app
   cannot know beforehand;
+- a worker's cold start: ZeroGPU may hand the call a freshly forked worker, which sets up
+  CUDA and moves every weight preloaded at start-up onto the GPU before the call's task
+  starts, inside the time asked for (`spaces/zero/wrappers.py`, `worker_init`). Until a
+  fresh worker has timed its start (`CallReport.cold_start_s`), it is estimated: CUDA's
+  set-up plus the preloaded bytes at the device's load bandwidth (`ColdStart`). Counted on
+  every call, as the set-up is;
+- after ZeroGPU aborted a call on a pair (it ends one that outruns its request), the next
+  request for it asks ABORT_GROWTH times more, again after each abort, up to the most a
+  call may ask: an abort returns no timings, so without this the next call would ask the
+  same and could be aborted again. A call that finishes ends the growth;
 - a pair not measured yet: what its published size says on the device (`first_guess`),
   before any call has timed it. A step at batch 1 moves every weight once and launches
   each layer's kernels in eager mode, so its seconds are the weights' bytes over the
@@ -29,8 +39,11 @@ keeps and does not show). Imports neither torch nor gradio: it runs in the main 
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,6 +58,7 @@ if TYPE_CHECKING:
     from assisted.analysis.sampling_evidence import CheckSettings
 
 MARGIN = 1.5  # the request is this many times the estimate: runs of the same work vary
+ABORT_GROWTH = 2.0  # after an abort, the pair's next request asks this many times more
 FLOOR_S = 20  # never ask for less: scheduling and the fork's start cost seconds too
 # The set-up of a pair never timed here, in its target's steps: two warm-up runs of 8
 # tokens, the calibration's T(k) for k up to 9 rows a few times over, the assistant's
@@ -82,6 +96,27 @@ class Device:
 # first call's own timings (`GpuTimes.note`); `python -m assisted.lab.gpu_check` measures
 # the real ones.
 ZEROGPU_SLICE = Device("H200 MIG 3g.71gb", 2.4e12, 3.5e-4, 4e9)
+# A fresh worker's CUDA set-up before it moves anything (a context on the device): an
+# estimate, until a fresh worker times its whole start.
+CUDA_SETUP_S = 3.0
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    """A fresh worker's start before its task: measured, or estimated from what it moves."""
+
+    seconds: float
+    measured: bool
+    moved_bytes: int = 0
+
+    def describe(self, device: Device) -> str:
+        if self.measured:
+            return f"a worker's cold start, {self.seconds:.0f} s as measured here"
+        return (
+            f"a worker's cold start, {self.seconds:.0f} s estimated: CUDA's set-up "
+            f"({CUDA_SETUP_S:g} s) and {self.moved_bytes / 1e9:.1f} GB moved onto the GPU "
+            f"at {device.load_bytes_per_s / 1e9:g} GB/s"
+        )
 
 
 def first_guess(spec: PairSpec | None, device: Device = ZEROGPU_SLICE) -> _PairTimes:
@@ -111,6 +146,7 @@ class CallReport:
     setup_s: float | None
     plain_s_per_token: float | None = None
     assisted_s_per_token: float | None = None
+    cold_start_s: float | None = None  # a fresh worker's start; None: a reused one
 
 
 @dataclass
@@ -128,12 +164,26 @@ class Estimate:
     seconds: int
     estimate_s: float
     measured: bool  # False: the pair has no measured pace yet, so the figures are guesses
+    cold_start: str = ""  # the cold start's term, in words ("": none counted)
+    aborts: int = 0  # ZeroGPU's aborts of the pair's calls since one finished
+
+    @property
+    def asked_s(self) -> float:
+        """What the estimate asks for before the floor and the cap."""
+        return MARGIN * self.estimate_s * ABORT_GROWTH**self.aborts
 
     def describe(self) -> str:
         basis = "measured here" if self.measured else "a first guess: not measured here yet"
+        cold = f", {self.cold_start} included" if self.cold_start else ""
+        grown = (
+            f" × {ABORT_GROWTH**self.aborts:g} after {self.aborts} aborted call"
+            + ("s" if self.aborts > 1 else "")
+            if self.aborts
+            else ""
+        )
         return (
-            f"asks ZeroGPU for {self.seconds} s: {self.estimate_s:.0f} s estimated ({basis}) "
-            f"× {MARGIN:g} margin"
+            f"asks ZeroGPU for {self.seconds} s: {self.estimate_s:.0f} s estimated ({basis}"
+            f"{cold}) × {MARGIN:g} margin{grown}"
         )
 
 
@@ -150,13 +200,40 @@ class GpuTimes:
         self.specs = specs
         self._lock = threading.Lock()
         self._pairs: dict[str, _PairTimes] = {}
+        self._aborts: dict[str, int] = {}
+        # What a fresh worker moves onto the GPU at its start (`preloaded`); None: no cold
+        # start is counted (off ZeroGPU, where nothing forks).
+        self._moved_bytes: int | None = None
+        self._cold_start_s: float | None = None  # the latest fresh worker's, measured
+
+    def preloaded(self, moved_bytes: int) -> None:
+        """The start-up preloaded `moved_bytes` of weights, which every fresh worker moves."""
+        self._moved_bytes = moved_bytes
 
     def note(self, report: CallReport) -> None:
+        """What a finished call measured; it ends its pair's growth after aborts."""
         with self._lock:
             times = self._pairs.setdefault(report.pair, _PairTimes())
             for name in ("load_s", "setup_s", "plain_s_per_token", "assisted_s_per_token"):
                 if (value := getattr(report, name)) is not None:
                     setattr(times, name, value)
+            if report.cold_start_s is not None:
+                self._cold_start_s = report.cold_start_s
+            self._aborts.pop(report.pair, None)
+
+    def aborted(self, pair: str) -> None:
+        """ZeroGPU aborted a call on `pair`: its next request asks more (the module's note)."""
+        with self._lock:
+            self._aborts[pair] = self._aborts.get(pair, 0) + 1
+
+    def cold_start(self) -> ColdStart | None:
+        """A fresh worker's start, measured or estimated; None where none is counted."""
+        if self._cold_start_s is not None:
+            return ColdStart(self._cold_start_s, measured=True)
+        if self._moved_bytes is None:
+            return None
+        moving_s = self._moved_bytes / self.device.load_bytes_per_s
+        return ColdStart(CUDA_SETUP_S + moving_s, measured=False, moved_bytes=self._moved_bytes)
 
     def comparison(self, pair: str, new_tokens: int, preloaded: bool) -> Estimate:
         """The request for a comparison of `new_tokens` on `pair` (plain, then assisted)."""
@@ -167,7 +244,9 @@ class GpuTimes:
         `assisted_tokens` of assisted decoding on `pair`, after its set-up."""
         with self._lock:
             times = self._pairs.get(pair, _PairTimes())
+            aborts = self._aborts.get(pair, 0)
         guess = first_guess(self.specs.get(pair), self.device)
+        cold = self.cold_start()
         plain = times.plain_s_per_token
         assisted = times.assisted_s_per_token or plain
         measured = plain is not None
@@ -178,9 +257,12 @@ class GpuTimes:
             + assisted_tokens * (assisted or guess.assisted_s_per_token)
             + setup_s
             + (0.0 if preloaded else load_s)
+            + (cold.seconds if cold else 0.0)
         )
-        seconds = min(self.max_s, max(FLOOR_S, math.ceil(MARGIN * estimate)))
-        return Estimate(seconds, estimate, measured)
+        described = cold.describe(self.device) if cold else ""
+        unbounded = Estimate(0, estimate, measured, described, aborts)
+        seconds = min(self.max_s, max(FLOOR_S, math.ceil(unbounded.asked_s)))
+        return dataclasses.replace(unbounded, seconds=seconds)
 
     def benchmark(
         self,
@@ -225,7 +307,7 @@ def benchmark_calls(
         estimate = times.benchmark(
             pair, prompts, len(variants), settings, repeats, preloaded, checking
         )
-        return estimate.estimate_s * MARGIN <= times.max_s
+        return estimate.asked_s <= times.max_s
 
     for example in examples:
         if calls and fits(len(calls[-1]) + 1):
@@ -235,6 +317,24 @@ def benchmark_calls(
     if check is not None and calls and not fits(len(calls[-1]), check):
         calls.append([])
     return calls
+
+
+# The process that imported this module, the app's main one: a GPU worker is forked from it.
+_MAIN_PID = os.getpid()
+_start_timed = False  # whether this process's start was timed already
+
+
+def worker_start_s() -> float | None:
+    """Seconds from this process's creation to now, asked at the start of a GPU call's task:
+    a fresh worker's cold start (its fork, CUDA's set-up, the weights moved). None in the
+    main process, where nothing was forked, and in a reused worker, already timed."""
+    global _start_timed
+    if os.getpid() == _MAIN_PID or _start_timed:
+        return None
+    import psutil
+
+    _start_timed = True
+    return time.time() - psutil.Process().create_time()
 
 
 def runs_s_per_token(records: Sequence[RunRecord]) -> tuple[float | None, float | None]:

@@ -47,8 +47,7 @@ WORDS = {
 }
 ABORTED_WORDS = (
     "ZeroGPU aborted the call before it finished",
-    "Try again, with fewer new tokens if it ran long: the next call asks for time at the "
-    "pace this app has measured.",
+    "Try again, with fewer new tokens if it ran long: the next call asks for more time.",
 )
 
 
@@ -56,9 +55,10 @@ class Refused(gr.Error):
     """A ZeroGPU refusal or abort, explained: `status` for the page, the message for the
     API, under the wrapper's own title."""
 
-    def __init__(self, status: str, message: str, title: str):
+    def __init__(self, status: str, message: str, title: str, aborted: bool = False):
         super().__init__(message, title=title)
         self.status = status
+        self.aborted = aborted  # ZeroGPU ended the call: it may have asked too little time
 
 
 def explain(error: gr.Error) -> Refused | None:
@@ -74,7 +74,8 @@ def explain(error: gr.Error) -> Refused | None:
     else:
         return None
     detail = f" ({said.strip().rstrip('.')})" if said and said != ABORTED else ""
-    return Refused(f"**{happened}**{detail}. {advice}", f"{happened}{detail}. {advice}", title)
+    status, message = f"**{happened}**{detail}. {advice}", f"{happened}{detail}. {advice}"
+    return Refused(status, message, title, aborted=said == ABORTED)
 
 
 def explained(items: Iterator[T]) -> Iterator[T]:
