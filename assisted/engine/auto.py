@@ -46,6 +46,7 @@ from transformers.generation.candidate_generator import (
 
 from assisted.core.bands import GREEDY, Band
 from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import draft_graphs
 from assisted.engine.candidates import (
     ASSISTANT,
     LOOKUP,
@@ -57,6 +58,7 @@ from assisted.engine.candidates import (
 from assisted.engine.lean import LeanDrafter
 from assisted.engine.lookup import SuffixLookup
 from assisted.engine.observe import synchronize
+from assisted.engine.static_draft import StaticDrafter, StaticState, has_sliding_layers
 from assisted.models import learnt_store
 from assisted.models.loading import end_ids
 from assisted.policy.choice import DraftPolicy
@@ -355,11 +357,14 @@ def drafting_policy(
     draft: DraftSettings | None = None,
     lookup: SuffixLookup | None = None,
     lean: bool = True,
+    built: list | None = None,
 ) -> Iterator[None]:
     """Within the block, `target.generate()` drafts as `policy` chooses, and prompt lookup
     matches with `lookup` (`assisted.engine.lookup`; None: Transformers' own search). Under a
-    policy and greedy decoding the assistant drafts with `assisted.engine.lean`'s loop where
-    `lean`, else with its generator's `generate()`.
+    policy and greedy decoding the assistant drafts with the lean loop where `lean`
+    (`assisted.engine.static_draft`: on a static cache, graphed where captured), else with
+    its generator's `generate()`. Each lean drafter built is appended to `built`, where
+    given, for the run's report of the path it took.
 
     Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
     (tests/test_decoding.py pins it), wrapping the generator Transformers builds. Under a
@@ -397,6 +402,8 @@ def drafting_policy(
         # Greedy: the target needs the candidates' ids only (`assisted.engine.lean`).
         sampled = config.do_sample
         loop = _lean_drafter(generator, config, draft) if lean and not sampled else None
+        if loop is not None and built is not None:
+            built.append(loop)
         return PolicyDrafter(generator, source, policy, config.max_length, loop)
 
     target._get_candidate_generator = get_candidate_generator
@@ -408,10 +415,20 @@ def drafting_policy(
 
 def _lean_drafter(
     generator: AssistedCandidateGenerator, config, draft: DraftSettings
-) -> LeanDrafter:
+) -> LeanDrafter | StaticDrafter:
     """A lean loop drafting as `generator`'s assistant would, under `config`'s end of
-    sequence and the assistant's confidence threshold, and `draft`'s cumulative one."""
+    sequence and the assistant's confidence threshold, and `draft`'s cumulative one, for a
+    run of at most `config.max_length` tokens drafting at most `draft`'s cap a step: graphed
+    where `assisted.engine.draft_graphs` captured the assistant for it, else eager on a
+    static cache sized for the run, or on the dynamic one where the assistant has
+    sliding-window layers (`assisted.engine.static_draft`)."""
     eos_ids = end_ids(config)
     threshold = generator.assistant_confidence_threshold or 0.0
     model = generator.assistant_model
-    return LeanDrafter(model, threshold, eos_ids, draft.cumulative_threshold)
+    cumulative = draft.cumulative_threshold
+    if has_sliding_layers(model):
+        return LeanDrafter(model, threshold, eos_ids, cumulative)
+    cap = draft.num_assistant_tokens
+    graphs, reason = draft_graphs.for_run(model, config.max_length, cap)
+    state = graphs.state if graphs is not None else StaticState(model, config.max_length, cap)
+    return StaticDrafter(state, threshold, eos_ids, cumulative, graphs, reason)

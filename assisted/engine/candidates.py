@@ -29,6 +29,7 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.record import common_prefix_length
 from assisted.engine.lean import LeanDrafter, crop_to_committed
 from assisted.engine.lookup import NO_MATCH, Match, SuffixLookup
+from assisted.engine.static_draft import StaticDrafter
 from assisted.policy.choice import DraftPolicy
 
 # The `auto` policy's draft sources.
@@ -104,7 +105,7 @@ class PolicyDrafter(CandidateGenerator):
         lookup: SuffixSource | TransformersLookup,
         policy: DraftPolicy,
         max_length: int,
-        lean: LeanDrafter | None = None,
+        lean: LeanDrafter | StaticDrafter | None = None,
     ):
         """`lean`, where given, drafts the assistant's candidates in place of its
         generator's `generate()`."""
