@@ -50,8 +50,8 @@ def drafts(monkeypatch):
     seen: list[tuple[list[int], list[int]]] = []
     for kind in (LeanDrafter, StaticDrafter):
 
-        def recording(self, input_ids, gamma, draft=kind.draft):
-            drafted = draft(self, input_ids, gamma)
+        def recording(self, input_ids, gamma, ids=None, draft=kind.draft):
+            drafted = draft(self, input_ids, gamma, ids)
             seen.append((input_ids[0].tolist(), drafted))
             return drafted
 

@@ -18,9 +18,15 @@ from transformers import AutoTokenizer, GenerationConfig
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import auto, decoding, draft_graphs, generation
-from assisted.engine.draft_graphs import DraftGraphs, self_check
+from assisted.engine.draft_graphs import self_check
 from assisted.engine.lean import LeanDrafter
-from assisted.engine.static_draft import StaticDrafter, StaticState, cut, draft_on_device
+from assisted.engine.static_draft import (
+    DraftGraphs,
+    StaticDrafter,
+    StaticState,
+    cut,
+    draft_on_device,
+)
 from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
 from tests.tiny import build_model, build_near_model
@@ -91,8 +97,8 @@ def test_a_static_draft_follows_the_dynamic_loop_across_rejections_and_rollbacks
     calls: list[tuple[list[int], int, list[int]]] = []
     draft = StaticDrafter.draft
 
-    def recording(self, input_ids, gamma):
-        drafted = draft(self, input_ids, gamma)
+    def recording(self, input_ids, gamma, ids=None):
+        drafted = draft(self, input_ids, gamma, ids)
         calls.append((input_ids[0].tolist(), gamma, drafted))
         return drafted
 

@@ -27,13 +27,12 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
-from assisted.engine.static_draft import StaticState, draft_on_device
+from assisted.engine.static_draft import DraftGraphs, Replay, StaticState, draft_on_device
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -54,38 +53,6 @@ def enabled() -> bool:
 
 def device_of(model: PreTrainedModel) -> torch.device:
     return model.get_input_embeddings().weight.device
-
-
-class Replay(torch.nn.Module):
-    """A replay called as a module, so that forward hooks time it as they time the
-    assistant's eager passes (`assisted.engine.observe`): one call, `gamma` tokens."""
-
-    def __init__(self, replays: dict[int, Callable[[], None]]):
-        super().__init__()
-        self.replays = replays
-
-    def forward(self, gamma: int) -> None:
-        self.replays[gamma]()
-
-
-@dataclass
-class DraftGraphs:
-    """The replays of one assistant's drafts by length, on the cache of `state`."""
-
-    state: StaticState
-    replays: dict[int, Callable[[], None]]  # γ: the replay of a γ-pass draft
-    capture_s: float
-
-    def __post_init__(self) -> None:
-        self.module = Replay(self.replays)
-
-    @property
-    def cap(self) -> int:
-        return max(self.replays)
-
-    def replay(self, gamma: int) -> None:
-        """Draft `gamma` candidates from `state.token` into `state.out`."""
-        self.module(gamma)
 
 
 @dataclass

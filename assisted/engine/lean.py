@@ -58,9 +58,13 @@ class LeanDrafter:
         # with sliding-window layers: this loop's only use in a run.
         self.path = DraftingPath(EAGER, "sliding-window layers: a dynamic cache")
 
-    def draft(self, input_ids: torch.LongTensor, gamma: int) -> list[int]:
-        """Up to `gamma` candidates to follow `input_ids` (one sequence)."""
-        ids = input_ids[0].tolist()
+    def draft(
+        self, input_ids: torch.LongTensor, gamma: int, ids: list[int] | None = None
+    ) -> list[int]:
+        """Up to `gamma` candidates to follow `input_ids` (one sequence), whose ids the
+        caller may have read already (`ids`)."""
+        if ids is None:
+            ids = input_ids[0].tolist()
         # At least the last id is read again: its logits give the first candidate.
         keep = crop_to_committed(self.cache, self.held, ids, len(ids) - 1)
         feed = input_ids[:, keep:].to(self.model.device)

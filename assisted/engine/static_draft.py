@@ -21,7 +21,7 @@ a static sliding layer is a rolling buffer, which a length cannot take back.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,8 +32,6 @@ from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath, common_prefix
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
-
-    from assisted.engine.draft_graphs import DraftGraphs
 
 
 def cut(
@@ -113,6 +111,39 @@ def draft_on_device(state: StaticState, gamma: int) -> None:
         state.token.copy_(best.view(1, 1))
 
 
+class Replay(torch.nn.Module):
+    """A replay called as a module, so that forward hooks time it as they time the
+    assistant's eager passes (`assisted.engine.observe`): one call, `gamma` tokens."""
+
+    def __init__(self, replays: dict[int, Callable[[], None]]):
+        super().__init__()
+        self.replays = replays
+
+    def forward(self, gamma: int) -> None:
+        self.replays[gamma]()
+
+
+@dataclass
+class DraftGraphs:
+    """The replays of one assistant's drafts by length, on the cache of `state`: CUDA
+    graphs (`assisted.engine.draft_graphs`), or in tests the passes run eagerly."""
+
+    state: StaticState
+    replays: dict[int, Callable[[], None]]  # γ: the replay of a γ-pass draft
+    capture_s: float
+
+    def __post_init__(self) -> None:
+        self.module = Replay(self.replays)
+
+    @property
+    def cap(self) -> int:
+        return max(self.replays)
+
+    def replay(self, gamma: int) -> None:
+        """Draft `gamma` candidates from `state.token` into `state.out`."""
+        self.module(gamma)
+
+
 @dataclass
 class DraftCounts:
     """What a drafter did in one run: drafts through graphs and eagerly, and reads of the
@@ -157,10 +188,14 @@ class StaticDrafter:
             self.graphs.capture_s if graphed else None,
         )
 
-    def draft(self, input_ids: torch.LongTensor, gamma: int) -> list[int]:
-        """Up to `gamma` candidates to follow `input_ids` (one sequence)."""
-        ids = input_ids[0].tolist()
-        self.counts.host_reads += 1
+    def draft(
+        self, input_ids: torch.LongTensor, gamma: int, ids: list[int] | None = None
+    ) -> list[int]:
+        """Up to `gamma` candidates to follow `input_ids` (one sequence), whose ids the
+        caller may have read already (`ids`): else they are read here."""
+        if ids is None:
+            ids = input_ids[0].tolist()
+            self.counts.host_reads += 1
         # At least the last id is read again: its logits give the first candidate.
         keep = min(common_prefix_length(self.held, ids), len(ids) - 1)
         self.state.rewind(keep)
