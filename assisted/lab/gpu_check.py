@@ -544,30 +544,41 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"copy bandwidth {copy_bandwidth / 1e9:.0f} GB/s; {time.monotonic() - started:.0f} s"
     )
     text = tables(results, device_line, copy_bandwidth)
-    through = None
+    print(text, flush=True)
+    # Written before the end-to-end runs, so that their failure loses none of the tables.
+    write(args.out, text, results)
     if args.end_to_end_tokens:
         through = end_to_end(device, dtype, args.tiny, args.end_to_end_tokens)
-        text += "\n\n" + end_to_end_line(through)
         print(f"[{time.monotonic() - started:6.1f} s] end to end", file=sys.stderr, flush=True)
-    print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "gpu_check.md").write_text(text + "\n", encoding="utf-8")
-        report = {
-            name: None
-            if p is None
-            else {
-                "rows_s": list(p.target.rows),
-                "launch_floor_s": p.target.launch_floor_s,
-                "read_bytes": p.target.read_bytes,
-                "draft_s": p.draft_s,
-                "drafting": p.drafting.to_dict() if p.drafting else None,
-            }
-            for name, p in results.items()
+        line = end_to_end_line(through)
+        print(f"\n{line}")
+        write(args.out, f"{text}\n\n{line}", results, through)
+
+
+def write(
+    out: Path | None, text: str, results: dict[str, Pricing | None], through: dict | None = None
+) -> None:
+    """The check's Markdown and JSON in `out` (none without it): gpu_check.md, .json, and
+    the end-to-end runs' end_to_end.json once they ran."""
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_check.md").write_text(text + "\n", encoding="utf-8")
+    report = {
+        name: None
+        if p is None
+        else {
+            "rows_s": list(p.target.rows),
+            "launch_floor_s": p.target.launch_floor_s,
+            "read_bytes": p.target.read_bytes,
+            "draft_s": p.draft_s,
+            "drafting": p.drafting.to_dict() if p.drafting else None,
         }
-        (args.out / "gpu_check.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
-        if through is not None:
-            (args.out / "end_to_end.json").write_text(json.dumps(through, indent=1), "utf-8")
+        for name, p in results.items()
+    }
+    (out / "gpu_check.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    if through is not None:
+        (out / "end_to_end.json").write_text(json.dumps(through, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":
