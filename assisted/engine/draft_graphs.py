@@ -41,8 +41,9 @@ ENV = "ASSISTED_CUDA_GRAPHS"  # "0" turns graphs off
 CAPACITY = 4096  # positions of the captured cache: a prompt and its answer, at most
 WARMUP_DRAFTS = 3  # eager drafts of the longest length on a side stream before capture
 # Probabilities a replay and an eager pass may differ by: the same kernels give the same
-# bits, so this only forgives a kernel that reduces in another order.
-PROBABILITY_TOLERANCE = 1e-4
+# bits, so this only forgives a kernel that reduces in another order (a confidence
+# threshold could then cut a draft one token apart; the candidates must be the same).
+PROBABILITY_TOLERANCE = 1e-3
 EAGER_STATIC = "eager on a static cache"
 
 
@@ -142,7 +143,10 @@ def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome
         first = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
         return _Outcome(pid, None, f"capture failed ({type(error).__name__}: {first}): eager")
     graphs = DraftGraphs(state, replays, time.perf_counter() - started)
-    differs = self_check(graphs, probe)
+    try:
+        differs = self_check(graphs, probe)
+    except Exception as error:
+        differs = f"the replay failed ({type(error).__name__}: {str(error)[:160]})"
     if differs is not None:
         return _Outcome(pid, None, f"self-check: {differs}: {EAGER_STATIC}")
     reason = f"captured in {graphs.capture_s:.2f} s; the self-check drafted as eager passes do"
