@@ -45,7 +45,7 @@ from assisted.ui import page
 from assisted.ui.benchmark_tab import StreamBenchmark, build_benchmark_tab
 from assisted.ui.compare_tab import StreamComparison, build_compare_tab
 from assisted.ui.device_queue import DeviceQueue
-from assisted.ui.gpu_time import CallReport, GpuTimes, runs_s_per_token, s_per_token
+from assisted.ui.gpu_time import CallReport, GpuTimes, capture_s, runs_s_per_token, s_per_token
 from assisted.ui.live import Live, idle_outputs
 from assisted.ui.outputs import CompareOutputs
 from assisted.ui.shared import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
@@ -168,12 +168,14 @@ def stream_comparison(
         raise gr.Error(f"Generation failed: {type(error).__name__}: {error}") from error
     final = live.outputs(done=True)
     yield final
+    set_up = len(pair.warmed_modes) > warmed  # this call prepared and warmed up the pair
     yield CallReport(
         spec.name,
         load_s,
-        setup.seconds if len(pair.warmed_modes) > warmed else None,
+        setup.seconds if set_up else None,
         plain_s_per_token=s_per_token(final.result, "plain"),
         assisted_s_per_token=s_per_token(final.result, "assisted"),
+        capture_s=capture_s(final.result) if set_up else None,
     )
 
 

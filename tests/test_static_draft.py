@@ -15,6 +15,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer, GenerationConfig
 
+from assisted import cli
+from assisted.analysis import stats
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import auto, decoding, draft_graphs, generation
@@ -269,3 +271,17 @@ def test_graphs_stay_off_the_cpu_and_off_when_turned_off(near_pair, monkeypatch)
     monkeypatch.setenv(draft_graphs.ENV, "0")
     assert not draft_graphs.enabled()
     assert CUDA_GRAPHS != EAGER
+
+
+def test_the_drafting_path_reads_in_words_with_its_cost_and_reason():
+    summary = {
+        "drafting_path": CUDA_GRAPHS,
+        "drafting_path_reason": "captured in 0.40 s",
+        "drafting_s_per_token": 0.0021,
+    }
+    assert (
+        stats.describe_drafting(summary)
+        == "cuda-graphs, 2.10 ms a drafted token (captured in 0.40 s)"
+    )
+    assert stats.describe_drafting({"drafting_path": None}) is None
+    assert cli.build_parser().parse_args(["a prompt", "--no-cuda-graphs"]).no_cuda_graphs

@@ -253,6 +253,17 @@ def summarize(record: RunRecord, steps: bool = True) -> dict:
     return summary
 
 
+def describe_drafting(summary: dict) -> str | None:
+    """An assisted run's drafting path in words, from its JSON summary: the path, its
+    drafting time per token and why it took that path; None without an assistant model."""
+    path = summary.get("drafting_path")
+    if path is None:
+        return None
+    per_token = summary.get("drafting_s_per_token")
+    cost = "" if per_token is None else f", {per_token * 1000:.2f} ms a drafted token"
+    return f"{path}{cost} ({summary.get('drafting_path_reason')})"
+
+
 def drafting_s_per_token(record: RunRecord) -> float | None:
     """The assistant's seconds per drafted token over the steps it drafted, its catch-ups
     of committed ids included (each step's `draft_s`); None where it drafted nothing or
