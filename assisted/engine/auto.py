@@ -25,6 +25,7 @@ embedded pair in fp32, docs/auto-policy.md).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,7 +74,11 @@ if TYPE_CHECKING:
 # Each calibration timing is the fastest of this many forward passes, after one untimed
 # pass, on a cache holding the warm-up prompt.
 _CALIBRATION_REPEATS = 3
-_CALIBRATION_ATTEMPTS = 3  # timings of the target's rows, while they look disturbed
+_CALIBRATION_ATTEMPTS = 3  # timings of a cost, while they look disturbed
+# A drafting time within this share above the learnt one agrees with it; further above,
+# the machine was busy, and it is timed again. (Quiet timings of one pass differ by a few
+# percent; a busy host adds tens of percent.)
+_NOISE = 0.25
 _PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
 _SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
 
@@ -141,7 +146,10 @@ def calibrate(
 
     A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
     keep the policy from ever drafting long enough to correct it; so verifying k rows
-    timed slower than k separate one-row passes is taken as disturbed and timed again.
+    timed slower than k separate one-row passes is taken as disturbed and timed again. So
+    is a drafted token timed as dear as the target's T(1), or more than the noise above
+    the learnt one: a first calibration kept so would stop every later visitor's drafting,
+    and a policy that never drafts never learns otherwise.
 
     Costs an earlier process left on disk (`assisted.models.learnt_store`) are checked: T(1),
     T(cap + 1) and the drafting time are timed again, once per process, and the smaller of
@@ -189,20 +197,28 @@ def _time_drafting(
     prefill's per token (`calibrate`)."""
     drafting = pair.learnt.precision(precision)
     timing.drafting.add(precision)
-    if drafting.draft_s is not None:
-        kept = drafting.draft_s
-        drafting.draft_s = min(kept, _time_forwards(assistant, prefix, [1], pair.device)[1])
-        timing.checked.append(f"drafting {precision}")
-        if drafting.draft_s < kept:
-            timing.corrected.append(f"drafting {precision}")
+    kept = drafting.draft_s
+    # A drafted token as dear as the target's one-row step is taken as disturbed too: the
+    # assistant is the smaller model, and a policy priced so would never draft again, so
+    # never learn otherwise (on a GPU at batch 1 both passes are launch-bound, so nearly
+    # as dear, still cheaper).
+    ceiling = min(pair.learnt.verify_s.get(1, math.inf), (1 + _NOISE) * (kept or math.inf))
+    # One row, as the assistant drafts one token per forward pass; where missing, a block
+    # of rows for the prefill, whose time per token is flatter than a single row's.
+    rows = [1] if kept is not None else [1, _PREFILL_ROWS]
+    for _ in range(_CALIBRATION_ATTEMPTS):
+        timed = _time_forwards(assistant, prefix, rows, pair.device)
+        drafting.draft_s = min(timed[1], drafting.draft_s or timed[1])
+        if drafting.prefill_s is None and _PREFILL_ROWS in timed:
+            drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+        if timed[1] < ceiling:
+            break
+    if kept is None:
+        timing.fresh = True
         return
-    # One row, as the assistant drafts one token per forward pass; a block of rows for the
-    # prefill, whose time per token is flatter than a single row's.
-    timed = _time_forwards(assistant, prefix, [1, _PREFILL_ROWS], pair.device)
-    drafting.draft_s = timed[1]
-    if drafting.prefill_s is None:
-        drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
-    timing.fresh = True
+    timing.checked.append(f"drafting {precision}")
+    if drafting.draft_s < kept:
+        timing.corrected.append(f"drafting {precision}")
 
 
 def calibrated(
