@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from itertools import pairwise
 from types import SimpleNamespace
 
@@ -17,11 +18,13 @@ from transformers import AutoTokenizer, GenerationConfig
 
 from assisted import cli
 from assisted.analysis import stats
+from assisted.core.bands import GREEDY
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import auto, decoding, draft_graphs, generation
 from assisted.engine.draft_graphs import self_check
 from assisted.engine.lean import LeanDrafter
+from assisted.engine.prepare import prepare
 from assisted.engine.static_draft import (
     DraftGraphs,
     StaticDrafter,
@@ -285,3 +288,25 @@ def test_the_drafting_path_reads_in_words_with_its_cost_and_reason():
     )
     assert stats.describe_drafting({"drafting_path": None}) is None
     assert cli.build_parser().parse_args(["a prompt", "--no-cuda-graphs"]).no_cuda_graphs
+
+
+def test_a_greedy_policy_prices_drafting_at_the_graphs_cost_where_they_draft(
+    near_pair, monkeypatch
+):
+    """The calibration times an eager pass; where the assistant's drafts replay captured
+    graphs, their own time per token (timed after the capture) prices the policy's
+    drafting, else it would rarely draft with them."""
+    pair = near_pair
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepared = prepare(pair, draft)
+    eager = auto.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    graphs = graphed(prepared.assistant)
+    graphs.draft_s = 1e-6
+    captured = draft_graphs._Outcome(os.getpid(), graphs, "captured")
+    monkeypatch.setitem(draft_graphs._outcomes, prepared.assistant, captured)
+    policy = auto.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    assert policy.costs.drafter_s[auto.ASSISTANT] == 1e-6
+    assert eager.costs.drafter_s[auto.ASSISTANT] == pair.learnt.precision("none").draft_s
+    monkeypatch.setenv(draft_graphs.ENV, "0")  # graphs off: the eager cost again
+    off = auto.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    assert off.costs.drafter_s[auto.ASSISTANT] == eager.costs.drafter_s[auto.ASSISTANT]

@@ -83,11 +83,19 @@ _PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's pr
 _SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
 
 
-def new_policy(pair: LoadedPair, draft: DraftSettings, precision: str, band: Band) -> DraftPolicy:
+def new_policy(
+    pair: LoadedPair,
+    draft: DraftSettings,
+    precision: str,
+    band: Band,
+    assistant: PreTrainedModel | None = None,
+) -> DraftPolicy:
     """A fresh policy for one `auto` run in temperature `band` (`assisted.core.bands`), seeded by
     the pair's costs (calibrated when the pair was prepared, `assisted.engine.prepare`, and refined
     by its runs since) and by the acceptance its earlier runs in `precision` and `band` saw.
-    A sampled run's assistant is priced at its sampled drafting time. Times nothing.
+    A sampled run's assistant is priced at its sampled drafting time; a greedy run's, where
+    the `assistant` drafts through captured CUDA graphs, at their time per token
+    (`assisted.engine.draft_graphs`). Times nothing.
 
     A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
     matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
@@ -98,6 +106,9 @@ def new_policy(pair: LoadedPair, draft: DraftSettings, precision: str, band: Ban
         drafter_s, model, prefill_s = {LOOKUP: 0.0}, None, 0.0
     else:
         verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, True, sampled)
+        graphed_s = draft_graphs.draft_s_per_token(assistant, cap) if assistant else None
+        if graphed_s is not None and not sampled:
+            per_token_s = graphed_s
         drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
     history = pair.learnt.precision(precision).acceptance_in(band)
     return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)

@@ -32,7 +32,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from assisted.engine.static_draft import DraftGraphs, Replay, StaticState, draft_on_device
+from assisted.engine.static_draft import (
+    DraftGraphs,
+    Replay,
+    StaticState,
+    draft_on_device,
+    has_sliding_layers,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -40,6 +46,7 @@ if TYPE_CHECKING:
 ENV = "ASSISTED_CUDA_GRAPHS"  # "0" turns graphs off
 CAPACITY = 4096  # positions of the captured cache: a prompt and its answer, at most
 WARMUP_DRAFTS = 3  # eager drafts of the longest length on a side stream before capture
+TIMED_REPLAYS = 5  # replays of the longest draft timed after the self-check
 # Probabilities a replay and an eager pass may differ by: the same kernels give the same
 # bits, so this only forgives a kernel that reduces in another order (a confidence
 # threshold could then cut a draft one token apart; the candidates must be the same).
@@ -73,8 +80,8 @@ def prepare(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> float | No
     """Capture `model`'s drafts of up to `cap` tokens where it runs on CUDA and graphs are
     on, once per process (again for a longer cap), and self-check them on the `probe` ids
     (1, n ≥ 2). The seconds capture and check took, where this call did them; else None."""
-    if device_of(model).type != "cuda" or not enabled():
-        return None
+    if device_of(model).type != "cuda" or not enabled() or has_sliding_layers(model):
+        return None  # a sliding-window assistant drafts on a DynamicCache
     found = _outcomes.get(model)
     mine = found is not None and found.pid == os.getpid()
     if mine and (found.graphs is None or found.graphs.cap >= cap):
@@ -82,6 +89,16 @@ def prepare(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> float | No
     started = time.perf_counter()
     _outcomes[model] = _captured(model, cap, probe.to(device_of(model)))
     return time.perf_counter() - started
+
+
+def draft_s_per_token(model: PreTrainedModel, cap: int) -> float | None:
+    """The seconds per drafted token of `model`'s replays in this process, timed after
+    their capture, where they draft runs of up to `cap` a step; else None. The calibration's
+    drafting time is of an eager pass: a policy priced by it would rarely draft."""
+    found = _outcomes.get(model)
+    if found is None or found.pid != os.getpid() or found.graphs is None or not enabled():
+        return None
+    return found.graphs.draft_s if found.graphs.cap >= cap else None
 
 
 def replay_module(model: PreTrainedModel) -> Replay | None:
@@ -149,8 +166,24 @@ def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome
         differs = f"the replay failed ({type(error).__name__}: {str(error)[:160]})"
     if differs is not None:
         return _Outcome(pid, None, f"self-check: {differs}: {EAGER_STATIC}")
+    graphs.draft_s = _replay_s(graphs, probe) / graphs.cap
     reason = f"captured in {graphs.capture_s:.2f} s; the self-check drafted as eager passes do"
     return _Outcome(pid, graphs, reason)
+
+
+def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:
+    """The median seconds of a replay of the longest draft after `probe`, read back."""
+    state, seconds = graphs.state, []
+    with torch.inference_mode():
+        for _ in range(TIMED_REPLAYS):
+            start(state, probe.shape[1] - 1, probe[0, -1])
+            torch.cuda.synchronize(state.token.device)
+            started = time.perf_counter()
+            graphs.replay(graphs.cap)
+            state.out.tolist()  # the draft's one read, which waits for the replay
+            seconds.append(time.perf_counter() - started)
+        state.rewind(0)
+    return sorted(seconds)[len(seconds) // 2]
 
 
 def start(state: StaticState, length: int, token: torch.Tensor) -> None:

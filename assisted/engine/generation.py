@@ -155,7 +155,7 @@ def auto_policy(pair: LoadedPair, prepared: Prepared | None, band: Band) -> Draf
     schedules."""
     if prepared is None or prepared.draft.schedule != "auto":
         return None
-    return auto.new_policy(pair, prepared.draft, prepared.precision, band)
+    return auto.new_policy(pair, prepared.draft, prepared.precision, band, prepared.assistant)
 
 
 class StopRequested(StoppingCriteria):

@@ -111,7 +111,8 @@ def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
         cap = draft.length_for(pair.spec.drafter)
         auto.calibrate(pair, _warmup_prefix(pair), assistant, precision, cap)
         if assistant is not None:
-            # Greedy `auto` runs draft with the lean loop: on CUDA, captured graphs of it.
+            # Greedy `auto` runs draft with the lean loop: on CUDA, captured graphs of it,
+            # whose time per token then prices the policy's drafting (`auto.new_policy`).
             draft_graphs.prepare(assistant, cap, _warmup_prefix(pair))
     computes_in = None
     if assistant is not None:

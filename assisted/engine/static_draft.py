@@ -131,6 +131,7 @@ class DraftGraphs:
     state: StaticState
     replays: dict[int, Callable[[], None]]  # γ: the replay of a γ-pass draft
     capture_s: float
+    draft_s: float | None = None  # seconds per drafted token through the replays
 
     def __post_init__(self) -> None:
         self.module = Replay(self.replays)
