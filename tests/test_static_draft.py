@@ -310,3 +310,29 @@ def test_a_greedy_policy_prices_drafting_at_the_graphs_cost_where_they_draft(
     monkeypatch.setenv(draft_graphs.ENV, "0")  # graphs off: the eager cost again
     off = auto.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
     assert off.costs.drafter_s[auto.ASSISTANT] == eager.costs.drafter_s[auto.ASSISTANT]
+
+
+def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair, monkeypatch):
+    """`decoding.run` with the assistant's drafts replayed (here by the CPU's stand-in, as
+    if on CUDA): the output is plain decoding's, the record says the graphed path ran, and
+    the replays were timed as drafting, a token computed at a time."""
+    pair = near_pair
+    monkeypatch.setattr(generation, "auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepared = prepare(pair, draft)
+    graphs = graphed(prepared.assistant)
+    captured = draft_graphs._Outcome(os.getpid(), graphs, "stand-in replays")
+    monkeypatch.setitem(draft_graphs._outcomes, prepared.assistant, captured)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    replays = []
+    graphs.module.register_forward_hook(lambda _, args, out: replays.append(args[0]))
+    settings = RunSettings(max_new_tokens=24)
+    ids = decoding.encode_prompt(pair, PROMPT)
+    plain = decoding.drain(decoding.run(pair, ids, "plain", settings))
+    assisted = decoding.drain(decoding.run(pair, ids, "assisted", settings, draft))
+    assert assisted.token_ids == plain.token_ids
+    assert assisted.drafting_path == DraftingPath(CUDA_GRAPHS, "stand-in replays", 0.0)
+    drafted = [step.drafted for step in assisted.steps if step.drafted]
+    assert len(replays) == len(drafted) >= 4  # every draft a replay of the length asked
+    # Each replay's time went to the passes as its γ tokens' (the prefill's pass aside).
+    assert len(assisted.draft_forward_s) >= sum(replays)

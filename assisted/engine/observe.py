@@ -106,7 +106,10 @@ class StepObserver(BaseStreamer):
             draft_q=draft_q,
         )
         if policy and self.times_drafting:
-            policy.observe_draft(policy.choice, step.drafted, draft_s)
+            # A replayed draft computes every token it was asked for, whatever the rules
+            # cut after: its time is per token computed, not per token kept.
+            computed = max(step.drafted, self.drafting.replayed)
+            policy.observe_draft(policy.choice, computed, draft_s)
         self.record.steps.append(step)
         self.on_step(len(self.record.steps) - 1, step)
 
@@ -226,6 +229,7 @@ class _DraftTiming:
         self.forward_s = forward_s
         self.prefilled = False
         self.tokens: list[int] = []  # the passes each timing since the last read holds
+        self.replayed = 0  # tokens the replays read at the last read computed, cut or not
 
     def hooks(self, mode: Mode, assistant: PreTrainedModel | None) -> list:
         if self.pair.spec.drafter is DrafterKind.EARLY_EXIT:
@@ -258,6 +262,7 @@ class _DraftTiming:
         seconds = 0.0
         timed = self.timer.read()
         passes_each, self.tokens = self.tokens[: len(timed)], self.tokens[len(timed) :]
+        self.replayed = sum(passes for passes in passes_each if passes > 1)
         for elapsed, passes in zip(timed, passes_each, strict=True):
             seconds += elapsed
             if self.prefilled:
