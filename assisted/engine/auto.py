@@ -158,7 +158,7 @@ def calibrate(
     A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
     keep the policy from ever drafting long enough to correct it; so verifying k rows
     timed slower than k separate one-row passes is taken as disturbed and timed again. So
-    is a drafted token timed as dear as the target's T(1), or more than the noise above
+    is a drafted token timed dearer than the target's T(1), or more than the noise above
     the learnt one: a first calibration kept so would stop every later visitor's drafting,
     and a policy that never drafts never learns otherwise.
 
@@ -209,10 +209,10 @@ def _time_drafting(
     drafting = pair.learnt.precision(precision)
     timing.drafting.add(precision)
     kept = drafting.draft_s
-    # A drafted token as dear as the target's one-row step is taken as disturbed too: the
+    # A drafted token dearer than the target's one-row step is taken as disturbed too: the
     # assistant is the smaller model, and a policy priced so would never draft again, so
     # never learn otherwise (on a GPU at batch 1 both passes are launch-bound, so nearly
-    # as dear, still cheaper).
+    # as dear, still no dearer).
     ceiling = min(pair.learnt.verify_s.get(1, math.inf), (1 + _NOISE) * (kept or math.inf))
     # One row, as the assistant drafts one token per forward pass; where missing, a block
     # of rows for the prefill, whose time per token is flatter than a single row's.
@@ -222,7 +222,7 @@ def _time_drafting(
         drafting.draft_s = min(timed[1], drafting.draft_s or timed[1])
         if drafting.prefill_s is None and _PREFILL_ROWS in timed:
             drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
-        if timed[1] < ceiling:
+        if timed[1] <= ceiling:
             break
     if kept is None:
         timing.fresh = True
