@@ -336,3 +336,17 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     assert len(replays) == len(drafted) >= 4  # every draft a replay of the length asked
     # Each replay's time went to the passes as its γ tokens' (the prefill's pass aside).
     assert len(assisted.draft_forward_s) >= sum(replays)
+
+
+def test_a_cache_made_in_inference_mode_drafts_outside_it(near_pair):
+    """On a GPU the cache's length moves to the device at its first pass, in inference
+    mode: an inference tensor, which only inference mode may change. A draft called
+    outside it (the lab's timings, a bare `generate()`) still rolls it back."""
+    model = near_pair.assistant
+    drafter = StaticDrafter(StaticState(model, CAPACITY, CAP), 0.0, ())
+    with torch.inference_mode():
+        for layer in drafter.state.cache.layers:
+            layer.cumulative_length = layer.cumulative_length.clone()  # as `.to("cuda")` makes
+    prompt = prompt_ids(near_pair)
+    first = drafter.draft(prompt, CAP)
+    assert drafter.draft(prompt, CAP) == first  # rolled back to the prompt, drafted again

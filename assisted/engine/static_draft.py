@@ -81,9 +81,12 @@ class StaticState:
         self.out = torch.zeros((2, cap), dtype=torch.float64, device=device)
 
     def rewind(self, length: int) -> None:
-        """Keep the first `length` positions: a fill on the device, no host round trip."""
-        for layer in self.cache.layers:
-            layer.cumulative_length.fill_(length)
+        """Keep the first `length` positions: a fill on the device, no host round trip. In
+        inference mode, where the cache's tensors were made (moved to a GPU at its first
+        pass, they are inference tensors, which only inference mode may change)."""
+        with torch.inference_mode():
+            for layer in self.cache.layers:
+                layer.cumulative_length.fill_(length)
 
     def feed(self, ids: torch.Tensor) -> torch.Tensor:
         """Read `ids` (1, n) into the cache; the logits after the last one."""
@@ -147,12 +150,11 @@ class DraftGraphs:
 
 @dataclass
 class DraftCounts:
-    """What a drafter did in one run: drafts through graphs and eagerly, and reads of the
-    device a draft took (the committed ids, and its candidates), for the report."""
+    """What a drafter did in one run: its drafts through graphs, and eagerly (a draft
+    longer than the graphs' cap)."""
 
     graphed: int = 0
     eager: int = 0
-    host_reads: int = 0
 
 
 class StaticDrafter:
@@ -196,12 +198,11 @@ class StaticDrafter:
         caller may have read already (`ids`): else they are read here."""
         if ids is None:
             ids = input_ids[0].tolist()
-            self.counts.host_reads += 1
         # At least the last id is read again: its logits give the first candidate.
         keep = min(common_prefix_length(self.held, ids), len(ids) - 1)
-        self.state.rewind(keep)
         feed = input_ids[:, keep:].to(self.state.token.device)
         with torch.inference_mode():
+            self.state.rewind(keep)
             if self.graphs is not None and gamma <= self.graphs.cap:
                 return self._replayed(ids, feed, gamma)
             return self._eager(ids, feed, gamma)
@@ -216,7 +217,6 @@ class StaticDrafter:
         self.graphs.replay(gamma)
         tokens, probabilities = self.state.out[:, :gamma].tolist()  # the draft's one read
         self.counts.graphed += 1
-        self.counts.host_reads += 1
         tokens = [int(token) for token in tokens]
         # Every pass wrote its keys and values: the cache holds the ids and all but the
         # last candidate, whatever the cut keeps.
@@ -234,13 +234,11 @@ class StaticDrafter:
             if position:
                 logits = state.feed(state.token)
             token = int(logits.argmax())
-            self.counts.host_reads += 1
             drafted.append(token)
             if token in self.eos_ids:
                 break
             if self.threshold or self.cumulative:
                 confidence = logits.float().softmax(-1)[token].item()
-                self.counts.host_reads += 1
                 reach *= confidence
                 if confidence < self.threshold or reach < self.cumulative:
                     break
