@@ -48,6 +48,7 @@ from assisted.ui.device_queue import DeviceQueue
 from assisted.ui.gpu_time import (
     CallReport,
     GpuTimes,
+    capture_s,
     runs_s_per_token,
     s_per_token,
     worker_start_s,
@@ -175,13 +176,15 @@ def stream_comparison(
         raise gr.Error(f"Generation failed: {type(error).__name__}: {error}") from error
     final = live.outputs(done=True)
     yield final
+    set_up = len(pair.warmed_modes) > warmed  # this call prepared and warmed up the pair
     yield CallReport(
         spec.name,
         load_s,
-        setup.seconds if len(pair.warmed_modes) > warmed else None,
+        setup.seconds if set_up else None,
         plain_s_per_token=s_per_token(final.result, "plain"),
         assisted_s_per_token=s_per_token(final.result, "assisted"),
         cold_start_s=cold_start_s,
+        capture_s=capture_s(final.result) if set_up else None,
     )
 
 

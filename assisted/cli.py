@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -94,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
         "dtype), or auto (int4-wo on a bf16 CPU, int8 on an fp32 one); the target's precision "
         "never changes",
     )
+    draft.add_argument(
+        "--no-cuda-graphs",
+        action="store_true",
+        help="on CUDA, draft with eager passes instead of replaying captured graphs, for "
+        "measuring (as ASSISTED_CUDA_GRAPHS=0)",
+    )
     parser.add_argument("--json", action="store_true", help="end stdout with one JSON line")
     return parser
 
@@ -105,6 +112,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         for spec in PAIRS.values():
             print(f"{spec.name:32} {spec.drafter:14} {spec.note}", file=out)
         return 0
+    if args.no_cuda_graphs:
+        os.environ["ASSISTED_CUDA_GRAPHS"] = "0"  # read by assisted.engine.draft_graphs
     try:
         prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
         if prompt is None:
@@ -206,6 +215,9 @@ def format_table(result: dict) -> str:
     calibration = learnt_store.describe((result.get("assisted") or {}).get("calibration"))
     if calibration:
         lines.append(f"{'calibration':22}{calibration}")
+    drafting = stats.describe_drafting(result.get("assisted") or {})
+    if drafting:
+        lines.append(f"{'drafting':22}{drafting}")
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ from assisted.core.settings import (
 from assisted.engine import auto, decoding, generation, prepare
 from assisted.engine.decoding import RunDone, StepEvent
 from assisted.engine.lean import LeanDrafter
+from assisted.engine.static_draft import StaticDrafter
 from assisted.models import learnt_store, quantize
 from assisted.models.learnt_store import LearntFile
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
@@ -420,14 +421,14 @@ def test_the_assistant_drafts_from_the_committed_ids_alone(pair, monkeypatch, le
     generate(). Without the crop, the second draft here differs."""
     drafts = []
     if lean:
-        draft = LeanDrafter.draft
+        for kind in (LeanDrafter, StaticDrafter):  # a dynamic cache, or a static one
 
-        def recording(self, input_ids, gamma):
-            drafted = draft(self, input_ids, gamma)
-            drafts.append((input_ids.clone(), drafted))
-            return drafted
+            def recording(self, input_ids, gamma, ids=None, draft=kind.draft):
+                drafted = draft(self, input_ids, gamma, ids)
+                drafts.append((input_ids.clone(), drafted))
+                return drafted
 
-        monkeypatch.setattr(LeanDrafter, "draft", recording)
+            monkeypatch.setattr(kind, "draft", recording)
     else:
         get_candidates = AssistedCandidateGenerator.get_candidates
 

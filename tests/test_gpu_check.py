@@ -18,6 +18,7 @@ PAIRS_CHECKED = "embedded,embedded-prompt-lookup,layerskip-llama3.2-1b"
 def test_the_check_times_each_pair_and_writes_one_table(tmp_path, capsys):
     out = tmp_path / "check"
     arguments = ["--tiny", "--device", "cpu", "--pairs", PAIRS_CHECKED, "--max-rows", "4"]
+    arguments += ["--end-to-end-tokens", "12"]
     gpu_check.main([*arguments, "--repeats", "1", "--context", "16", "--out", str(out)])
     printed = capsys.readouterr().out
     assert printed.strip() == (out / "gpu_check.md").read_text().strip()
@@ -38,10 +39,22 @@ def test_the_check_times_each_pair_and_writes_one_table(tmp_path, capsys):
         "embedded-prompt-lookup",
     }  # early exit has no measured acceptance
     assert "layerskip-llama3.2-1b" in lines
+    # Drafting by path, for the pair with an assistant model only: on a CPU, no graphs.
+    drafting = report["embedded"]["drafting"]
+    assert drafting["loop_s"] > 0 and drafting["static_s"] > 0
+    assert drafting["graphed_s"] is None and "not on CUDA" in drafting["reason"]
+    assert report["embedded-prompt-lookup"]["drafting"] is None
+    assert "Drafting by path" in printed
+    # The real decoding path, end to end on the default GPU pair's shapes at toy widths.
+    through = json.loads((out / "end_to_end.json").read_text())
+    assert through["identical"] and through["held"] and through["drafted"] > 0
+    assert through["drafting_path"] == through["expected_path"] == "eager"
+    assert "End to end (held)" in printed
 
 
 def test_past_its_budget_the_check_starts_no_model_and_says_so(capsys):
-    gpu_check.main(["--tiny", "--device", "cpu", "--pairs", "embedded", "--budget-s", "0"])
+    arguments = ["--tiny", "--device", "cpu", "--pairs", "embedded", "--budget-s", "0"]
+    gpu_check.main([*arguments, "--end-to-end-tokens", "0"])
     assert "| embedded | not measured: the time budget ran out |" in capsys.readouterr().out
 
 

@@ -90,3 +90,23 @@ def test_after_an_abort_the_pairs_next_request_asks_more_up_to_the_cap_until_one
     assert times.comparison(name, 32, preloaded=True).seconds == SPACE_MAX_S
     times.note(CallReport(name, None, None))  # a call on the pair finished
     assert times.comparison(name, 32, preloaded=True).seconds == first.seconds
+
+
+def test_a_request_counts_the_capture_a_fresh_worker_makes():
+    """A pair whose assistant drafts as captured graphs asks, before any call measured it,
+    for the capture's passes too; once a call measured its set-up with a capture, a later
+    set-up measured without one (a reused worker warming another mode) is counted with
+    that capture, as the next call may get a fresh fork that captures again."""
+    coder, lookup = PAIRS["qwen2.5-coder-7b"], PAIRS["qwen2.5-coder-7b-prompt-lookup"]
+    capture = gpu_time.CAPTURE_STEPS * ZEROGPU_SLICE.step_s(coder.target_size)
+    assert first_guess(coder).setup_s == pytest.approx(first_guess(lookup).setup_s + capture)
+    times = GpuTimes(SPACE_MAX_S)
+    name = coder.name
+    times.note(CallReport(name, None, 12.0, 0.03, 0.02, capture_s=2.0))
+    with_capture = times.comparison(name, DEFAULT_TOKENS, preloaded=True).estimate_s
+    times.note(CallReport(name, None, 4.0, 0.03, 0.02))  # warmed a mode, captured nothing
+    assert times.comparison(name, DEFAULT_TOKENS, preloaded=True).estimate_s == pytest.approx(
+        with_capture - 12.0 + 4.0 + 2.0
+    )
+    assert gpu_time.capture_s({"assisted": {"graph_capture_s": 0.4}}) == 0.4
+    assert gpu_time.capture_s({"assisted": None}) is None

@@ -15,6 +15,7 @@ from transformers.generation.candidate_generator import AssistedCandidateGenerat
 from assisted.core.settings import DraftSettings
 from assisted.engine import auto, decoding
 from assisted.engine.lean import LeanDrafter
+from assisted.engine.static_draft import StaticDrafter
 from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
 from tests.tiny import build_model
@@ -44,16 +45,17 @@ def sliding_pair(tiny_dirs):
 
 @pytest.fixture
 def drafts(monkeypatch):
-    """Every lean draft of the test, as (committed ids, drafted ids)."""
+    """Every lean draft of the test, on a dynamic or a static cache, as (committed ids,
+    drafted ids)."""
     seen: list[tuple[list[int], list[int]]] = []
-    draft = LeanDrafter.draft
+    for kind in (LeanDrafter, StaticDrafter):
 
-    def recording(self, input_ids, gamma):
-        drafted = draft(self, input_ids, gamma)
-        seen.append((input_ids[0].tolist(), drafted))
-        return drafted
+        def recording(self, input_ids, gamma, ids=None, draft=kind.draft):
+            drafted = draft(self, input_ids, gamma, ids)
+            seen.append((input_ids[0].tolist(), drafted))
+            return drafted
 
-    monkeypatch.setattr(LeanDrafter, "draft", recording)
+        monkeypatch.setattr(kind, "draft", recording)
     return seen
 
 

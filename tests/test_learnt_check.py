@@ -10,6 +10,8 @@ import dataclasses
 import pytest
 import torch
 
+from assisted.core.bands import GREEDY
+from assisted.core.settings import DraftSettings
 from assisted.engine import auto
 from assisted.models import learnt_store, pairs
 from assisted.models.learnt_store import LearntFile
@@ -143,3 +145,37 @@ def test_a_process_forked_after_timing_reports_nothing_timed_and_times_nothing_a
     calibrate(worker)  # its parent checked these on this machine moments before
     assert len(calls) == 2
     assert learnt_store.calibration(worker.learnt, file).checked == ()
+
+
+def drafts_first(pair: pairs.LoadedPair) -> bool:
+    """Whether a fresh greedy `auto` policy on the pair's learnt costs drafts with the
+    assistant at a first step (no acceptance seen: its prior), context already read."""
+    policy = auto.new_policy(pair, DraftSettings(num_assistant_tokens=CAP), "none", GREEDY)
+    policy.started = True  # the assistant has read the prompt: no prefill to weigh
+    choice = policy.choose({auto.ASSISTANT: CAP, auto.LOOKUP: 0}, tokens_left=64, context=0)
+    return choice.source == auto.ASSISTANT and choice.gamma > 0
+
+
+def test_a_calibration_under_load_does_not_stop_the_next_visitors_drafting(pair, file, monkeypatch):
+    """A first calibration (nothing on disk) whose assistant pass is timed during a burst
+    of other work, dearer than the target's own step: timed again, so the costs kept, and
+    the next visitor's policy, draft as on a quiet machine; kept as timed, they would not.
+    (A T(k) timed slow never replaces a learnt one: the smaller stands.)"""
+    fresh = new_process(pair, file)
+    assistant_s = iter([5 * QUIET[1], DRAFT_S])  # a burst, then quiet
+
+    def time_forwards(model, prefix, rows, device):
+        if model is pair.target:
+            return {k: QUIET[k] for k in rows}
+        seconds = next(assistant_s)
+        return {k: seconds * k for k in rows}
+
+    monkeypatch.setattr(auto, "_time_forwards", time_forwards)
+    calibrate(fresh)
+    assert fresh.learnt.precision("none").draft_s == DRAFT_S
+    learnt_store.save(file, fresh.learnt)
+    visitor = new_process(pair, file)
+    assert drafts_first(visitor)
+    busy = new_process(pair, file)
+    busy.learnt.precision("none").draft_s = 5 * QUIET[1]  # as kept without the second timing
+    assert not drafts_first(busy)

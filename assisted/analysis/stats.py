@@ -242,7 +242,41 @@ def summarize(record: RunRecord, steps: bool = True) -> dict:
             }
         if record.acceptance_band is not None:
             summary["acceptance_band"] = record.acceptance_band
+        if record.drafting_path is not None:
+            path = record.drafting_path
+            summary.update(
+                drafting_path=path.path,
+                drafting_path_reason=path.reason,
+                graph_capture_s=rounded(path.capture_s, 3),
+                drafting_s_per_token=rounded(drafting_s_per_token(record), 6),
+            )
     return summary
+
+
+def describe_drafting(summary: dict) -> str | None:
+    """An assisted run's drafting path in words, from its JSON summary: the path, its
+    drafting time per token and why it took that path; None without an assistant model."""
+    path = summary.get("drafting_path")
+    if path is None:
+        return None
+    per_token = summary.get("drafting_s_per_token")
+    cost = "" if per_token is None else f", {per_token * 1000:.2f} ms a drafted token"
+    return f"{path}{cost} ({summary.get('drafting_path_reason')})"
+
+
+def drafting_s_per_token(record: RunRecord) -> float | None:
+    """The assistant's seconds per drafted token over the steps it drafted, its catch-ups
+    of committed ids included (each step's `draft_s`); None where it drafted nothing or
+    its drafting was not timed."""
+    timed = [
+        step
+        for step in record.steps
+        if step.drafted
+        and step.draft_s is not None
+        and (step.source is None or step.source.times_drafting)
+    ]
+    drafted = sum(step.drafted for step in timed)
+    return sum(step.draft_s for step in timed) / drafted if drafted else None
 
 
 def compare(plain: RunRecord, assisted: RunRecord) -> dict:

@@ -78,6 +78,25 @@ class Step:
     draft_q: tuple[float, ...] = ()
 
 
+# The drafting paths (`DraftingPath.path`).
+CUDA_GRAPHS = "cuda-graphs"
+EAGER = "eager"
+GENERATE = "generate"
+
+
+@dataclass(frozen=True)
+class DraftingPath:
+    """How an assisted run's assistant drafted, and why (`assisted.engine.static_draft`):
+    "cuda-graphs" (its draft replayed as captured CUDA graphs, read back once), "eager"
+    (the lean loop, a pass and a read a token) or "generate" (the assistant's own
+    `generate()` through Transformers' generator). `capture_s`: what capturing the graphs
+    took, once per process and assistant; None where none were captured."""
+
+    path: str
+    reason: str
+    capture_s: float | None = None
+
+
 @dataclass(frozen=True)
 class Calibration:
     """Where an `auto` run's costs came from. "timed": this process timed some the pair
@@ -179,6 +198,8 @@ class RunRecord:
     # A greedy assisted run's drafters' proposals at every position, found after it, and
     # its costs (`assisted.engine.hindsight`); None where no oracle can be found.
     hindsight: Hindsight | None = None
+    # How the assistant drafted (`DraftingPath`); None without an assistant model.
+    drafting_path: DraftingPath | None = None
 
     @property
     def token_ids(self) -> list[int]:
@@ -199,6 +220,7 @@ class RunRecord:
         top2 = [None if row is None else tuple(row) for row in data.get("top2", [])]
         calibration = Calibration(**data["calibration"]) if data.get("calibration") else None
         hindsight = Hindsight.from_dict(data["hindsight"]) if data.get("hindsight") else None
+        path = DraftingPath(**data["drafting_path"]) if data.get("drafting_path") else None
         return cls(
             **{
                 **data,
@@ -208,6 +230,7 @@ class RunRecord:
                 "top2": top2,
                 "calibration": calibration,
                 "hindsight": hindsight,
+                "drafting_path": path,
             }
         )
 

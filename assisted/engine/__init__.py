@@ -5,8 +5,10 @@
 - `decoding`: one `generate()` per run, streaming a step event each target step;
 - `observe`, `detokenizer`, `draft_probs`: watching a run (streamer, hooks, timers); its
   text as it streams; a sampled run's p and q;
-- `auto`, `candidates`, `lookup`, `lean`: the `auto` schedule's seam and calibration; the
-  per-step drafters Transformers calls; the suffix lookup; the lean drafting loop;
+- `auto`, `candidates`, `lookup`, `lean`, `static_draft`, `draft_graphs`: the `auto`
+  schedule's seam and calibration; the per-step drafters Transformers calls; the suffix
+  lookup; the lean drafting loop, on a DynamicCache and on a static cache, and its drafts
+  captured and replayed as CUDA graphs;
 - `hindsight`: what the drafters would have proposed at every position, after the run;
 - `sampling_draws`: samples of a prompt's first tokens, drawn as a run draws them.
 

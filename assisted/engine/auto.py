@@ -25,6 +25,7 @@ embedded pair in fp32, docs/auto-policy.md).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,6 +47,7 @@ from transformers.generation.candidate_generator import (
 
 from assisted.core.bands import GREEDY, Band
 from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import draft_graphs
 from assisted.engine.candidates import (
     ASSISTANT,
     LOOKUP,
@@ -57,6 +59,7 @@ from assisted.engine.candidates import (
 from assisted.engine.lean import LeanDrafter
 from assisted.engine.lookup import SuffixLookup
 from assisted.engine.observe import synchronize
+from assisted.engine.static_draft import StaticDrafter, StaticState, has_sliding_layers
 from assisted.models import learnt_store
 from assisted.models.loading import end_ids
 from assisted.policy.choice import DraftPolicy
@@ -71,16 +74,28 @@ if TYPE_CHECKING:
 # Each calibration timing is the fastest of this many forward passes, after one untimed
 # pass, on a cache holding the warm-up prompt.
 _CALIBRATION_REPEATS = 3
-_CALIBRATION_ATTEMPTS = 3  # timings of the target's rows, while they look disturbed
+_CALIBRATION_ATTEMPTS = 3  # timings of a cost, while they look disturbed
+# A drafting time within this share above the learnt one agrees with it; further above,
+# the machine was busy, and it is timed again. (Quiet timings of one pass differ by a few
+# percent; a busy host adds tens of percent.)
+_NOISE = 0.25
 _PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
 _SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
 
 
-def new_policy(pair: LoadedPair, draft: DraftSettings, precision: str, band: Band) -> DraftPolicy:
+def new_policy(
+    pair: LoadedPair,
+    draft: DraftSettings,
+    precision: str,
+    band: Band,
+    assistant: PreTrainedModel | None = None,
+) -> DraftPolicy:
     """A fresh policy for one `auto` run in temperature `band` (`assisted.core.bands`), seeded by
     the pair's costs (calibrated when the pair was prepared, `assisted.engine.prepare`, and refined
     by its runs since) and by the acceptance its earlier runs in `precision` and `band` saw.
-    A sampled run's assistant is priced at its sampled drafting time. Times nothing.
+    A sampled run's assistant is priced at its sampled drafting time; a greedy run's, where
+    the `assistant` drafts through captured CUDA graphs, at their time per token
+    (`assisted.engine.draft_graphs`). Times nothing.
 
     A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
     matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
@@ -91,6 +106,9 @@ def new_policy(pair: LoadedPair, draft: DraftSettings, precision: str, band: Ban
         drafter_s, model, prefill_s = {LOOKUP: 0.0}, None, 0.0
     else:
         verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, True, sampled)
+        graphed_s = draft_graphs.draft_s_per_token(assistant, cap) if assistant else None
+        if graphed_s is not None and not sampled:
+            per_token_s = graphed_s
         drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
     history = pair.learnt.precision(precision).acceptance_in(band)
     return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
@@ -139,7 +157,10 @@ def calibrate(
 
     A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
     keep the policy from ever drafting long enough to correct it; so verifying k rows
-    timed slower than k separate one-row passes is taken as disturbed and timed again.
+    timed slower than k separate one-row passes is taken as disturbed and timed again. So
+    is a drafted token timed dearer than the target's T(1), or more than the noise above
+    the learnt one: a first calibration kept so would stop every later visitor's drafting,
+    and a policy that never drafts never learns otherwise.
 
     Costs an earlier process left on disk (`assisted.models.learnt_store`) are checked: T(1),
     T(cap + 1) and the drafting time are timed again, once per process, and the smaller of
@@ -187,20 +208,28 @@ def _time_drafting(
     prefill's per token (`calibrate`)."""
     drafting = pair.learnt.precision(precision)
     timing.drafting.add(precision)
-    if drafting.draft_s is not None:
-        kept = drafting.draft_s
-        drafting.draft_s = min(kept, _time_forwards(assistant, prefix, [1], pair.device)[1])
-        timing.checked.append(f"drafting {precision}")
-        if drafting.draft_s < kept:
-            timing.corrected.append(f"drafting {precision}")
+    kept = drafting.draft_s
+    # A drafted token dearer than the target's one-row step is taken as disturbed too: the
+    # assistant is the smaller model, and a policy priced so would never draft again, so
+    # never learn otherwise (on a GPU at batch 1 both passes are launch-bound, so nearly
+    # as dear, still no dearer).
+    ceiling = min(pair.learnt.verify_s.get(1, math.inf), (1 + _NOISE) * (kept or math.inf))
+    # One row, as the assistant drafts one token per forward pass; where missing, a block
+    # of rows for the prefill, whose time per token is flatter than a single row's.
+    rows = [1] if kept is not None else [1, _PREFILL_ROWS]
+    for _ in range(_CALIBRATION_ATTEMPTS):
+        timed = _time_forwards(assistant, prefix, rows, pair.device)
+        drafting.draft_s = min(timed[1], drafting.draft_s or timed[1])
+        if drafting.prefill_s is None and _PREFILL_ROWS in timed:
+            drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+        if timed[1] <= ceiling:
+            break
+    if kept is None:
+        timing.fresh = True
         return
-    # One row, as the assistant drafts one token per forward pass; a block of rows for the
-    # prefill, whose time per token is flatter than a single row's.
-    timed = _time_forwards(assistant, prefix, [1, _PREFILL_ROWS], pair.device)
-    drafting.draft_s = timed[1]
-    if drafting.prefill_s is None:
-        drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
-    timing.fresh = True
+    timing.checked.append(f"drafting {precision}")
+    if drafting.draft_s < kept:
+        timing.corrected.append(f"drafting {precision}")
 
 
 def calibrated(
@@ -355,11 +384,14 @@ def drafting_policy(
     draft: DraftSettings | None = None,
     lookup: SuffixLookup | None = None,
     lean: bool = True,
+    built: list | None = None,
 ) -> Iterator[None]:
     """Within the block, `target.generate()` drafts as `policy` chooses, and prompt lookup
     matches with `lookup` (`assisted.engine.lookup`; None: Transformers' own search). Under a
-    policy and greedy decoding the assistant drafts with `assisted.engine.lean`'s loop where
-    `lean`, else with its generator's `generate()`.
+    policy and greedy decoding the assistant drafts with the lean loop where `lean`
+    (`assisted.engine.static_draft`: on a static cache, graphed where captured), else with
+    its generator's `generate()`. Each lean drafter built is appended to `built`, where
+    given, for the run's report of the path it took.
 
     Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
     (tests/test_decoding.py pins it), wrapping the generator Transformers builds. Under a
@@ -397,6 +429,8 @@ def drafting_policy(
         # Greedy: the target needs the candidates' ids only (`assisted.engine.lean`).
         sampled = config.do_sample
         loop = _lean_drafter(generator, config, draft) if lean and not sampled else None
+        if loop is not None and built is not None:
+            built.append(loop)
         return PolicyDrafter(generator, source, policy, config.max_length, loop)
 
     target._get_candidate_generator = get_candidate_generator
@@ -408,10 +442,20 @@ def drafting_policy(
 
 def _lean_drafter(
     generator: AssistedCandidateGenerator, config, draft: DraftSettings
-) -> LeanDrafter:
+) -> LeanDrafter | StaticDrafter:
     """A lean loop drafting as `generator`'s assistant would, under `config`'s end of
-    sequence and the assistant's confidence threshold, and `draft`'s cumulative one."""
+    sequence and the assistant's confidence threshold, and `draft`'s cumulative one, for a
+    run of at most `config.max_length` tokens drafting at most `draft`'s cap a step: graphed
+    where `assisted.engine.draft_graphs` captured the assistant for it, else eager on a
+    static cache sized for the run, or on the dynamic one where the assistant has
+    sliding-window layers (`assisted.engine.static_draft`)."""
     eos_ids = end_ids(config)
     threshold = generator.assistant_confidence_threshold or 0.0
     model = generator.assistant_model
-    return LeanDrafter(model, threshold, eos_ids, draft.cumulative_threshold)
+    cumulative = draft.cumulative_threshold
+    if has_sliding_layers(model):
+        return LeanDrafter(model, threshold, eos_ids, cumulative)
+    cap = draft.num_assistant_tokens
+    graphs, reason = draft_graphs.for_run(model, config.max_length, cap)
+    state = graphs.state if graphs is not None else StaticState(model, config.max_length, cap)
+    return StaticDrafter(state, threshold, eos_ids, cumulative, graphs, reason)

@@ -29,6 +29,7 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.record import common_prefix_length
 from assisted.engine.lean import LeanDrafter, crop_to_committed
 from assisted.engine.lookup import NO_MATCH, Match, SuffixLookup
+from assisted.engine.static_draft import StaticDrafter
 from assisted.policy.choice import DraftPolicy
 
 # The `auto` policy's draft sources.
@@ -42,8 +43,8 @@ class SuffixSource:
     def __init__(self, lookup: SuffixLookup):
         self.lookup = lookup
 
-    def find(self, input_ids: torch.Tensor, most: int) -> Match:
-        return self.lookup.find(input_ids[0].tolist(), most)
+    def find(self, input_ids: torch.Tensor, most: int, ids: list[int] | None = None) -> Match:
+        return self.lookup.find(input_ids[0].tolist() if ids is None else ids, most)
 
 
 class TransformersLookup:
@@ -53,7 +54,7 @@ class TransformersLookup:
     def __init__(self, generator: PromptLookupCandidateGenerator):
         self.generator = generator
 
-    def find(self, input_ids: torch.Tensor, most: int) -> Match:
+    def find(self, input_ids: torch.Tensor, most: int, ids: list[int] | None = None) -> Match:
         if most < 1:
             return NO_MATCH
         self.generator.num_output_tokens = most
@@ -104,7 +105,7 @@ class PolicyDrafter(CandidateGenerator):
         lookup: SuffixSource | TransformersLookup,
         policy: DraftPolicy,
         max_length: int,
-        lean: LeanDrafter | None = None,
+        lean: LeanDrafter | StaticDrafter | None = None,
     ):
         """`lean`, where given, drafts the assistant's candidates in place of its
         generator's `generate()`."""
@@ -120,8 +121,10 @@ class PolicyDrafter(CandidateGenerator):
     def get_candidates(self, input_ids: torch.LongTensor, **kwargs):
         length = input_ids.shape[1]
         tokens_left = self.max_length - length
+        # Read once, for the lookup and the lean loop: on a GPU each read waits on it.
+        ids = input_ids[0].tolist()
         # The target adds a token of its own to the candidates: leave room for it.
-        match = self.lookup.find(input_ids, min(self.policy.cap, tokens_left - 1))
+        match = self.lookup.find(input_ids, min(self.policy.cap, tokens_left - 1), ids)
         self.length, self.matched = length, match.tokens
         offers = {LOOKUP: len(match.tokens)}
         if self.assistant is not None:
@@ -132,14 +135,14 @@ class PolicyDrafter(CandidateGenerator):
         if choice.source == LOOKUP:
             return _with_tokens(input_ids, match.tokens[: choice.gamma]), None
         if choice.source == ASSISTANT:
-            return self._draft(input_ids, choice.gamma, **kwargs)
+            return self._draft(input_ids, choice.gamma, ids, **kwargs)
         return input_ids, None
 
-    def _draft(self, input_ids: torch.LongTensor, gamma: int, **kwargs):
+    def _draft(self, input_ids: torch.LongTensor, gamma: int, ids: list[int], **kwargs):
         """The assistant's `gamma` candidates, from a cache holding committed ids only."""
         if self.lean is not None:
             started = time.perf_counter()
-            drafted = self.lean.draft(input_ids, gamma)  # ids read back: a synchronisation
+            drafted = self.lean.draft(input_ids, gamma, ids)  # read back: a synchronisation
             self.policy.costs.observe_call(time.perf_counter() - started)
             return _with_tokens(input_ids, drafted), None
         assistant = self.assistant
@@ -159,8 +162,7 @@ class PolicyDrafter(CandidateGenerator):
             # no more than the generator keeps (all but the last two ids, which it feeds):
             # its own crop is then none, as a sliding-window layer cannot be cropped twice
             # past its window without losing a state inside it.
-            committed = input_ids[0].tolist()
-            crop_to_committed(cache, self.held, committed, input_ids.shape[1] - 2)
+            crop_to_committed(cache, self.held, ids, input_ids.shape[1] - 2)
         started = time.perf_counter()
         candidate_ids, candidate_logits = assistant.get_candidates(input_ids, **kwargs)
         # generate() has synchronised the device before returning the draft's ids.

@@ -181,7 +181,8 @@ def _run(
     observer = StepObserver(pair, record, on_step, len(prompt_ids), policy, plain_steps)
     kwargs = generation.generate_kwargs(pair, prompt_ids, settings, prepared, observer, stopper)
     lookup = generation.lookup_for(prompt_ids, settings, prepared)
-    seam = generation.drafting_seam(pair, prepared, policy, lookup)
+    built: list = []  # the lean drafter the seam builds, whose path the record keeps
+    seam = generation.drafting_seam(pair, prepared, policy, lookup, built)
 
     def work() -> None:
         try:
@@ -195,6 +196,7 @@ def _run(
                     pair.target.generate(**kwargs)
                 synchronize(pair.device)
                 record.total_s = time.perf_counter() - observer.start
+            record.drafting_path = generation.drafting_path(prepared, settings, built)
             observer.flush()
             record.stopped = stopper.triggered
             if prepared is not None:

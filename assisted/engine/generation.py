@@ -18,6 +18,7 @@ from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaLis
 
 from assisted.core.bands import Band
 from assisted.core.drafters import DrafterKind
+from assisted.core.record import GENERATE, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import auto
 from assisted.engine.lookup import SuffixLookup, user_span
@@ -113,12 +114,30 @@ def drafting_seam(
     prepared: Prepared | None,
     policy: DraftPolicy | None,
     lookup: SuffixLookup | None,
+    built: list | None = None,
 ) -> AbstractContextManager:
     """The seam through which `policy` (under `auto`) chooses each step's draft and prompt
-    lookup matches with `lookup` (None: Transformers' own search); nothing for plain runs."""
+    lookup matches with `lookup` (None: Transformers' own search); nothing for plain runs.
+    The lean drafters it builds are appended to `built`, where given (`drafting_path`)."""
     if prepared is None:
         return nullcontext()
-    return auto.drafting_policy(pair.target, policy, prepared.draft, lookup)
+    return auto.drafting_policy(pair.target, policy, prepared.draft, lookup, built=built)
+
+
+def drafting_path(
+    prepared: Prepared | None, settings: RunSettings, built: list
+) -> DraftingPath | None:
+    """How a run's assistant drafted: as the lean drafter its seam built says (`built`),
+    else through the assistant's own `generate()`; None without an assistant model."""
+    if prepared is None or prepared.assistant is None:
+        return None
+    if built:
+        return built[-1].path
+    if settings.sample:
+        reason = "sampling reads the assistant's scores, which its generate() returns"
+    else:
+        reason = f"the {prepared.draft.schedule} schedule drafts through Transformers' generator"
+    return DraftingPath(GENERATE, reason)
 
 
 def suffix_lookup(prompt_ids: list[int], prepared: Prepared, chat_template: bool) -> SuffixLookup:
@@ -136,7 +155,7 @@ def auto_policy(pair: LoadedPair, prepared: Prepared | None, band: Band) -> Draf
     schedules."""
     if prepared is None or prepared.draft.schedule != "auto":
         return None
-    return auto.new_policy(pair, prepared.draft, prepared.precision, band)
+    return auto.new_policy(pair, prepared.draft, prepared.precision, band, prepared.assistant)
 
 
 class StopRequested(StoppingCriteria):

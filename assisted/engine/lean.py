@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import DynamicCache
 
-from assisted.core.record import common_prefix_length
+from assisted.core.record import EAGER, DraftingPath, common_prefix_length
 
 if TYPE_CHECKING:
     from transformers import Cache, PreTrainedModel
@@ -54,10 +54,17 @@ class LeanDrafter:
         # states past its window until the next crop, so a draft can be taken back.
         self.cache.activate_past_recording()
         self.held: list[int] = []  # the ids whose keys and values the cache holds
+        # `assisted.engine.static_draft` drafts on a static cache, except for an assistant
+        # with sliding-window layers: this loop's only use in a run.
+        self.path = DraftingPath(EAGER, "sliding-window layers: a dynamic cache")
 
-    def draft(self, input_ids: torch.LongTensor, gamma: int) -> list[int]:
-        """Up to `gamma` candidates to follow `input_ids` (one sequence)."""
-        ids = input_ids[0].tolist()
+    def draft(
+        self, input_ids: torch.LongTensor, gamma: int, ids: list[int] | None = None
+    ) -> list[int]:
+        """Up to `gamma` candidates to follow `input_ids` (one sequence), whose ids the
+        caller may have read already (`ids`)."""
+        if ids is None:
+            ids = input_ids[0].tolist()
         # At least the last id is read again: its logits give the first candidate.
         keep = crop_to_committed(self.cache, self.held, ids, len(ids) - 1)
         feed = input_ids[:, keep:].to(self.model.device)

@@ -37,6 +37,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import Mode, RunRecord, Step, common_prefix_length
+from assisted.engine import draft_graphs
 from assisted.engine.detokenizer import Detokenizer
 from assisted.engine.draft_probs import DraftProbabilities
 from assisted.policy.costs import PlainSteps
@@ -105,7 +106,10 @@ class StepObserver(BaseStreamer):
             draft_q=draft_q,
         )
         if policy and self.times_drafting:
-            policy.observe_draft(policy.choice, step.drafted, draft_s)
+            # A replayed draft computes every token it was asked for, whatever the rules
+            # cut after: its time is per token computed, not per token kept.
+            computed = max(step.drafted, self.drafting.replayed)
+            policy.observe_draft(policy.choice, computed, draft_s)
         self.record.steps.append(step)
         self.on_step(len(self.record.steps) - 1, step)
 
@@ -216,13 +220,16 @@ class _Stream:
 class _DraftTiming:
     """Times the drafter's forward passes: the assistant's, or the target's own first layers
     under early exit. Each pass after the first (the assistant's prefill) goes to
-    `forward_s`."""
+    `forward_s`; a replay of captured graphs (`assisted.engine.draft_graphs`), which runs
+    γ passes in one call, goes there as γ passes of a γth of its time each."""
 
     def __init__(self, pair: LoadedPair, forward_s: list[float]):
         self.pair = pair
         self.timer = _PassTimer(pair.device)
         self.forward_s = forward_s
         self.prefilled = False
+        self.tokens: list[int] = []  # the passes each timing since the last read holds
+        self.replayed = 0  # tokens the replays read at the last read computed, cut or not
 
     def hooks(self, mode: Mode, assistant: PreTrainedModel | None) -> list:
         if self.pair.spec.drafter is DrafterKind.EARLY_EXIT:
@@ -232,26 +239,40 @@ class _DraftTiming:
                 target.register_forward_hook(self._after_early_exit),
             ]
         if mode == "assisted" and assistant is not None:
-            return [
-                assistant.register_forward_pre_hook(lambda *_: self.timer.start()),
+            handles = [
+                assistant.register_forward_pre_hook(lambda *_: self._start(1)),
                 assistant.register_forward_hook(lambda *_: self.timer.stop()),
             ]
+            replay = draft_graphs.replay_module(assistant)
+            if replay is not None:
+                handles += [
+                    replay.register_forward_pre_hook(lambda _, args: self._start(args[0])),
+                    replay.register_forward_hook(lambda *_: self.timer.stop()),
+                ]
+            return handles
         return []
+
+    def _start(self, passes: int) -> None:
+        self.tokens.append(passes)
+        self.timer.start()
 
     def read(self) -> float:
         """Seconds of the drafting passes timed since the last read: a step's drafting
         time, the assistant's prefill included."""
         seconds = 0.0
-        for elapsed in self.timer.read():
+        timed = self.timer.read()
+        passes_each, self.tokens = self.tokens[: len(timed)], self.tokens[len(timed) :]
+        self.replayed = sum(passes for passes in passes_each if passes > 1)
+        for elapsed, passes in zip(timed, passes_each, strict=True):
             seconds += elapsed
             if self.prefilled:
-                self.forward_s.append(elapsed)
+                self.forward_s.extend([elapsed / passes] * passes)
             self.prefilled = True
         return seconds
 
     def _before_early_exit(self, module, args) -> None:
         if _early_exit_drafting(self.pair):
-            self.timer.start()
+            self._start(1)
 
     def _after_early_exit(self, module, args, output) -> None:
         if _early_exit_drafting(self.pair):

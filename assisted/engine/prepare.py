@@ -8,7 +8,9 @@ ids never drafted. Here it is one stage, whose result a run receives (`Prepared`
 - the assistant's precision, and the model that drafts in it (`LoadedPair.drafting_assistant`:
   an int8 copy is made once, and may evict other pairs);
 - under `auto`, the calibration of the costs (`assisted.engine.auto.calibrate`), timed once per
-  pair, machine and dtype, on a cache holding the warm-up prompt; and once a run samples,
+  pair, machine and dtype, on a cache holding the warm-up prompt; on CUDA, the capture of
+  the assistant's drafts as graphs, checked against its eager passes
+  (`assisted.engine.draft_graphs`), once per process; and once a run samples,
   the assistant's drafting through its sampling generator (`auto.calibrate_sampled`),
   which greedy runs never pay for;
 - the template facts: the chat template's ids around an empty message, from which a run
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import auto
+from assisted.engine import auto, draft_graphs
 from assisted.models import learnt_store, quantize
 from assisted.models.loading import end_ids
 from assisted.models.pairs import LoadedPair
@@ -108,6 +110,10 @@ def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
     if draft.schedule == "auto":
         cap = draft.length_for(pair.spec.drafter)
         auto.calibrate(pair, _warmup_prefix(pair), assistant, precision, cap)
+        if assistant is not None:
+            # Greedy `auto` runs draft with the lean loop: on CUDA, captured graphs of it,
+            # whose time per token then prices the policy's drafting (`auto.new_policy`).
+            draft_graphs.prepare(assistant, cap, _warmup_prefix(pair))
     computes_in = None
     if assistant is not None:
         computes_in = pair.dtype_name if precision == "none" else precision

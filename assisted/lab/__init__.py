@@ -5,9 +5,10 @@
 - `lean_timing`, `watch_cost`: what the lean loop saves, and what watching a run costs;
 - `precisions`, `memory`: the assistant's precisions compared; where a pair's memory goes;
 - `stream_cost`: what one streaming update of the Compare tab costs the server;
-- `gpu_check`: each registry pair's costs on a device, from random weights, and its
-  modelled speedup.
+- `gpu_check`, `drafting_paths`: each registry pair's costs on a device, from random
+  weights, and its modelled speedup; its drafting by path (eager, graphed), and a run
+  end to end through the graphed path.
 
-Each is a `python -m assisted.lab.NAME` command. May import every layer; nothing outside
-the lab imports it (tests aside).
+Each is a `python -m assisted.lab.NAME` command (`drafting_paths` serves `gpu_check`).
+May import every layer; nothing outside the lab imports it (tests aside).
 """

@@ -21,6 +21,13 @@ E = (1 − α^(γ+1)) / (1 − α) tokens for γ·d + T(γ+1) seconds, against T
 at the embedded pair's acceptance: the figure says what its costs allow, not what its
 models agree on. Early exit has no measured acceptance and no modelled figure.
 
+Per pair with an assistant model, it also times drafting by path (`assisted.lab.
+drafting_paths`): the lean loop on a DynamicCache, the same on a static cache, and the
+draft replayed as CUDA graphs; the graphs' capture time; host synchronisations per draft;
+and the modelled speedup with the loop's and with the graphs' drafting cost, at the same
+acceptance. Then it runs `decoding.run` end to end on the default GPU pair's shapes, plain
+and assisted, and checks that the output is identical and that the graphed path ran.
+
 It stops starting models after `--budget-s` seconds and says which it left out; it also
 runs on a CPU at toy widths (`--tiny`), as the tests run it. Its figures for an H200 are in
 docs/space.md#the-gpu-check, when a device was lent.
@@ -32,6 +39,7 @@ import argparse
 import copy
 import json
 import math
+import os
 import platform
 import statistics
 import sys
@@ -44,6 +52,9 @@ import torch
 import transformers
 
 from assisted.core.drafters import DrafterKind
+from assisted.engine import draft_graphs
+from assisted.lab import drafting_paths
+from assisted.lab.drafting_paths import Drafting
 from assisted.models.architectures import ARCHITECTURES, Architecture
 from assisted.models.registry import PAIRS, PairSpec
 
@@ -82,6 +93,9 @@ ACCEPTANCE: dict[str, dict[str, tuple[float, float]]] = {
 CONTEXT = 256  # tokens in the cache before the timed pass: a prompt and some answer
 WARMUP = 2  # untimed passes per row count (the kernels' first calls pick their algorithms)
 TOY = {"hidden_size": 64, "intermediate_size": 128, "heads": 4, "head_dim": 16, "vocab": 512}
+GAMMA = 8  # the drafts timed by path: the registry's cap under `auto`
+END_TO_END_PAIR = "qwen2.5-coder-7b"  # the Space's default GPU pair
+CODE_KINDS = ("edit-code", "write-code")
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,7 @@ class Pricing:
 
     target: Costs
     draft_s: float | None
+    drafting: Drafting | None = None  # by path, for a pair with an assistant model
 
 
 def toy(architecture: Architecture, vocab: bool = True) -> Architecture:
@@ -189,6 +204,7 @@ class Timer:
         self.deadline = deadline
         self.targets: dict[Architecture, Costs] = {}
         self.drafters: dict[Architecture, float] = {}
+        self.paths: dict[Architecture, Drafting] = {}
 
     def target(self, architecture: Architecture) -> Costs | None:
         """Its T(1)..T(max_rows) and floors; None past the deadline."""
@@ -209,6 +225,20 @@ class Timer:
                 return None
             self.drafters[architecture] = self._timed(architecture, 1)[0][0]
         return self.drafters[architecture]
+
+    def drafting(self, architecture: Architecture) -> Drafting | None:
+        """Its drafting by path (`drafting_paths.time_drafting`); None past the deadline."""
+        if architecture not in self.paths:
+            if time.monotonic() > self.deadline:
+                return None
+            built = toy(architecture) if self.tiny else architecture
+            model = build(built, self.device, self.dtype)
+            self.paths[architecture] = drafting_paths.time_drafting(
+                model, self.device, self.context, GAMMA, self.repeats
+            )
+            del model
+            free(self.device)
+        return self.paths[architecture]
 
     def _timed(
         self, architecture: Architecture, rows: int, as_is: bool = False
@@ -237,7 +267,8 @@ def price(spec: PairSpec, timer: Timer) -> Pricing | None:
     if spec.drafter is DrafterKind.EARLY_EXIT:
         first = replace(ARCHITECTURES[spec.target], layers=spec.early_exit_layer or 1)
         return Pricing(target, timer.one_row(first))
-    return Pricing(target, timer.one_row(ARCHITECTURES[spec.assistant]))
+    assistant = ARCHITECTURES[spec.assistant]
+    return Pricing(target, timer.one_row(assistant), timer.drafting(assistant))
 
 
 def modelled_speedup(
@@ -358,7 +389,89 @@ def tables(results: dict[str, Pricing | None], device_line: str, bandwidth_bps: 
             cells.append(f"{speedup:.2f}x (γ {gamma})")
         overall = f"{geomean(speedups):.2f}x" if speedups else "—"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {overall} |")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *path_table(results)])
+
+
+def path_speedups(pricing: Pricing, draft_s: float | None) -> dict[str, float] | None:
+    """The modelled speedup by prompt kind (best constant γ, every step drafting) with
+    `draft_s` a drafted token, at the assistant's CPU-measured acceptance; None without
+    a drafting cost."""
+    if draft_s is None:
+        return None
+    alphas = ACCEPTANCE[DrafterKind.ASSISTANT.value]
+    rows = pricing.target.rows
+    return {kind: modelled_speedup(alpha, rows, draft_s)[0] for kind, (alpha, _) in alphas.items()}
+
+
+def path_table(results: dict[str, Pricing | None]) -> list[str]:
+    """The drafting table: per pair with an assistant model, drafting by path, the capture,
+    host synchronisations per draft, and the modelled speedup with each path's cost."""
+    lines = [
+        f"Drafting by path, drafts of {GAMMA} (`assisted.lab.drafting_paths`): the lean loop on "
+        "a DynamicCache, the same on a static cache, the draft replayed as CUDA graphs; "
+        "modelled speedups (not measured) with the loop's and the graphs' cost, geomean of "
+        f"the kinds and of the code kinds ({', '.join(CODE_KINDS)}):",
+        "",
+        "| pair | drafting ms/token: loop · static · graphed (÷ T(1)) | capture s |"
+        " host syncs per draft: loop · graphed | modelled, loop | modelled, graphed |"
+        " code kinds, loop | code kinds, graphed | graphs |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    for name, pricing in results.items():
+        drafting = pricing.drafting if pricing else None
+        if drafting is None:
+            continue
+        t1 = pricing.target.rows[0]
+        graphed = "—" if drafting.graphed_s is None else ms(drafting.graphed_s)
+        ratio = "—" if drafting.graphed_s is None else f"{drafting.graphed_s / t1:.2f}"
+        costs = f"{ms(drafting.loop_s)} · {ms(drafting.static_s)} · {graphed} ({ratio})"
+        capture = "—" if drafting.capture_s is None else f"{drafting.capture_s:.2f}"
+        syncs = " · ".join(
+            "—" if n is None else str(n) for n in (drafting.loop_syncs, drafting.graphed_syncs)
+        )
+        cells = []
+        for kinds in (None, CODE_KINDS):
+            for draft_s in (drafting.loop_s, drafting.graphed_s):
+                speedups = path_speedups(pricing, draft_s)
+                if speedups is None:
+                    cells.append("—")
+                    continue
+                chosen = [v for k, v in speedups.items() if kinds is None or k in kinds]
+                cells.append(f"{geomean(chosen):.2f}x")
+        lines.append(
+            f"| {name} | {costs} | {capture} | {syncs} | {' | '.join(cells)} | {drafting.reason} |"
+        )
+    return lines
+
+
+def end_to_end(device: torch.device, dtype: torch.dtype, tiny: bool, tokens: int) -> dict:
+    """`drafting_paths.end_to_end` on `END_TO_END_PAIR`'s shapes (toy widths under `tiny`)."""
+    spec = PAIRS[END_TO_END_PAIR]
+    built = []
+    for ref in (spec.target, spec.assistant):
+        architecture = ARCHITECTURES[ref]
+        built.append(build(toy(architecture) if tiny else architecture, device, dtype))
+    try:
+        return drafting_paths.end_to_end(spec, *built, device, dtype, tokens)
+    finally:
+        del built
+        free(device)
+
+
+def end_to_end_line(result: dict) -> str:
+    """The end-to-end check in one paragraph."""
+    verdict = "held" if result["held"] else "FAILED"
+    return (
+        f"End to end ({verdict}): `decoding.run` on {result['pair']}'s shapes, random weights, "
+        f"{result['new_tokens']} tokens plain then assisted: output identical "
+        f"{result['identical']}; drafting path {result['drafting_path']} "
+        f"(expected {result['expected_path']}: {result['drafting_path_reason']}); "
+        f"{result['graph_replays']} graph replays, {result['drafted']} drafted, "
+        f"{result['accepted']} accepted (random weights agree on nothing); drafting "
+        f"{ms(result['drafting_s_per_token'])} ms/token; plain {result['plain_tokens_per_s']} "
+        f"tok/s, assisted {result['assisted_tokens_per_s']} tok/s; prepared in "
+        f"{result['prepare_s']} s (calibration and capture)."
+    )
 
 
 def processor() -> str:
@@ -383,6 +496,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--budget-s", type=float, default=420.0)
     parser.add_argument("--tiny", action="store_true", help="toy widths (a CPU test)")
+    parser.add_argument(
+        "--end-to-end-tokens",
+        type=int,
+        default=64,
+        help=f"new tokens of the end-to-end runs on {END_TO_END_PAIR}'s shapes (0: none)",
+    )
+    parser.add_argument(
+        "--no-cuda-graphs", action="store_true", help="draft eagerly (ASSISTED_CUDA_GRAPHS=0)"
+    )
     parser.add_argument("--out", type=Path, help="a folder for gpu_check.md and .json")
     parser.add_argument(
         "--acceptance", type=Path, help="print α by kind from a benchmark's runs.jsonl and stop"
@@ -395,6 +517,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     unknown = [name for name in names if name not in PAIRS]
     if unknown:
         parser.error(f"unknown pairs: {', '.join(unknown)}; known: {', '.join(PAIRS)}")
+    if args.no_cuda_graphs:
+        os.environ[draft_graphs.ENV] = "0"
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
     started = time.monotonic()
@@ -420,22 +544,41 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"copy bandwidth {copy_bandwidth / 1e9:.0f} GB/s; {time.monotonic() - started:.0f} s"
     )
     text = tables(results, device_line, copy_bandwidth)
-    print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "gpu_check.md").write_text(text + "\n", encoding="utf-8")
-        report = {
-            name: None
-            if p is None
-            else {
-                "rows_s": list(p.target.rows),
-                "launch_floor_s": p.target.launch_floor_s,
-                "read_bytes": p.target.read_bytes,
-                "draft_s": p.draft_s,
-            }
-            for name, p in results.items()
+    print(text, flush=True)
+    # Written before the end-to-end runs, so that their failure loses none of the tables.
+    write(args.out, text, results)
+    if args.end_to_end_tokens:
+        through = end_to_end(device, dtype, args.tiny, args.end_to_end_tokens)
+        print(f"[{time.monotonic() - started:6.1f} s] end to end", file=sys.stderr, flush=True)
+        line = end_to_end_line(through)
+        print(f"\n{line}")
+        write(args.out, f"{text}\n\n{line}", results, through)
+
+
+def write(
+    out: Path | None, text: str, results: dict[str, Pricing | None], through: dict | None = None
+) -> None:
+    """The check's Markdown and JSON in `out` (none without it): gpu_check.md, .json, and
+    the end-to-end runs' end_to_end.json once they ran."""
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_check.md").write_text(text + "\n", encoding="utf-8")
+    report = {
+        name: None
+        if p is None
+        else {
+            "rows_s": list(p.target.rows),
+            "launch_floor_s": p.target.launch_floor_s,
+            "read_bytes": p.target.read_bytes,
+            "draft_s": p.draft_s,
+            "drafting": p.drafting.to_dict() if p.drafting else None,
         }
-        (args.out / "gpu_check.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+        for name, p in results.items()
+    }
+    (out / "gpu_check.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    if through is not None:
+        (out / "end_to_end.json").write_text(json.dumps(through, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

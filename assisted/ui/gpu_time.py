@@ -10,10 +10,13 @@ MARGIN:
   (a run's `total_s` over its new tokens: prefill included);
 - a benchmark's sampling check: each of its samples as CHECK_SAMPLE_TOKENS assisted tokens;
 - what a call does before them: loading the pair, unless it was loaded at start-up; and the
-  set-up (preparing the pair, the warm-up, and the calibration until a call has kept its
-  costs on disk), as the latest call that did it measured. The set-up is counted on every
-  call: ZeroGPU may hand the call a fresh fork, which has to warm up again, and the app
-  cannot know beforehand;
+  set-up (preparing the pair, the warm-up, the calibration until a call has kept its
+  costs on disk, and on CUDA the capture of the assistant's drafts as graphs,
+  `assisted.engine.draft_graphs`), as the latest call that did it measured. The set-up is
+  counted on every call: ZeroGPU may hand the call a fresh fork, which has to warm up and
+  capture again, and the app cannot know beforehand. So a set-up measured without a
+  capture (a reused worker warming another mode) is counted with the latest capture
+  measured;
 - a worker's cold start: ZeroGPU may hand the call a freshly forked worker, which sets up
   CUDA and moves every weight preloaded at start-up onto the GPU before the call's task
   starts, inside the time asked for (`spaces/zero/wrappers.py`, `worker_init`). Until a
@@ -66,6 +69,11 @@ FLOOR_S = 20  # never ask for less: scheduling and the fork's start cost seconds
 # kernels) that no step count covers.
 SETUP_STEPS = 200
 SETUP_START_S = 10.0
+# The capture of an assistant's drafts, in its own eager passes: warm-up drafts of the cap
+# (3 × 8), one graph per length (1 + … + 8 = 36 passes) and the self-check's eager draft
+# and replays; doubled for the first call's one-off costs. A drafted token's eager pass
+# costs nearly a target step on a GPU (docs/space.md), so a pass is priced as one.
+CAPTURE_STEPS = 2 * (3 * 8 + 36 + 8)
 # A custom pair: as large as its checks let it be (ASSISTED_MAX_MODEL_GB's 40 GB in bf16),
 # at the depth of the deepest offered target and more.
 UNKNOWN_SIZE = Size(20.0, 64)
@@ -125,12 +133,14 @@ def first_guess(spec: PairSpec | None, device: Device = ZEROGPU_SLICE) -> _PairT
     runs are priced as plain ones: where drafting would cost more, `auto` stops drafting."""
     target = spec.target_size if spec is not None and spec.target_size else UNKNOWN_SIZE
     step_s = device.step_s(target)
+    # Only a pair whose assistant is a model of its own captures its drafts.
+    captures = spec is None or spec.drafter.has_model
     weights = spec.weight_bytes() if spec is not None else None
     if weights is None:
         weights = 2 * UNKNOWN_SIZE.weight_bytes()
     return _PairTimes(
         load_s=weights / device.load_bytes_per_s,
-        setup_s=SETUP_START_S + SETUP_STEPS * step_s,
+        setup_s=SETUP_START_S + (SETUP_STEPS + CAPTURE_STEPS * captures) * step_s,
         plain_s_per_token=step_s,
         assisted_s_per_token=step_s,
     )
@@ -139,7 +149,8 @@ def first_guess(spec: PairSpec | None, device: Device = ZEROGPU_SLICE) -> _PairT
 @dataclass(frozen=True)
 class CallReport:
     """What one GPU call measured, for the next call's request. Seconds are None for work
-    the call did not do (the pair was in memory; the process was warm)."""
+    the call did not do (the pair was in memory; the process was warm; it captured no
+    graphs). `capture_s` is part of `setup_s`, the graphs' capture that set-up included."""
 
     pair: str
     load_s: float | None
@@ -147,6 +158,7 @@ class CallReport:
     plain_s_per_token: float | None = None
     assisted_s_per_token: float | None = None
     cold_start_s: float | None = None  # a fresh worker's start; None: a reused one
+    capture_s: float | None = None  # the graphs' capture, within setup_s
 
 
 @dataclass
@@ -155,6 +167,7 @@ class _PairTimes:
     setup_s: float | None = None
     plain_s_per_token: float | None = None
     assisted_s_per_token: float | None = None
+    capture_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -214,9 +227,13 @@ class GpuTimes:
         """What a finished call measured; it ends its pair's growth after aborts."""
         with self._lock:
             times = self._pairs.setdefault(report.pair, _PairTimes())
-            for name in ("load_s", "setup_s", "plain_s_per_token", "assisted_s_per_token"):
+            for name in ("load_s", "plain_s_per_token", "assisted_s_per_token", "capture_s"):
                 if (value := getattr(report, name)) is not None:
                     setattr(times, name, value)
+            if report.setup_s is not None:
+                # A fresh worker captures again: a set-up that did not is counted with one.
+                missing = times.capture_s if report.capture_s is None else None
+                times.setup_s = report.setup_s + (missing or 0.0)
             if report.cold_start_s is not None:
                 self._cold_start_s = report.cold_start_s
             self._aborts.pop(report.pair, None)
@@ -353,3 +370,9 @@ def s_per_token(result: dict | None, mode: str) -> float | None:
     run = (result or {}).get(mode) or {}
     tokens, seconds = run.get("new_tokens"), run.get("total_s")
     return seconds / tokens if tokens and seconds else None
+
+
+def capture_s(result: dict | None) -> float | None:
+    """A comparison result's capture of the assistant's drafts as graphs, in seconds; None
+    where none was captured."""
+    return ((result or {}).get("assisted") or {}).get("graph_capture_s")

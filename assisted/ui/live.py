@@ -196,10 +196,13 @@ class Live:
         if done and self.stopped:
             return f"**Stopped** during the {self.phase} run; what was produced is kept ({where})."
         if done:
-            return (
+            status = (
                 f"**Done** on {where}. Plain ran first, then assisted, one after the other, "
                 "so each was timed alone. **Replay race** shows both at their recorded pace."
             )
+            assisted = self.records.get("assisted")
+            drafting = stats.describe_drafting(stats.summarize(assisted)) if assisted else None
+            return f"{status} Drafting: {drafting}." if drafting else status
         return {
             "warmup": "**Warming up** (one short untimed run per mode, once per pair)… "
             "Then plain decoding runs first and assisted second, one after the other on one "
