@@ -350,3 +350,14 @@ def test_a_cache_made_in_inference_mode_drafts_outside_it(near_pair):
     prompt = prompt_ids(near_pair)
     first = drafter.draft(prompt, CAP)
     assert drafter.draft(prompt, CAP) == first  # rolled back to the prompt, drafted again
+
+
+def test_a_padded_vocabulary_assistant_drafts_on_the_static_cache(padded_dirs):
+    """Qwen2.5-7B ← 0.5B's widths: loading wraps the assistant's input embedding
+    (`assisted.models.vocab`), which has no weight of its own to tell the device by."""
+    pair = load(padded_dirs["target"], padded_dirs["assistant"])
+    ids = prompt_ids(pair)
+    loop = LeanDrafter(pair.assistant, 0.0, ())
+    static = StaticDrafter(StaticState(pair.assistant, CAPACITY, CAP), 0.0, ())
+    assert static.draft(ids, CAP) == loop.draft(ids, CAP)
+    assert draft_graphs.device_of(pair.assistant).type == "cpu"

@@ -60,7 +60,7 @@ def enabled() -> bool:
 
 
 def device_of(model: PreTrainedModel) -> torch.device:
-    return model.get_input_embeddings().weight.device
+    return model.device  # a padded vocabulary wraps the input embedding (`models.vocab`)
 
 
 @dataclass
