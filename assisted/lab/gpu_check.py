@@ -26,7 +26,8 @@ drafting_paths`): the lean loop on a DynamicCache, the same on a static cache, a
 draft replayed as CUDA graphs; the graphs' capture time; host synchronisations per draft;
 and the modelled speedup with the loop's and with the graphs' drafting cost, at the same
 acceptance. Then it runs `decoding.run` end to end on the default GPU pair's shapes, plain
-and assisted, and checks that the output is identical and that the graphed path ran.
+and assisted, and checks that the output is identical (or where bf16 rounding explains a
+flip, a near-tie) and that the graphed path ran.
 
 It stops starting models after `--budget-s` seconds and says which it left out; it also
 runs on a CPU at toy widths (`--tiny`), as the tests run it. Its figures for an H200 are in
@@ -463,8 +464,8 @@ def end_to_end_line(result: dict) -> str:
     verdict = "held" if result["held"] else "FAILED"
     return (
         f"End to end ({verdict}): `decoding.run` on {result['pair']}'s shapes, random weights, "
-        f"{result['new_tokens']} tokens plain then assisted: output identical "
-        f"{result['identical']}; drafting path {result['drafting_path']} "
+        f"{result['new_tokens']} tokens plain then assisted: output {result['output']}; "
+        f"drafting path {result['drafting_path']} "
         f"(expected {result['expected_path']}: {result['drafting_path_reason']}); "
         f"{result['graph_replays']} graph replays, {result['drafted']} drafted, "
         f"{result['accepted']} accepted (random weights agree on nothing); drafting "
