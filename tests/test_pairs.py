@@ -119,6 +119,23 @@ def test_a_pair_is_checked_once_and_its_verdict_kept(tiny_dirs, monkeypatch):
     assert checked == [good, bad]
 
 
+def test_one_tokenizer_is_known_from_its_files_without_loading_it(tiny_dirs, monkeypatch):
+    import transformers
+
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    folders = [str(tiny_dirs["target"]), str(tiny_dirs["other"])]
+    assert pair_checks.same_tokenizer_files(folders)
+    assert not pair_checks.same_tokenizer_files([folders[0], str(tiny_dirs["other_tokenizer"])])
+
+    def unloadable(*args, **kwargs):
+        raise AssertionError("loaded a tokenizer its files already told apart")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", unloadable)
+    pair_checks.check_pair(spec, folders)  # passes: one tokenizer
+    with pytest.raises(PairError, match="share one tokenizer"):
+        pair_checks.check_pair(custom_pair(*folders, "universal"), folders)
+
+
 def test_the_universal_drafter_needs_vocab_sizes_that_differ(tiny_dirs, tmp_path):
     """Transformers tells tokenizers apart by the configs' vocab sizes: with equal ones it
     refuses `assistant_tokenizer` ("not required")."""
