@@ -219,3 +219,17 @@ def test_a_refused_input_is_one_line_in_the_log_and_a_fault_keeps_its_traceback(
         client.predict(**inputs("a fault"), api_name="/compare")
     log = capfd.readouterr().err
     assert "Traceback" in log and "device on fire" in log
+
+
+def test_the_load_check_tells_each_visitors_outcome_on_loopback_only(server, device_held):
+    from assisted.lab import visitors
+
+    with pytest.raises(SystemExit, match="loopback only"):
+        visitors.loopback_only("https://huggingface.co/spaces/owner/assisted-decoding")
+    assert visitors.loopback_only(server.rstrip("/")) == server
+    threading.Timer(5.0, device_held.leave).start()  # the third cancels while it waits
+    visits, config_s = visitors.burst(server, 3, 0.1, "tiny", 8, cancel_every=3)
+    assert [visit.outcome for visit in visits] == ["served", "served", "cancelled"]
+    assert all(visit.place_s is not None and visit.place_s < 5 for visit in visits)
+    assert all(visit.result_s > 4 for visit in visits[:2])  # each waited for the device
+    assert config_s and max(config_s) < visitors.CONFIG_TIMEOUT_S

@@ -51,6 +51,12 @@ class Visit:
     admission_s: float | None = None  # to the app's first status line, or a refusal
     result_s: float | None = None  # from its submit to its result
 
+    @property
+    def place_s(self) -> float | None:
+        """Seconds to the first word of its place: its queue rank, its admission, or None."""
+        seen = [s for s in (self.rank_s, self.admission_s) if s is not None]
+        return min(seen) if seen else None
+
 
 def loopback_only(url: str) -> str:
     """`url`, if its host is this machine (a load check never goes out to a real Space)."""
@@ -234,15 +240,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes = {name: 0 for name in ("served", "refused", "cancelled", "no answer")}
     for v in visits:
         outcomes[v.outcome] += 1
-    admissions = [v.admission_s for v in visits if v.admission_s is not None]
+    places = [v.place_s for v in visits if v.place_s is not None]
     summary = {
         "visitors": args.visitors,
         "every_s": args.every_s,
         "max_new_tokens": args.max_new_tokens,
         "outcomes": outcomes,
         "burst_s": round(burst_s, 2),
-        "admission_s_median": round(statistics.median(admissions), 3) if admissions else None,
-        "admission_s_max": round(max(admissions), 3) if admissions else None,
+        "place_s_median": round(statistics.median(places), 3) if places else None,
+        "place_s_max": round(max(places), 3) if places else None,
         "config_s_median": round(statistics.median(config_s), 3),
         "config_s_max": round(max(config_s), 3),
         "config_fetches": len(config_s),
@@ -253,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     print(
         f"outcomes: {', '.join(f'{n} {k}' for k, n in outcomes.items())}; burst {burst_s:.1f} s\n"
+        f"first word of a place (rank, admission or refusal): median "
+        f"{summary['place_s_median']} s, max {summary['place_s_max']} s\n"
         f"/config during the burst: median {summary['config_s_median'] * 1e3:.0f} ms, "
         f"max {summary['config_s_max'] * 1e3:.0f} ms over {len(config_s)} fetches\n"
         f"one comparison after the burst: {after_s:.2f} s, {after_s / lone_s:.2f}x the lone "
