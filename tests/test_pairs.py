@@ -99,7 +99,7 @@ def test_a_pair_that_generate_would_refuse_is_refused_before_its_weights_load(
 
 def test_a_pair_is_checked_once_and_its_verdict_kept(tiny_dirs, monkeypatch):
     """Checking loads both tokenizers (seconds for a real pair): once per process."""
-    monkeypatch.setattr(pairs, "_verdicts", {})
+    monkeypatch.setattr(pair_checks, "_verdicts", {})
     checked, check = [], pair_checks.check_pair
 
     def counted(spec, folders):

@@ -1,9 +1,13 @@
 """Checks a pair passes before its weights load, from its configs, tokenizer files and the
 sizes of its weight files: what `generate()` or the server's limits would refuse later,
-refused while it costs the pairs in memory nothing (`assisted.models.pairs`)."""
+refused while it costs the pairs in memory nothing (`assisted.models.pairs`). Each pair
+is checked once per process and its verdict kept (`checking`)."""
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Generator
 from pathlib import Path
 
 from assisted.core.drafters import DrafterKind
@@ -25,6 +29,44 @@ TOKENIZER_FILES = (
     "vocab.txt",
     "tokenizer.model",
 )
+
+
+# The verdicts of the pairs checked so far (`check_pair`), by pair and folders: None for a
+# pass, the refusal's words for a pair refused. A check may load both tokenizers, about 2 s
+# for a Qwen pair on a 2-core CPU every time, so each pair is checked once per process, one
+# check at a time: requests that arrive together wait for one check, and later ones read
+# its verdict.
+_verdicts: dict[tuple, str | None] = {}
+_checking = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A lock held by another thread when ZeroGPU forks a worker would stay held in the
+    child forever (`assisted.models.pairs`): the child starts with one of its own."""
+    global _checking
+    _checking = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+def checking(spec: PairSpec, folders: list[str]) -> Generator[tuple[str, None], None, None]:
+    """`check_pair` on `spec`'s `folders` (target first), once per process for the same
+    pair and folders: a later call raises the kept refusal, or passes. Yields a progress
+    line, as fetching does, before a check that may load tokenizers."""
+    key = (spec, tuple(folders))
+    if spec.drafter.has_model and key not in _verdicts:
+        yield f"Checking {spec.name}: its configs and tokenizers", None
+    with _checking:
+        if key not in _verdicts:
+            try:
+                check_pair(spec, folders)
+            except PairError as error:
+                _verdicts[key] = str(error)
+            else:
+                _verdicts[key] = None
+    if (refusal := _verdicts[key]) is not None:
+        raise PairError(refusal)
 
 
 def check_pair(spec: PairSpec, folders: list[str]) -> None:

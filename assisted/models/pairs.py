@@ -195,22 +195,14 @@ def resolve_model_ref(ref: str, allow_local: bool = True) -> str:
 _loaded: OrderedDict[tuple, LoadedPair] = OrderedDict()
 _pinned: set[tuple] = set()  # keys of pairs never evicted (`pin`)
 _lock = threading.Lock()
-# The verdicts of the pairs checked so far (`pair_checks.check_pair`), by pair and folders:
-# None for a pass, the refusal's words for a pair refused. A check loads both tokenizers,
-# about 2 s for the embedded pair on a 2-core CPU every time, so each pair is checked once
-# per process, one check at a time: requests that arrive together wait for one check, and
-# later ones read its verdict.
-_verdicts: dict[tuple, str | None] = {}
-_checking = threading.Lock()
 
 
 def _new_lock_in_child() -> None:
     """ZeroGPU forks a GPU worker from a handler thread while other threads run. A lock that
     one of them held at the fork stays held in the child forever, since the thread that
-    would release it does not exist there: the child starts with locks of its own."""
-    global _lock, _checking
+    would release it does not exist there: the child starts with a lock of its own."""
+    global _lock
     _lock = threading.Lock()
-    _checking = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_new_lock_in_child)
@@ -259,7 +251,7 @@ def fetching(
 
     Yields (message, fraction done or None) while a download, a conversion or the pair's
     first check runs, and returns each model's local folder. Files fetched earlier cost
-    nothing, and so does a pair checked earlier (`checked`)."""
+    nothing, and so does a pair checked earlier (`pair_checks.checking`)."""
     refs = model_refs(spec, allow_local)
     if any(fetch.fetched(ref) is None for ref in refs):
         pair_checks.check_sizes(refs, MAX_MODEL_GB)
@@ -271,27 +263,8 @@ def fetching(
             raise
         except (OSError, ValueError) as error:
             raise PairError(f"cannot fetch {ref!r}: {first_line(error)}") from error
-    folders = [sources[ref] for ref in refs]
-    if spec.drafter.has_model and (spec, tuple(folders)) not in _verdicts:
-        yield f"Checking {spec.name}: its configs and tokenizers", None
-    checked(spec, folders)
+    yield from pair_checks.checking(spec, [sources[ref] for ref in refs])
     return sources
-
-
-def checked(spec: PairSpec, folders: list[str]) -> None:
-    """`pair_checks.check_pair` on `spec`'s `folders` (target first), once per process for
-    the same pair and folders: a later call raises the kept refusal, or passes."""
-    key = (spec, tuple(folders))
-    with _checking:
-        if key not in _verdicts:
-            try:
-                pair_checks.check_pair(spec, folders)
-            except PairError as error:
-                _verdicts[key] = str(error)
-            else:
-                _verdicts[key] = None
-    if (refusal := _verdicts[key]) is not None:
-        raise PairError(refusal)
 
 
 def disk_too_full_for(spec: PairSpec, allow_local: bool = True) -> str | None:
