@@ -45,6 +45,7 @@ from assisted.ui import page
 from assisted.ui.benchmark_tab import StreamBenchmark, build_benchmark_tab
 from assisted.ui.compare_tab import StreamComparison, build_compare_tab
 from assisted.ui.device_queue import DeviceQueue
+from assisted.ui.errors import quiet_component_refusals, refusal
 from assisted.ui.gpu_time import (
     CallReport,
     GpuTimes,
@@ -169,9 +170,9 @@ def stream_comparison(
                 last_yield = now
                 yield live.outputs()
     except SettingsError as error:
-        raise gr.Error(str(error), title="Settings") from error
+        raise refusal(str(error), title="Settings") from error
     except pairs.PairError as error:
-        raise gr.Error(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
+        raise refusal(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
     except Exception as error:  # a failure inside generation: say so, never hang
         raise gr.Error(f"Generation failed: {type(error).__name__}: {error}") from error
     final = live.outputs(done=True)
@@ -281,7 +282,7 @@ def stream_benchmark(
         loading = gpu_ready(spec, device, dtype, allow_local)
         pair, load_s = yield from map_yields(lambda line: bench.Progress(0, 0, line), loading)
     except pairs.PairError as error:
-        raise gr.Error(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
+        raise refusal(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
     except Exception as error:  # a failure inside loading: say so, never hang
         raise gr.Error(f"Benchmark failed: {type(error).__name__}: {error}") from error
     events = bench.benchmark(
@@ -297,7 +298,7 @@ def stream_benchmark(
                 records.append(event.record)
             yield event
     except (bench.BenchError, SettingsError) as error:
-        raise gr.Error(str(error), title="Benchmark") from error
+        raise refusal(str(error), title="Benchmark") from error
     except Exception as error:  # a failure inside generation: say so, never hang
         raise gr.Error(f"Benchmark failed: {type(error).__name__}: {error}") from error
     finally:
@@ -336,6 +337,7 @@ def build_demo(config: AppConfig | None = None, gpu: GpuCalls | None = None) -> 
         with gr.Accordion("What is assisted generation?", open=False):
             gr.Markdown(page.EXPLANATION)
     demo.queue(max_size=QUEUE_MAX_SIZE)
+    quiet_component_refusals(demo)
     return demo
 
 

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, MambaConfig, ViTConfig
 
 from assisted.core.drafters import DrafterKind
-from assisted.models import pairs, placement, registry
+from assisted.models import pair_checks, pairs, placement, registry
 from assisted.models.pairs import PairError, custom_pair, get_spec, load_pair, resolve_model_ref
 from tests.tiny import build_model
 
@@ -95,6 +95,45 @@ def test_a_pair_that_generate_would_refuse_is_refused_before_its_weights_load(
     with pytest.raises(PairError, match=r"different tokenizers; pick the 'universal' drafter"):
         load_pair(spec, device="cpu", dtype="float32")
     assert loads == [] and pairs.loaded_pairs() == [kept.spec.name]
+
+
+def test_a_pair_is_checked_once_and_its_verdict_kept(tiny_dirs, monkeypatch):
+    """Checking loads both tokenizers (seconds for a real pair): once per process."""
+    monkeypatch.setattr(pair_checks, "_verdicts", {})
+    checked, check = [], pair_checks.check_pair
+
+    def counted(spec, folders):
+        checked.append(spec)
+        check(spec, folders)
+
+    monkeypatch.setattr(pair_checks, "check_pair", counted)
+    target = str(tiny_dirs["target"])
+    good = custom_pair(target, str(tiny_dirs["other"]))
+    bad = custom_pair(target, str(tiny_dirs["other_tokenizer"]))
+    for _ in range(3):
+        pairs.fetch_pair(good)
+        with pytest.raises(PairError, match=r"different tokenizers; pick the 'universal'"):
+            pairs.fetch_pair(bad)
+    assert load_pair(good, device="cpu", dtype="float32").assistant is not None
+    assert load_pair(good, device="cpu", dtype="float32") is pairs.loaded(good, "cpu", "float32")
+    assert checked == [good, bad]
+
+
+def test_one_tokenizer_is_known_from_its_files_without_loading_it(tiny_dirs, monkeypatch):
+    import transformers
+
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    folders = [str(tiny_dirs["target"]), str(tiny_dirs["other"])]
+    assert pair_checks.same_tokenizer_files(folders)
+    assert not pair_checks.same_tokenizer_files([folders[0], str(tiny_dirs["other_tokenizer"])])
+
+    def unloadable(*args, **kwargs):
+        raise AssertionError("loaded a tokenizer its files already told apart")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", unloadable)
+    pair_checks.check_pair(spec, folders)  # passes: one tokenizer
+    with pytest.raises(PairError, match="share one tokenizer"):
+        pair_checks.check_pair(custom_pair(*folders, "universal"), folders)
 
 
 def test_the_universal_drafter_needs_vocab_sizes_that_differ(tiny_dirs, tmp_path):

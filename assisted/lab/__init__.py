@@ -5,6 +5,8 @@
 - `lean_timing`, `watch_cost`: what the lean loop saves, and what watching a run costs;
 - `precisions`, `memory`: the assistant's precisions compared; where a pair's memory goes;
 - `stream_cost`: what one streaming update of the Compare tab costs the server;
+- `visitors`: a burst of visitors on a served app, on loopback: who is served, refused,
+  or left without an answer, and how long admission and `/config` take meanwhile;
 - `gpu_check`, `drafting_paths`: each registry pair's costs on a device, from random
   weights, and its modelled speedup; its drafting by path (eager, graphed), and a run
   end to end through the graphed path.

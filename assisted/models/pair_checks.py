@@ -1,9 +1,13 @@
 """Checks a pair passes before its weights load, from its configs, tokenizer files and the
 sizes of its weight files: what `generate()` or the server's limits would refuse later,
-refused while it costs the pairs in memory nothing (`assisted.models.pairs`)."""
+refused while it costs the pairs in memory nothing (`assisted.models.pairs`). Each pair
+is checked once per process and its verdict kept (`checking`)."""
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Generator
 from pathlib import Path
 
 from assisted.core.drafters import DrafterKind
@@ -11,6 +15,58 @@ from assisted.models import embedded
 from assisted.models.registry import PairError, PairSpec, first_line
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+# The files a tokenizer's vocabulary is read from. Two folders that hold the same bytes in
+# each hold one tokenizer, which is known without loading either: loading a Qwen tokenizer
+# takes about 1 s, most of it holding Python's lock, which stalls the server's event loop
+# for up to 0.45 s at a time (a 2-core AMD EPYC).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "tokenizer.model",
+)
+
+
+# The verdicts of the pairs checked so far (`check_pair`), by pair and folders: None for a
+# pass, the refusal's words for a pair refused. A check may load both tokenizers, about 2 s
+# for a Qwen pair on a 2-core CPU every time, so each pair is checked once per process, one
+# check at a time: requests that arrive together wait for one check, and later ones read
+# its verdict.
+_verdicts: dict[tuple, str | None] = {}
+_checking = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A lock held by another thread when ZeroGPU forks a worker would stay held in the
+    child forever (`assisted.models.pairs`): the child starts with one of its own."""
+    global _checking
+    _checking = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+def checking(spec: PairSpec, folders: list[str]) -> Generator[tuple[str, None], None, None]:
+    """`check_pair` on `spec`'s `folders` (target first), once per process for the same
+    pair and folders: a later call raises the kept refusal, or passes. Yields a progress
+    line, as fetching does, before a check that may load tokenizers."""
+    key = (spec, tuple(folders))
+    if spec.drafter.has_model and key not in _verdicts:
+        yield f"Checking {spec.name}: its configs and tokenizers", None
+    with _checking:
+        if key not in _verdicts:
+            try:
+                check_pair(spec, folders)
+            except PairError as error:
+                _verdicts[key] = str(error)
+            else:
+                _verdicts[key] = None
+    if (refusal := _verdicts[key]) is not None:
+        raise PairError(refusal)
 
 
 def check_pair(spec: PairSpec, folders: list[str]) -> None:
@@ -29,13 +85,15 @@ def check_pair(spec: PairSpec, folders: list[str]) -> None:
             raise PairError(f"early-exit layer must be between 1 and {layers - 1}")
     if not spec.drafter.has_model:
         return
-    try:
-        vocabs = [AutoTokenizer.from_pretrained(f, trust_remote_code=False) for f in folders]
-    except (OSError, ValueError) as error:
-        raise PairError(
-            f"cannot load the tokenizers of {spec.name}: {first_line(error)}"
-        ) from error
-    same_tokenizer = vocabs[0].get_vocab() == vocabs[1].get_vocab()
+    same_tokenizer = same_tokenizer_files(folders)
+    if not same_tokenizer:
+        try:
+            vocabs = [AutoTokenizer.from_pretrained(f, trust_remote_code=False) for f in folders]
+        except (OSError, ValueError) as error:
+            raise PairError(
+                f"cannot load the tokenizers of {spec.name}: {first_line(error)}"
+            ) from error
+        same_tokenizer = vocabs[0].get_vocab() == vocabs[1].get_vocab()
     sizes = [config.get_text_config().vocab_size for config in configs]
     if not spec.drafter.own_tokenizer and not same_tokenizer:
         raise PairError(
@@ -54,6 +112,20 @@ def check_pair(spec: PairSpec, folders: list[str]) -> None:
             f"vocabulary size ({sizes[0]:,}), and Transformers tells tokenizers apart by that "
             "size: it cannot run universal assisted generation on this pair"
         )
+
+
+def same_tokenizer_files(folders: list[str]) -> bool:
+    """Whether the folders hold the same tokenizer files, byte for byte (`TOKENIZER_FILES`,
+    at least one of them)."""
+    held = [
+        {
+            name: (Path(f) / name).read_bytes()
+            for name in TOKENIZER_FILES
+            if (Path(f) / name).is_file()
+        }
+        for f in folders
+    ]
+    return bool(held[0]) and all(files == held[0] for files in held[1:])
 
 
 def check_config(ref: str, folder: Path) -> None:

@@ -249,8 +249,9 @@ def fetching(
 ) -> Generator[tuple[str, float | None], None, dict[str, str]]:
     """Put the pair's files on local disk, checked, without loading them.
 
-    Yields (message, fraction done or None) while a download or conversion runs, and
-    returns each model's local folder. Files fetched earlier cost nothing."""
+    Yields (message, fraction done or None) while a download, a conversion or the pair's
+    first check runs, and returns each model's local folder. Files fetched earlier cost
+    nothing, and so does a pair checked earlier (`pair_checks.checking`)."""
     refs = model_refs(spec, allow_local)
     if any(fetch.fetched(ref) is None for ref in refs):
         pair_checks.check_sizes(refs, MAX_MODEL_GB)
@@ -262,7 +263,7 @@ def fetching(
             raise
         except (OSError, ValueError) as error:
             raise PairError(f"cannot fetch {ref!r}: {first_line(error)}") from error
-    pair_checks.check_pair(spec, [sources[ref] for ref in refs])
+    yield from pair_checks.checking(spec, [sources[ref] for ref in refs])
     return sources
 
 

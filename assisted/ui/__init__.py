@@ -9,8 +9,9 @@ Benchmark: `benchmark_tab` (events, handlers), `benchmark_layout` and `benchmark
 Both: `outputs` names each tab's outputs, `shared` loads pairs, `pace` keeps how fast each
 pair decodes, `numbers` says how a figure reads, `gpu_time` sizes a ZeroGPU call's
 request, and `page` holds the text, style and script around the tabs. The app's own
-machinery: `device_queue` (one request at a time on the device) and `stop_flags` (Stop
-requests a forked GPU worker can see). The format, chart, outputs, pace and numbers
+machinery: `device_queue` (one request at a time on the device), `stop_flags` (Stop
+requests a forked GPU worker can see), and `errors` and `refusals` (refused input and
+ZeroGPU's refusals, each one line in the log). The format, chart, outputs, pace and numbers
 modules import neither gradio nor torch.
 
 May import every layer but the lab. Nothing else in `assisted` imports this package, so

@@ -5,6 +5,7 @@ progress; its last output is the report that `python -m assisted.bench` prints.
 `Benchmarking`'s methods.
 """
 
+import contextlib
 import time
 from collections.abc import Callable, Generator, Iterator
 
@@ -30,6 +31,7 @@ from assisted.ui.benchmark_format import (
     bench_warning,
 )
 from assisted.ui.benchmark_layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS, BENCH_MAX_REPEATS
+from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport, benchmark_calls
 from assisted.ui.outputs import BenchmarkOutputs
 from assisted.ui.refusals import Refused, explained
@@ -109,19 +111,19 @@ class Benchmarking:
         registry = self.loader.config.registry
         if pair not in registry:
             known = ", ".join(registry)
-            raise gr.Error(f"Unknown pair {pair!r}; choose one of {known}.", title="Pair")
+            raise refusal(f"Unknown pair {pair!r}; choose one of {known}.", title="Pair")
         if not categories:
-            raise gr.Error("Choose at least one category: nothing was run.", title="Benchmark")
+            raise refusal("Choose at least one category: nothing was run.", title="Benchmark")
         if not drafters:
-            raise gr.Error("Choose at least one drafter: nothing was run.", title="Benchmark")
+            raise refusal("Choose at least one drafter: nothing was run.", title="Benchmark")
         limit, repeats = whole(prompts), whole(repeats)
         if not isinstance(limit, int) or not 1 <= limit <= BENCH_MAX_PROMPTS:
-            raise gr.Error(
+            raise refusal(
                 f"Prompts per category must be 1 to {BENCH_MAX_PROMPTS}, not {limit}.",
                 title="Benchmark",
             )
         if not isinstance(repeats, int) or not 1 <= repeats <= BENCH_MAX_REPEATS:
-            raise gr.Error(
+            raise refusal(
                 f"Repeats must be 1 to {BENCH_MAX_REPEATS}, not {repeats}.", title="Benchmark"
             )
         return registry[pair], limit, repeats
@@ -156,7 +158,7 @@ class Benchmarking:
             samples = whole(sampling_check)
             check = CheckSettings(samples=samples).validate() if samples else None
         except (SettingsError, bench.BenchError) as error:
-            raise gr.Error(str(error), title="Benchmark") from error
+            raise refusal(str(error), title="Benchmark") from error
         pace = self.loader.paces.of(spec.target)
         gr.Warning(
             bench_warning(len(chosen), len(variants), repeats, settings.max_new_tokens, pace),
@@ -223,7 +225,8 @@ class Benchmarking:
                 acceptance,
                 checks,
             )
-            done, finished = yield from self._followed(items, spec, done, total, start)
+            with contextlib.closing(items):  # its runs end before the turn is given up
+                done, finished = yield from self._followed(items, spec, done, total, start)
             if finished is None:
                 break
             runs += finished.runs

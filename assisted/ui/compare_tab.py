@@ -6,6 +6,7 @@ The handlers that need the app's shared state are `Comparing`'s methods; the oth
 plain functions.
 """
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from assisted.ui import compare_layout as layout
 from assisted.ui.chunks import chunks_from_dicts, race_timeline
 from assisted.ui.compare_format import run_html
 from assisted.ui.compare_layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, draft_length_default
+from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport
 from assisted.ui.live import MODES, idle_outputs
 from assisted.ui.outputs import UNCHANGED, CompareOutputs, ReplayOutputs
@@ -72,7 +74,7 @@ def run_settings(
             chat_template=bool(chat_template),
         ).validate()
     except SettingsError as error:
-        raise gr.Error(str(error), title="Settings") from error
+        raise refusal(str(error), title="Settings") from error
 
 
 def draft_settings(
@@ -97,7 +99,7 @@ def draft_settings(
             **inputs,
         ).validate_for(spec.drafter)
     except SettingsError as error:
-        raise gr.Error(str(error), title="Settings") from error
+        raise refusal(str(error), title="Settings") from error
 
 
 class Comparing:
@@ -136,7 +138,7 @@ class Comparing:
         left unchanged between rebuilds (`live.HELD`), and an API caller its last value."""
         if not (prompt or "").strip():
             if event.target is None:  # an API call, not a click: an error, like any bad input
-                raise gr.Error(
+                raise refusal(
                     "the prompt is empty: type something to generate from", title="Settings"
                 )
             gr.Warning("Type a prompt first: nothing was run.", title="Empty prompt")
@@ -165,22 +167,26 @@ class Comparing:
             streamed = self.stream(spec, device, dtype, allow_local, prompt, settings, draft, stop)
             api_call = event.target is None  # it reads each update whole
             outputs = None
-            try:
-                for item in explained(streamed):
-                    if isinstance(item, CallReport):  # for the next call's request
-                        self.loader.gpu_times.note(item)
-                        continue
-                    if api_call:
-                        outputs = filled_in(item, outputs)
-                        yield outputs
-                    else:
-                        outputs = item
-                        yield skipping_unchanged(outputs)
-            except Refused as refused:
-                if refused.aborted:  # the next call on the pair asks more
-                    self.loader.gpu_times.aborted(spec.name)
-                yield updating_only(CompareOutputs, status=refused.status)
-                raise
+            # Closed before the turn is given up: a request closed mid-run (a cancelled job,
+            # a visitor gone) ends its run after the current step, as Stop does, and the
+            # next request never shares the device with it.
+            with contextlib.closing(streamed):
+                try:
+                    for item in explained(streamed):
+                        if isinstance(item, CallReport):  # for the next call's request
+                            self.loader.gpu_times.note(item)
+                            continue
+                        if api_call:
+                            outputs = filled_in(item, outputs)
+                            yield outputs
+                        else:
+                            outputs = item
+                            yield skipping_unchanged(outputs)
+                except Refused as refused:
+                    if refused.aborted:  # the next call on the pair asks more
+                        self.loader.gpu_times.aborted(spec.name)
+                    yield updating_only(CompareOutputs, status=refused.status)
+                    raise
             # The pair's pace, for the benchmark's estimate.
             if outputs is not None and isinstance(outputs.result, dict):
                 self.loader.paces.note_comparison(spec.target, spec.name, outputs.result)

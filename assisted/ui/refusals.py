@@ -17,6 +17,8 @@ from typing import TypeVar
 
 import gradio as gr
 
+from assisted.ui.errors import log_refused
+
 T = TypeVar("T")
 
 QUOTA = "ZeroGPU quota exceeded"
@@ -53,10 +55,11 @@ ABORTED_WORDS = (
 
 class Refused(gr.Error):
     """A ZeroGPU refusal or abort, explained: `status` for the page, the message for the
-    API, under the wrapper's own title."""
+    API, under the wrapper's own title. Expected, so the log gets one line, no traceback
+    (`assisted.ui.errors`)."""
 
     def __init__(self, status: str, message: str, title: str, aborted: bool = False):
-        super().__init__(message, title=title)
+        super().__init__(message, title=title, print_exception=False)
         self.status = status
         self.aborted = aborted  # ZeroGPU ended the call: it may have asked too little time
 
@@ -88,4 +91,5 @@ def explained(items: Iterator[T]) -> Iterator[T]:
         refused = explain(error)
         if refused is None:
             raise
+        log_refused(refused.title or "ZeroGPU", refused.message)
         raise refused from error

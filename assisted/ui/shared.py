@@ -23,6 +23,7 @@ from assisted.core.settings import DraftSettings, SettingsError, assistant_preci
 from assisted.models import pairs
 from assisted.models.pairs import PairError, PairSpec
 from assisted.ui.device_queue import DeviceQueue, Turn
+from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import Estimate, GpuTimes
 from assisted.ui.pace import Paces
 from assisted.ui.stop_flags import StopFlag, StopFlags
@@ -80,6 +81,9 @@ def whole(value):
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+YOUR_TURN = "**Your turn:** starting…"
+
+
 def waiting_status(ahead: int) -> str:
     requests = "request" if ahead == 1 else "requests"
     return (
@@ -98,11 +102,15 @@ def pair_status(pair: pairs.LoadedPair) -> str:
 
 
 def _not_loaded(spec: PairSpec, error: Exception) -> gr.Error:
-    return gr.Error(
+    """The error for a pair that did not load: a refusal where the pair cannot be used (a
+    PairError), a fault with its traceback otherwise."""
+    message = (
         f"Could not load {spec.name}: {error}. The pairs already in memory "
-        f"({', '.join(pairs.loaded_pairs()) or 'none'}) are still usable.",
-        title="Pair not loaded",
+        f"({', '.join(pairs.loaded_pairs()) or 'none'}) are still usable."
     )
+    if isinstance(error, PairError):
+        return refusal(message, title="Pair not loaded")
+    return gr.Error(message, title="Pair not loaded")
 
 
 class PairLoader:
@@ -136,7 +144,7 @@ class PairLoader:
         try:
             assistant_precision(draft.assistant_quant, spec.drafter, self.device_type())
         except (SettingsError, PairError) as error:
-            raise gr.Error(str(error), title="Settings") from error
+            raise refusal(str(error), title="Settings") from error
 
     def gpu_call_status(self, spec: PairSpec, estimate: Estimate) -> str:
         """The status line as a request asks ZeroGPU for a GPU."""
@@ -158,23 +166,23 @@ class PairLoader:
         """The spec to load and whether local folders are allowed for it."""
         config = self.config
         if pair == CUSTOM and not config.allow_custom:  # the page's Load pair button, hidden
-            raise gr.Error(
+            raise refusal(
                 "Custom pairs are turned off on this server (ASSISTED_ALLOW_CUSTOM=0).",
                 title="Pair",
             )
         if pair == CUSTOM:
             if not (custom_target or "").strip():
-                raise gr.Error("Enter a target model id for the custom pair.", title="Pair")
+                raise refusal("Enter a target model id for the custom pair.", title="Pair")
             try:
                 spec = pairs.custom_pair(
                     custom_target.strip(), (custom_assistant or "").strip() or None
                 )
             except PairError as error:
-                raise gr.Error(str(error), title="Pair") from error
+                raise refusal(str(error), title="Pair") from error
             return spec, config.allow_local
         if pair not in config.registry:
             known = ", ".join([*config.registry, CUSTOM])
-            raise gr.Error(f"Unknown pair {pair!r}; choose one of {known}.", title="Pair")
+            raise refusal(f"Unknown pair {pair!r}; choose one of {known}.", title="Pair")
         return config.registry[pair], True
 
     def load(self, spec: PairSpec, allow_local: bool, progress: gr.Progress) -> pairs.LoadedPair:
@@ -192,9 +200,22 @@ class PairLoader:
         except Exception as error:  # the previously loaded pairs stay loaded
             raise _not_loaded(spec, error) from error
 
+    def in_memory(self, spec: PairSpec, allow_local: bool) -> bool:
+        """Whether `spec` is in memory for this app's runs: fetched and checked when it
+        loaded, so a request for it neither fetches nor checks again. Its ids are resolved
+        all the same (`allow_local` may refuse a folder that another request loaded). On
+        ZeroGPU only a pair loaded at start-up counts: any other loads inside each call."""
+        pairs.model_refs(spec, allow_local)
+        if self.config.zerogpu:
+            return spec.name in self.preloaded and pairs.loaded_spec(spec) is not None
+        return pairs.loaded(spec, self.config.device, self.config.dtype) is not None
+
     def fetch_status(self, spec: PairSpec, allow_local: bool) -> Iterator[str]:
-        """Status lines while the pair's files are fetched (nothing if they are here)."""
+        """Status lines while the pair's files are fetched and it is first checked (nothing
+        for a pair in memory, or one whose files are here and which passed its check)."""
         try:
+            if self.in_memory(spec, allow_local):
+                return
             for message, fraction in pairs.fetching(spec, allow_local):
                 done = f" ({fraction:.0%})" if fraction is not None else ""
                 yield (
@@ -208,13 +229,20 @@ class PairLoader:
         self, spec: PairSpec, allow_local: bool, turn: Turn, stop: StopFlag
     ) -> Iterator[str]:
         """Status lines while the pair's files are fetched, then while the request waits for
-        its turn on the device; ends early when Stop is pressed. The download comes first,
-        outside the line, so it holds up no one comparing on a pair in memory."""
+        its turn on the device, and one as the turn comes; ends early when Stop is pressed.
+        The download comes first, outside the line, so it holds up no one comparing on a
+        pair in memory; a pair in memory goes straight to the line.
+
+        The last line comes before anything uses the device. Gradio closes a request's
+        generator at its next yield once its visitor has cancelled it or gone (a cancelled
+        job, a closed page or client): one that left while it waited ends there, and never
+        takes the device."""
         waiting = map(waiting_status, turn.waiting())  # joins the line once fetched
         for status in itertools.chain(self.fetch_status(spec, allow_local), waiting):
             if stop.is_set():
                 return
             yield status
+        yield YOUR_TURN
 
     @contextlib.contextmanager
     def request(self, stops: Stops, key: str) -> Iterator[tuple[Turn, StopFlag]]:
