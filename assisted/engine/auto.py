@@ -75,10 +75,6 @@ if TYPE_CHECKING:
 # pass, on a cache holding the warm-up prompt.
 _CALIBRATION_REPEATS = 3
 _CALIBRATION_ATTEMPTS = 3  # timings of a cost, while they look disturbed
-# A drafting time within this share above the learnt one agrees with it; further above,
-# the machine was busy, and it is timed again. (Quiet timings of one pass differ by a few
-# percent; a busy host adds tens of percent.)
-_NOISE = 0.25
 _PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
 _SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
 
@@ -158,9 +154,9 @@ def calibrate(
     A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
     keep the policy from ever drafting long enough to correct it; so verifying k rows
     timed slower than k separate one-row passes is taken as disturbed and timed again. So
-    is a drafted token timed dearer than the target's T(1), or more than the noise above
-    the learnt one: a first calibration kept so would stop every later visitor's drafting,
-    and a policy that never drafts never learns otherwise.
+    is a first timing of a drafted token dearer than the target's T(1): kept so, it would
+    stop every later visitor's drafting, and a policy that never drafts never learns
+    otherwise.
 
     Costs an earlier process left on disk (`assisted.models.learnt_store`) are checked: T(1),
     T(cap + 1) and the drafting time are timed again, once per process, and the smaller of
@@ -209,11 +205,12 @@ def _time_drafting(
     drafting = pair.learnt.precision(precision)
     timing.drafting.add(precision)
     kept = drafting.draft_s
-    # A drafted token dearer than the target's one-row step is taken as disturbed too: the
-    # assistant is the smaller model, and a policy priced so would never draft again, so
-    # never learn otherwise (on a GPU at batch 1 both passes are launch-bound, so nearly
-    # as dear, still no dearer).
-    ceiling = min(pair.learnt.verify_s.get(1, math.inf), (1 + _NOISE) * (kept or math.inf))
+    # A first timing of a drafted token dearer than the target's one-row step is taken as
+    # disturbed: the assistant is the smaller model, and a policy priced so would never
+    # draft, so never learn otherwise (on a GPU at batch 1 both passes are launch-bound,
+    # so nearly as dear, still no dearer). A learnt time needs no such check: the smaller
+    # of it and the new one stands.
+    ceiling = pair.learnt.verify_s.get(1, math.inf) if kept is None else math.inf
     # One row, as the assistant drafts one token per forward pass; where missing, a block
     # of rows for the prefill, whose time per token is flatter than a single row's.
     rows = [1] if kept is not None else [1, _PREFILL_ROWS]
