@@ -5,10 +5,10 @@
 - `lean_timing`, `watch_cost`: what the lean loop saves, and what watching a run costs;
 - `precisions`, `memory`: the assistant's precisions compared; where a pair's memory goes;
 - `stream_cost`: what one streaming update of the Compare tab costs the server;
-- `gpu_check`, `drafting_paths`: each registry pair's costs on a device, from random
-  weights, and its modelled speedup; its drafting by path (eager, graphed), and a run
-  end to end through the graphed path.
+- `gpu_check` (with `gpu_model`, `gpu_report`, `drafting_paths`): each registry pair's
+  costs on a device, from random weights, and its modelled speedup; its drafting by path
+  (eager, graphed), and a run end to end through the graphed path.
 
-Each is a `python -m assisted.lab.NAME` command (`drafting_paths` serves `gpu_check`).
+Each is a `python -m assisted.lab.NAME` command (the three beside `gpu_check` serve it).
 May import every layer; nothing outside the lab imports it (tests aside).
 """
