@@ -63,7 +63,7 @@ def enabled() -> bool:
 
 
 def device_of(model: PreTrainedModel) -> torch.device:
-    return model.get_input_embeddings().weight.device
+    return model.device
 
 
 @dataclass
