@@ -9,7 +9,7 @@ import pytest
 
 from assisted.core.drafters import DrafterKind
 from assisted.lab import gpu_check
-from assisted.lab.gpu_check import modelled_speedup, per_token_acceptance
+from assisted.lab.gpu_model import acceptance_for, modelled_speedup, per_token_acceptance
 from assisted.models.registry import PAIRS
 
 PAIRS_CHECKED = "embedded,embedded-prompt-lookup,layerskip-llama3.2-1b"
@@ -63,7 +63,7 @@ def test_every_pair_is_priced_from_an_architecture_of_its_own_models():
         assert spec.target in gpu_check.ARCHITECTURES, spec.name
         if spec.drafter.has_model:
             assert spec.assistant in gpu_check.ARCHITECTURES, spec.name
-        assert (gpu_check.acceptance_for(spec) is None) == (spec.drafter is DrafterKind.EARLY_EXIT)
+        assert (acceptance_for(spec) is None) == (spec.drafter is DrafterKind.EARLY_EXIT)
 
 
 def test_the_modelled_speedup_keeps_to_its_bounds():

@@ -59,7 +59,7 @@ from assisted.engine.candidates import (
 from assisted.engine.lean import LeanDrafter
 from assisted.engine.lookup import SuffixLookup
 from assisted.engine.observe import synchronize
-from assisted.engine.static_draft import StaticDrafter, StaticState, has_sliding_layers
+from assisted.engine.static_draft import StaticDrafter
 from assisted.models import learnt_store
 from assisted.models.loading import end_ids
 from assisted.policy.choice import DraftPolicy
@@ -75,10 +75,6 @@ if TYPE_CHECKING:
 # pass, on a cache holding the warm-up prompt.
 _CALIBRATION_REPEATS = 3
 _CALIBRATION_ATTEMPTS = 3  # timings of a cost, while they look disturbed
-# A drafting time within this share above the learnt one agrees with it; further above,
-# the machine was busy, and it is timed again. (Quiet timings of one pass differ by a few
-# percent; a busy host adds tens of percent.)
-_NOISE = 0.25
 _PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
 _SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
 
@@ -107,8 +103,7 @@ def new_policy(
     else:
         verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, True, sampled)
         graphed_s = draft_graphs.draft_s_per_token(assistant, cap) if assistant else None
-        if graphed_s is not None and not sampled:
-            per_token_s = graphed_s
+        per_token_s = per_token_s if graphed_s is None or sampled else graphed_s
         drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
     history = pair.learnt.precision(precision).acceptance_in(band)
     return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
@@ -157,10 +152,8 @@ def calibrate(
 
     A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
     keep the policy from ever drafting long enough to correct it; so verifying k rows
-    timed slower than k separate one-row passes is taken as disturbed and timed again. So
-    is a drafted token timed dearer than the target's T(1), or more than the noise above
-    the learnt one: a first calibration kept so would stop every later visitor's drafting,
-    and a policy that never drafts never learns otherwise.
+    timed slower than k separate one-row passes is taken as disturbed and timed again, as
+    is a first drafting time dearer than T(1) (`_time_drafting`).
 
     Costs an earlier process left on disk (`assisted.models.learnt_store`) are checked: T(1),
     T(cap + 1) and the drafting time are timed again, once per process, and the smaller of
@@ -209,11 +202,12 @@ def _time_drafting(
     drafting = pair.learnt.precision(precision)
     timing.drafting.add(precision)
     kept = drafting.draft_s
-    # A drafted token dearer than the target's one-row step is taken as disturbed too: the
-    # assistant is the smaller model, and a policy priced so would never draft again, so
-    # never learn otherwise (on a GPU at batch 1 both passes are launch-bound, so nearly
-    # as dear, still no dearer).
-    ceiling = min(pair.learnt.verify_s.get(1, math.inf), (1 + _NOISE) * (kept or math.inf))
+    # A first timing of a drafted token dearer than the target's one-row step is taken as
+    # disturbed: the assistant is the smaller model, and a policy priced so would never
+    # draft, so never learn otherwise (on a GPU at batch 1 both passes are launch-bound,
+    # so nearly as dear, still no dearer). A learnt time needs no such check: the smaller
+    # of it and the new one stands.
+    ceiling = pair.learnt.verify_s.get(1, math.inf) if kept is None else math.inf
     # One row, as the assistant drafts one token per forward pass; where missing, a block
     # of rows for the prefill, whose time per token is flatter than a single row's.
     rows = [1] if kept is not None else [1, _PREFILL_ROWS]
@@ -445,17 +439,11 @@ def _lean_drafter(
 ) -> LeanDrafter | StaticDrafter:
     """A lean loop drafting as `generator`'s assistant would, under `config`'s end of
     sequence and the assistant's confidence threshold, and `draft`'s cumulative one, for a
-    run of at most `config.max_length` tokens drafting at most `draft`'s cap a step: graphed
-    where `assisted.engine.draft_graphs` captured the assistant for it, else eager on a
-    static cache sized for the run, or on the dynamic one where the assistant has
-    sliding-window layers (`assisted.engine.static_draft`)."""
+    run of at most `config.max_length` tokens drafting at most `draft`'s cap a step
+    (`assisted.engine.draft_graphs.drafter_for_run`: graphed where captured)."""
     eos_ids = end_ids(config)
     threshold = generator.assistant_confidence_threshold or 0.0
-    model = generator.assistant_model
-    cumulative = draft.cumulative_threshold
-    if has_sliding_layers(model):
-        return LeanDrafter(model, threshold, eos_ids, cumulative)
-    cap = draft.num_assistant_tokens
-    graphs, reason = draft_graphs.for_run(model, config.max_length, cap)
-    state = graphs.state if graphs is not None else StaticState(model, config.max_length, cap)
-    return StaticDrafter(state, threshold, eos_ids, cumulative, graphs, reason)
+    model, cap = generator.assistant_model, draft.num_assistant_tokens
+    return draft_graphs.drafter_for_run(
+        model, threshold, eos_ids, draft.cumulative_threshold, config.max_length, cap
+    )

@@ -27,14 +27,17 @@ from __future__ import annotations
 import os
 import time
 import weakref
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
+from assisted.engine.lean import LeanDrafter
 from assisted.engine.static_draft import (
     DraftGraphs,
     Replay,
+    StaticDrafter,
     StaticState,
     draft_on_device,
     has_sliding_layers,
@@ -108,6 +111,25 @@ def replay_module(model: PreTrainedModel) -> Replay | None:
     if found is None or found.pid != os.getpid() or found.graphs is None:
         return None
     return found.graphs.module
+
+
+def drafter_for_run(
+    model: PreTrainedModel,
+    threshold: float,
+    eos_ids: Collection[int],
+    cumulative: float,
+    max_length: int,
+    cap: int,
+) -> LeanDrafter | StaticDrafter:
+    """The lean drafter of a greedy run of at most `max_length` tokens drafting at most
+    `cap` a step: through the graphs captured for `model` where they serve it (`for_run`),
+    else eager on a static cache sized for the run, or on the dynamic one where the
+    assistant has sliding-window layers (`assisted.engine.static_draft`)."""
+    if has_sliding_layers(model):
+        return LeanDrafter(model, threshold, eos_ids, cumulative)
+    graphs, reason = for_run(model, max_length, cap)
+    state = graphs.state if graphs is not None else StaticState(model, max_length, cap)
+    return StaticDrafter(state, threshold, eos_ids, cumulative, graphs, reason)
 
 
 def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGraphs | None, str]:

@@ -73,7 +73,7 @@ class StaticState:
         self.model = model
         self.capacity = capacity
         self.cap = cap  # the longest draft the device buffers hold
-        device = model.device  # not the input embedding's: `models.vocab` may wrap it
+        device = model.device  # its embeddings may be wrapped (`assisted.models.vocab`)
         self.cache = StaticCache(config=model.config, max_cache_len=capacity)
         self.token = torch.zeros((1, 1), dtype=torch.long, device=device)  # the next input
         # Row 0: the candidates' ids, row 1: their probabilities, one read for both (ids

@@ -46,6 +46,7 @@ from assisted.models.registry import PairSpec
 from assisted.models.vocab import fit_vocabulary
 from assisted.policy.choice import Choice
 
+GAMMA = 8  # the drafts timed: the registry's cap under `auto`
 WARMUP_DRAFTS = 2  # untimed drafts after the one that prefills the context
 PROBE_TOKENS = 32  # the context the graphs' self-check drafts after
 PROMPT = " ".join(f"t{i}" for i in range(100, 160))  # 60 words, 60 ids

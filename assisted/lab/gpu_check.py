@@ -14,7 +14,7 @@ A pair's drafting cost per token is its assistant's T(1) (Transformers drafts a 
 pass), or for early exit the target's first layers' T(1); prompt lookup drafts on the CPU.
 
 The modelled speedup of a prompt kind takes the per-token acceptance α that the embedded
-pair measured on a CPU for that kind (`ACCEPTANCE`; its own prompt-lookup figures for the
+pair measured on a CPU for that kind (`gpu_model.ACCEPTANCE`; its own prompt-lookup figures for the
 lookup pairs) and the best constant draft length γ: a step commits
 E = (1 − α^(γ+1)) / (1 − α) tokens for γ·d + T(γ+1) seconds, against T(1) a token plain;
 1.00 where no γ pays, as `auto` then drafts nothing. Every pair with an assistant is priced
@@ -39,14 +39,13 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import os
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -55,69 +54,16 @@ import transformers
 from assisted.core.drafters import DrafterKind
 from assisted.engine import draft_graphs
 from assisted.lab import drafting_paths
-from assisted.lab.drafting_paths import Drafting
+from assisted.lab.drafting_paths import GAMMA, Drafting
+from assisted.lab.gpu_model import Costs, Pricing, per_token_acceptance
+from assisted.lab.gpu_report import end_to_end_line, tables, write
 from assisted.models.architectures import ARCHITECTURES, Architecture
 from assisted.models.registry import PAIRS, PairSpec
 
-# Per-token acceptance α by prompt kind (examples/ categories) and the share of steps that
-# drafted, the embedded pair on a 2-core AMD EPYC with AVX512-BF16, bf16 with the bf16
-# assistant, greedy, 64 tokens, two prompts a kind (2026-12-03). The assistant drafted 8
-# a step under a constant schedule with no confidence cut, so each draft ran to its first
-# wrong token; prompt lookup ran under `auto` (8 at most), which drafts where a match is
-# found and pays, so its share understates the matches. α = accepted / (accepted + drafts
-# a wrong token cut): `python -m assisted.lab.gpu_check --acceptance bench-accept/runs.jsonl`
-# after `python -m assisted.bench --drafters assistant,prompt-lookup --schedule constant
-#  --num-assistant-tokens 8 --prompt-lookup-num-tokens 8 --confidence-threshold 0
-#  --assistant-quant none --limit 2 --repeats 1 --max-new-tokens 64 --out bench-accept`.
-ACCEPTANCE: dict[str, dict[str, tuple[float, float]]] = {
-    DrafterKind.ASSISTANT.value: {
-        "answer-from-passage": (0.917, 1.0),
-        "chat": (0.724, 1.0),
-        "edit-code": (0.833, 1.0),
-        "long-passage": (0.714, 1.0),
-        "math": (0.85, 0.962),
-        "summarise": (0.847, 1.0),
-        "translate": (0.798, 0.97),
-        "write-code": (0.94, 1.0),
-    },
-    DrafterKind.PROMPT_LOOKUP.value: {
-        "answer-from-passage": (0.802, 0.512),
-        "chat": (0.6, 0.059),
-        "edit-code": (0.621, 0.118),
-        "long-passage": (0.5, 0.167),
-        "math": (0.533, 0.221),
-        "summarise": (0.662, 0.282),
-        "translate": (0.907, 0.09),
-        "write-code": (0.727, 0.096),
-    },
-}
 CONTEXT = 256  # tokens in the cache before the timed pass: a prompt and some answer
 WARMUP = 2  # untimed passes per row count (the kernels' first calls pick their algorithms)
 TOY = {"hidden_size": 64, "intermediate_size": 128, "heads": 4, "head_dim": 16, "vocab": 512}
-GAMMA = 8  # the drafts timed by path: the registry's cap under `auto`
 END_TO_END_PAIR = "qwen2.5-coder-7b"  # the Space's default GPU pair
-CODE_KINDS = ("edit-code", "write-code")
-
-
-@dataclass(frozen=True)
-class Costs:
-    """One model's measured seconds: `rows[k - 1]` is T(k); its launch-bound floor; the
-    bytes of weights a pass reads (all but an untied input embedding, of which it reads
-    a row a token)."""
-
-    rows: tuple[float, ...]
-    launch_floor_s: float
-    read_bytes: int
-
-
-@dataclass(frozen=True)
-class Pricing:
-    """A pair's costs on this device: the target's, and its drafting seconds per token
-    (0 for prompt lookup; None where it could not be measured)."""
-
-    target: Costs
-    draft_s: float | None
-    drafting: Drafting | None = None  # by path, for a pair with an assistant model
 
 
 def toy(architecture: Architecture, vocab: bool = True) -> Architecture:
@@ -272,179 +218,6 @@ def price(spec: PairSpec, timer: Timer) -> Pricing | None:
     return Pricing(target, timer.one_row(assistant), timer.drafting(assistant))
 
 
-def modelled_speedup(
-    alpha: float, rows: Sequence[float], draft_s: float, drafting: float = 1.0
-) -> tuple[float, int]:
-    """The best constant γ's speedup over plain decoding and that γ (0: drafting never
-    pays), for per-token acceptance `alpha`, T(k) = `rows[k - 1]`, `draft_s` a drafted
-    token, and a share `drafting` of the steps that draft (the rest are plain steps)."""
-    best, best_gamma = 1.0, 0
-    for gamma in range(1, len(rows)):
-        tokens = gamma + 1 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
-        step_tokens = drafting * tokens + (1 - drafting)
-        step_s = drafting * (gamma * draft_s + rows[gamma]) + (1 - drafting) * rows[0]
-        speedup = step_tokens * rows[0] / step_s
-        if speedup > best:
-            best, best_gamma = speedup, gamma
-    return best, best_gamma
-
-
-def per_token_acceptance(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
-    """(α, the share of steps that drafted) by drafter and prompt kind from a benchmark's
-    runs.jsonl (a constant schedule, no confidence cut): α is the accepted tokens over
-    those plus the drafts a wrong token cut."""
-    counts: dict[tuple[str, str], list[int]] = {}
-    for text in path.read_text(encoding="utf-8").splitlines():
-        line = json.loads(text) if text else None
-        if not line or line["drafter"] is None:
-            continue
-        key = (line["drafter"], line.get("category") or "-")
-        total = counts.setdefault(key, [0, 0, 0, 0])  # accepted, cut, drafting, steps
-        for step in line["record"]["steps"]:
-            total[3] += 1
-            if step["drafted"]:
-                total[0] += step["accepted"]
-                total[1] += step["accepted"] < step["drafted"]
-                total[2] += 1
-    table: dict[str, dict[str, tuple[float, float]]] = {}
-    for (drafter, kind), (accepted, cut, drafting, steps) in sorted(counts.items()):
-        alpha = round(accepted / max(accepted + cut, 1), 3)
-        table.setdefault(drafter, {})[kind] = (alpha, round(drafting / max(steps, 1), 3))
-    return table
-
-
-def geomean(values: Iterable[float]) -> float:
-    values = list(values)
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-def acceptance_for(spec: PairSpec) -> dict[str, tuple[float, float]] | None:
-    """The (α, drafting share) by kind a pair is priced at: lookup's for lookup, the
-    assistant's (every step drafting) for a pair with an assistant model; none for early
-    exit."""
-    if spec.drafter is DrafterKind.PROMPT_LOOKUP:
-        return ACCEPTANCE[DrafterKind.PROMPT_LOOKUP.value]
-    if spec.drafter.has_model:
-        return ACCEPTANCE[DrafterKind.ASSISTANT.value]
-    return None
-
-
-def ms(seconds: float | None) -> str:
-    return "—" if seconds is None else f"{seconds * 1000:.2f}"
-
-
-def tables(results: dict[str, Pricing | None], device_line: str, bandwidth_bps: float) -> str:
-    """The check's two tables, measured then modelled, as Markdown."""
-    widest = min((len(p.target.rows) for p in results.values() if p), default=1)
-    marks = [k for k in (2, 4, 8, 16) if k <= widest]
-    head = " | ".join(f"T({k})÷T(1)" for k in marks)
-    lines = [
-        device_line,
-        "",
-        f"| pair | T(1) ms | {head} | drafting ms/token (÷ T(1)) | launch floor ms |"
-        " bandwidth floor ms |",
-        "|---|--:|" + "--:|" * len(marks) + "--:|--:|--:|",
-    ]
-    for name, pricing in results.items():
-        if pricing is None:
-            lines.append(f"| {name} | not measured: the time budget ran out |")
-            continue
-        rows = pricing.target.rows
-        ratios = " | ".join(f"{rows[k - 1] / rows[0]:.2f}" for k in marks)
-        draft = (
-            "—"
-            if pricing.draft_s is None
-            else (f"{ms(pricing.draft_s)} ({pricing.draft_s / rows[0]:.2f})")
-        )
-        floor = pricing.target.read_bytes / bandwidth_bps
-        lines.append(
-            f"| {name} | {ms(rows[0])} | {ratios} | {draft} | "
-            f"{ms(pricing.target.launch_floor_s)} | {ms(floor)} |"
-        )
-    kinds = sorted({k for table in ACCEPTANCE.values() for k in table})
-    lines += [
-        "",
-        "Modelled speedup (best constant γ), at the per-token acceptance the embedded pair "
-        "measured on a CPU per prompt kind; not measured on this device:",
-        "",
-        "| pair | " + " | ".join(kinds) + " | geomean |",
-        "|---|" + "--:|" * (len(kinds) + 1),
-    ]
-    for name, pricing in results.items():
-        alphas = acceptance_for(PAIRS[name])
-        if pricing is None or pricing.draft_s is None or not alphas:
-            lines.append(f"| {name} | " + " | ".join("—" for _ in kinds) + " | — |")
-            continue
-        cells, speedups = [], []
-        for kind in kinds:
-            if kind not in alphas:
-                cells.append("—")
-                continue
-            alpha, drafting = alphas[kind]
-            if PAIRS[name].drafter.has_model:
-                # It drafts at every step: those that did not were a run's last, where
-                # the length limit left nothing to draft.
-                drafting = 1.0
-            speedup, gamma = modelled_speedup(alpha, pricing.target.rows, pricing.draft_s, drafting)
-            speedups.append(speedup)
-            cells.append(f"{speedup:.2f}x (γ {gamma})")
-        overall = f"{geomean(speedups):.2f}x" if speedups else "—"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {overall} |")
-    return "\n".join([*lines, "", *path_table(results)])
-
-
-def path_speedups(pricing: Pricing, draft_s: float | None) -> dict[str, float] | None:
-    """The modelled speedup by prompt kind (best constant γ, every step drafting) with
-    `draft_s` a drafted token, at the assistant's CPU-measured acceptance; None without
-    a drafting cost."""
-    if draft_s is None:
-        return None
-    alphas = ACCEPTANCE[DrafterKind.ASSISTANT.value]
-    rows = pricing.target.rows
-    return {kind: modelled_speedup(alpha, rows, draft_s)[0] for kind, (alpha, _) in alphas.items()}
-
-
-def path_table(results: dict[str, Pricing | None]) -> list[str]:
-    """The drafting table: per pair with an assistant model, drafting by path, the capture,
-    host synchronisations per draft, and the modelled speedup with each path's cost."""
-    lines = [
-        f"Drafting by path, drafts of {GAMMA} (`assisted.lab.drafting_paths`): the lean loop on "
-        "a DynamicCache, the same on a static cache, the draft replayed as CUDA graphs; "
-        "modelled speedups (not measured) with the loop's and the graphs' cost, geomean of "
-        f"the kinds and of the code kinds ({', '.join(CODE_KINDS)}):",
-        "",
-        "| pair | drafting ms/token: loop · static · graphed (÷ T(1)) | capture s |"
-        " host syncs per draft: loop · graphed | modelled, loop | modelled, graphed |"
-        " code kinds, loop | code kinds, graphed | graphs |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|---|",
-    ]
-    for name, pricing in results.items():
-        drafting = pricing.drafting if pricing else None
-        if drafting is None:
-            continue
-        t1 = pricing.target.rows[0]
-        graphed = "—" if drafting.graphed_s is None else ms(drafting.graphed_s)
-        ratio = "—" if drafting.graphed_s is None else f"{drafting.graphed_s / t1:.2f}"
-        costs = f"{ms(drafting.loop_s)} · {ms(drafting.static_s)} · {graphed} ({ratio})"
-        capture = "—" if drafting.capture_s is None else f"{drafting.capture_s:.2f}"
-        syncs = " · ".join(
-            "—" if n is None else str(n) for n in (drafting.loop_syncs, drafting.graphed_syncs)
-        )
-        cells = []
-        for kinds in (None, CODE_KINDS):
-            for draft_s in (drafting.loop_s, drafting.graphed_s):
-                speedups = path_speedups(pricing, draft_s)
-                if speedups is None:
-                    cells.append("—")
-                    continue
-                chosen = [v for k, v in speedups.items() if kinds is None or k in kinds]
-                cells.append(f"{geomean(chosen):.2f}x")
-        lines.append(
-            f"| {name} | {costs} | {capture} | {syncs} | {' | '.join(cells)} | {drafting.reason} |"
-        )
-    return lines
-
-
 def end_to_end(device: torch.device, dtype: torch.dtype, tiny: bool, tokens: int) -> dict:
     """`drafting_paths.end_to_end` on `END_TO_END_PAIR`'s shapes (toy widths under `tiny`)."""
     spec = PAIRS[END_TO_END_PAIR]
@@ -457,22 +230,6 @@ def end_to_end(device: torch.device, dtype: torch.dtype, tiny: bool, tokens: int
     finally:
         del built
         free(device)
-
-
-def end_to_end_line(result: dict) -> str:
-    """The end-to-end check in one paragraph."""
-    verdict = "held" if result["held"] else "FAILED"
-    return (
-        f"End to end ({verdict}): `decoding.run` on {result['pair']}'s shapes, random weights, "
-        f"{result['new_tokens']} tokens plain then assisted: output {result['output']}; "
-        f"drafting path {result['drafting_path']} "
-        f"(expected {result['expected_path']}: {result['drafting_path_reason']}); "
-        f"{result['graph_replays']} graph replays, {result['drafted']} drafted, "
-        f"{result['accepted']} accepted (random weights agree on nothing); drafting "
-        f"{ms(result['drafting_s_per_token'])} ms/token; plain {result['plain_tokens_per_s']} "
-        f"tok/s, assisted {result['assisted_tokens_per_s']} tok/s; prepared in "
-        f"{result['prepare_s']} s (calibration and capture)."
-    )
 
 
 def processor() -> str:
@@ -554,32 +311,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         line = end_to_end_line(through)
         print(f"\n{line}")
         write(args.out, f"{text}\n\n{line}", results, through)
-
-
-def write(
-    out: Path | None, text: str, results: dict[str, Pricing | None], through: dict | None = None
-) -> None:
-    """The check's Markdown and JSON in `out` (none without it): gpu_check.md, .json, and
-    the end-to-end runs' end_to_end.json once they ran."""
-    if out is None:
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_check.md").write_text(text + "\n", encoding="utf-8")
-    report = {
-        name: None
-        if p is None
-        else {
-            "rows_s": list(p.target.rows),
-            "launch_floor_s": p.target.launch_floor_s,
-            "read_bytes": p.target.read_bytes,
-            "draft_s": p.draft_s,
-            "drafting": p.drafting.to_dict() if p.drafting else None,
-        }
-        for name, p in results.items()
-    }
-    (out / "gpu_check.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
-    if through is not None:
-        (out / "end_to_end.json").write_text(json.dumps(through, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from assisted.analysis import stats
-from assisted.core.record import RunRecord, Step
+from assisted.core.record import CUDA_GRAPHS, RunRecord, Step
 from assisted.core.settings import RunSettings
 from assisted.engine import decoding
 from assisted.models import pairs
@@ -54,6 +54,13 @@ HELD = (
     "time_per_step",
     "draft_length_per_step",
     "result",
+)
+
+# Why the assistant's drafts are graphed and the target's passes are not (docs/space.md).
+GRAPHED_WHY = (
+    "The assistant's drafts replay CUDA graphs, since a small model's eager passes on a GPU "
+    "cost mostly kernel launches; the target stays Transformers' eager model, as a "
+    "Transformers user runs it"
 )
 
 
@@ -202,6 +209,8 @@ class Live:
             )
             assisted = self.records.get("assisted")
             drafting = stats.describe_drafting(stats.summarize(assisted)) if assisted else None
+            if drafting and assisted.drafting_path.path == CUDA_GRAPHS:
+                drafting += f". {GRAPHED_WHY}"
             return f"{status} Drafting: {drafting}." if drafting else status
         return {
             "warmup": "**Warming up** (one short untimed run per mode, once per pair)… "
