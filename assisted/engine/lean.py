@@ -35,6 +35,38 @@ if TYPE_CHECKING:
     from transformers import Cache, PreTrainedModel
 
 
+class DraftEnd:
+    """Where a greedy draft ends (the module's note): after an end-of-sequence token, a token
+    whose probability falls below `threshold`, or the token at which the product of the
+    draft's probabilities falls below `cumulative`. One per draft: it keeps that product."""
+
+    def __init__(self, eos_ids: frozenset[int], threshold: float, cumulative: float):
+        self.eos_ids = eos_ids
+        self.threshold = threshold
+        self.cumulative = cumulative
+        self.reach = 1.0  # the product of the draft's probabilities so far
+
+    @property
+    def weighs_confidence(self) -> bool:
+        """Whether `after` needs each token's probability (a read of the device)."""
+        return bool(self.threshold or self.cumulative)
+
+    def after(self, token: int, confidence: float | None = None) -> bool:
+        """Whether the draft ends with `token`, whose probability was `confidence` (read
+        only where `weighs_confidence`)."""
+        if token in self.eos_ids:
+            return True
+        if confidence is None or not self.weighs_confidence:
+            return False
+        self.reach *= confidence
+        return confidence < self.threshold or self.reach < self.cumulative
+
+
+def confidence_of(logits: torch.Tensor, token: int) -> float:
+    """The probability `logits` (one position's) give `token`."""
+    return logits.float().softmax(-1)[token].item()
+
+
 class LeanDrafter:
     """Greedy drafts from `model`, a loop of forward passes (the module's note)."""
 
@@ -69,7 +101,7 @@ class LeanDrafter:
         keep = crop_to_committed(self.cache, self.held, ids, len(ids) - 1)
         feed = input_ids[:, keep:].to(self.model.device)
         drafted: list[int] = []
-        reach = 1.0  # the product of the draft's probabilities so far
+        end = DraftEnd(self.eos_ids, self.threshold, self.cumulative)
         with torch.inference_mode():
             for _ in range(gamma):
                 logits = self.model(
@@ -77,13 +109,9 @@ class LeanDrafter:
                 ).logits[0, -1]
                 token = int(logits.argmax())
                 drafted.append(token)
-                if token in self.eos_ids:
+                weighed = confidence_of(logits, token) if end.weighs_confidence else None
+                if end.after(token, weighed):
                     break
-                if self.threshold or self.cumulative:
-                    confidence = logits.float().softmax(-1)[token].item()
-                    reach *= confidence
-                    if confidence < self.threshold or reach < self.cumulative:
-                        break
                 feed = torch.tensor([[token]], device=feed.device)
         # The last candidate was never read: the cache holds the ids and the rest.
         self.held = ids + drafted[:-1]

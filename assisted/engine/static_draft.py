@@ -29,6 +29,7 @@ import torch
 from transformers import StaticCache
 
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath, common_prefix_length
+from assisted.engine.lean import DraftEnd, confidence_of
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -42,19 +43,14 @@ def cut(
     cumulative: float,
 ) -> list[int]:
     """The draft the lean loop keeps of `tokens`, the assistant's argmax at each position
-    with the probability it gave each: up to and including the first end-of-sequence
-    token, the first token below `threshold`, or the first at which the product of the
-    probabilities so far falls below `cumulative` (`assisted.engine.lean`)."""
+    with the probability it gave each: up to where `assisted.engine.lean.DraftEnd` ends
+    it."""
+    end = DraftEnd(frozenset(eos_ids), threshold, cumulative)
     drafted: list[int] = []
-    reach = 1.0
     for token, confidence in zip(tokens, confidences, strict=True):
         drafted.append(token)
-        if token in eos_ids:
+        if end.after(token, confidence):
             break
-        if threshold or cumulative:
-            reach *= confidence
-            if confidence < threshold or reach < cumulative:
-                break
     return drafted
 
 
@@ -228,20 +224,16 @@ class StaticDrafter:
         soon as a rule ends the draft."""
         state = self.state
         drafted: list[int] = []
-        reach = 1.0
+        end = DraftEnd(self.eos_ids, self.threshold, self.cumulative)
         logits = state.feed(feed)
         for position in range(gamma):
             if position:
                 logits = state.feed(state.token)
             token = int(logits.argmax())
             drafted.append(token)
-            if token in self.eos_ids:
+            weighed = confidence_of(logits, token) if end.weighs_confidence else None
+            if end.after(token, weighed):
                 break
-            if self.threshold or self.cumulative:
-                confidence = logits.float().softmax(-1)[token].item()
-                reach *= confidence
-                if confidence < self.threshold or reach < self.cumulative:
-                    break
             state.token.fill_(token)
         self.counts.eager += 1
         # The last candidate was never read: the cache holds the ids and the rest.
