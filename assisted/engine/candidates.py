@@ -43,8 +43,9 @@ class SuffixSource:
     def __init__(self, lookup: SuffixLookup):
         self.lookup = lookup
 
-    def find(self, input_ids: torch.Tensor, most: int, ids: list[int] | None = None) -> Match:
-        return self.lookup.find(input_ids[0].tolist() if ids is None else ids, most)
+    def find(self, input_ids: torch.Tensor, most: int, ids: list[int]) -> Match:
+        """A match for the committed `ids` (those of `input_ids`, read once a step)."""
+        return self.lookup.find(ids, most)
 
 
 class TransformersLookup:
@@ -54,7 +55,7 @@ class TransformersLookup:
     def __init__(self, generator: PromptLookupCandidateGenerator):
         self.generator = generator
 
-    def find(self, input_ids: torch.Tensor, most: int, ids: list[int] | None = None) -> Match:
+    def find(self, input_ids: torch.Tensor, most: int, ids: list[int]) -> Match:
         if most < 1:
             return NO_MATCH
         self.generator.num_output_tokens = most

@@ -109,11 +109,12 @@ def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
     assistant = pair.drafting_assistant(precision)
     if draft.schedule == "auto":
         cap = draft.length_for(pair.spec.drafter)
-        auto.calibrate(pair, _warmup_prefix(pair), assistant, precision, cap)
+        prefix = _warmup_prefix(pair)
+        auto.calibrate(pair, prefix, assistant, precision, cap)
         if assistant is not None:
             # Greedy `auto` runs draft with the lean loop: on CUDA, captured graphs of it,
             # whose time per token then prices the policy's drafting (`auto.new_policy`).
-            draft_graphs.prepare(assistant, cap, _warmup_prefix(pair))
+            draft_graphs.prepare(assistant, cap, prefix)
     computes_in = None
     if assistant is not None:
         computes_in = pair.dtype_name if precision == "none" else precision
