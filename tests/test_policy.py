@@ -98,8 +98,8 @@ def test_offers_bound_the_draft_length():
 
 
 def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
-    # 700 tokens of context at 2 ms each cost 1.4 s; at this acceptance the assistant saves
-    # about 10 ms a token on a 20 ms step.
+    # 700 tokens of context at 2 ms each cost 1.4 s; the bet prices the assistant at the
+    # prior (the run has no evidence of its own yet), whatever its estimates say.
     p = policy(flat(), drafter_s=0.002, prefill_s=0.002)
     p.acceptance.estimates[A, False, 0] = Acceptance(
         CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP)
@@ -112,7 +112,7 @@ def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
         p.observe(0, 0)
         waited += 1
     assert choice.prefill and choice.gamma > 1
-    saved_per_token_s = 1 / p.rate(None, 0) - 1 / p.best(A, CAP, optimistic=True)[1]
+    saved_per_token_s = 1 / p.rate(None, 0) - 1 / p._unseen_rate(CAP)
     share = policy_module.START_SHARE
     assert waited == pytest.approx(share * 0.002 * 700 / saved_per_token_s, abs=1.5)
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from assisted.core.drafters import DrafterKind
+from assisted.core.held_back import HeldBack
 
 Mode = Literal["plain", "assisted"]
 CalibrationSource = Literal["timed", "disk"]
@@ -52,6 +53,10 @@ class Step:
     of its choice when it made it (`assisted.policy.choice.Expectation`): the tokens the step would
     commit, the seconds it would take, and the seconds a plain step would have taken then;
     None under other schedules.
+    `held_back` is why the `auto` policy kept the assistant from drafting at this step, though
+    it could have (`assisted.core.held_back`: its first read of the prompt could not pay, or
+    had not yet; its catch-up could not pay; the run's steps with it fell behind plain);
+    None where it did not, and under other schedules.
     `draft_p` and `draft_q` are, in a sampled run, each drafted token's probability under
     the target (p) and under the drafter (q), as Transformers accepted it with probability
     min(1, p/q): both after the run's temperature and top-p, q = 1 for a prompt-lookup
@@ -76,6 +81,7 @@ class Step:
     plain_step_s: float | None = None
     draft_p: tuple[float, ...] = ()
     draft_q: tuple[float, ...] = ()
+    held_back: HeldBack | None = None
 
 
 # The drafting paths (`DraftingPath.path`).
@@ -239,7 +245,15 @@ def _step_from_dict(data: dict) -> Step:
     # JSON turns tuples into lists; a step keeps its ids and probabilities as tuples.
     keys = ("token_ids", "draft_ids", "draft_p", "draft_q")
     ids = {key: tuple(data[key]) for key in keys if key in data}
-    return Step(**{**data, **ids, "source": _kind(data.get("source"))})
+    held_back = data.get("held_back")
+    return Step(
+        **{
+            **data,
+            **ids,
+            "source": _kind(data.get("source")),
+            "held_back": None if held_back is None else HeldBack(held_back),
+        }
+    )
 
 
 def _kind(name: str | None) -> DrafterKind | None:

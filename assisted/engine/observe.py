@@ -36,6 +36,7 @@ import torch
 from transformers.generation.streamers import BaseStreamer
 
 from assisted.core.drafters import DrafterKind
+from assisted.core.held_back import HeldBack
 from assisted.core.record import Mode, RunRecord, Step, common_prefix_length
 from assisted.engine import draft_graphs
 from assisted.engine.detokenizer import Detokenizer
@@ -104,12 +105,16 @@ class StepObserver(BaseStreamer):
             expected=policy.expected if policy else None,
             draft_p=draft_p,
             draft_q=draft_q,
+            held_back=policy.choice.held_back if policy else None,
         )
         if policy and self.times_drafting:
             # A replayed draft computes every token it was asked for, whatever the rules
             # cut after: its time is per token computed, not per token kept.
             computed = max(step.drafted, self.drafting.replayed)
             policy.observe_draft(policy.choice, computed, draft_s)
+        if policy and self.record.steps:
+            # The first step holds the target's read of the prompt, which plain pays too.
+            policy.observe_step_s(t_s - self.record.steps[-1].t_s)
         self.record.steps.append(step)
         self.on_step(len(self.record.steps) - 1, step)
 
@@ -172,10 +177,12 @@ class _Stream:
         expected: Expectation | None,
         draft_p: tuple[float, ...] = (),
         draft_q: tuple[float, ...] = (),
+        held_back: HeldBack | None = None,
     ) -> Step:
         """The step that committed `token_ids`, with the draft it verified (from `source`),
-        the text of both, what the `auto` policy `expected` of it, and under sampling the
-        draft's p and q; its tokens then count as committed."""
+        the text of both, what the `auto` policy `expected` of it and why it `held_back`
+        the assistant, and under sampling the draft's p and q; its tokens then count as
+        committed."""
         draft = self.draft
         # Counted from the ids, not as len(token_ids) - 1: where EOS or the length limit
         # ends a step, the target's own token may be missing and every token a candidate.
@@ -198,6 +205,7 @@ class _Stream:
             **(asdict(expected) if expected else {}),
             draft_p=draft_p,
             draft_q=draft_q,
+            held_back=held_back,
         )
 
     def finish(self) -> str:

@@ -97,9 +97,16 @@ def simulate(
         else:
             drafted = accepted = 0
         committed = min(accepted + 1, len(output) - i)
-        seconds += costs.step_s(choice.source, drafted, state, i)
+        step_s = costs.step_s(choice.source, drafted, state, i)
+        seconds += step_s
         policy.observe(drafted, accepted)
         policy.observe_unverified(LOOKUP, len(match), agreed_lookup, committed)
+        if choice.source is ASSISTANT and drafted:
+            # Priced as the policy prices it: its drafts, and a first draft's read.
+            read_s = policy.costs.read_s(record.prompt_tokens + i) if choice.prefill else 0.0
+            policy.observe_draft(choice, drafted, h.drafting_s * drafted + read_s)
+        if i:  # the first step holds the target's prefill, as in a real run
+            policy.observe_step_s(step_s)
         i, state = i + committed, oracle.after(choice.source, state)
     return seconds
 

@@ -15,18 +15,34 @@ gets tried, and one with much evidence is taken at its word).
 An assistant model must first read the whole context (its prefill) before it drafts at all,
 and nobody knows in advance how long the answer will be: the run's remaining budget (max
 new tokens) is only an upper bound. So the prefill is weighed as in the ski-rental problem.
-The assistant never starts if the time it would save over the whole remaining budget
-cannot repay the prefill; otherwise it starts once the time it would have saved on the
-tokens committed so far (plus the next step's) reaches half the prefill's cost
-(`START_SHARE`). A 17-token answer after a 700-token prompt (a prefill of about a second on
-a CPU) thus ends before the assistant starts, drafting from prompt-lookup matches or not at
-all, while a long answer pays at most half the prefill's cost for the wait. Waiting for the
-whole cost, the classic rule, bounds the worst case at twice what the better choice in
-hindsight would have cost, against three times for half; but the oracle
-(`assisted.analysis.oracle`) starts the assistant at the first step of nearly every example
-where the runs wait plain steps, and replayed offline on recorded runs
-(`python -m assisted.lab.policy_fit`) half the cost comes nearer the oracle's modelled speed
-on both prompt sets (docs/lab-notes.md).
+The assistant never starts if the time it would save over the tokens the run can expect to
+commit yet cannot repay the prefill: not the whole remaining budget, which a short answer
+never uses, but what a scale-free prior on where answers end expects, given how far this
+one has run (`expected_tokens_left`). Otherwise it starts once the time it would have saved
+on the tokens committed so far (plus the next step's) reaches half the prefill's cost
+(`START_SHARE`). A 20-token answer after a 700-token passage (a read of about 4 s for the
+int4 assistant on a 2-core CPU, more than plain decoding spends on the answer) thus ends
+before the assistant starts, drafting from prompt-lookup matches or not at all, while a
+long answer after a short prompt starts at once. Waiting for the whole cost, the classic
+rule, bounds the worst case at twice what the better choice in hindsight would have cost,
+against three times for half; but the oracle (`assisted.analysis.oracle`) starts the
+assistant at the first step of nearly every example where the runs wait plain steps, and
+replayed offline on recorded runs (`python -m assisted.lab.policy_fit`) half the cost comes
+nearer the oracle's modelled speed on both prompt sets (docs/lab-notes.md).
+
+Resuming the assistant after steps it skipped is the same bet on a smaller read: the tokens of
+those steps (its catch-up). It resumes only where drafting can repay that read over the
+tokens the run can expect to commit yet.
+
+A floor holds during the run. The policy times each step the assistant drafted, all in (the
+draft, its catch-up, the verification and the loop around them; a first draft's read of
+the context aside, which the rule above priced), and keeps their seconds per committed
+token, recent steps weighing most (`FLOOR_DECAY`). Once `FLOOR_STEPS` such steps ran slower
+per committed token than a plain step's T(1) by more than a step's timing noise
+(`FLOOR_MARGIN`), the assistant stops drafting: its acceptance or its costs are not what
+the models said. Its idle probe (below) still drafts, and that evidence turns the floor
+back when the assistant's steps pay again. Each step the policy holds the assistant back
+records why (`assisted.core.held_back`).
 
 After `PROBE_AFTER` γ = 0 steps in a row the policy drafts one candidate, so that drafting
 resumes when the text becomes predictable again; and an assistant model left unused for
@@ -48,11 +64,13 @@ No torch here: numbers in, a choice out.
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from assisted.core.drafters import DrafterKind
-from assisted.policy.acceptance import AcceptanceCounts, AcceptanceModel
+from assisted.core.held_back import HeldBack
+from assisted.policy.acceptance import Acceptance, AcceptanceCounts, AcceptanceModel
 from assisted.policy.costs import CostModel
 
 PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
@@ -60,18 +78,27 @@ PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
 # it starts (the ski-rental rule of the module's note: 1 waits until the wait has cost as
 # much as the prefill).
 START_SHARE = 0.5
+# The floor (the module's note): a plain step's timing varies by about this share around the
+# pair's T(1) (docs/benchmarks.md: plain steps ÷ T(1), 0.87–1.16 from the 10th to the 90th
+# percentile), so the assistant's steps are behind plain only beyond it ...
+FLOOR_MARGIN = 0.15
+FLOOR_STEPS = 3  # ... over at least this many of its steps,
+FLOOR_DECAY = 0.7  # ... each older step weighing this share of the one after it.
 
 
 @dataclass(frozen=True)
 class Choice:
     """What one step drafts: `gamma` candidates from `source` (None: a plain step).
     `catch_up` and `prefill` say what the assistant model must read first: the tokens of
-    the steps it skipped, or the whole context because it has not drafted yet."""
+    the steps it skipped, or the whole context because it has not drafted yet.
+    `held_back` says why the assistant, though able to draft, was not weighed at this
+    step (None: it was, or it could not draft)."""
 
     source: DrafterKind | None
     gamma: int
     catch_up: bool = False
     prefill: bool = False
+    held_back: HeldBack | None = None
 
 
 PLAIN = Choice(None, 0)
@@ -89,6 +116,46 @@ class Expectation:
     expected_tokens: float
     expected_s: float
     plain_step_s: float
+
+
+def expected_tokens_left(committed: int, tokens_left: int) -> float:
+    """The tokens a run that has committed `committed` and may commit `tokens_left` more can
+    expect to commit yet, not knowing where its answer ends: answer lengths are taken as
+    log-uniform between one token and the run's budget (a scale-free prior: an answer is as
+    likely to run 2 to 4 tokens as 20 to 40), so the longer an answer has run, the longer
+    it is expected to run on, up to the budget. With P(L > x) = ln(B / x) / ln(B) for a
+    budget B and c tokens committed, E[min(L, B) − c | L > c] = (B − c − c·ln(B / c)) /
+    ln(B / c). A 64-token budget expects 14 tokens at the start and at most 19 at any point:
+    a read that 19 tokens of savings cannot repay is never started."""
+    budget = committed + tokens_left
+    done = max(committed, 1)  # the step under way commits a token whatever happens
+    if done >= budget:
+        return float(max(tokens_left, 0))
+    span = math.log(budget / done)
+    return (budget - done - done * span) / span
+
+
+class Floor:
+    """The seconds per committed token of the steps the assistant drafted in a run, recent
+    steps weighing most, against a plain step's (the module's note)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0  # decayed seconds of the assistant's steps
+        self.tokens = 0.0  # decayed tokens they committed
+        self.steps = 0  # how many there were
+
+    def observe(self, seconds: float, tokens: int) -> None:
+        """A step the assistant drafted took `seconds` and committed `tokens`."""
+        self.seconds = FLOOR_DECAY * self.seconds + seconds
+        self.tokens = FLOOR_DECAY * self.tokens + tokens
+        self.steps += 1
+
+    def behind(self, plain_step_s: float) -> bool:
+        """Whether those steps ran slower per token than plain steps of `plain_step_s`,
+        beyond the noise."""
+        if self.steps < FLOOR_STEPS:
+            return False
+        return self.seconds > (1.0 + FLOOR_MARGIN) * plain_step_s * self.tokens
 
 
 class DraftPolicy:
@@ -121,6 +188,10 @@ class DraftPolicy:
         self.expected: Expectation | None = None  # ... and what it expected of that choice
         self.context = 0  # the context of the latest `choose`
         self.committed = 0  # tokens the run's steps have committed
+        self.seen = 0  # the context the model source has read (after its latest draft)
+        self.floor = Floor()
+        self.step_tokens = 0  # tokens the latest step committed
+        self.read_s = 0.0  # seconds the latest draft spent reading the context first
 
     def choose(
         self,
@@ -137,14 +208,16 @@ class DraftPolicy:
         self.context = context
         self.acceptance.offer(DrafterKind.PROMPT_LOOKUP, match_length)
         offers = {name: min(most, self.cap) for name, most in offers.items() if most > 0}
-        if self.model_source in offers and not self._model_pays(offers, tokens_left, context):
-            del offers[self.model_source]
+        model = self.model_source
+        room = offers.get(model, 0)  # not when the length limit leaves it no room
+        held_back = self._held_back(offers, tokens_left) if room else None
+        if held_back is not None:
+            del offers[model]
         choice, best = PLAIN, self.rate(None, 0)
         for source, most in offers.items():
             gamma, rate = self.best(source, most, optimistic=True)
             if rate > best:
                 choice, best = self._choice(source, gamma), rate
-        model = self.model_source
         # A probe informs the steps after it: with fewer left than a run of plain steps
         # before the next probe, what it would learn cannot repay it.
         probing = tokens_left > PROBE_AFTER
@@ -156,25 +229,38 @@ class DraftPolicy:
             and probing
             and self.idle >= PROBE_AFTER
             and choice.source != model
-            and model in offers  # not when the length limit leaves it no room
+            and room
+            and held_back in (None, HeldBack.FLOOR)  # the probe is how the floor turns
         ):
-            choice = self._choice(model, self.best(model, offers[model])[0])
+            choice, held_back = self._choice(model, self.best(model, room)[0]), None
+        if held_back is not None:
+            choice = replace(choice, held_back=held_back)
         self.zero_steps = self.zero_steps + 1 if choice.gamma == 0 else 0
         self.idle = 0 if choice.source == model else self.idle + 1
         self.choice = choice
         self.expected = self._expectation(choice)
         return choice
 
-    def rate(self, source: DrafterKind | None, gamma: int, optimistic: bool = False) -> float:
-        """Expected committed tokens per second when `source` drafts `gamma` candidates."""
+    def rate(
+        self,
+        source: DrafterKind | None,
+        gamma: int,
+        optimistic: bool = False,
+        steady: bool = False,
+    ) -> float:
+        """Expected committed tokens per second when `source` drafts `gamma` candidates; a
+        `steady` rate leaves out any catch-up the next step needs."""
         if source is None or gamma == 0:
             return 1.0 / self.costs.cost_s(None, 0)
         tokens = self.acceptance.expected_tokens(source, gamma, optimistic)
-        return tokens / self.cost_s(source, gamma)
+        seconds = self.costs.cost_s(source, gamma) if steady else self.cost_s(source, gamma)
+        return tokens / seconds
 
-    def best(self, source: DrafterKind, most: int, optimistic: bool = False) -> tuple[int, float]:
+    def best(
+        self, source: DrafterKind, most: int, optimistic: bool = False, steady: bool = False
+    ) -> tuple[int, float]:
         """The γ in 1 … `most` with the highest rate for `source`, and that rate."""
-        rates = ((g, self.rate(source, g, optimistic)) for g in range(1, most + 1))
+        rates = ((g, self.rate(source, g, optimistic, steady)) for g in range(1, most + 1))
         return max(rates, key=lambda pair: pair[1])
 
     def cost_s(self, source: DrafterKind | None, gamma: int) -> float:
@@ -185,27 +271,55 @@ class DraftPolicy:
         """Whether `source` must first read the tokens of the steps it skipped."""
         return source == self.model_source and self.started and self.behind
 
-    def _model_pays(self, offers: dict[DrafterKind, int], tokens_left: int, context: int) -> bool:
-        """Whether the model source may draft: always once it has a cache; before that, only
-        if the time it saves over `tokens_left` tokens repays prefilling `context` tokens,
-        and once the time it would have saved so far reaches that cost (the module's note).
-        Its acceptance is taken optimistically here: until it drafts, the run has no
-        evidence of its own, and a pessimistic start would never gather any."""
-        if self.started:
-            return True
+    def _held_back(self, offers: dict[DrafterKind, int], tokens_left: int) -> HeldBack | None:
+        """Why the model source may not draft at this step, or None where it may: the floor,
+        or a read it must make first (the whole context before its first draft, the skipped
+        steps' tokens after) that the time it saves over `tokens_left` tokens cannot repay;
+        and before its first draft, until the time it would have saved so far reaches
+        `START_SHARE` of that read (the module's note). Its acceptance is taken
+        optimistically here: until it drafts, the run has no evidence of its own, and a
+        pessimistic start would never gather any (before the first draft, at the prior:
+        `_unseen_rate`)."""
+        if self.started and self.floor.behind(self.costs.verify_s[1]):
+            return HeldBack.FLOOR
+        if self.started and not self.behind:
+            return None
         model = self.model_source
-        _, with_model = self.best(model, offers[model], optimistic=True)
+        if self.started:
+            _, with_model = self.best(model, offers[model], optimistic=True, steady=True)
+        else:
+            with_model = self._unseen_rate(offers[model])
         without = max(
             [self.rate(None, 0)]
             + [self.best(name, most)[1] for name, most in offers.items() if name != model]
         )
         if with_model <= without:
-            return False
+            # No better than the rest, read or not. Once it drafts, the choice passes it by;
+            # before, its estimates may still hold other prompts' acceptance, which the
+            # bet leaves out (`_unseen_rate`): it is held back, so that they cannot start it.
+            return None if self.started else HeldBack.FIRST_DRAFT
         saved_per_token_s = 1.0 / without - 1.0 / with_model
-        prefill_s = self.costs.prefill_s * context
-        if tokens_left * saved_per_token_s <= prefill_s:
-            return False
-        return (self.committed + 1) * saved_per_token_s >= START_SHARE * prefill_s
+        read_s = self.costs.read_s(self.context - self.seen)
+        if expected_tokens_left(self.committed, tokens_left) * saved_per_token_s <= read_s:
+            return HeldBack.CATCH_UP if self.started else HeldBack.FIRST_DRAFT
+        if not self.started and (self.committed + 1) * saved_per_token_s < START_SHARE * read_s:
+            return HeldBack.WAITING
+        return None
+
+    def _unseen_rate(self, most: int) -> float:
+        """The model source's best rate at up to `most` candidates before it has drafted in
+        this run, its acceptance taken at the prior, optimistically: the bet on its first
+        read rests on the run's own evidence, and there is none yet. The pair's earlier
+        runs, which seed its estimates once it drafts, are left out here: drawn from other
+        prompts, they would make the bet, and so this prompt's speed, depend on what ran
+        before it (a passage's question after code prompts, whose drafts the target kept,
+        started the assistant and lost: docs/auto-policy.md)."""
+        unseen = Acceptance(self.cap)
+        source = self.model_source
+        return max(
+            unseen.expected_tokens(gamma, optimistic=True) / self.costs.cost_s(source, gamma)
+            for gamma in range(1, most + 1)
+        )
 
     def _expectation(self, choice: Choice) -> Expectation:
         """What `choice` should commit and cost, from the models as they stand now."""
@@ -214,7 +328,7 @@ class DraftPolicy:
             return Expectation(1.0, plain_s, plain_s)
         seconds = self.cost_s(choice.source, choice.gamma)
         if choice.prefill:
-            seconds += self.costs.prefill_s * self.context
+            seconds += self.costs.read_s(self.context)
         tokens = self.acceptance.expected_tokens(choice.source, choice.gamma)
         return Expectation(tokens, seconds, plain_s)
 
@@ -231,13 +345,25 @@ class DraftPolicy:
         """The step of the latest choice verified `drafted` candidates and accepted the
         first `accepted`."""
         source = self.choice.source
-        self.committed += accepted + 1
+        self.step_tokens = accepted + 1
+        self.committed += self.step_tokens
         if source is not None and drafted:
             self.acceptance.observe(source, drafted, accepted)
         if source is not None and source == self.model_source:
             self.started, self.behind = True, False
+            # Its cache holds the context and the candidates the step accepted.
+            self.seen = self.context + accepted
         else:
             self.behind = self.started
+
+    def observe_step_s(self, seconds: float) -> None:
+        """The latest step took `seconds` of wall time, from the step before it to its end
+        (its drafting, verification and the loop around them): for the floor, where the
+        model source drafted it, less any first read of the context."""
+        if self.choice.source == self.model_source and self.choice.gamma:
+            read_s = self.read_s if self.choice.prefill else 0.0
+            self.floor.observe(max(seconds - read_s, 0.0), self.step_tokens)
+        self.read_s = 0.0
 
     def observe_unverified(
         self, source: DrafterKind, drafted: int, agreed: int, committed: int
@@ -258,7 +384,7 @@ class DraftPolicy:
         if not drafted or choice.source != self.model_source:
             return
         prefilled = self.context if choice.prefill else None
-        self.costs.observe_draft(drafted, seconds, prefilled, choice.catch_up)
+        self.read_s = self.costs.observe_draft(drafted, seconds, prefilled, choice.catch_up)
 
 
 def measure_bookkeeping_s(cap: int = 8, steps: int = 2000) -> float:

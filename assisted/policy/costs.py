@@ -23,8 +23,14 @@ skipped the steps before (its cache then lacks the tokens it did not see). A pla
   verification.
 - call_s is the assistant's time per drafting call outside its forward passes (its own
   generate() loop); catch_up_s what reading the skipped steps' tokens adds to a call.
-- prefill_s is the assistant's time per token of context it reads before its first draft;
-  the policy weighs that prefill before starting the assistant at all (`assisted.policy.choice`).
+- prefill_s is the assistant's time per token of context it reads before its first draft,
+  and prices any read of tokens it has not seen (`read_s`: its first read of the prompt,
+  its catch-up after skipped steps); the policy weighs that read before starting or
+  resuming the assistant at all (`assisted.policy.choice`). It is calibrated, then learnt
+  as T(k) is, by a moving average: each first draft moves it toward its own time per
+  token, a long read more than a short one (`READ_EMA`, `FULL_READ`). One read is a noisy
+  timing on a shared machine (5–11 ms a token for the same work, seen on one 2-core CPU),
+  and the next run's decision to start the assistant rests on it.
 
 No torch here: seconds in, seconds out.
 """
@@ -37,6 +43,11 @@ from assisted.core.drafters import DrafterKind
 
 EMA = 0.1  # weight of a new timing in the moving averages
 LEVEL_EMA = SHAPE_EMA = EMA  # ... of T(k)'s level and of a T(k)'s own row (the note)
+# A first draft's read of `FULL_READ` tokens or more moves the prefill time per token by
+# `READ_EMA` of its distance from its own; a shorter read by that share of it, as its
+# time holds more of the call's fixed costs.
+READ_EMA = 0.25
+FULL_READ = 256
 # The fewest one-row passes whose median may stand for T(1): a stopped run's few do not,
 # nor a warm-up run's (`assisted.core.settings.WARMUP_TOKENS`, one pass fewer), paying first calls.
 PLAIN_STEPS = 8
@@ -94,6 +105,10 @@ class CostModel:
         self.verify_s[rows] += SHAPE_EMA * (seconds - self.verify_s[rows])
         self.verified = True
 
+    def read_s(self, tokens: int) -> float:
+        """Seconds the model source takes to read `tokens` tokens it has not seen."""
+        return self.prefill_s * max(tokens, 0)
+
     def observe_call(self, seconds: float) -> None:
         """The latest drafting call of the model source took `seconds` of wall time, its
         forward passes included (they are timed apart and passed to `observe_draft`)."""
@@ -101,23 +116,29 @@ class CostModel:
 
     def observe_draft(
         self, drafted: int, seconds: float, prefilled: int | None = None, catch_up: bool = False
-    ) -> None:
+    ) -> float:
         """The model source drafted `drafted` (at least one) candidates in `seconds` of
         forward passes; the rest of its call's wall time refines `call_s`. Where the call
-        first prefilled `prefilled` tokens of context, the excess over the drafting becomes
-        the prefill time per token (for the pair's next runs); a catch-up's excess refines
-        `catch_up_s`; any other draft refines the time per drafted token."""
+        first prefilled `prefilled` tokens of context, the excess over the drafting refines
+        the prefill time per token (for this run and the pair's next ones: the module's
+        note); a catch-up's excess refines `catch_up_s`; any other draft refines the time
+        per drafted token. Returns that excess: the seconds the call spent reading tokens
+        it had not seen (0 for a draft that read none)."""
         if self.last_call_s:
             self.call_s += EMA * (max(self.last_call_s - seconds, 0.0) - self.call_s)
             self.last_call_s = 0.0
         per_token = self.drafter_s[self.model_source]
+        extra = max(seconds - per_token * drafted, 0.0)
         if prefilled is not None:
-            self.prefill_s = max(seconds - per_token * drafted, 0.0) / max(prefilled, 1)
-        elif catch_up:
-            extra = max(seconds - per_token * drafted, 0.0)
+            measured = extra / max(prefilled, 1)
+            weight = READ_EMA * min(1.0, prefilled / FULL_READ) if self.prefill_s else 1.0
+            self.prefill_s += weight * (measured - self.prefill_s)
+            return extra
+        if catch_up:
             self.catch_up_s += EMA * (extra - self.catch_up_s)
-        else:
-            self.drafter_s[self.model_source] += EMA * (seconds / drafted - per_token)
+            return extra
+        self.drafter_s[self.model_source] += EMA * (seconds / drafted - per_token)
+        return 0.0
 
     def verify_curve(self) -> list[tuple[int, float]]:
         """T(k) as (rows, seconds), rows ascending."""

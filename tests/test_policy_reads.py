@@ -1,0 +1,207 @@
+"""The `auto` policy's bets on the assistant's reads, and its floor, on hand-made costs (no
+models): a first draft priced against the tokens left, a catch-up likewise, and a run whose
+steps with the assistant cost more than plain ones stops drafting from it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from assisted.core.drafters import DrafterKind
+from assisted.core.held_back import HeldBack
+from assisted.policy import choice as policy_module
+from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance
+from assisted.policy.choice import (
+    FLOOR_MARGIN,
+    FLOOR_STEPS,
+    PROBE_AFTER,
+    Choice,
+    DraftPolicy,
+    expected_tokens_left,
+)
+from assisted.policy.costs import FULL_READ, READ_EMA, CostModel
+
+CAP = 8
+A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
+ROOM = {A: CAP}
+T1 = 0.25  # a 2-core CPU's step of the embedded target, in bf16
+PROMPT = 700  # a long passage
+
+
+def cpu_pair(prefill_s: float = 0.007) -> DraftPolicy:
+    """A bf16 CPU's costs: a flat T(k), an int4 assistant at 30 ms a token that reads a
+    prompt at 7 ms a token (measured on the embedded pair), and an assistant the target
+    mostly agrees with."""
+    verify_s = {k: T1 + 0.002 * k for k in range(1, CAP + 2)}
+    p = DraftPolicy(CAP, verify_s, {A: 0.030, L: 0.0}, A, prefill_s)
+    p.acceptance.estimates[A, False, 0] = Acceptance(
+        CAP, ([0.8 * HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP)
+    )
+    return p
+
+
+def run_steps(p: DraftPolicy, tokens_left: int, context: int) -> list[Choice]:
+    """The policy's choices through a run of `tokens_left` tokens after `context` tokens of
+    prompt, every candidate it drafts accepted."""
+    choices = []
+    while tokens_left > 0:
+        choice = p.choose(ROOM, tokens_left=tokens_left, context=context)
+        p.observe(choice.gamma, choice.gamma)
+        choices.append(choice)
+        tokens_left -= choice.gamma + 1
+        context += choice.gamma + 1
+    return choices
+
+
+def test_a_long_prompt_with_few_tokens_left_drafts_nothing_from_the_assistant():
+    # Reading 700 tokens costs 4.9 s; 18 tokens at best save about 2 s.
+    choices = run_steps(cpu_pair(), tokens_left=18, context=PROMPT)
+    assert all(choice.source is None for choice in choices)
+    assert {choice.held_back for choice in choices} == {HeldBack.FIRST_DRAFT}
+
+
+def test_the_same_prompt_with_many_tokens_left_drafts_once_the_wait_has_paid():
+    choices = run_steps(cpu_pair(), tokens_left=512, context=PROMPT)
+    first = next(i for i, choice in enumerate(choices) if choice.source == A)
+    assert choices[first].prefill and choices[first].held_back is None
+    # Before it: plain steps, each saying it waited for the read to pay.
+    assert {choice.held_back for choice in choices[:first]} == {HeldBack.WAITING}
+    p = cpu_pair()
+    # Priced at the prior: the run has no evidence of the assistant's yet.
+    saved_per_token_s = 1 / p.rate(None, 0) - 1 / p._unseen_rate(CAP)
+    wait = policy_module.START_SHARE * 0.007 * PROMPT / saved_per_token_s
+    assert first == pytest.approx(wait, abs=1.5)
+    assert sum(choice.source == A for choice in choices[first:]) > 0.9 * len(choices[first:])
+
+
+def test_a_short_prompt_drafts_at_once():
+    choices = run_steps(cpu_pair(), tokens_left=18, context=20)
+    assert choices[0].source == A and choices[0].prefill and choices[0].held_back is None
+
+
+def test_a_catch_up_the_tokens_left_cannot_repay_keeps_the_assistant_off():
+    p = cpu_pair()
+    p.started = True
+    p.choice = Choice(A, 4)
+    p.context = PROMPT
+    p.observe(4, 4)  # the assistant has read the prompt and its draft
+    for _ in range(60):  # then 60 steps it skipped: 60 tokens to read again, 0.42 s
+        p.choice = Choice(None, 0)
+        p.observe(0, 0)
+    context = PROMPT + 5 + 60
+    assert p.choose(ROOM, tokens_left=2, context=context).held_back == HeldBack.CATCH_UP
+    resumed = p.choose(ROOM, tokens_left=200, context=context)
+    assert resumed.source == A and resumed.catch_up and resumed.held_back is None
+
+
+def behind_plain(p: DraftPolicy, steps: int, slower: float) -> None:
+    """`steps` steps of the assistant, each costing `slower` times a plain step per token
+    committed."""
+    for _ in range(steps):
+        p.choice = Choice(A, 4)
+        p.observe(4, 1)  # two tokens committed
+        p.observe_step_s(2 * T1 * slower)
+
+
+def test_a_run_whose_assistant_steps_cost_more_than_plain_stops_drafting_from_it():
+    p = cpu_pair(prefill_s=0.0)
+    behind_plain(p, FLOOR_STEPS, slower=1.5)
+    # The acceptance it learnt still says draft; the floor holds it back.
+    choice = p.choose(ROOM, tokens_left=200, context=PROMPT)
+    assert choice.source is None and choice.held_back == HeldBack.FLOOR
+
+
+def test_the_floor_waits_for_evidence_and_for_more_than_noise():
+    p = cpu_pair(prefill_s=0.0)
+    behind_plain(p, FLOOR_STEPS - 1, slower=2.0)  # too few steps to tell
+    assert p.choose(ROOM, tokens_left=200, context=PROMPT).source == A
+    p = cpu_pair(prefill_s=0.0)
+    behind_plain(p, 10, slower=1 + FLOOR_MARGIN / 2)  # within a step's noise
+    assert p.choose(ROOM, tokens_left=200, context=PROMPT).source == A
+
+
+def test_the_floor_turns_when_the_assistants_probes_pay_again():
+    p = cpu_pair(prefill_s=0.0)
+    behind_plain(p, FLOOR_STEPS, slower=1.5)
+    probes = 0
+    for _ in range(10 * PROBE_AFTER):
+        choice = p.choose(ROOM, tokens_left=500, context=PROMPT)
+        if choice.source == A and choice.held_back is None:
+            if not p.floor.behind(T1):
+                break
+            probes += 1
+        p.observe(choice.gamma, choice.gamma)  # every candidate accepted now
+        p.observe_step_s(T1 * 1.2 if choice.source == A else T1)
+    else:
+        pytest.fail("the floor never turned")
+    assert probes >= 1  # it drafted again only as an idle probe until the evidence turned
+
+
+def test_a_first_drafts_read_is_left_out_of_the_floor():
+    p = cpu_pair()
+    choice = p.choose(ROOM, tokens_left=18, context=20)
+    assert choice.prefill
+    p.observe(choice.gamma, choice.gamma)
+    p.costs.observe_call(0.0)
+    p.observe_draft(choice, choice.gamma, 0.030 * choice.gamma + 0.14)  # 0.14 s to read 20
+    p.observe_step_s(0.030 * choice.gamma + 0.14 + T1)
+    assert p.floor.seconds == pytest.approx(0.030 * choice.gamma + T1)
+
+
+def test_the_prefill_time_is_learnt_as_a_moving_average_long_reads_weighing_most():
+    costs = CostModel(CAP, {k: T1 for k in range(1, CAP + 2)}, {A: 0.03}, A, prefill_s=0.007)
+    assert costs.observe_draft(1, 0.03 + FULL_READ * 0.011, prefilled=FULL_READ) == pytest.approx(
+        FULL_READ * 0.011
+    )
+    assert costs.prefill_s == pytest.approx(0.007 + READ_EMA * 0.004)
+    before = costs.prefill_s
+    costs.observe_draft(1, 0.03 + 16 * 0.050, prefilled=16)  # a short read: mostly fixed costs
+    assert costs.prefill_s - before == pytest.approx(READ_EMA * 16 / FULL_READ * (0.050 - before))
+    fresh = CostModel(CAP, {k: T1 for k in range(1, CAP + 2)}, {A: 0.03}, A)
+    fresh.observe_draft(1, 0.03 + 64 * 0.006, prefilled=64)  # nothing to average with
+    assert fresh.prefill_s == pytest.approx(0.006)
+
+
+def test_the_tokens_a_run_can_expect_grow_with_how_far_its_answer_has_run_up_to_the_budget():
+    # A log-uniform prior between one token and the budget (`expected_tokens_left`).
+    assert expected_tokens_left(0, 64) == pytest.approx((63 - math.log(64)) / math.log(64))
+    along = [expected_tokens_left(c, 64 - c) for c in range(64)]
+    peak = max(along)
+    assert 14 < along[0] < peak < 20  # 14 at the start, at most about 19
+    assert along.index(peak) < 20 and along[-1] < 1  # then less, as the budget nears
+    assert all(e <= 64 - c for c, e in enumerate(along))
+    assert expected_tokens_left(0, 512) > 4 * along[0]  # a longer budget expects more
+
+
+def test_a_read_is_weighed_against_the_tokens_the_run_can_expect_not_its_whole_budget():
+    # 64 tokens left would repay a 4.2 s read at 0.145 s a token; the 14 to 19 a run can
+    # expect of a 64-token budget cannot.
+    p = cpu_pair(prefill_s=0.006)
+    choices = run_steps(p, tokens_left=64, context=PROMPT)
+    assert all(choice.source is None for choice in choices)
+    assert {choice.held_back for choice in choices} == {HeldBack.FIRST_DRAFT}
+
+
+def test_the_bet_on_a_first_read_does_not_depend_on_what_earlier_prompts_taught():
+    # A passage's question after code prompts whose drafts the target kept (the pair's
+    # history: every candidate accepted) is priced as it would be alone.
+    alone = cpu_pair(prefill_s=0.005)
+    after = cpu_pair(prefill_s=0.005)
+    history = ([100.0] * CAP, [100.0] * CAP)
+    after.acceptance.estimates[A, False, 0] = Acceptance(CAP, history)
+    assert run_steps(after, tokens_left=64, context=PROMPT) == run_steps(
+        alone, tokens_left=64, context=PROMPT
+    )
+
+
+def test_an_assistant_no_better_at_the_prior_is_not_started_by_other_prompts_estimates():
+    # At the prior, drafting saves nothing against plain steps here; an estimate that
+    # earlier prompts seeded (every candidate accepted) must not start it all the same.
+    p = cpu_pair(prefill_s=0.0001)
+    p.costs.drafter_s[A] = 0.2  # nearly a target step a drafted token
+    assert p._unseen_rate(CAP) < p.rate(None, 0)
+    p.acceptance.estimates[A, False, 0] = Acceptance(CAP, ([100.0] * CAP, [100.0] * CAP))
+    assert p.best(A, CAP, optimistic=True)[1] > p.rate(None, 0)  # the seeded estimate would
+    choice = p.choose(ROOM, tokens_left=64, context=PROMPT)
+    assert choice.source is None and choice.held_back == HeldBack.FIRST_DRAFT
