@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted.analysis import divergence, oracle, sampling, stats
+from assisted.analysis import declines, divergence, oracle, sampling, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.core.drafters import DRAFTER_NAMES
 from assisted.core.examples import ExamplesError
@@ -210,6 +210,9 @@ def format_table(result: dict) -> str:
     acceptance = sampling.describe_acceptance(result.get("assisted") or {})
     if acceptance:
         lines.append(f"{'acceptance':22}{acceptance}")
+    held_back = declines.describe(result.get("assisted") or {})
+    if held_back:
+        lines.append(f"{'policy':22}{held_back}")
     if result.get("oracle") is not None:
         lines.append(f"{'oracle':22}{oracle.describe(result['oracle'])}")
     calibration = learnt_store.describe((result.get("assisted") or {}).get("calibration"))

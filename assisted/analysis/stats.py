@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from assisted.analysis import oracle, sampling
+from assisted.analysis import declines, oracle, sampling
 from assisted.analysis.divergence import explain as explain_divergence
 from assisted.core.drafters import DrafterKind
 from assisted.core.figures import median, rounded
@@ -195,6 +195,7 @@ def per_step(record: RunRecord) -> list[dict]:
                     expected_tokens=rounded(step.expected_tokens),
                     expected_s=rounded(step.expected_s, 6),
                     plain_step_s=rounded(step.plain_step_s, 6),
+                    held_back=step.held_back,
                 )
             if record.sampled:
                 row.update(sampling.step_fields(step))
@@ -226,6 +227,7 @@ def summarize(record: RunRecord, steps: bool = True) -> dict:
             tokens_per_step=rounded(tokens_per_step(record)),
             accept_histogram=accept_histogram(record),
             position_acceptance=[rounded(r) for r in position_acceptance(record)],
+            **declines.summary_fields(record),
         )
         if record.sampled:
             summary.update(sampling.run_fields(record))

@@ -21,6 +21,9 @@ Figures (terms as defined in `assisted.analysis.stats`):
   they came from. "overall" does the same over all prompts, and its headline figure is the
   geometric mean of the per-prompt speedups.
 
+- **first draft**: under `auto` with an assistant model, how the first-draft rule went in
+  most of a prompt's runs (`assisted.analysis.declines`: "at once", "waited" or "declined"),
+  why, and in how many of them; the card lists the prompts where it waited or declined.
 - **oracle** figures: the best schedule in hindsight and the shares of it the runs
   reached, modelled and measured (`assisted.bench.shares`).
 
@@ -35,15 +38,17 @@ import dataclasses
 import json
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assisted.analysis import divergence, stats
+from assisted.analysis import declines, divergence, stats
 from assisted.bench import shares
 from assisted.bench.planning import Variant
 from assisted.core.figures import rounded
+from assisted.core.held_back import HeldBack
 from assisted.core.record import RunRecord
 from assisted.core.settings import RunSettings
 
@@ -92,35 +97,53 @@ def summarize_prompt(
     tokens = sum(stats.new_tokens(r) for r in assisted)
     steps = sum(len(r.steps) for r in assisted)
     curve = assisted[-1].verify_cost_s if assisted else []
-    summary = {
-        "speedup": _ratio(assisted_rate, plain_rate),
-        "plain_tokens_per_s": rounded(plain_rate),
-        "assisted_tokens_per_s": rounded(assisted_rate),
-        "acceptance_rate": _ratio(accepted, drafted),
-        "tokens_per_step": _ratio(tokens, steps),
-        "predicted_speedup": rounded(stats.median([c["predicted_speedup"] for c in compared])),
-        "prediction": _prediction(c["prediction"] for c in compared),
-        "alpha": rounded(stats.median([c["alpha"] for c in compared])),
-        "mean_drafted": _ratio(drafted, steps),
-        "cost_ratio": rounded(stats.median([c["cost_ratio"] for c in compared])),
-        "identical": all(c["identical"] for c in compared),
-        "first_divergence": min(divergences, default=None),
-        "outcome": divergence.worst([divergence.outcome(c["divergence"]) for c in compared]),
-        "assistant_precision": assisted[0].assistant_precision if assisted else None,
-        "new_tokens": rounded(stats.median([stats.new_tokens(r) for r in assisted])),
-        "plain_new_tokens": rounded(stats.median([stats.new_tokens(r) for r in plain])),
-        "repeats": len(compared),
-        # Assisted runs whose drafts copied the chat template (None: not counted).
-        "template_draft_runs": sum(count > 0 for count in counted) if counted else None,
-        # Pooled counts, so categories can pool them in turn.
-        "drafted": drafted,
-        "accepted": accepted,
-        "steps": steps,
-        "assisted_tokens": tokens,
-        # The `auto` schedule's T(k) after the last repeat ([] under the others).
-        "verify_cost_s": [[k, rounded(s, 6)] for k, s in curve],
-    } | shares.prompt_fields(plain, assisted)
+    summary = (
+        {
+            "speedup": _ratio(assisted_rate, plain_rate),
+            "plain_tokens_per_s": rounded(plain_rate),
+            "assisted_tokens_per_s": rounded(assisted_rate),
+            "acceptance_rate": _ratio(accepted, drafted),
+            "tokens_per_step": _ratio(tokens, steps),
+            "predicted_speedup": rounded(stats.median([c["predicted_speedup"] for c in compared])),
+            "prediction": _prediction(c["prediction"] for c in compared),
+            "alpha": rounded(stats.median([c["alpha"] for c in compared])),
+            "mean_drafted": _ratio(drafted, steps),
+            "cost_ratio": rounded(stats.median([c["cost_ratio"] for c in compared])),
+            "identical": all(c["identical"] for c in compared),
+            "first_divergence": min(divergences, default=None),
+            "outcome": divergence.worst([divergence.outcome(c["divergence"]) for c in compared]),
+            "assistant_precision": assisted[0].assistant_precision if assisted else None,
+            "new_tokens": rounded(stats.median([stats.new_tokens(r) for r in assisted])),
+            "plain_new_tokens": rounded(stats.median([stats.new_tokens(r) for r in plain])),
+            "repeats": len(compared),
+            # Assisted runs whose drafts copied the chat template (None: not counted).
+            "template_draft_runs": sum(count > 0 for count in counted) if counted else None,
+            # Pooled counts, so categories can pool them in turn.
+            "drafted": drafted,
+            "accepted": accepted,
+            "steps": steps,
+            "assisted_tokens": tokens,
+            # The `auto` schedule's T(k) after the last repeat ([] under the others).
+            "verify_cost_s": [[k, rounded(s, 6)] for k, s in curve],
+        }
+        | _first_draft(assisted)
+        | shares.prompt_fields(plain, assisted)
+    )
     return summary | {"measured_share": shares.measured_share(summary)}
+
+
+def _first_draft(assisted: Sequence[RunRecord]) -> dict:
+    """How the first-draft rule went in most of a prompt's runs, why, and in how many."""
+    outcomes = Counter(declines.first_draft(record) for record in assisted)
+    outcomes.pop(None, None)
+    if not outcomes:
+        return {"first_draft": None, "first_draft_reason": None, "first_draft_runs": 0}
+    (outcome, reason), runs = outcomes.most_common(1)[0]
+    return {
+        "first_draft": outcome,
+        "first_draft_reason": str(reason) if reason else None,
+        "first_draft_runs": runs,
+    }
 
 
 def summarize_group(rows: Sequence[dict]) -> dict:
@@ -280,6 +303,7 @@ def render(result: dict) -> str:
             _outcome_cell,
         ),
         "",
+        *_first_draft_lines(result["prompts"]),
         "Per category (median speedup over prompts; acceptance pooled over runs)",
     ]
     groups, labels = [], []
@@ -325,6 +349,28 @@ def render(result: dict) -> str:
             f"{result['drafter']})"
         )
     return "\n".join(lines)
+
+
+def _first_draft_lines(rows: Sequence[dict]) -> list[str]:
+    """The prompts where the first-draft rule kept the assistant from drafting at once, a
+    line each, after a heading and before a blank line; none where there are none."""
+    lines = []
+    for row in rows:
+        outcome, reason = row.get("first_draft"), row.get("first_draft_reason")
+        if outcome not in (declines.DECLINED, declines.WAITED):
+            continue
+        runs = f"in {row['first_draft_runs']} of {row['repeats']} runs"
+        if outcome == declines.DECLINED:
+            because = HeldBack(reason).words if reason else "it was never worth it"
+            lines.append(f"  {row['question_id']} ({row['drafter']}): declined {runs}: {because}")
+        else:
+            lines.append(
+                f"  {row['question_id']} ({row['drafter']}): started late {runs}, waiting for "
+                "its read of the prompt to pay"
+            )
+    if not lines:
+        return []
+    return ["First draft: where the assistant's read of the prompt kept it back", *lines, ""]
 
 
 def _table(

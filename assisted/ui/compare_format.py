@@ -12,7 +12,7 @@ import html
 import math
 from collections.abc import Sequence
 
-from assisted.analysis import divergence, oracle, sampling, stats
+from assisted.analysis import declines, divergence, oracle, sampling, stats
 from assisted.core.drafters import DrafterKind
 from assisted.models import learnt_store
 from assisted.ui import draws_format
@@ -358,6 +358,9 @@ def summary_markdown(result: dict) -> str:
     acceptance = sampling.describe_acceptance(assisted)
     if acceptance:
         lines.append(f"**Acceptance**: {acceptance}.")
+    held_back = declines.describe(assisted)
+    if held_back:
+        lines.append(f"**Policy:** {held_back}")
     lines.append(_divergence_line(result))
     if result.get("oracle") is not None:
         lines.append(f"**Oracle:** {oracle.describe(result['oracle'])}")
