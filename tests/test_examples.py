@@ -36,3 +36,11 @@ def test_the_benchmark_tab_offers_every_prompt_of_the_largest_kind():
 
     per_kind = Counter(example.category for example in load_folder())
     assert max(per_kind.values()) == BENCH_MAX_PROMPTS
+
+
+def test_the_long_passages_set_holds_long_prompts_in_one_category():
+    examples = load_jsonl(EXAMPLES_DIR / "long-passages.jsonl")
+    assert len(examples) >= 4
+    assert {example.category for example in examples} == {"long-short"}
+    assert all(len(example.prompt) > 2000 for example in examples)
+    assert not {e.prompt for e in examples} & {e.prompt for e in load_folder() + load_jsonl(JSONL)}
