@@ -16,6 +16,7 @@ Numbers in, words out: no torch.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
@@ -85,3 +86,37 @@ def describe(summary: dict) -> str | None:
         return None
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + "."
+
+
+def prompt_fields(assisted: Sequence[RunRecord]) -> dict:
+    """A benchmark prompt's fields (docs/json.md): how the first-draft rule went in most of
+    its assisted runs, why, and in how many of them."""
+    outcomes = Counter(first_draft(record) for record in assisted)
+    outcomes.pop(None, None)
+    if not outcomes:
+        return {"first_draft": None, "first_draft_reason": None, "first_draft_runs": 0}
+    (outcome, reason), runs = outcomes.most_common(1)[0]
+    return {
+        "first_draft": outcome,
+        "first_draft_reason": str(reason) if reason else None,
+        "first_draft_runs": runs,
+    }
+
+
+def card_lines(rows: Sequence[dict]) -> list[str]:
+    """The benchmark card's lines for the prompts (`rows`, with `prompt_fields`) where the
+    first-draft rule kept the assistant from drafting at once: a heading, a line each and a
+    blank line; none where there are none."""
+    lines = []
+    for row in rows:
+        outcome, reason = row.get("first_draft"), row.get("first_draft_reason")
+        runs = f"in {row['first_draft_runs']} of {row['repeats']} runs"
+        label = f"  {row['question_id']} ({row['drafter']})"
+        if outcome == DECLINED:
+            because = HeldBack(reason).words if reason else "it was never worth it"
+            lines.append(f"{label}: declined {runs}: {because}")
+        elif outcome == WAITED:
+            lines.append(f"{label}: started late {runs}, waiting for its read of the prompt to pay")
+    if not lines:
+        return []
+    return ["First draft: where the assistant's read of the prompt kept it back", *lines, ""]

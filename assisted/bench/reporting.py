@@ -21,9 +21,8 @@ Figures (terms as defined in `assisted.analysis.stats`):
   they came from. "overall" does the same over all prompts, and its headline figure is the
   geometric mean of the per-prompt speedups.
 
-- **first draft**: under `auto` with an assistant model, how the first-draft rule went in
-  most of a prompt's runs (`assisted.analysis.declines`: "at once", "waited" or "declined"),
-  why, and in how many of them; the card lists the prompts where it waited or declined.
+- **first draft**: how the first-draft rule went in most of a prompt's runs, why, and in how
+  many (`assisted.analysis.declines`); the card lists where it waited or declined.
 - **oracle** figures: the best schedule in hindsight and the shares of it the runs
   reached, modelled and measured (`assisted.bench.shares`).
 
@@ -38,7 +37,6 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +46,6 @@ from assisted.analysis import declines, divergence, stats
 from assisted.bench import shares
 from assisted.bench.planning import Variant
 from assisted.core.figures import rounded
-from assisted.core.held_back import HeldBack
 from assisted.core.record import RunRecord
 from assisted.core.settings import RunSettings
 
@@ -126,24 +123,10 @@ def summarize_prompt(
             # The `auto` schedule's T(k) after the last repeat ([] under the others).
             "verify_cost_s": [[k, rounded(s, 6)] for k, s in curve],
         }
-        | _first_draft(assisted)
+        | declines.prompt_fields(assisted)
         | shares.prompt_fields(plain, assisted)
     )
     return summary | {"measured_share": shares.measured_share(summary)}
-
-
-def _first_draft(assisted: Sequence[RunRecord]) -> dict:
-    """How the first-draft rule went in most of a prompt's runs, why, and in how many."""
-    outcomes = Counter(declines.first_draft(record) for record in assisted)
-    outcomes.pop(None, None)
-    if not outcomes:
-        return {"first_draft": None, "first_draft_reason": None, "first_draft_runs": 0}
-    (outcome, reason), runs = outcomes.most_common(1)[0]
-    return {
-        "first_draft": outcome,
-        "first_draft_reason": str(reason) if reason else None,
-        "first_draft_runs": runs,
-    }
 
 
 def summarize_group(rows: Sequence[dict]) -> dict:
@@ -303,7 +286,7 @@ def render(result: dict) -> str:
             _outcome_cell,
         ),
         "",
-        *_first_draft_lines(result["prompts"]),
+        *declines.card_lines(result["prompts"]),
         "Per category (median speedup over prompts; acceptance pooled over runs)",
     ]
     groups, labels = [], []
@@ -349,28 +332,6 @@ def render(result: dict) -> str:
             f"{result['drafter']})"
         )
     return "\n".join(lines)
-
-
-def _first_draft_lines(rows: Sequence[dict]) -> list[str]:
-    """The prompts where the first-draft rule kept the assistant from drafting at once, a
-    line each, after a heading and before a blank line; none where there are none."""
-    lines = []
-    for row in rows:
-        outcome, reason = row.get("first_draft"), row.get("first_draft_reason")
-        if outcome not in (declines.DECLINED, declines.WAITED):
-            continue
-        runs = f"in {row['first_draft_runs']} of {row['repeats']} runs"
-        if outcome == declines.DECLINED:
-            because = HeldBack(reason).words if reason else "it was never worth it"
-            lines.append(f"  {row['question_id']} ({row['drafter']}): declined {runs}: {because}")
-        else:
-            lines.append(
-                f"  {row['question_id']} ({row['drafter']}): started late {runs}, waiting for "
-                "its read of the prompt to pay"
-            )
-    if not lines:
-        return []
-    return ["First draft: where the assistant's read of the prompt kept it back", *lines, ""]
 
 
 def _table(
