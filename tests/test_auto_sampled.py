@@ -14,7 +14,8 @@ from assisted.analysis import stats
 from assisted.core import bands
 from assisted.core.drafters import DrafterKind
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import auto, decoding
+from assisted.engine import calibration as calibrating
+from assisted.engine import decoding, learning
 from assisted.engine.decoding import RunDone
 from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
@@ -55,7 +56,7 @@ def sampled_timings(monkeypatch) -> list:
         calls.append(settings)
         return SAMPLED_DRAFT_S
 
-    monkeypatch.setattr(auto, "_time_sampled_drafting", timing)
+    monkeypatch.setattr(calibrating, "_time_sampled_drafting", timing)
     return calls
 
 
@@ -101,9 +102,9 @@ def test_a_run_starts_from_its_own_bands_history(pair, sampled_timings):
     learnt.acceptance = {(A, False, 0): ([1.0], [9.0])}
     learnt.sampled["t<=1"] = {(A, False, 0): ([8.0], [9.0])}
     for band, history in [("greedy", learnt.acceptance), ("t<=1", learnt.sampled["t<=1"])]:
-        policy = auto.new_policy(pair, AUTO, "none", band)
+        policy = learning.new_policy(pair, AUTO, "none", band)
         assert policy.acceptance.counts() == history
-    assert auto.new_policy(pair, AUTO, "none", "t>1").acceptance.counts() == {}
+    assert learning.new_policy(pair, AUTO, "none", "t>1").acceptance.counts() == {}
 
 
 def test_the_sampled_drafting_cost_is_timed_once_and_prices_sampled_runs(pair, sampled_timings):
@@ -113,12 +114,14 @@ def test_the_sampled_drafting_cost_is_timed_once_and_prices_sampled_runs(pair, s
     auto_run(pair, SAMPLED.with_(temperature=1.5))  # another band, the same cost
     assert sampled_timings == [SAMPLED]  # timed with the first sampled run's settings
     prefix = torch.tensor([[1, 2, 3]])
-    auto.calibrate_sampled(pair, prefix, pair.assistant, "none", SAMPLED)  # a racing thread's
+    calibrating.calibrate_sampled(
+        pair, prefix, pair.assistant, "none", SAMPLED
+    )  # a racing thread's
     assert sampled_timings == [SAMPLED]
     learnt = pair.learnt.precision("none")
     assert learnt.sampled_draft_s == SAMPLED_DRAFT_S != learnt.draft_s
-    assert auto.new_policy(pair, AUTO, "none", "t<=1").costs.drafter_s[A] == SAMPLED_DRAFT_S
-    assert auto.new_policy(pair, AUTO, "none", "greedy").costs.drafter_s[A] == learnt.draft_s
+    assert learning.new_policy(pair, AUTO, "none", "t<=1").costs.drafter_s[A] == SAMPLED_DRAFT_S
+    assert learning.new_policy(pair, AUTO, "none", "greedy").costs.drafter_s[A] == learnt.draft_s
     assert learnt_store.load(pair.learnt_file).precision("none").sampled_draft_s == (
         SAMPLED_DRAFT_S
     )
@@ -136,7 +139,7 @@ def test_a_sampled_drafting_time_from_disk_is_checked_and_the_smaller_stands(pai
 
 def test_the_sampled_drafting_time_is_a_time_per_token(loaded):
     prefix = torch.tensor([decoding.encode_prompt(loaded, "def add(a, b):")])
-    seconds = auto._time_sampled_drafting(loaded.assistant, prefix, SAMPLED, loaded.device)
+    seconds = calibrating._time_sampled_drafting(loaded.assistant, prefix, SAMPLED, loaded.device)
     assert 0 <= seconds < 1 and math.isfinite(seconds)
 
 

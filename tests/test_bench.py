@@ -485,7 +485,7 @@ def test_every_timed_run_of_a_prompt_starts_from_what_the_earlier_prompts_taught
 def test_the_benchmark_keeps_its_costs_but_never_its_acceptance_in_the_learnt_file(
     models, monkeypatch, tmp_path
 ):
-    """Each assisted run saves what it learnt, as `auto.keep_learnt` does: the costs reach
+    """Each assisted run saves what it learnt, as `learning.keep_learnt` does: the costs reach
     the file, the benchmark's acceptance neither reaches it nor stays in the pair."""
     from assisted.engine import decoding
     from assisted.models import learnt_store

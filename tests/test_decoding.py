@@ -26,10 +26,12 @@ from assisted.core.settings import (
     RunSettings,
     SettingsError,
 )
-from assisted.engine import auto, decoding, generation, prepare
+from assisted.engine import calibration as calibrating
+from assisted.engine import decoding, generation, prepare
 from assisted.engine.decoding import RunDone, StepEvent
-from assisted.engine.lean import LeanDrafter
-from assisted.engine.static_draft import StaticDrafter
+from assisted.engine.drafters import candidates, seam
+from assisted.engine.drafters.lean import LeanDrafter
+from assisted.engine.drafters.static_draft import StaticDrafter
 from assisted.models import learnt_store, quantize
 from assisted.models.learnt_store import LearntFile
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
@@ -314,7 +316,7 @@ def generate_with(pair, policy, prompt=PROMPT, lean=True, **kwargs):
     )
     ids = torch.tensor([decoding.encode_prompt(pair, prompt)])
     try:
-        with auto.drafting_policy(pair.target, policy, lean=lean):
+        with seam.drafting_policy(pair.target, policy, lean=lean):
             out = pair.target.generate(ids, max_new_tokens=16, do_sample=False, **kwargs)
     finally:
         hook.remove()
@@ -391,7 +393,7 @@ def test_the_assistant_can_start_after_the_first_step(pair, first):
 
 def test_lookup_matches_and_assistant_drafts_mix_losslessly(self_pair, pair):
     prompt = "def add(a, b):\n    return a + b\n" * 3
-    lookup, assistant = auto.LOOKUP, auto.ASSISTANT
+    lookup, assistant = candidates.LOOKUP, candidates.ASSISTANT
     for model_pair in (self_pair, pair):
         model_pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
         model_pair.assistant.generation_config.assistant_confidence_threshold = 0.0
@@ -537,10 +539,12 @@ def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monke
         timed.append(rows)
         return {k: 0.01 * k for k in rows}
 
-    monkeypatch.setattr(auto, "_time_forwards", fake)
-    verify_s, drafter_s, prefill_s = auto.calibrate(fresh, prefix(pair), pair.assistant, "none", 4)
+    monkeypatch.setattr(calibrating, "_time_forwards", fake)
+    verify_s, drafter_s, prefill_s = calibrating.calibrate(
+        fresh, prefix(pair), pair.assistant, "none", 4
+    )
     # The target's two ends; the assistant's one row and its block of prefill rows.
-    assert timed == [[1, 5], [1, auto._PREFILL_ROWS]]
+    assert timed == [[1, 5], [1, calibrating._PREFILL_ROWS]]
     assert verify_s == pytest.approx({k: 0.01 * k for k in range(1, 6)})
     assert drafter_s == 0.01 and prefill_s == pytest.approx(0.01)
 
@@ -548,8 +552,8 @@ def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monke
 def test_a_disturbed_calibration_is_timed_again(pair, monkeypatch):
     fresh = dataclasses.replace(pair, learnt=LearntState())
     timings = iter([{1: 0.01, 5: 0.5}, {1: 0.02, 5: 0.03}])  # 5 rows at 50× one: disturbed
-    monkeypatch.setattr(auto, "_time_forwards", lambda m, p, rows, d: next(timings))
-    verify_s, _, _ = auto.calibrate(fresh, prefix(pair), None, "none", 4)
+    monkeypatch.setattr(calibrating, "_time_forwards", lambda m, p, rows, d: next(timings))
+    verify_s, _, _ = calibrating.calibrate(fresh, prefix(pair), None, "none", 4)
     assert verify_s[1] == 0.01 and verify_s[5] == 0.03  # the fastest of the two attempts
 
 
@@ -562,8 +566,8 @@ def test_a_runs_verifications_refine_the_pairs_calibration(pair):
     assert {1, 5} <= verified and len(verified) > 2  # timed ends + rows the run verified
     # Estimates by source, streak and match bucket: the assistant's, without a streak, first.
     estimates = set(fresh.learnt.precision("none").acceptance)
-    assert (auto.ASSISTANT, False, 0) in estimates
-    assert {source for source, _, _ in estimates} <= {auto.ASSISTANT, auto.LOOKUP}
+    assert (candidates.ASSISTANT, False, 0) in estimates
+    assert {source for source, _, _ in estimates} <= {candidates.ASSISTANT, candidates.LOOKUP}
 
 
 def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeypatch):
@@ -596,10 +600,12 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
 
 
 def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
-    auto.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
+    calibrating.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
     timed = []
-    monkeypatch.setattr(auto, "_time_forwards", lambda *args: timed.append(args) or {})
-    verify_s, drafter_s, prefill_s = auto.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
+    monkeypatch.setattr(calibrating, "_time_forwards", lambda *args: timed.append(args) or {})
+    verify_s, drafter_s, prefill_s = calibrating.calibrate(
+        pair, prefix(pair), pair.assistant, "none", 4
+    )
     assert timed == [] and sorted(verify_s) == [1, 2, 3, 4, 5] and drafter_s > 0 < prefill_s
 
 
@@ -628,8 +634,8 @@ def refuse(monkeypatch, pair):
     monkeypatch.setattr(LoadedPair, "drafting_assistant", refused)
     monkeypatch.setattr(quantize, "resolve", refused)
     monkeypatch.setattr(quantize, "quantized_copy", refused)
-    monkeypatch.setattr(auto, "calibrate", refused)
-    monkeypatch.setattr(auto, "_time_forwards", refused)
+    monkeypatch.setattr(calibrating, "calibrate", refused)
+    monkeypatch.setattr(calibrating, "_time_forwards", refused)
     monkeypatch.setattr(prepare, "never_drafted", refused)
     monkeypatch.setattr(prepare, "_template_ids", refused)
     monkeypatch.setattr(pair.tokenizer, "apply_chat_template", refused)
@@ -671,7 +677,7 @@ def test_preparing_is_cached_per_process(pair, monkeypatch):
     assert first.assistant_precision == "int8" and first.learnt.verify_s
     monkeypatch.setattr(prepare.os, "getpid", lambda: -1)  # another process
     monkeypatch.setattr(quantize, "quantized_copy", lambda *args: pytest.fail("copied again"))
-    monkeypatch.setattr(auto, "_time_forwards", lambda *args: pytest.fail("timed again"))
+    monkeypatch.setattr(calibrating, "_time_forwards", lambda *args: pytest.fail("timed again"))
     forked = prepare.prepare(model_pair, draft)
     assert forked is not first and forked.assistant is first.assistant
     assert prepare.prepare(model_pair, draft) is forked

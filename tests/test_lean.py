@@ -1,5 +1,5 @@
-"""The lean drafting loop (`assisted.engine.lean`): it drafts what the assistant's `generate()`
-would, with the same argmax, end-of-sequence and confidence rules, on sliding-window
+"""The lean drafting loop (`assisted.engine.drafters.lean`): it drafts what the assistant's
+`generate()` would, with the same argmax, end-of-sequence and confidence rules, on sliding-window
 assistants too, and only where the target needs ids alone (greedy decoding)."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from transformers import AutoTokenizer, GenerationConfig
 from transformers.generation.candidate_generator import AssistedCandidateGenerator
 
 from assisted.core.settings import DraftSettings
-from assisted.engine import auto, decoding
-from assisted.engine.lean import LeanDrafter
-from assisted.engine.static_draft import StaticDrafter
+from assisted.engine import decoding
+from assisted.engine.drafters import seam
+from assisted.engine.drafters.lean import LeanDrafter
+from assisted.engine.drafters.static_draft import StaticDrafter
 from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
 from tests.tiny import build_model
@@ -71,7 +72,7 @@ def constant(assistant, threshold=0.0) -> None:
 def generate(pair, policy, max_new_tokens=24, **kwargs) -> list[int]:
     """The new ids of one `generate()` drafting under `policy` through the `auto` seam."""
     ids = prompt_ids(pair)
-    with auto.drafting_policy(pair.target, policy):
+    with seam.drafting_policy(pair.target, policy):
         out = pair.target.generate(
             ids, max_new_tokens=max_new_tokens, assistant_model=pair.assistant, **kwargs
         )
@@ -116,7 +117,7 @@ def test_a_sliding_window_assistant_drafts_through_its_own_generator_too(sliding
     constant(sliding_pair.assistant)
     policy = Scripted([3, 2, 0, 4])
     ids = prompt_ids(sliding_pair)
-    with auto.drafting_policy(sliding_pair.target, policy, lean=False):
+    with seam.drafting_policy(sliding_pair.target, policy, lean=False):
         out = sliding_pair.target.generate(
             ids, max_new_tokens=24, assistant_model=sliding_pair.assistant, do_sample=False
         )
@@ -158,7 +159,7 @@ def lean_for(assistant, eos: int, cumulative: float = 0.0) -> LeanDrafter:
     config = GenerationConfig(do_sample=False, eos_token_id=eos, max_length=1000, min_length=0)
     ids = torch.tensor([[eos]])
     generator = AssistedCandidateGenerator(ids, assistant, config, {})
-    return auto._lean_drafter(generator, config, DraftSettings(cumulative_threshold=cumulative))
+    return seam._lean_drafter(generator, config, DraftSettings(cumulative_threshold=cumulative))
 
 
 def test_the_lean_loop_drafts_what_the_assistants_generate_would(pair):

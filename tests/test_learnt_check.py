@@ -12,7 +12,9 @@ import torch
 
 from assisted.core.bands import GREEDY
 from assisted.core.settings import DraftSettings
-from assisted.engine import auto
+from assisted.engine import calibration as calibrating
+from assisted.engine import learning
+from assisted.engine.drafters import candidates
 from assisted.models import learnt_store, pairs
 from assisted.models.learnt_store import LearntFile
 from assisted.policy.learnt import LearntState
@@ -54,13 +56,13 @@ def timings_now(monkeypatch, pair, target_s: dict[int, float], draft_s=DRAFT_S) 
         calls.append((name, rows))
         return {k: target_s[k] if name == "target" else draft_s for k in rows}
 
-    monkeypatch.setattr(auto, "_time_forwards", time_forwards)
+    monkeypatch.setattr(calibrating, "_time_forwards", time_forwards)
     return calls
 
 
 def calibrate(pair: pairs.LoadedPair) -> dict[int, float]:
     prefix = torch.tensor([[1, 2, 3]])
-    verify_s, _, _ = auto.calibrate(pair, prefix, pair.assistant, "none", CAP)
+    verify_s, _, _ = calibrating.calibrate(pair, prefix, pair.assistant, "none", CAP)
     return verify_s
 
 
@@ -97,7 +99,7 @@ def test_a_slow_drafting_time_on_disk_is_corrected_too(pair, file, monkeypatch):
     earlier_process(file, QUIET, draft_s=3 * DRAFT_S)
     checking = new_process(pair, file)
     timings_now(monkeypatch, pair, QUIET)
-    _, draft_s, prefill_s = auto.calibrate(
+    _, draft_s, prefill_s = calibrating.calibrate(
         checking, torch.tensor([[1, 2, 3]]), pair.assistant, "none", CAP
     )
     assert draft_s == DRAFT_S and prefill_s == 1e-4  # the prefill is the runs' to refine
@@ -124,7 +126,7 @@ def test_a_disturbed_check_is_timed_again(pair, file, monkeypatch):
     checking = new_process(pair, file)
     readings = iter([{1: QUIET[1], CAP + 1: 5 * CAP * QUIET[1]}, QUIET])  # still disturbed
     monkeypatch.setattr(
-        auto,
+        calibrating,
         "_time_forwards",
         lambda m, p, rows, d: next(readings) if len(rows) > 1 else {1: DRAFT_S},
     )
@@ -150,10 +152,12 @@ def test_a_process_forked_after_timing_reports_nothing_timed_and_times_nothing_a
 def drafts_first(pair: pairs.LoadedPair) -> bool:
     """Whether a fresh greedy `auto` policy on the pair's learnt costs drafts with the
     assistant at a first step (no acceptance seen: its prior), context already read."""
-    policy = auto.new_policy(pair, DraftSettings(num_assistant_tokens=CAP), "none", GREEDY)
+    policy = learning.new_policy(pair, DraftSettings(num_assistant_tokens=CAP), "none", GREEDY)
     policy.started = True  # the assistant has read the prompt: no prefill to weigh
-    choice = policy.choose({auto.ASSISTANT: CAP, auto.LOOKUP: 0}, tokens_left=64, context=0)
-    return choice.source == auto.ASSISTANT and choice.gamma > 0
+    choice = policy.choose(
+        {candidates.ASSISTANT: CAP, candidates.LOOKUP: 0}, tokens_left=64, context=0
+    )
+    return choice.source == candidates.ASSISTANT and choice.gamma > 0
 
 
 def test_a_calibration_under_load_does_not_stop_the_next_visitors_drafting(pair, file, monkeypatch):
@@ -170,7 +174,7 @@ def test_a_calibration_under_load_does_not_stop_the_next_visitors_drafting(pair,
         seconds = next(assistant_s)
         return {k: seconds * k for k in rows}
 
-    monkeypatch.setattr(auto, "_time_forwards", time_forwards)
+    monkeypatch.setattr(calibrating, "_time_forwards", time_forwards)
     calibrate(fresh)
     assert fresh.learnt.precision("none").draft_s == DRAFT_S
     learnt_store.save(file, fresh.learnt)

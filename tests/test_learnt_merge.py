@@ -145,7 +145,7 @@ def test_costs_a_refresh_brings_in_read_as_loaded_and_costs_timed_here_as_timed(
     assert worker.timed_s == 0
     assert learnt_store.calibration(worker, file).source == "disk"
     timing = worker.timed_here()
-    timing.seconds, timing.fresh = 1.5, True  # as `auto.calibrate` records a calibration
+    timing.seconds, timing.fresh = 1.5, True  # as `calibration.calibrate` records a calibration
     learnt_store.refresh(file, worker)
     assert learnt_store.calibration(worker, file).source == "timed"
 

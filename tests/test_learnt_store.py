@@ -21,7 +21,8 @@ from assisted.analysis import stats
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import Calibration, RunRecord
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import auto, decoding
+from assisted.engine import calibration as calibrating
+from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
 from assisted.models import learnt_store, loading, pairs
 from assisted.models.learnt_store import LearntFile
@@ -105,7 +106,7 @@ def test_a_new_process_reads_the_costs_an_earlier_one_timed_and_checks_two_of_th
         timed.append((model is second.target, rows))
         return {k: 10.0 for k in rows}
 
-    monkeypatch.setattr(auto, "_time_forwards", timing)
+    monkeypatch.setattr(calibrating, "_time_forwards", timing)
     record = auto_run(second)
     record = auto_run(second)  # prepared already: nothing timed again
     # T(1) and T(cap + 1) of the target, the assistant's drafting row: each once.

@@ -9,7 +9,7 @@ import torch
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import decoding, prepare
 from assisted.engine.decoding import StepEvent
-from assisted.engine.lookup import (
+from assisted.engine.drafters.lookup import (
     LONGEST_MATCH,
     NO_MATCH,
     TEMPLATE_RUN,

@@ -1,5 +1,5 @@
-"""The lean loop on a static cache (`assisted.engine.static_draft`) and its CUDA graphs'
-checks (`assisted.engine.draft_graphs`), on a CPU: it drafts exactly what the loop on a
+"""The lean loop on a static cache (`assisted.engine.drafters.static_draft`) and its CUDA graphs'
+checks (`assisted.engine.drafters.draft_graphs`), on a CPU: it drafts exactly what the loop on a
 DynamicCache drafts, across rejections and rollbacks, at an end of sequence and at both
 thresholds, eagerly and as a whole draft on the device read back once; the one-token pass
 that a capture records traces without a break; the self-check turns a wrong replay away."""
@@ -21,17 +21,18 @@ from assisted.analysis import stats
 from assisted.core.bands import GREEDY
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import auto, decoding, draft_graphs, generation
-from assisted.engine.draft_graphs import self_check
-from assisted.engine.lean import LeanDrafter
-from assisted.engine.prepare import prepare
-from assisted.engine.static_draft import (
+from assisted.engine import decoding, generation, learning
+from assisted.engine.drafters import candidates, draft_graphs, seam
+from assisted.engine.drafters.draft_graphs import self_check
+from assisted.engine.drafters.lean import LeanDrafter
+from assisted.engine.drafters.static_draft import (
     DraftGraphs,
     StaticDrafter,
     StaticState,
     cut,
     draft_on_device,
 )
+from assisted.engine.prepare import prepare
 from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
 from tests.tiny import build_model, build_near_model
@@ -108,10 +109,10 @@ def test_a_static_draft_follows_the_dynamic_loop_across_rejections_and_rollbacks
         return drafted
 
     ids = prompt_ids(pair)
-    policy = Scripted([4, 2, 0, 5, 3, 1], sources=(None, None, None, None, auto.LOOKUP, None))
+    policy = Scripted([4, 2, 0, 5, 3, 1], sources=(None, None, None, None, candidates.LOOKUP, None))
     StaticDrafter.draft = recording
     try:
-        with auto.drafting_policy(pair.target, policy):
+        with seam.drafting_policy(pair.target, policy):
             out = pair.target.generate(
                 ids, max_new_tokens=40, assistant_model=pair.assistant, do_sample=False
             )
@@ -218,7 +219,7 @@ def test_a_sliding_window_assistant_keeps_the_dynamic_cache(sliding_pair):
         assistant_model=sliding_pair.assistant, assistant_confidence_threshold=0.0
     )
     config = GenerationConfig(eos_token_id=0, max_length=100)
-    lean = auto._lean_drafter(generator, config, DraftSettings())
+    lean = seam._lean_drafter(generator, config, DraftSettings())
     assert isinstance(lean, LeanDrafter) and "sliding-window" in lean.path.reason
 
 
@@ -299,17 +300,17 @@ def test_a_greedy_policy_prices_drafting_at_the_graphs_cost_where_they_draft(
     pair = near_pair
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
     prepared = prepare(pair, draft)
-    eager = auto.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    eager = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
     graphs = graphed(prepared.assistant)
     graphs.draft_s = 1e-6
     captured = draft_graphs._Outcome(os.getpid(), graphs, "captured")
     monkeypatch.setitem(draft_graphs._outcomes, prepared.assistant, captured)
-    policy = auto.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
-    assert policy.costs.drafter_s[auto.ASSISTANT] == 1e-6
-    assert eager.costs.drafter_s[auto.ASSISTANT] == pair.learnt.precision("none").draft_s
+    policy = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    assert policy.costs.drafter_s[candidates.ASSISTANT] == 1e-6
+    assert eager.costs.drafter_s[candidates.ASSISTANT] == pair.learnt.precision("none").draft_s
     monkeypatch.setenv(draft_graphs.ENV, "0")  # graphs off: the eager cost again
-    off = auto.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
-    assert off.costs.drafter_s[auto.ASSISTANT] == eager.costs.drafter_s[auto.ASSISTANT]
+    off = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    assert off.costs.drafter_s[candidates.ASSISTANT] == eager.costs.drafter_s[candidates.ASSISTANT]
 
 
 def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair, monkeypatch):

@@ -27,7 +27,7 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord
 from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
-from assisted.engine.lookup import copies_template, template_ngrams
+from assisted.engine.drafters.lookup import copies_template, template_ngrams
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntSnapshot
 

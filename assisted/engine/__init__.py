@@ -5,10 +5,11 @@
 - `decoding`: one `generate()` per run, streaming a step event each target step;
 - `observe`, `detokenizer`, `draft_probs`: watching a run (streamer, hooks, timers); its
   text as it streams; a sampled run's p and q;
-- `auto`, `candidates`, `lookup`, `lean`, `static_draft`, `draft_graphs`: the `auto`
-  schedule's seam and calibration; the per-step drafters Transformers calls; the suffix
-  lookup; the lean drafting loop, on a DynamicCache and on a static cache, and its drafts
-  captured and replayed as CUDA graphs;
+- `calibration`: the `auto` policy's costs, timed once per pair before any run;
+- `learning`: the policy's life across runs: made from what the pair learnt, and what a
+  run learnt kept for the next;
+- `drafters/`: the seam into `generate()`, the per-step drafters Transformers calls, the
+  suffix lookup, the lean drafting loop and its CUDA graphs;
 - `hindsight`: what the drafters would have proposed at every position, after the run;
 - `sampling_draws`: samples of a prompt's first tokens, drawn as a run draws them.
 

@@ -10,7 +10,7 @@ An assisted run receives what `assisted.engine.prepare` built once (the drafting
 calibrated costs, the template's facts) and only runs: it builds, times and reads nothing
 else. Its callers prepare first (`compare` and `warm_up` do); a run that finds nothing
 prepared prepares before its clock starts. What an `auto` run learnt is saved at its end,
-after the clock stops (`auto.keep_learnt`; a plain run's T(1), `auto.keep_plain_steps`):
+after the clock stops (`learning.keep_learnt`; a plain run's T(1), `learning.keep_plain_steps`):
 every caller passes there, and on ZeroGPU the worker's memory ends with the call.
 
 `generate()` runs in a worker thread and events cross to the caller through a queue, so
@@ -41,8 +41,8 @@ from assisted.core.settings import (
     SettingsError,
     validate_prompt,
 )
-from assisted.engine import auto, generation, hindsight
-from assisted.engine.lookup import SuffixLookup
+from assisted.engine import generation, hindsight, learning
+from assisted.engine.drafters.lookup import SuffixLookup
 from assisted.engine.observe import StepObserver, synchronize
 from assisted.engine.prepare import WARMUP_PROMPT, Prepared, chat_ids, prepare
 from assisted.models import learnt_store
@@ -175,7 +175,7 @@ def _run(
         events.put(StepEvent(mode, index, step))
 
     # A plain run's passes set the pair's T(1), once something has timed its T(k)
-    # (`auto.keep_plain_steps`).
+    # (`learning.keep_plain_steps`).
     timed = mode == "plain" and 1 in pair.learnt.verify_s
     plain_steps = PlainSteps() if timed else None
     observer = StepObserver(pair, record, on_step, len(prompt_ids), policy, plain_steps)
@@ -201,7 +201,7 @@ def _run(
             record.stopped = stopper.triggered
             if prepared is not None:
                 _after(pair, prepared, prompt_ids, record, policy, lookup, band)
-            auto.keep_plain_steps(pair, plain_steps)
+            learning.keep_plain_steps(pair, plain_steps)
             events.put(RunDone(record))
         except BaseException as error:  # surfaced in the caller's thread, never swallowed
             events.put(error)
@@ -234,7 +234,7 @@ def _after(
     record.hindsight = hindsight.find(pair, prepared, prompt_ids, record, policy, lookup)
     if policy is not None:
         record.verify_cost_s = policy.costs.verify_curve()
-        auto.keep_learnt(pair, prepared.precision, policy, band)
+        learning.keep_learnt(pair, prepared.precision, policy, band)
 
 
 def _relay(

@@ -20,8 +20,9 @@ from assisted.core.bands import Band
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import GENERATE, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import auto
-from assisted.engine.lookup import SuffixLookup, user_span
+from assisted.engine import learning
+from assisted.engine.drafters import seam
+from assisted.engine.drafters.lookup import SuffixLookup, user_span
 from assisted.engine.observe import StepObserver
 from assisted.engine.prepare import Prepared, input_device
 from assisted.models.loading import end_ids
@@ -121,7 +122,7 @@ def drafting_seam(
     The lean drafters it builds are appended to `built`, where given (`drafting_path`)."""
     if prepared is None:
         return nullcontext()
-    return auto.drafting_policy(pair.target, policy, prepared.draft, lookup, built=built)
+    return seam.drafting_policy(pair.target, policy, prepared.draft, lookup, built=built)
 
 
 def drafting_path(
@@ -155,7 +156,7 @@ def auto_policy(pair: LoadedPair, prepared: Prepared | None, band: Band) -> Draf
     schedules."""
     if prepared is None or prepared.draft.schedule != "auto":
         return None
-    return auto.new_policy(pair, prepared.draft, prepared.precision, band, prepared.assistant)
+    return learning.new_policy(pair, prepared.draft, prepared.precision, band, prepared.assistant)
 
 
 class StopRequested(StoppingCriteria):

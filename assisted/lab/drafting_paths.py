@@ -4,9 +4,9 @@
 Drafting per token, the assistant drafting `gamma` tokens a draft after a context of
 `context` tokens (no stopping rule, so every draft runs to its length), medians of
 `repeats` drafts after warm-up ones, the device synchronised around each:
-- the lean loop on a DynamicCache (`assisted.engine.lean`), a pass and a read a token;
-- the same loop on a static cache (`assisted.engine.static_draft`), eager;
-- the draft replayed as CUDA graphs (`assisted.engine.draft_graphs`), read back once, where
+- the lean loop on a DynamicCache (`assisted.engine.drafters.lean`), a pass and a read a token;
+- the same loop on a static cache (`assisted.engine.drafters.static_draft`), eager;
+- the draft replayed as CUDA graphs (`assisted.engine.drafters.draft_graphs`), read back once, where
   they were captured (CUDA, and graphs on); with the capture's seconds.
 Host synchronisations per draft are counted with CUDA's sync debug mode (none to count on a
 CPU), the committed ids given as a run's lookup read them.
@@ -37,10 +37,11 @@ from assisted.analysis import divergence
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import CUDA_GRAPHS, EAGER
 from assisted.core.settings import RunSettings
-from assisted.engine import decoding, draft_graphs, generation
-from assisted.engine.lean import LeanDrafter
+from assisted.engine import decoding, generation
+from assisted.engine.drafters import draft_graphs
+from assisted.engine.drafters.lean import LeanDrafter
+from assisted.engine.drafters.static_draft import StaticDrafter, StaticState
 from assisted.engine.prepare import prepare
-from assisted.engine.static_draft import StaticDrafter, StaticState
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PairSpec
 from assisted.models.vocab import fit_vocabulary

@@ -52,7 +52,7 @@ import torch
 import transformers
 
 from assisted.core.drafters import DrafterKind
-from assisted.engine import draft_graphs
+from assisted.engine.drafters import draft_graphs
 from assisted.lab import drafting_paths
 from assisted.lab.drafting_paths import GAMMA, Drafting
 from assisted.lab.gpu_model import Costs, Pricing, per_token_acceptance

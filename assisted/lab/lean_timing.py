@@ -1,7 +1,8 @@
-"""`python -m assisted.lab.lean_timing`: what the lean drafting loop (`assisted.engine.lean`) saves
-per drafting call against the assistant's `generate()`, on the embedded pair's drafting
-assistant after a 284-token example, and the effective cost ratio c each gives (seconds
-of a drafting call per token over the target's seconds for one row on the same context).
+"""`python -m assisted.lab.lean_timing`: what the lean drafting loop
+(`assisted.engine.drafters.lean`) saves per drafting call against the assistant's `generate()`, on
+the embedded pair's drafting assistant after a 284-token example, and the effective cost ratio c
+each gives (seconds of a drafting call per token over the target's seconds for one row on the same
+context).
 
 Its figures for the embedded pair are in docs/auto-policy.md ("A lean drafting loop").
 """
@@ -16,7 +17,7 @@ import torch
 
 from assisted.core.examples import EXAMPLES_DIR
 from assisted.engine import decoding
-from assisted.engine.lean import LeanDrafter
+from assisted.engine.drafters.lean import LeanDrafter
 from assisted.models.pairs import load_pair
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 

@@ -320,7 +320,7 @@ def _remove_stale_temporaries(path: Path) -> None:
 def calibration(state: LearntState, file: LearntFile | None) -> Calibration:
     """Where the costs of a run starting now came from: "timed" where this process timed a
     cost the pair lacked (its first preparation for `auto`, as a rule), else read from the
-    file ("disk"), with what this process timed again of them (`auto.calibrate`)."""
+    file ("disk"), with what this process timed again of them (`calibration.calibrate`)."""
     path = None if file is None else str(file.path)
     timing = state.timed_here()
     source = "timed" if timing.fresh else "disk"

@@ -12,7 +12,7 @@ MARGIN:
 - what a call does before them: loading the pair, unless it was loaded at start-up; and the
   set-up (preparing the pair, the warm-up, the calibration until a call has kept its
   costs on disk, and on CUDA the capture of the assistant's drafts as graphs,
-  `assisted.engine.draft_graphs`), as the latest call that did it measured. The set-up is
+  `assisted.engine.drafters.draft_graphs`), as the latest call that did it measured. The set-up is
   counted on every call: ZeroGPU may hand the call a fresh fork, which has to warm up and
   capture again, and the app cannot know beforehand. So a set-up measured without a
   capture (a reused worker warming another mode) is counted with the latest capture

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from assisted.engine.lean import LeanDrafter
-from assisted.engine.static_draft import (
+from assisted.engine.drafters.lean import LeanDrafter
+from assisted.engine.drafters.static_draft import (
     DraftGraphs,
     Replay,
     StaticDrafter,
@@ -124,7 +124,7 @@ def drafter_for_run(
     """The lean drafter of a greedy run of at most `max_length` tokens drafting at most
     `cap` a step: through the graphs captured for `model` where they serve it (`for_run`),
     else eager on a static cache sized for the run, or on the dynamic one where the
-    assistant has sliding-window layers (`assisted.engine.static_draft`)."""
+    assistant has sliding-window layers (`assisted.engine.drafters.static_draft`)."""
     if has_sliding_layers(model):
         return LeanDrafter(model, threshold, eos_ids, cumulative)
     graphs, reason = for_run(model, max_length, cap)

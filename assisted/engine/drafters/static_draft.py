@@ -1,6 +1,6 @@
 """The lean drafting loop on a static cache: rolled back by a length, replayable as a graph.
 
-`assisted.engine.lean`'s loop keeps the assistant's keys and values in a DynamicCache and
+`assisted.engine.drafters.lean`'s loop keeps the assistant's keys and values in a DynamicCache and
 reads each candidate back as it drafts it: two host synchronisations a drafted token. On a
 GPU at batch 1 the assistant's eager passes are launch-bound, so that loop costs nearly a
 target step a token (docs/space.md). Here the keys and values sit in a Transformers
@@ -8,7 +8,7 @@ target step a token (docs/space.md). Here the keys and values sit in a Transform
 cumulative_length`), so taking a draft back is a fill of that tensor, and the positions past
 it are masked by position and overwritten by the next draft. A γ-token draft is then a
 fixed sequence of kernels with the argmax feeding the next pass on the device
-(`draft_on_device`), which `assisted.engine.draft_graphs` captures as CUDA graphs and
+(`draft_on_device`), which `assisted.engine.drafters.draft_graphs` captures as CUDA graphs and
 replays, reading the γ candidates and their probabilities back once.
 
 The candidates are the loop's exactly: the argmax at each position, cut after an
@@ -29,7 +29,7 @@ import torch
 from transformers import StaticCache
 
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath, common_prefix_length
-from assisted.engine.lean import DraftEnd, confidence_of
+from assisted.engine.drafters.lean import DraftEnd, confidence_of
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -43,7 +43,7 @@ def cut(
     cumulative: float,
 ) -> list[int]:
     """The draft the lean loop keeps of `tokens`, the assistant's argmax at each position
-    with the probability it gave each: up to where `assisted.engine.lean.DraftEnd` ends
+    with the probability it gave each: up to where `assisted.engine.drafters.lean.DraftEnd` ends
     it."""
     end = DraftEnd(frozenset(eos_ids), threshold, cumulative)
     drafted: list[int] = []
@@ -125,7 +125,7 @@ class Replay(torch.nn.Module):
 @dataclass
 class DraftGraphs:
     """The replays of one assistant's drafts by length, on the cache of `state`: CUDA
-    graphs (`assisted.engine.draft_graphs`), or in tests the passes run eagerly."""
+    graphs (`assisted.engine.drafters.draft_graphs`), or in tests the passes run eagerly."""
 
     state: StaticState
     replays: dict[int, Callable[[], None]]  # γ: the replay of a γ-pass draft

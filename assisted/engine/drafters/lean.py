@@ -86,7 +86,7 @@ class LeanDrafter:
         # states past its window until the next crop, so a draft can be taken back.
         self.cache.activate_past_recording()
         self.held: list[int] = []  # the ids whose keys and values the cache holds
-        # `assisted.engine.static_draft` drafts on a static cache, except for an assistant
+        # `assisted.engine.drafters.static_draft` drafts on a static cache, except for an assistant
         # with sliding-window layers: this loop's only use in a run.
         self.path = DraftingPath(EAGER, "sliding-window layers: a dynamic cache")
 

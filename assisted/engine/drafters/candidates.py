@@ -4,11 +4,11 @@ Transformers' assisted loop asks a `CandidateGenerator` for each step's candidat
 tells it afterwards how many the target accepted (`get_candidates`,
 `update_candidate_strategy`). `PolicyDrafter` is that generator under `auto`: before each
 step it asks the policy (`assisted.policy.choice`) to choose between the assistant's draft, a
-prompt-lookup match from one of two sources (`SuffixSource`: `assisted.engine.lookup`'s matches;
-`TransformersLookup`: Transformers' own search) and a plain step, and drafts what it chose.
-`LookupDrafter` puts `assisted.engine.lookup`'s matches in place of Transformers' search under the
-constant schedule. `assisted.engine.auto` installs them in `generate()`; nothing here knows of
-that seam.
+prompt-lookup match from one of two sources (`SuffixSource`: `assisted.engine.drafters.lookup`'s
+matches; `TransformersLookup`: Transformers' own search) and a plain step, and drafts what it chose.
+`LookupDrafter` puts `assisted.engine.drafters.lookup`'s matches in place of Transformers' search
+under the constant schedule. `assisted.engine.drafters.seam` installs them in `generate()`; nothing
+here knows of that seam.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from transformers.generation.candidate_generator import (
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import common_prefix_length
-from assisted.engine.lean import LeanDrafter, crop_to_committed
-from assisted.engine.lookup import NO_MATCH, Match, SuffixLookup
-from assisted.engine.static_draft import StaticDrafter
+from assisted.engine.drafters.lean import LeanDrafter, crop_to_committed
+from assisted.engine.drafters.lookup import NO_MATCH, Match, SuffixLookup
+from assisted.engine.drafters.static_draft import StaticDrafter
 from assisted.policy.choice import DraftPolicy
 
 # The `auto` policy's draft sources.
@@ -38,7 +38,7 @@ LOOKUP = DrafterKind.PROMPT_LOOKUP
 
 
 class SuffixSource:
-    """`assisted.engine.lookup`'s matches, as the policy's lookup source."""
+    """`assisted.engine.drafters.lookup`'s matches, as the policy's lookup source."""
 
     def __init__(self, lookup: SuffixLookup):
         self.lookup = lookup
@@ -70,8 +70,8 @@ def _with_tokens(input_ids: torch.LongTensor, tokens: Sequence[int]) -> torch.Lo
 
 
 class LookupDrafter(CandidateGenerator):
-    """Prompt lookup with `assisted.engine.lookup`'s matches, `num_tokens` at most a step, in place
-    of Transformers' own search, for the constant schedule."""
+    """Prompt lookup with `assisted.engine.drafters.lookup`'s matches, `num_tokens` at most a step,
+    in place of Transformers' own search, for the constant schedule."""
 
     def __init__(self, lookup: SuffixLookup, num_tokens: int, max_length: int):
         self.lookup = lookup

@@ -1,34 +1,19 @@
-"""The `auto` schedule's seam into Transformers: a policy chooses each step's draft.
-
-The target's `_get_candidate_generator` is overridden on the instance for the run, wrapping
-the candidate generator Transformers built so that `assisted.policy.choice` chooses, before each
-step, the source of the candidates (the assistant, or a prompt-lookup match) and their
-number (0: a plain target step). Transformers still verifies and accepts. The matches come
-from `assisted.engine.lookup` (or Transformers' own search, `lookup: "transformers"`); under
-greedy decoding the assistant drafts with `assisted.engine.lean`'s loop, else with its own
-generator, and either way from a cache that holds committed ids only. The generators that
-draft are in `assisted.engine.candidates`; this module installs them and times the costs they
-are chosen by.
-
-The policy starts from what the pair learnt (`assisted.policy.learnt`): a calibration of the
-target's verification times and of the assistant's drafting and prefill times, timed once
-per pair, machine and dtype (and checked once per process, `calibrate`; a sampled run's
-drafting through the assistant's generator is timed apart, `calibrate_sampled`), and the
-acceptance that the pair's latest run in the same temperature band saw (`assisted.core.bands`).
-Each run leaves what it learnt for the next one, in memory and on disk
-(`assisted.models.learnt_store`).
+"""The `auto` policy's calibration: the target's verification times T(k) and the
+assistant's drafting and prefill times, timed once per pair, machine and dtype, before any
+run's clock starts (`assisted.engine.prepare` calls it), and read back without timing
+(`calibrated`).
 
 The calibration times T(1) and T(cap + 1) and interpolates between them, plus the
-assistant's row, in a fraction of the time every row of the cap would take (5.6 s on the
-embedded pair in fp32, docs/auto-policy.md).
+assistant's row, in a fraction of the time every row of the cap would take
+(docs/auto-policy.md says how long, and on what). Costs an earlier process left on disk
+are checked, once per process; a sampled run's drafting through the assistant's generator
+is timed apart (`calibrate_sampled`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import torch
@@ -39,31 +24,9 @@ from transformers import (
     TemperatureLogitsWarper,
     TopPLogitsWarper,
 )
-from transformers.generation.candidate_generator import (
-    AssistedCandidateGenerator,
-    CandidateGenerator,
-    PromptLookupCandidateGenerator,
-)
 
-from assisted.core.bands import GREEDY, Band
-from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import draft_graphs
-from assisted.engine.candidates import (
-    ASSISTANT,
-    LOOKUP,
-    LookupDrafter,
-    PolicyDrafter,
-    SuffixSource,
-    TransformersLookup,
-)
-from assisted.engine.lean import LeanDrafter
-from assisted.engine.lookup import SuffixLookup
+from assisted.core.settings import RunSettings
 from assisted.engine.observe import synchronize
-from assisted.engine.static_draft import StaticDrafter
-from assisted.models import learnt_store
-from assisted.models.loading import end_ids
-from assisted.policy.choice import DraftPolicy
-from assisted.policy.costs import PlainSteps
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -71,68 +34,11 @@ if TYPE_CHECKING:
     from assisted.models.pairs import LoadedPair
     from assisted.policy.learnt import ProcessTiming
 
-# Each calibration timing is the fastest of this many forward passes, after one untimed
 # pass, on a cache holding the warm-up prompt.
 _CALIBRATION_REPEATS = 3
 _CALIBRATION_ATTEMPTS = 3  # timings of a cost, while they look disturbed
 _PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
 _SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
-
-
-def new_policy(
-    pair: LoadedPair,
-    draft: DraftSettings,
-    precision: str,
-    band: Band,
-    assistant: PreTrainedModel | None = None,
-) -> DraftPolicy:
-    """A fresh policy for one `auto` run in temperature `band` (`assisted.core.bands`), seeded by
-    the pair's costs (calibrated when the pair was prepared, `assisted.engine.prepare`, and refined
-    by its runs since) and by the acceptance its earlier runs in `precision` and `band` saw.
-    A sampled run's assistant is priced at its sampled drafting time; a greedy run's, where
-    the `assistant` drafts through captured CUDA graphs, at their time per token
-    (`assisted.engine.draft_graphs`). Times nothing.
-
-    A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
-    matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
-    cap = draft.length_for(pair.spec.drafter)
-    sampled = band != GREEDY
-    if pair.spec.drafter is LOOKUP:
-        verify_s, _, _ = calibrated(pair, precision, cap, model=False)
-        drafter_s, model, prefill_s = {LOOKUP: 0.0}, None, 0.0
-    else:
-        verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, True, sampled)
-        graphed_s = draft_graphs.draft_s_per_token(assistant, cap) if assistant else None
-        per_token_s = per_token_s if graphed_s is None or sampled else graphed_s
-        drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
-    history = pair.learnt.precision(precision).acceptance_in(band)
-    return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
-
-
-def keep_learnt(pair: LoadedPair, precision: str, policy: DraftPolicy, band: Band) -> None:
-    """What an `auto` run in temperature `band` learnt, for the pair's next runs: acceptance
-    per source (for runs in the same band), T(k) for the rows it verified, and the
-    assistant's prefill time per token. Kept in memory, and in the pair's learnt file for
-    the next process: a small write, made once the run's clock has stopped."""
-    learnt = pair.learnt
-    drafting = learnt.precision(precision)
-    drafting.keep_acceptance(band, policy.acceptance.counts())
-    learnt.verify_s.update(policy.costs.observed_verify_s())
-    if policy.model_source is not None:
-        drafting.prefill_s = policy.costs.prefill_s
-    learnt_store.save(pair.learnt_file, learnt)
-
-
-def keep_plain_steps(pair: LoadedPair, steps: PlainSteps | None) -> None:
-    """A plain run's T(1), the median of its timed passes (`assisted.engine.observe`), kept for
-    the pair's runs in memory and in its learnt file, once the run's clock has stopped;
-    nothing for other runs (`steps` None). Plain steps are T(1)'s only direct timings, and
-    an `auto` run seldom takes one; T(1) prices every plain step the policy and the oracle
-    weigh (`assisted.policy.costs`)."""
-    t1_s = steps.t1_s() if steps is not None else None
-    if t1_s is not None:
-        pair.learnt.verify_s[1] = t1_s
-        learnt_store.save(pair.learnt_file, pair.learnt)
 
 
 def calibrate(
@@ -369,81 +275,3 @@ def _time_forwards(
                 cache.crop(-k)
             timings[k] = min(times)
     return timings
-
-
-@contextmanager
-def drafting_policy(
-    target: PreTrainedModel,
-    policy: DraftPolicy | None,
-    draft: DraftSettings | None = None,
-    lookup: SuffixLookup | None = None,
-    lean: bool = True,
-    built: list | None = None,
-) -> Iterator[None]:
-    """Within the block, `target.generate()` drafts as `policy` chooses, and prompt lookup
-    matches with `lookup` (`assisted.engine.lookup`; None: Transformers' own search). Under a
-    policy and greedy decoding the assistant drafts with the lean loop where `lean`
-    (`assisted.engine.static_draft`: on a static cache, graphed where captured), else with
-    its generator's `generate()`. Each lean drafter built is appended to `built`, where
-    given, for the run's report of the path it took.
-
-    Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
-    (tests/test_decoding.py pins it), wrapping the generator Transformers builds. Under a
-    policy, where it builds an assistant's generator, prompt lookup joins it as a second
-    source. Without a policy only a prompt-lookup generator is replaced, by `lookup`."""
-    build = type(target)._get_candidate_generator
-    draft = draft or DraftSettings()
-
-    def get_candidate_generator(*args, **kwargs) -> CandidateGenerator:
-        generator = build(target, *args, **kwargs)
-        config = kwargs["generation_config"]
-        prompt_lookup = type(generator) is PromptLookupCandidateGenerator
-        if policy is None:
-            if prompt_lookup and lookup is not None:
-                return LookupDrafter(lookup, generator.num_output_tokens, config.max_length)
-            return generator
-        if not prompt_lookup and type(generator) is not AssistedCandidateGenerator:
-            # Subclasses (universal, early exit, MTP) draft and read their length elsewhere.
-            raise TypeError(f"the auto schedule cannot drive {type(generator).__name__}")
-        if lookup is not None:
-            source = SuffixSource(lookup)
-        elif prompt_lookup:
-            source = TransformersLookup(generator)
-        else:
-            search = PromptLookupCandidateGenerator(
-                eos_token_id=config._eos_token_tensor,
-                max_matching_ngram_size=draft.max_matching_ngram_size,
-                max_length=config.max_length,
-                logits_processor=kwargs["logits_processor"],
-                vocab_size=target.config.get_text_config().vocab_size,
-            )
-            source = TransformersLookup(search)
-        if prompt_lookup:
-            return PolicyDrafter(None, source, policy, config.max_length)
-        # Greedy: the target needs the candidates' ids only (`assisted.engine.lean`).
-        sampled = config.do_sample
-        loop = _lean_drafter(generator, config, draft) if lean and not sampled else None
-        if loop is not None and built is not None:
-            built.append(loop)
-        return PolicyDrafter(generator, source, policy, config.max_length, loop)
-
-    target._get_candidate_generator = get_candidate_generator
-    try:
-        yield
-    finally:
-        del target._get_candidate_generator
-
-
-def _lean_drafter(
-    generator: AssistedCandidateGenerator, config, draft: DraftSettings
-) -> LeanDrafter | StaticDrafter:
-    """A lean loop drafting as `generator`'s assistant would, under `config`'s end of
-    sequence and the assistant's confidence threshold, and `draft`'s cumulative one, for a
-    run of at most `config.max_length` tokens drafting at most `draft`'s cap a step
-    (`assisted.engine.draft_graphs.drafter_for_run`: graphed where captured)."""
-    eos_ids = end_ids(config)
-    threshold = generator.assistant_confidence_threshold or 0.0
-    model, cap = generator.assistant_model, draft.num_assistant_tokens
-    return draft_graphs.drafter_for_run(
-        model, threshold, eos_ids, draft.cumulative_threshold, config.max_length, cap
-    )
