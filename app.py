@@ -37,8 +37,8 @@ from assisted import bench
 from assisted.analysis.sampling_evidence import CheckSettings
 from assisted.core.examples import Example, load_folder
 from assisted.core.settings import DraftSettings, RunSettings, SettingsError
-from assisted.engine import decoding
-from assisted.models import learnt_store, pairs
+from assisted.engine import comparison, decoding, learning, running
+from assisted.models import pairs
 from assisted.models.registry import DEFAULT_PAIR, PAIRS, PairSpec, default_pair_for
 from assisted.policy.learnt import LearntSnapshot
 from assisted.ui import page
@@ -156,12 +156,12 @@ def stream_comparison(
     try:
         loading = gpu_ready(spec, device, dtype, allow_local)
         pair, load_s = yield from map_yields(idle_outputs, loading)
-        prompt_ids = decoding.encode_prompt(pair, prompt, settings.chat_template)
+        prompt_ids = running.encode_prompt(pair, prompt, settings.chat_template)
         live = Live(pair, len(prompt_ids), settings, stop)
-        warmed = len(pair.warmed_modes)
+        warmed = comparison.warmed_paths(pair)
         setup = Stopwatch()
         last_yield = 0.0
-        for event in decoding.compare_ids(pair, prompt_ids, settings, draft, stop=stop):
+        for event in comparison.compare_ids(pair, prompt_ids, settings, draft, stop=stop):
             live.add(event)
             if isinstance(event, decoding.Phase):
                 setup.mark(event.name == "warmup")
@@ -177,7 +177,7 @@ def stream_comparison(
         raise gr.Error(f"Generation failed: {type(error).__name__}: {error}") from error
     final = live.outputs(done=True)
     yield final
-    set_up = len(pair.warmed_modes) > warmed  # this call prepared and warmed up the pair
+    set_up = comparison.warmed_paths(pair) > warmed  # this call prepared and warmed up the pair
     yield CallReport(
         spec.name,
         load_s,
@@ -208,7 +208,7 @@ def gpu_ready(
         pair = pairs.load_pair(spec, device, dtype, allow_local=allow_local)
         load_s = time.perf_counter() - started
     else:
-        learnt_store.refresh(pair.learnt_file, pair.learnt)
+        learning.refresh(pair)
     return pair, load_s
 
 

@@ -14,7 +14,7 @@ import gradio as gr  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 import app  # noqa: E402
-from assisted.engine import decoding  # noqa: E402
+from assisted.engine import comparison, decoding  # noqa: E402
 from assisted.models import pairs  # noqa: E402
 from assisted.ui.compare_charts import ORACLE  # noqa: E402
 from assisted.ui.outputs import BenchmarkOutputs, CompareOutputs  # noqa: E402
@@ -153,7 +153,7 @@ def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
     client, tiny_dirs, monkeypatch
 ):
     drafts: list[tuple] = []  # each assisted step's (token ids, draft ids), as recorded
-    compare = decoding.compare_ids
+    compare = comparison.compare_ids
 
     def recording(*args, **kwargs):
         for event in compare(*args, **kwargs):
@@ -161,7 +161,7 @@ def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
                 drafts.append((event.step.token_ids, event.step.draft_ids))
             yield event
 
-    monkeypatch.setattr(decoding, "compare_ids", recording)
+    monkeypatch.setattr(comparison, "compare_ids", recording)
     job = client.submit(**settings(), api_name="/compare")
     *streamed, final = list(job)
     # Updates as the runs stream leave the growing list out; the last one carries it.
@@ -336,7 +336,7 @@ def test_a_failure_inside_generation_is_an_error_not_a_hang(client, monkeypatch)
         yield decoding.Phase("plain")
         raise RuntimeError("device on fire")
 
-    monkeypatch.setattr(decoding, "compare_ids", broken)
+    monkeypatch.setattr(comparison, "compare_ids", broken)
     start = time.perf_counter()
     with pytest.raises(gradio_client.exceptions.AppError, match="device on fire"):
         client.predict(**settings(), api_name="/compare")

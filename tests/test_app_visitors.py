@@ -17,7 +17,7 @@ gradio_client = pytest.importorskip("gradio_client")
 from gradio_client.exceptions import AppError  # noqa: E402
 
 import app  # noqa: E402
-from assisted.engine import decoding  # noqa: E402
+from assisted.engine import comparison, decoding  # noqa: E402
 from assisted.models import pair_checks, pairs  # noqa: E402
 from assisted.ui.shared import YOUR_TURN  # noqa: E402
 from tests.serve import launch  # noqa: E402
@@ -214,7 +214,7 @@ def test_a_refused_input_is_one_line_in_the_log_and_a_fault_keeps_its_traceback(
         yield decoding.Phase("plain")
         raise RuntimeError("device on fire")
 
-    monkeypatch.setattr(decoding, "compare_ids", broken)
+    monkeypatch.setattr(comparison, "compare_ids", broken)
     with pytest.raises(AppError, match="device on fire"):
         client.predict(**inputs("a fault"), api_name="/compare")
     log = capfd.readouterr().err

@@ -14,7 +14,7 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding, prepare
+from assisted.engine import comparison, prepare, running
 from assisted.engine.decoding import RunDone
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.learnt import LearntState
@@ -42,8 +42,8 @@ def priced(pair, prefill_s: float, draft_s: float | None = None) -> None:
 
 
 def run(pair, mode: str) -> RunRecord:
-    ids = decoding.encode_prompt(pair, PROMPT)
-    events = decoding.run(pair, ids, mode, SETTINGS, AUTO)
+    ids = running.encode_prompt(pair, PROMPT)
+    events = running.run(pair, ids, mode, SETTINGS, AUTO)
     (done,) = [event for event in events if isinstance(event, RunDone)]
     return done.record
 
@@ -63,7 +63,7 @@ def test_a_read_that_cannot_pay_keeps_the_assistant_off_and_says_so(pair):
     assert RunRecord.from_dict(assisted.to_dict()) == assisted
     said = declines.describe(summary)
     assert said == f"The assistant never drafted: {HeldBack.FIRST_DRAFT.words}."
-    result = decoding.report(pair, plain, assisted)
+    result = comparison.report(pair, plain, assisted)
     assert f"**Policy:** {said}" in summary_markdown(result)
 
 

@@ -15,7 +15,7 @@ from assisted.core import bands
 from assisted.core.drafters import DrafterKind
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import calibration as calibrating
-from assisted.engine import decoding, learning
+from assisted.engine import comparison, learning, running
 from assisted.engine.decoding import RunDone
 from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
@@ -44,7 +44,7 @@ def pair(loaded, tmp_path):
     """The pair as a new process holds it: nothing learnt, timed or warmed, and a learnt
     file of the test's own."""
     file = LearntFile(tmp_path / "p.json", {"pair": "p"})
-    return dataclasses.replace(loaded, learnt=LearntState(), learnt_file=file, warmed_modes=set())
+    return dataclasses.replace(loaded, learnt=LearntState(), learnt_file=file)
 
 
 @pytest.fixture
@@ -61,8 +61,8 @@ def sampled_timings(monkeypatch) -> list:
 
 
 def auto_run(pair, settings: RunSettings):
-    ids = decoding.encode_prompt(pair, "def add(a, b):")
-    events = decoding.run(pair, ids, "assisted", settings, AUTO)
+    ids = running.encode_prompt(pair, "def add(a, b):")
+    events = running.run(pair, ids, "assisted", settings, AUTO)
     return next(event.record for event in events if isinstance(event, RunDone))
 
 
@@ -138,7 +138,7 @@ def test_a_sampled_drafting_time_from_disk_is_checked_and_the_smaller_stands(pai
 
 
 def test_the_sampled_drafting_time_is_a_time_per_token(loaded):
-    prefix = torch.tensor([decoding.encode_prompt(loaded, "def add(a, b):")])
+    prefix = torch.tensor([running.encode_prompt(loaded, "def add(a, b):")])
     seconds = calibrating._time_sampled_drafting(loaded.assistant, prefix, SAMPLED, loaded.device)
     assert 0 <= seconds < 1 and math.isfinite(seconds)
 
@@ -152,26 +152,26 @@ def warm_runs(monkeypatch) -> list:
         runs.append((mode, settings))
         return iter(())
 
-    monkeypatch.setattr(decoding, "run", fake_run)
+    monkeypatch.setattr(running, "run", fake_run)
     return runs
 
 
 def test_the_warm_up_warms_the_sampled_path_once_with_the_runs_settings(
     pair, warm_runs, sampled_timings
 ):
-    decoding.warm_up(pair, ("plain", "assisted"), AUTO, SAMPLED)
+    comparison.warm_up(pair, ("plain", "assisted"), AUTO, SAMPLED)
     assert [mode for mode, _ in warm_runs] == ["plain", "assisted"]
     for _, settings in warm_runs:
         assert settings.sample and (settings.temperature, settings.top_p) == (0.7, 0.9)
     assert sampled_timings == [SAMPLED]  # prepared for a sampled run, before it
     warm_runs.clear()
-    decoding.warm_up(pair, ("plain", "assisted"), AUTO, SAMPLED.with_(temperature=1.5))
+    comparison.warm_up(pair, ("plain", "assisted"), AUTO, SAMPLED.with_(temperature=1.5))
     assert warm_runs == []  # the sampled path is warm, at any temperature
-    decoding.warm_up(pair, ("plain", "assisted"), AUTO, GREEDY)
+    comparison.warm_up(pair, ("plain", "assisted"), AUTO, GREEDY)
     assert [(mode, settings.sample) for mode, settings in warm_runs] == [
         ("plain", False),
         ("assisted", False),
     ]
     warm_runs.clear()
-    decoding.warm_up(pair, ("plain", "assisted"), AUTO)  # greedy, as before settings
+    comparison.warm_up(pair, ("plain", "assisted"), AUTO)  # greedy, as before settings
     assert warm_runs == []

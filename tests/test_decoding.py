@@ -27,7 +27,7 @@ from assisted.core.settings import (
     SettingsError,
 )
 from assisted.engine import calibration as calibrating
-from assisted.engine import decoding, generation, prepare
+from assisted.engine import comparison, decoding, plan, prepare, running
 from assisted.engine.decoding import RunDone, StepEvent
 from assisted.engine.drafters import candidates, seam
 from assisted.engine.drafters.lean import LeanDrafter
@@ -52,7 +52,7 @@ def load(dirs, assistant="other", drafter=None):
 
 def records(pair, prompt=PROMPT, settings=GREEDY, draft=DRAFT, **kwargs):
     done = {}
-    for event in decoding.compare(pair, prompt, settings, draft, **kwargs):
+    for event in comparison.compare(pair, prompt, settings, draft, **kwargs):
         if isinstance(event, RunDone):
             done[event.record.mode] = event.record
     return done
@@ -83,7 +83,7 @@ class RecordingStreamer(BaseStreamer):
 
 
 def test_generate_puts_the_prompt_then_one_put_per_step(pair):
-    ids = decoding.encode_prompt(pair, PROMPT)
+    ids = running.encode_prompt(pair, PROMPT)
     model_inputs = torch.tensor([ids])
     plain = RecordingStreamer()
     pair.target.generate(model_inputs, max_new_tokens=6, do_sample=False, streamer=plain)
@@ -113,7 +113,7 @@ def test_target_hook_sees_prompt_plus_drafts_then_drafts_plus_one(self_pair):
         cache = kwargs.get("past_key_values")
         seen.append((kwargs["input_ids"].shape[1], cache.get_seq_length() if cache else 0))
 
-    ids = decoding.encode_prompt(self_pair, PROMPT)
+    ids = running.encode_prompt(self_pair, PROMPT)
     self_pair.assistant.generation_config.num_assistant_tokens = 3
     self_pair.assistant.generation_config.assistant_confidence_threshold = 0.0
     handle = self_pair.target.register_forward_pre_hook(hook, with_kwargs=True)
@@ -215,13 +215,13 @@ def test_each_step_keeps_the_draft_the_target_verified(pair):
 
 
 def test_an_identical_assistant_drafting_eos_has_every_candidate_accepted(self_pair, monkeypatch):
-    ids = decoding.encode_prompt(self_pair, PROMPT)
-    plain = next(e for e in decoding.run(self_pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
+    ids = running.encode_prompt(self_pair, PROMPT)
+    plain = next(e for e in running.run(self_pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
     # Make the target's third token its EOS: the assistant drafts up to it, the target
     # agrees, and the step ends there, with no token of the target's own after the draft.
     eos = plain.record.token_ids[2]
     monkeypatch.setattr(self_pair.target.generation_config, "eos_token_id", eos)
-    events = decoding.run(self_pair, ids, "assisted", GREEDY, DRAFT)
+    events = running.run(self_pair, ids, "assisted", GREEDY, DRAFT)
     (step,) = [e.step for e in events if isinstance(e, StepEvent)]
     assert step.token_ids == step.draft_ids == tuple(plain.record.token_ids[:3])
     assert step.drafted == step.accepted == 3
@@ -255,7 +255,7 @@ def test_a_step_the_length_limit_cuts_counts_every_committed_candidate(lookup_pa
     lookup_draft = DraftSettings(prompt_lookup_num_tokens=4, lookup="transformers")
     # 7 new tokens: a full step of 4 candidates + the target's own, then 2 of the next 4
     # candidates fit; the limit cuts the step before the target's own token.
-    events = decoding.run(
+    events = running.run(
         lookup, [repeat] * 8, "assisted", RunSettings(max_new_tokens=7), lookup_draft
     )
     steps = [e.step for e in events if isinstance(e, StepEvent)]
@@ -284,18 +284,18 @@ def test_universal_assistant_with_another_tokenizer_is_lossless(tiny_dirs):
 
 def test_sampling_with_a_seed_is_reproducible(pair):
     sampled = RunSettings(max_new_tokens=16, sample=True, temperature=1.0, top_p=0.95, seed=7)
-    ids = decoding.encode_prompt(pair, PROMPT)
-    first = [e for e in decoding.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
-    second = [e for e in decoding.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
+    ids = running.encode_prompt(pair, PROMPT)
+    first = [e for e in running.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
+    second = [e for e in running.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
     assert first[0].record.token_ids == second[0].record.token_ids
 
 
 def test_heuristic_schedule_is_reset_between_runs(self_pair):
     heuristic = DraftSettings(num_assistant_tokens=2, schedule="heuristic", confidence_threshold=0)
-    ids = decoding.encode_prompt(self_pair, PROMPT)
+    ids = running.encode_prompt(self_pair, PROMPT)
 
     def drafted_per_step():
-        events = decoding.run(self_pair, ids, "assisted", GREEDY, heuristic)
+        events = running.run(self_pair, ids, "assisted", GREEDY, heuristic)
         return [e.step.drafted for e in events if isinstance(e, StepEvent)]
 
     first = drafted_per_step()
@@ -314,7 +314,7 @@ def generate_with(pair, policy, prompt=PROMPT, lean=True, **kwargs):
     hook = pair.target.register_forward_pre_hook(
         lambda module, args, kw: rows.append(kw["input_ids"].shape[1]), with_kwargs=True
     )
-    ids = torch.tensor([decoding.encode_prompt(pair, prompt)])
+    ids = torch.tensor([running.encode_prompt(pair, prompt)])
     try:
         with seam.drafting_policy(pair.target, policy, lean=lean):
             out = pair.target.generate(ids, max_new_tokens=16, do_sample=False, **kwargs)
@@ -324,7 +324,7 @@ def generate_with(pair, policy, prompt=PROMPT, lean=True, **kwargs):
 
 
 def plain_ids(pair, prompt=PROMPT):
-    ids = torch.tensor([decoding.encode_prompt(pair, prompt)])
+    ids = torch.tensor([running.encode_prompt(pair, prompt)])
     out = pair.target.generate(ids, max_new_tokens=16, do_sample=False)
     return out[0, ids.shape[1] :].tolist()
 
@@ -494,7 +494,7 @@ def test_the_auto_schedule_drafts_long_when_drafts_are_free_and_right(lookup_pai
     lookup, repeat = lookup_pair
     auto = DraftSettings(prompt_lookup_num_tokens=6, schedule="auto")
     settings = RunSettings(max_new_tokens=40)
-    events = list(decoding.run(lookup, [repeat] * 8, "assisted", settings, auto))
+    events = list(running.run(lookup, [repeat] * 8, "assisted", settings, auto))
     steps = [e.step for e in events if isinstance(e, StepEvent)]
     # Timings of sub-millisecond passes are noisy on a busy machine: long, not always 6.
     chosen = [step.chosen for step in steps]
@@ -517,18 +517,18 @@ def test_the_auto_schedule_drives_prompt_lookup_losslessly(tiny_dirs):
 
 def test_the_auto_schedule_samples_and_runs_bare(pair):
     sampled = RunSettings(max_new_tokens=12, sample=True, temperature=1.0, top_p=0.95, seed=3)
-    ids = decoding.encode_prompt(pair, PROMPT)
+    ids = running.encode_prompt(pair, PROMPT)
     (done,) = [
-        e for e in decoding.run(pair, ids, "assisted", sampled, AUTO) if isinstance(e, RunDone)
+        e for e in running.run(pair, ids, "assisted", sampled, AUTO) if isinstance(e, RunDone)
     ]
     assert stats.new_tokens(done.record) == 12
-    bare, _ = decoding.generate_bare(pair, ids, "assisted", GREEDY, AUTO)
+    bare, _ = running.generate_bare(pair, ids, "assisted", GREEDY, AUTO)
     assert bare == records(pair, modes=("plain",))["plain"].token_ids
     assert "_get_candidate_generator" not in vars(pair.target)
 
 
 def prefix(pair):
-    return torch.tensor([decoding.encode_prompt(pair, PROMPT)])
+    return torch.tensor([running.encode_prompt(pair, PROMPT)])
 
 
 def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monkeypatch):
@@ -575,7 +575,7 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
     slow = {k: 100.0 for k in range(1, 6)}  # far slower than any pass of the tiny target
     file = LearntFile(tmp_path / "p.json", {"pair": "p"})
     fresh = dataclasses.replace(pair, learnt=LearntState(verify_s=dict(slow)), learnt_file=file)
-    ids = decoding.encode_prompt(fresh, PROMPT)
+    ids = running.encode_prompt(fresh, PROMPT)
     passes = []
     keep = costs.PlainSteps.observe_verify
     monkeypatch.setattr(
@@ -583,7 +583,7 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
         "observe_verify",
         lambda self, rows, seconds: passes.append(seconds) or keep(self, rows, seconds),
     )
-    list(decoding.run(fresh, ids, "plain", GREEDY))
+    list(running.run(fresh, ids, "plain", GREEDY))
     # Every step after the prompt's prefill, timed; their median is T(1), and only T(1).
     assert len(passes) == GREEDY.max_new_tokens - 1
     assert fresh.learnt.verify_s == {**slow, 1: pytest.approx(sorted(passes)[len(passes) // 2])}
@@ -592,10 +592,10 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
     # calibrated.
     assert WARMUP_TOKENS <= costs.PLAIN_STEPS
     fresh.learnt.verify_s[1] = slow[1]
-    list(decoding.run(fresh, ids, "plain", RunSettings(max_new_tokens=costs.PLAIN_STEPS)))
+    list(running.run(fresh, ids, "plain", RunSettings(max_new_tokens=costs.PLAIN_STEPS)))
     assert fresh.learnt.verify_s[1] == slow[1]
     bare = fresh_copy(pair)
-    list(decoding.run(bare, ids, "plain", GREEDY))
+    list(running.run(bare, ids, "plain", GREEDY))
     assert bare.learnt.verify_s == {}
 
 
@@ -612,7 +612,7 @@ def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
 def test_the_auto_schedule_is_refused_for_drafters_it_cannot_drive(tiny_dirs):
     universal = load(tiny_dirs, assistant="other_tokenizer", drafter=DrafterKind.UNIVERSAL)
     with pytest.raises(SettingsError, match="auto"):
-        list(decoding.compare(universal, PROMPT, GREEDY, AUTO))
+        list(comparison.compare(universal, PROMPT, GREEDY, AUTO))
 
 
 # -- preparing versus running -------------------------------------------------------------
@@ -653,17 +653,17 @@ def test_a_prepared_run_only_runs(pair, tiny_dirs, monkeypatch, schedule):
         (model_pair, dataclasses.replace(DRAFT, schedule=schedule, assistant_quant="int8")),
         (lookup, DraftSettings(prompt_lookup_num_tokens=4, schedule=schedule)),
     ]
-    ids = decoding.encode_prompt(model_pair, PROMPT)
+    ids = running.encode_prompt(model_pair, PROMPT)
     for each, draft in drafts:
         prepare.prepare(each, draft)
     for each, draft in drafts:
         refuse(monkeypatch, each)
         for mode in ("plain", "assisted"):
             (done,) = [
-                e for e in decoding.run(each, ids, mode, GREEDY, draft) if isinstance(e, RunDone)
+                e for e in running.run(each, ids, mode, GREEDY, draft) if isinstance(e, RunDone)
             ]
             assert stats.new_tokens(done.record) > 0
-        assert decoding.generate_bare(each, ids, "assisted", GREEDY, draft)[0]
+        assert running.generate_bare(each, ids, "assisted", GREEDY, draft)[0]
 
 
 def test_preparing_is_cached_per_process(pair, monkeypatch):
@@ -687,7 +687,7 @@ def test_preparing_is_cached_per_process(pair, monkeypatch):
 
 
 def test_events_stream_in_order_with_text(pair):
-    events = list(decoding.compare(pair, PROMPT, GREEDY, DRAFT))
+    events = list(comparison.compare(pair, PROMPT, GREEDY, DRAFT))
     phases = [e.name for e in events if isinstance(e, decoding.Phase)]
     assert phases == ["warmup", "plain", "assisted"]
     for mode in ("plain", "assisted"):
@@ -703,10 +703,10 @@ def test_events_stream_in_order_with_text(pair):
 
 def test_stop_ends_the_run_within_one_step_and_keeps_the_output(pair):
     stop = threading.Event()
-    ids = decoding.encode_prompt(pair, PROMPT)
+    ids = running.encode_prompt(pair, PROMPT)
     seen = 0
     record = None
-    for event in decoding.run(pair, ids, "plain", RunSettings(max_new_tokens=200), stop=stop):
+    for event in running.run(pair, ids, "plain", RunSettings(max_new_tokens=200), stop=stop):
         if isinstance(event, StepEvent):
             seen += 1
             if seen == 3:
@@ -723,7 +723,7 @@ def test_stop_ends_the_run_within_one_step_and_keeps_the_output(pair):
 def test_stop_before_assisted_skips_it(pair):
     stop = threading.Event()
     done = {}
-    for event in decoding.compare(pair, PROMPT, GREEDY, DRAFT, stop=stop):
+    for event in comparison.compare(pair, PROMPT, GREEDY, DRAFT, stop=stop):
         if isinstance(event, StepEvent) and event.mode == "plain":
             stop.set()
         if isinstance(event, RunDone):
@@ -732,8 +732,8 @@ def test_stop_before_assisted_skips_it(pair):
 
 
 def test_abandoning_a_run_stops_its_worker(pair):
-    ids = decoding.encode_prompt(pair, PROMPT)
-    events = decoding.run(pair, ids, "plain", RunSettings(max_new_tokens=200))
+    ids = running.encode_prompt(pair, PROMPT)
+    events = running.run(pair, ids, "plain", RunSettings(max_new_tokens=200))
     next(events)
     events.close()  # as when a browser tab closes mid-stream
     assert not [t for t in threading.enumerate() if t.name.startswith("generate-")]
@@ -744,9 +744,9 @@ def test_a_failure_inside_generate_surfaces(pair, monkeypatch):
         raise RuntimeError("device fell over")
 
     monkeypatch.setattr(pair.target, "generate", broken)
-    ids = decoding.encode_prompt(pair, PROMPT)
+    ids = running.encode_prompt(pair, PROMPT)
     with pytest.raises(RuntimeError, match="device fell over"):
-        list(decoding.run(pair, ids, "plain", GREEDY))
+        list(running.run(pair, ids, "plain", GREEDY))
 
 
 @pytest.mark.parametrize("prompt", ["", "   \n\t"])
@@ -754,19 +754,19 @@ def test_empty_prompt_is_refused(pair, prompt):
     with pytest.raises(SettingsError, match="cumulative threshold"):
         DraftSettings(cumulative_threshold=1.0).validate()
     with pytest.raises(SettingsError, match="empty"):
-        list(decoding.compare(pair, prompt, GREEDY, DRAFT))
+        list(comparison.compare(pair, prompt, GREEDY, DRAFT))
 
 
 def test_prompt_longer_than_the_context_is_refused(pair):
     with pytest.raises(SettingsError, match="context"):
-        list(decoding.compare(pair, "word " * 400, GREEDY, DRAFT))
+        list(comparison.compare(pair, "word " * 400, GREEDY, DRAFT))
     assert records(pair, modes=("plain",))["plain"].steps  # still usable
 
 
 @pytest.mark.parametrize("max_new_tokens", [0, -3, MAX_NEW_TOKENS_CAP + 1])
 def test_max_new_tokens_out_of_range_is_refused(pair, max_new_tokens):
     with pytest.raises(SettingsError, match="max new tokens"):
-        list(decoding.compare(pair, PROMPT, RunSettings(max_new_tokens=max_new_tokens), DRAFT))
+        list(comparison.compare(pair, PROMPT, RunSettings(max_new_tokens=max_new_tokens), DRAFT))
 
 
 @pytest.mark.parametrize(
@@ -779,7 +779,7 @@ def test_max_new_tokens_out_of_range_is_refused(pair, max_new_tokens):
 )
 def test_draft_settings_out_of_range_are_refused(pair, draft):
     with pytest.raises(SettingsError):
-        list(decoding.compare(pair, PROMPT, GREEDY, draft))
+        list(comparison.compare(pair, PROMPT, GREEDY, draft))
 
 
 def test_without_the_chat_template_the_whole_prompt_is_the_users_text(pair):
@@ -787,9 +787,9 @@ def test_without_the_chat_template_the_whole_prompt_is_the_users_text(pair):
     newline after the assistant's role) is still all the user's: the suffix lookup searches
     it whole, as one segment, and drafts from its end."""
     prepared = prepare.prepare(pair, DRAFT)
-    text = decoding.encode_prompt(pair, "def add(a, b):", chat_template=False)
+    text = running.encode_prompt(pair, "def add(a, b):", chat_template=False)
     ids = [*text, *text, prepared.template_ids[-1]]
-    lookup = generation.suffix_lookup(ids, prepared, chat_template=False)
+    lookup = plan.suffix_lookup(ids, prepared, chat_template=False)
     assert lookup.user_span == (0, len(ids))
     # In the template, the same ids would share their last token with it.
-    assert generation.suffix_lookup(ids, prepared, chat_template=True).user_span[1] < len(ids)
+    assert plan.suffix_lookup(ids, prepared, chat_template=True).user_span[1] < len(ids)

@@ -9,7 +9,7 @@ import pytest
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding
+from assisted.engine import running
 from assisted.engine.decoding import RunDone
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.learnt import LearntState
@@ -31,8 +31,8 @@ def pair(tiny_dirs):
 
 
 def auto_run(pair, prompt: str) -> None:
-    ids = decoding.encode_prompt(pair, prompt)
-    events = decoding.run(pair, ids, "assisted", SHORT, AUTO)
+    ids = running.encode_prompt(pair, prompt)
+    events = running.run(pair, ids, "assisted", SHORT, AUTO)
     assert any(isinstance(event, RunDone) for event in events)
 
 
@@ -60,7 +60,7 @@ def test_a_restore_brings_back_the_acceptance_a_run_changed_and_keeps_the_costs(
 
 def test_a_restore_works_in_place_and_siblings_see_it(pair):
     # As the benchmark makes its drafter variants: a shallow copy sharing the state.
-    sibling = dataclasses.replace(pair, warmed_modes=set())
+    sibling = dataclasses.replace(pair)
     state = pair.learnt
     assert sibling.learnt is state
     auto_run(pair, "def add(a, b):")

@@ -22,7 +22,7 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.record import Calibration, RunRecord
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import calibration as calibrating
-from assisted.engine import decoding
+from assisted.engine import running
 from assisted.engine.decoding import RunDone
 from assisted.models import learnt_store, loading, pairs
 from assisted.models.learnt_store import LearntFile
@@ -52,8 +52,8 @@ def load(tiny_dirs) -> pairs.LoadedPair:
 
 
 def auto_run(pair: pairs.LoadedPair) -> RunRecord:
-    ids = decoding.encode_prompt(pair, "def add(a, b):")
-    events = decoding.run(pair, ids, "assisted", RunSettings(max_new_tokens=12), AUTO)
+    ids = running.encode_prompt(pair, "def add(a, b):")
+    events = running.run(pair, ids, "assisted", RunSettings(max_new_tokens=12), AUTO)
     return next(event.record for event in events if isinstance(event, RunDone))
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding, prepare
+from assisted.engine import prepare, running
 from assisted.engine.decoding import StepEvent
 from assisted.engine.drafters.lookup import (
     LONGEST_MATCH,
@@ -132,11 +132,11 @@ def test_no_draft_of_a_run_holds_template_tokens_and_the_output_is_plains(lookup
     special = set(tokenizer.all_special_ids)
     special |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
     assert {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>")} <= special
-    ids = decoding.encode_prompt(lookup_pair, prompt)
-    plain = [t for e in decoding.run(lookup_pair, ids, "plain", settings) for t in tokens(e)]
+    ids = running.encode_prompt(lookup_pair, prompt)
+    plain = [t for e in running.run(lookup_pair, ids, "plain", settings) for t in tokens(e)]
     for lookup in ("suffix", "transformers"):
         draft = DraftSettings(prompt_lookup_num_tokens=4, lookup=lookup)
-        events = decoding.run(lookup_pair, ids, "assisted", settings, draft)
+        events = running.run(lookup_pair, ids, "assisted", settings, draft)
         steps = [e.step for e in events if isinstance(e, StepEvent)]
         assert [t for step in steps for t in step.token_ids] == plain
         if lookup == "suffix":
@@ -174,7 +174,7 @@ def test_a_run_never_drafts_a_role_marker_typed_into_the_prompt(lookup_pair):
     handle = lookup_pair.target.lm_head.register_forward_hook(always_a)
     try:
         draft = DraftSettings(prompt_lookup_num_tokens=4)
-        events = decoding.run(lookup_pair, [a, a, marker] * 3, "assisted", RunSettings(12), draft)
+        events = running.run(lookup_pair, [a, a, marker] * 3, "assisted", RunSettings(12), draft)
         steps = [e.step for e in events if isinstance(e, StepEvent)]
     finally:
         handle.remove()

@@ -13,7 +13,7 @@ from assisted.analysis import oracle, stats
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import Hindsight, RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding
+from assisted.engine import comparison
 from assisted.engine.decoding import RunDone
 from assisted.models.pairs import custom_pair, load_pair
 
@@ -139,7 +139,7 @@ GREEDY = RunSettings(max_new_tokens=24)
 
 def compare(pair, settings=GREEDY, draft=AUTO):
     done = {}
-    for event in decoding.compare(pair, "def add(a, b):", settings, draft):
+    for event in comparison.compare(pair, "def add(a, b):", settings, draft):
         if isinstance(event, RunDone):
             done[event.record.mode] = event.record
     return done

@@ -14,7 +14,7 @@ from torch import nn
 
 from assisted.analysis import stats
 from assisted.core.settings import DraftSettings, RunSettings, SettingsError
-from assisted.engine import decoding
+from assisted.engine import comparison, running
 from assisted.engine.decoding import RunDone
 from assisted.models import pairs, quantize
 from assisted.models.pairs import custom_pair, load_pair
@@ -30,7 +30,7 @@ def draft(quant: str) -> DraftSettings:
 
 def records(pair, quant: str) -> dict:
     done = {}
-    for event in decoding.compare(pair, PROMPT, GREEDY, draft(quant)):
+    for event in comparison.compare(pair, PROMPT, GREEDY, draft(quant)):
         if isinstance(event, RunDone):
             done[event.record.mode] = event.record
     return done
@@ -300,10 +300,10 @@ def test_drafters_without_a_model_refuse_an_int8_precision(drafter, quant):
 
 def test_a_prompt_lookup_run_refuses_int8_before_generating(tiny_dirs):
     lookup = load_pair(custom_pair(str(tiny_dirs["target"]), None), "cpu", "float32")
-    ids = decoding.encode_prompt(lookup, PROMPT)
+    ids = running.encode_prompt(lookup, PROMPT)
     with pytest.raises(SettingsError, match="no separate model"):
-        next(decoding.run(lookup, ids, "assisted", GREEDY, draft("int8")))
-    run = list(decoding.run(lookup, ids, "assisted", GREEDY, draft("auto")))
+        next(running.run(lookup, ids, "assisted", GREEDY, draft("int8")))
+    run = list(running.run(lookup, ids, "assisted", GREEDY, draft("auto")))
     assert run[-1].record.assistant_precision is None
 
 

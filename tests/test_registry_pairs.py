@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from assisted.core.settings import RunSettings
-from assisted.engine import decoding
+from assisted.engine import comparison, running
 from assisted.engine.decoding import RunDone
 from assisted.models import pairs
 from assisted.models.architectures import ARCHITECTURES
@@ -190,7 +190,7 @@ def tiny_spec(name: str, folders: dict[str, str]) -> pairs.PairSpec:
 
 def token_ids(pair, draft) -> dict[str, list[int]]:
     done = {}
-    for event in decoding.compare(pair, "def add(a, b):", GREEDY, draft):
+    for event in comparison.compare(pair, "def add(a, b):", GREEDY, draft):
         if isinstance(event, RunDone):
             done[event.record.mode] = event.record.token_ids
     return done
@@ -216,7 +216,7 @@ def test_a_padded_pair_samples_with_the_assistant_at_the_target_width(tiny_model
     """Under sampling Transformers subtracts the assistant's probabilities from the
     target's: one width, and q = 0 where the assistant has no row."""
     pair = pairs.load_pair(tiny_spec("qwen2.5-7b", tiny_models), device="cpu", dtype="float32")
-    ids = torch.tensor([decoding.encode_prompt(pair, "hello")])
+    ids = torch.tensor([running.encode_prompt(pair, "hello")])
     own_rows = PAIR_FACTS["qwen2.5-7b"][3].vocab_size
     for precision in ("none", "int8"):
         assistant = pair.drafting_assistant(precision)
@@ -228,7 +228,7 @@ def test_a_padded_pair_samples_with_the_assistant_at_the_target_width(tiny_model
     draft = dataclasses.replace(pair.spec.draft, num_assistant_tokens=4)
     runs = [
         event.record
-        for event in decoding.compare(pair, "def add(a, b):", sampled, draft)
+        for event in comparison.compare(pair, "def add(a, b):", sampled, draft)
         if isinstance(event, RunDone)
     ]
     assert [run.mode for run in runs] == ["plain", "assisted"]

@@ -16,7 +16,7 @@ from assisted.analysis import sampling, stats
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding
+from assisted.engine import running
 from assisted.engine.decoding import RunDone
 from assisted.engine.observe import StepObserver
 from assisted.models.pairs import custom_pair, load_pair
@@ -40,8 +40,8 @@ def sampled(temperature: float = 0.7, top_p: float = 0.9, seed: int = 3, tokens:
 
 
 def assisted_run(pair, settings, draft=DRAFT, prompt=PROMPT) -> RunRecord:
-    ids = decoding.encode_prompt(pair, prompt)
-    events = decoding.run(pair, ids, "assisted", settings, draft)
+    ids = running.encode_prompt(pair, prompt)
+    events = running.run(pair, ids, "assisted", settings, draft)
     return next(e for e in events if isinstance(e, RunDone)).record
 
 
@@ -117,7 +117,7 @@ def test_p_is_warped_once_and_the_assistants_q_twice_as_transformers_does(self_p
     record = assisted_run(self_pair, sampled(temperature=temperature, top_p=1.0))
     first = record.steps[0]
     assert first.drafted
-    ids = torch.tensor([decoding.encode_prompt(self_pair, PROMPT)])
+    ids = torch.tensor([running.encode_prompt(self_pair, PROMPT)])
     with torch.inference_mode():
         logits = self_pair.target(input_ids=ids).logits[0, -1].float()
     token = first.draft_ids[0]
@@ -178,7 +178,7 @@ def test_under_auto_a_free_and_right_lookup_draft_has_q_one_and_a_bonus_after_it
     try:
         draft = DraftSettings(prompt_lookup_num_tokens=6, schedule="auto")
         ids = [repeat] * 8
-        events = decoding.run(lookup, ids, "assisted", sampled(temperature=1.0), draft)
+        events = running.run(lookup, ids, "assisted", sampled(temperature=1.0), draft)
         record = next(e for e in events if isinstance(e, RunDone)).record
     finally:
         handle.remove()
@@ -220,8 +220,8 @@ def test_a_greedy_run_installs_nothing_and_records_no_probabilities(pair, monkey
 
 
 def test_the_greedy_json_has_no_key_of_sampling(pair):
-    ids = decoding.encode_prompt(pair, PROMPT)
-    plain = next(e for e in decoding.run(pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
+    ids = running.encode_prompt(pair, PROMPT)
+    plain = next(e for e in running.run(pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
     result = stats.report("p", "cpu", "float32", plain.record, assisted_run(pair, GREEDY))
     assert "sampling_check" not in result
     assisted = result["assisted"]
@@ -240,8 +240,8 @@ def test_the_greedy_json_has_no_key_of_sampling(pair):
 
 
 def test_the_sampled_json_lists_each_draft_and_kind(pair):
-    ids = decoding.encode_prompt(pair, PROMPT)
-    events = decoding.run(pair, ids, "plain", sampled())
+    ids = running.encode_prompt(pair, PROMPT)
+    events = running.run(pair, ids, "plain", sampled())
     plain = next(e for e in events if isinstance(e, RunDone)).record
     record = assisted_run(pair, sampled())
     result = stats.report("p", "cpu", "float32", plain, record)

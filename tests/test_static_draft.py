@@ -21,7 +21,7 @@ from assisted.analysis import stats
 from assisted.core.bands import GREEDY
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding, generation, learning
+from assisted.engine import comparison, decoding, learning, plan, running
 from assisted.engine.drafters import candidates, draft_graphs, seam
 from assisted.engine.drafters.draft_graphs import self_check
 from assisted.engine.drafters.lean import LeanDrafter
@@ -64,7 +64,7 @@ def sliding_pair(tiny_dirs):
 
 
 def prompt_ids(pair) -> torch.Tensor:
-    return torch.tensor([decoding.encode_prompt(pair, PROMPT)])
+    return torch.tensor([running.encode_prompt(pair, PROMPT)])
 
 
 def graphed(model, cap: int = CAP) -> DraftGraphs:
@@ -193,21 +193,21 @@ def test_cut_keeps_what_the_loop_keeps():
 
 
 def test_greedy_runs_draft_on_the_static_cache_and_say_so(near_pair, monkeypatch):
-    """Through `decoding.run`: an `auto` run drafts with the lean loop on a static cache
+    """Through `running.run`: an `auto` run drafts with the lean loop on a static cache
     (eager: no CUDA here) and its output is plain decoding's; its record says which path
     ran and why, as the JSON does, with the drafting time per token. (The tiny pair's
     costs would make the policy draft nothing: a scripted one drafts.)"""
     pair = near_pair
-    monkeypatch.setattr(generation, "auto_policy", lambda *_: Scripted([3, 1, 4]))
+    monkeypatch.setattr(plan, "_auto_policy", lambda *_: Scripted([3, 1, 4]))
     settings = RunSettings(max_new_tokens=24)
     draft = DraftSettings(schedule="auto", assistant_quant="none")
-    ids = decoding.encode_prompt(pair, PROMPT)
-    plain = decoding.drain(decoding.run(pair, ids, "plain", settings))
-    assisted = decoding.drain(decoding.run(pair, ids, "assisted", settings, draft))
+    ids = running.encode_prompt(pair, PROMPT)
+    plain = decoding.drain(running.run(pair, ids, "plain", settings))
+    assisted = decoding.drain(running.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
     assert assisted.drafting_path == DraftingPath(EAGER, "not on CUDA: eager on a static cache")
     assert plain.drafting_path is None
-    summary = decoding.report(pair, plain, assisted)["assisted"]
+    summary = comparison.report(pair, plain, assisted)["assisted"]
     assert summary["drafting_path"] == EAGER
     assert "not on CUDA" in summary["drafting_path_reason"]
     assert summary["drafting_s_per_token"] > 0
@@ -314,11 +314,11 @@ def test_a_greedy_policy_prices_drafting_at_the_graphs_cost_where_they_draft(
 
 
 def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair, monkeypatch):
-    """`decoding.run` with the assistant's drafts replayed (here by the CPU's stand-in, as
+    """`running.run` with the assistant's drafts replayed (here by the CPU's stand-in, as
     if on CUDA): the output is plain decoding's, the record says the graphed path ran, and
     the replays were timed as drafting, a token computed at a time."""
     pair = near_pair
-    monkeypatch.setattr(generation, "auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
+    monkeypatch.setattr(plan, "_auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
     prepared = prepare(pair, draft)
     graphs = graphed(prepared.assistant)
@@ -328,9 +328,9 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     replays = []
     graphs.module.register_forward_hook(lambda _, args, out: replays.append(args[0]))
     settings = RunSettings(max_new_tokens=24)
-    ids = decoding.encode_prompt(pair, PROMPT)
-    plain = decoding.drain(decoding.run(pair, ids, "plain", settings))
-    assisted = decoding.drain(decoding.run(pair, ids, "assisted", settings, draft))
+    ids = running.encode_prompt(pair, PROMPT)
+    plain = decoding.drain(running.run(pair, ids, "plain", settings))
+    assisted = decoding.drain(running.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
     assert assisted.drafting_path == DraftingPath(CUDA_GRAPHS, "stand-in replays", 0.0)
     drafted = [step.drafted for step in assisted.steps if step.drafted]

@@ -167,7 +167,7 @@ def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
     assisted_margin, noise, bound, verdict, reason}; `verdict` is None, and `reason` says why,
     for sampled runs, where one run ended first (a stop), where a position was not
     recorded, and where the dtype's precision is unknown. Token ids only:
-    `decoding.report` adds their text."""
+    `comparison.report` adds their text."""
     plain_ids, assisted_ids = plain.token_ids, assisted.token_ids
     index = first_divergence(plain_ids, assisted_ids)
     if index is None:

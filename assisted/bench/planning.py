@@ -208,7 +208,6 @@ def with_drafter(pair: LoadedPair, kind: str) -> LoadedPair:
         assistant=pair.assistant if uses_assistant else None,
         assistant_tokenizer=pair.assistant_tokenizer if uses_assistant else None,
         assistant_source=pair.assistant_source if uses_assistant else None,
-        warmed_modes=set(),
     )
 
 

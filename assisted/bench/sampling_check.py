@@ -84,17 +84,17 @@ def check(
 ) -> Generator[CheckProgress, None, dict | None]:
     """Run the check (the module's note) on `pair`, drafting with `draft` (default:
     `check_draft`); yields progress, returns the result, or None if `stop` was set."""
-    from assisted.engine import decoding, sampling_draws
+    from assisted.engine import comparison, running, sampling_draws
 
     started = time.perf_counter()
     settings = (settings or CheckSettings()).validate()
     draft = (draft or check_draft(pair.spec, settings.tokens)).validate_for(pair.spec.drafter)
     run = settings.run_settings()
-    ids = decoding.encode_prompt(pair, settings.prompt)
-    decoding.check_length(pair, ids, run)
+    ids = running.encode_prompt(pair, settings.prompt)
+    running.check_length(pair, ids, run)
     n, total = settings.samples, settings.draws()
     yield CheckProgress(0, total, "sampling check: warming up")
-    decoding.warm_up(pair, ("plain", "assisted"), draft)
+    comparison.warm_up(pair, ("plain", "assisted"), draft)
     plain = []
     for index in range(2):
         yield CheckProgress(index * n, total, f"sampling check: plain set {index + 1}")
