@@ -49,11 +49,9 @@ class Recorded:
     def __init__(self) -> None:
         self.started: list[str] = []
 
-    def compare(self, spec, device, dtype, allow_local, prompt, settings, draft, stop):
-        self.started.append(prompt)
-        yield from app.stream_comparison(
-            spec, device, dtype, allow_local, prompt, settings, draft, stop
-        )
+    def compare(self, request):
+        self.started.append(request.prompt)
+        yield from app.stream_comparison(request)
 
 
 @pytest.fixture(scope="module")
