@@ -8,9 +8,10 @@ import math
 import pytest
 
 from assisted.core.settings import RunSettings
+from assisted.models.hardware import CUDA_SETUP_S, ZEROGPU_SLICE
 from assisted.models.registry import PAIRS
 from assisted.ui import gpu_time
-from assisted.ui.gpu_time import ZEROGPU_SLICE, CallReport, GpuTimes, first_guess
+from assisted.ui.gpu_time import CallReport, GpuTimes, first_guess
 
 DEFAULT_TOKENS = RunSettings().max_new_tokens
 SPACE_MAX_S = 300  # the app's ASSISTED_GPU_CALL_MAX_S
@@ -64,7 +65,7 @@ def test_a_request_counts_a_fresh_workers_start_estimated_then_as_measured():
     times = GpuTimes(SPACE_MAX_S)
     before = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
     times.preloaded(20 * 10**9)
-    cold = gpu_time.CUDA_SETUP_S + 20e9 / ZEROGPU_SLICE.load_bytes_per_s
+    cold = CUDA_SETUP_S + 20e9 / ZEROGPU_SLICE.load_bytes_per_s
     estimated = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
     assert estimated.estimate_s == pytest.approx(before.estimate_s + cold)
     assert "cold start" in estimated.describe() and "20.0 GB moved" in estimated.describe()

@@ -7,15 +7,10 @@ import copy
 import pytest
 
 from assisted.core.drafters import DrafterKind
+from assisted.lab.policy_bookkeeping import measure_bookkeeping_s
 from assisted.policy import choice as policy_module
 from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance
-from assisted.policy.choice import (
-    PROBE_AFTER,
-    Choice,
-    DraftPolicy,
-    Expectation,
-    measure_bookkeeping_s,
-)
+from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy, Expectation
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
@@ -222,7 +217,7 @@ def test_missing_verification_times_are_refused():
 
 
 def test_the_bookkeeping_measure_runs_the_policy_through_its_steps():
-    """Its speed target is `python -m assisted.policy.choice`'s (a timing, not a test)."""
+    """Its speed target is `python -m assisted.lab.policy_bookkeeping`'s (a timing, not a test)."""
     seconds = measure_bookkeeping_s(CAP, steps=50)
     assert 0 < seconds < 1
 

@@ -13,6 +13,7 @@ import pytest
 from assisted.analysis import two_sample
 from assisted.analysis.sampling_evidence import ALPHA, PROMPT, TOKENS, CheckSettings, sentence
 from assisted.bench import sampling_check
+from assisted.bench.sampling_check import __main__ as sampling_check_command
 from assisted.core.examples import Example
 from assisted.core.settings import RunSettings, SettingsError
 from assisted.engine import decoding, running, sampling_draws
@@ -133,7 +134,7 @@ def test_the_command_ends_stdout_with_the_json_line(dirs, capsys):
         "The quick brown fox",
         "--no-control",
     ]
-    assert sampling_check.main(argv) == 0
+    assert sampling_check_command.main(argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     last = json.loads(lines[-1])
     assert last["n"] == 10 and last["control"] is None and last["power"] is None
@@ -141,7 +142,7 @@ def test_the_command_ends_stdout_with_the_json_line(dirs, capsys):
 
 
 def test_bad_settings_fail_before_any_model_loads(capsys):
-    assert sampling_check.main(["--tokens", "1"]) == 2
+    assert sampling_check_command.main(["--tokens", "1"]) == 2
     assert "tokens must be at least 2" in capsys.readouterr().err
     with pytest.raises(SettingsError, match="samples"):
         CheckSettings(samples=1).validate()

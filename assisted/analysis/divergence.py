@@ -274,7 +274,7 @@ def describe(found: dict | None) -> str:
     """The divergence in a sentence, with its figures: for people (the CLI, the app)."""
     if found is None:
         return "identical: the assisted run reproduced the plain run token for token"
-    if found["reason"] == "sampled":  # a report made before `sampling_check` was kept
+    if found["reason"] == "sampled":  # sampled, and no check to cite
         return describe_sampled(None)
     where = f"diverged at token {found['index']}"
     if found["verdict"] is None:
