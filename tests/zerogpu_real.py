@@ -1,5 +1,5 @@
 """A Space's start on ZeroGPU with `spaces`' real patching, on this CPU: run as a program
-(`python -m tests.zerogpu_real SCRATCH`) by `tests/test_zerogpu_real.py`, since the
+(`python -m tests.zerogpu_real SCRATCH`) by `tests/app/test_zerogpu_real.py`, since the
 patching holds for the whole process it is imported in.
 
 What `spaces` 0.51 does on a Space runs as it is: importing it patches torch (the fake CUDA

@@ -33,7 +33,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "screenshots"
 TIMEOUT_MS = 120_000  # for runs; finding an element takes seconds
 
 

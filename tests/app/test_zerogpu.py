@@ -19,8 +19,8 @@ gradio_client = pytest.importorskip("gradio_client")
 import app  # noqa: E402
 from assisted.models import learnt_store, pairs  # noqa: E402
 from assisted.ui import gpu_time, refusals  # noqa: E402
+from tests.app.test_app import settings  # noqa: E402
 from tests.serve import launch  # noqa: E402
-from tests.test_app import settings  # noqa: E402
 from tests.zerogpu import ZeroGPU  # noqa: E402
 
 

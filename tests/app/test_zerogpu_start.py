@@ -1,6 +1,6 @@
 """A Space's start-up on ZeroGPU: the pairs other than the default are fetched ahead,
 behind the start. The start on `spaces`' real patching, preload and pack included, is
-`tests/test_zerogpu_real.py`'s."""
+`tests/app/test_zerogpu_real.py`'s."""
 
 from __future__ import annotations
 

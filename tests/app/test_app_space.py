@@ -15,8 +15,8 @@ gradio_client = pytest.importorskip("gradio_client")
 import app  # noqa: E402
 from assisted.models import fetch, pairs  # noqa: E402
 from assisted.models.registry import DEFAULT_PAIR, PAIRS  # noqa: E402
+from tests.app.test_app import settings  # noqa: E402
 from tests.serve import launch  # noqa: E402
-from tests.test_app import settings  # noqa: E402
 
 SLOW_FETCH_S = 6.0
 HUB_ID = "tiny-hub/model"

@@ -407,7 +407,7 @@ def test_a_finished_comparisons_outputs_pickle_across_the_gpu_process_boundary()
     assert set(ReplayOutputs._fields) <= set(CompareOutputs._fields)
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def imported(path: Path) -> set[str]:
