@@ -58,8 +58,8 @@ def drafting_policy(
     given, for the run's report of the path it took.
 
     Overrides the private `GenerationMixin._get_candidate_generator` on this instance only
-    (tests/engine/test_decoding.py pins it), wrapping the generator Transformers builds. Under a
-    policy, where it builds an assistant's generator, prompt lookup joins it as a second
+    (tests/engine/test_transformers_facts.py pins it), wrapping the generator Transformers builds.
+    Under a policy, where it builds an assistant's generator, prompt lookup joins it as a second
     source. Without a policy only a prompt-lookup generator is replaced, by `lookup`."""
     build = type(target)._get_candidate_generator
     draft = draft or DraftSettings()
