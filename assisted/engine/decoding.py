@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
-from assisted.core.record import Mode, RunRecord, Step
+from assisted.core.record import GENERATE, DraftingPath, Mode, RunRecord, Step
 from assisted.engine.observe import StepObserver, synchronize
 from assisted.engine.plan import Plan
 
@@ -87,7 +87,7 @@ def run(plan: Plan, stop: threading.Event | None = None) -> Iterator[StepEvent |
     halt = threading.Event()
     stopper = StopRequested(*(e for e in (stop, halt) if e is not None))
     assistant = plan.prepared.assistant if plan.prepared else None
-    record = plan.new_record()
+    record = plan.record
     events: queue.Queue = queue.Queue()
 
     def on_step(index: int, step: Step) -> None:
@@ -97,8 +97,7 @@ def run(plan: Plan, stop: threading.Event | None = None) -> Iterator[StepEvent |
     observer = StepObserver(pair, record, on_step, prompt_tokens, plan.policy, plan.plain_steps)
     kwargs = {**plan.kwargs, "streamer": observer}
     kwargs["stopping_criteria"] = StoppingCriteriaList([stopper])
-    built: list = []  # the lean drafter the seam builds, whose path the record keeps
-    seam = plan.seam(built)
+    seam = plan.seam
 
     def work() -> None:
         try:
@@ -112,7 +111,7 @@ def run(plan: Plan, stop: threading.Event | None = None) -> Iterator[StepEvent |
                     pair.target.generate(**kwargs)
                 synchronize(pair.device)
                 record.total_s = time.perf_counter() - observer.start
-            record.drafting_path = plan.drafting_path(built)
+            record.drafting_path = _drafting_path(plan)
             observer.flush()
             record.stopped = stopper.triggered
             events.put(RunDone(record))
@@ -122,6 +121,20 @@ def run(plan: Plan, stop: threading.Event | None = None) -> Iterator[StepEvent |
     worker = threading.Thread(target=work, name=f"generate-{mode}", daemon=True)
     worker.start()
     yield from _relay(events, worker, halt)
+
+
+def _drafting_path(plan: Plan) -> DraftingPath | None:
+    """How the run's assistant drafted: as the lean drafter its seam built says, else
+    through the assistant's own `generate()`; None without an assistant model."""
+    prepared = plan.prepared
+    if prepared is None or prepared.assistant is None:
+        return None
+    if plan.built:
+        return plan.built[-1].path
+    reason = f"the {prepared.draft.schedule} schedule drafts through Transformers' generator"
+    if plan.settings.sample:
+        reason = "sampling reads the assistant's scores, which its generate() returns"
+    return DraftingPath(GENERATE, reason)
 
 
 def drain(events: Iterable[Event]) -> RunRecord:
@@ -166,7 +179,7 @@ def generate_bare(plan: Plan) -> tuple[list[int], float]:
         torch.manual_seed(settings.seed)
     synchronize(pair.device)
     start = time.perf_counter()
-    with torch.inference_mode(), plan.seam():
+    with torch.inference_mode(), plan.seam:
         output = pair.target.generate(**plan.kwargs)
     synchronize(pair.device)
     elapsed = time.perf_counter() - start

@@ -7,9 +7,10 @@ product has, the timed runs, the bare baseline and the sampling check's draws, t
 call from a `Plan`, so none can differ from another in what shapes the output.
 
 Building a plan reads what the pair learnt (a fresh `auto` policy, the record's
-calibration, whether a plain run's passes are timed); running it reads and writes none of
-that (`assisted.engine.decoding`). A plan serves one run: its policy and timings fill as
-the run goes.
+calibration, whether a plain run's passes are timed) and builds everything the run uses,
+the drafting seam and the record included; running it reads and writes none of the
+learnt state (`assisted.engine.decoding`). A plan serves one run: its policy, timings and
+record fill as the run goes.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from transformers import GenerationConfig
 from assisted.core import bands
 from assisted.core.bands import Band
 from assisted.core.drafters import DrafterKind
-from assisted.core.record import GENERATE, Calibration, DraftingPath, Mode, RunRecord
+from assisted.core.record import Mode, RunRecord
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import learning
+from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.lookup import SuffixLookup, user_span
 from assisted.engine.drafters.seam import drafting_policy
+from assisted.engine.drafters.static_draft import StaticDrafter
 from assisted.engine.prepare import Prepared, input_device
 from assisted.models import learnt_store
 from assisted.models.loading import end_ids
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Plan:
-    """What one run of `prompt_ids` in `mode` is given (`plan_run`)."""
+    """What one run of `prompt_ids` in `mode` is given, all of it built before the run
+    (`plan_run`): the run enters the seam, calls `generate()` and fills the record."""
 
     pair: LoadedPair
     mode: Mode
@@ -53,48 +57,13 @@ class Plan:
     band: Band  # the temperature band whose acceptance the policy starts from and feeds
     policy: DraftPolicy | None  # a fresh `auto` policy; None for the other schedules
     lookup: SuffixLookup | None  # the suffix lookup; None: Transformers' own search
-    calibration: Calibration | None  # where the policy's costs came from, for the record
     plain_steps: PlainSteps | None  # a plain run's timed passes, for T(1); None: not timed
-
-    def seam(self, built: list | None = None) -> AbstractContextManager:
-        """The seam through which the policy (under `auto`) chooses each step's draft and
-        prompt lookup matches with the lookup; nothing for plain runs. The lean drafters
-        it builds are appended to `built`, where given (`drafting_path`)."""
-        if self.prepared is None:
-            return nullcontext()
-        target, draft = self.pair.target, self.prepared.draft
-        return drafting_policy(target, self.policy, draft, self.lookup, built=built)
-
-    def new_record(self) -> RunRecord:
-        """The run's record, before its first step."""
-        prepared, pair = self.prepared, self.pair
-        return RunRecord(
-            mode=self.mode,
-            drafter=pair.spec.drafter if prepared else None,
-            prompt_tokens=len(self.prompt_ids),
-            assistant_precision=prepared.assistant_precision if prepared else None,
-            dtype=pair.dtype_name,
-            sampled=self.settings.sample,
-            calibration=self.calibration,
-            acceptance_band=self.band if self.policy else None,
-        )
-
-    def drafting_path(self, built: list) -> DraftingPath | None:
-        """How the run's assistant drafted: as the lean drafter its seam built says
-        (`built`), else through the assistant's own `generate()`; None without an assistant
-        model."""
-        prepared = self.prepared
-        if prepared is None or prepared.assistant is None:
-            return None
-        if built:
-            return built[-1].path
-        if self.settings.sample:
-            reason = "sampling reads the assistant's scores, which its generate() returns"
-        else:
-            reason = (
-                f"the {prepared.draft.schedule} schedule drafts through Transformers' generator"
-            )
-        return DraftingPath(GENERATE, reason)
+    # The seam through which the policy (under `auto`) chooses each step's draft and prompt
+    # lookup matches with the lookup (`assisted.engine.drafters.seam`); nothing for plain
+    # runs. The lean drafters it builds are appended to `built`, whose path the record keeps.
+    seam: AbstractContextManager
+    built: list[LeanDrafter | StaticDrafter]
+    record: RunRecord  # the run's record, before its first step
 
 
 def plan_run(
@@ -105,16 +74,31 @@ def plan_run(
     prepared: Prepared | None = None,
 ) -> Plan:
     """The plan of one run: plain decoding in "plain" mode, else drafting as `prepared`
-    (`assisted.engine.prepare`) says. Times nothing."""
+    (`assisted.engine.prepare`) says. Times nothing. A plan serves one run."""
     if mode == "assisted" and prepared is None:
         raise ValueError("an assisted run's plan needs the pair prepared to draft")
     prepared = prepared if mode == "assisted" else None
     band = bands.band(settings)
     policy = _auto_policy(pair, prepared, band)
-    calibration = learnt_store.calibration(pair.learnt, pair.learnt_file) if policy else None
+    lookup = _lookup_for(prompt_ids, settings, prepared)
     # A plain run's passes set the pair's T(1), once something has timed its T(k)
     # (`learning.keep_plain_steps`).
     timed = mode == "plain" and 1 in pair.learnt.verify_s
+    built: list[LeanDrafter | StaticDrafter] = []
+    seam = nullcontext()
+    if prepared is not None:
+        draft = prepared.draft
+        seam = drafting_policy(pair.target, policy, draft, lookup, built=built)
+    record = RunRecord(
+        mode=mode,
+        drafter=pair.spec.drafter if prepared else None,
+        prompt_tokens=len(prompt_ids),
+        assistant_precision=prepared.assistant_precision if prepared else None,
+        dtype=pair.dtype_name,
+        sampled=settings.sample,
+        calibration=learnt_store.calibration(pair.learnt, pair.learnt_file) if policy else None,
+        acceptance_band=band if policy else None,
+    )
     return Plan(
         pair=pair,
         mode=mode,
@@ -124,9 +108,11 @@ def plan_run(
         kwargs=generate_kwargs(pair, prompt_ids, settings, prepared),
         band=band,
         policy=policy,
-        lookup=_lookup_for(prompt_ids, settings, prepared),
-        calibration=calibration,
+        lookup=lookup,
         plain_steps=PlainSteps() if timed else None,
+        seam=seam,
+        built=built,
+        record=record,
     )
 
 

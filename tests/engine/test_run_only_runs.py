@@ -68,11 +68,13 @@ def pair(tiny_dirs) -> LoadedPair:
     return load_pair(spec, device="cpu", dtype="float32")
 
 
-def run_entering(pair: LoadedPair, mode: str, draft: DraftSettings) -> set[str]:
+def run_entering(
+    pair: LoadedPair, mode: str, draft: DraftSettings, settings: RunSettings = GREEDY
+) -> set[str]:
     """The modules one run of a ready plan enters."""
     ids = running.encode_prompt(pair, "def add(a, b):")
-    prepared = prepare(pair, draft) if mode == "assisted" else None
-    ready = plan_run(pair, ids, mode, GREEDY, prepared)
+    prepared = prepare(pair, draft, settings) if mode == "assisted" else None
+    ready = plan_run(pair, ids, mode, settings, prepared)
     with entered() as modules:
         record = decoding.drain(decoding.run(ready))
     assert record.steps
@@ -85,20 +87,24 @@ def test_a_greedy_assisted_run_enters_at_most_eight_project_modules(pair):
     assert len(modules) <= MOST_MODULES, sorted(modules)
 
 
+AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto")
+SAMPLED = RunSettings(max_new_tokens=16, sample=True, temperature=0.8, seed=3)
+
+
 @pytest.mark.parametrize(
-    ("mode", "draft"),
+    ("mode", "draft", "settings"),
     [
-        ("plain", DraftSettings()),
-        ("assisted", DraftSettings(num_assistant_tokens=4)),
-        ("assisted", DraftSettings(num_assistant_tokens=4, schedule="auto")),
-        ("assisted", DraftSettings(num_assistant_tokens=4, assistant_quant="int8")),
+        ("plain", DraftSettings(), GREEDY),
+        ("assisted", DraftSettings(num_assistant_tokens=4), GREEDY),
+        ("assisted", AUTO, GREEDY),
+        ("assisted", AUTO, SAMPLED),
     ],
-    ids=["plain", "constant", "auto", "int8"],
+    ids=["plain", "constant", "auto", "auto-sampled"],
 )
-def test_a_run_calls_nothing_that_prepares_or_keeps_what_it_learnt(pair, mode, draft):
+def test_a_run_calls_nothing_that_prepares_or_keeps_what_it_learnt(pair, mode, draft, settings):
     """Not the assistant's quantization, nor the learnt state on disk or in memory: its
     callers prepare before it and keep what it learnt after (`assisted.engine.running`)."""
-    assert run_entering(pair, mode, draft) & PREPARING_OR_KEEPING == set()
+    assert run_entering(pair, mode, draft, settings) & PREPARING_OR_KEEPING == set()
 
 
 def test_the_check_finds_a_planted_call_to_the_learnt_store(pair, monkeypatch):
