@@ -15,7 +15,8 @@ import pytest
 
 from assisted.analysis import stats
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine.decoding import RunDone, compare
+from assisted.engine.comparison import compare
+from assisted.engine.decoding import RunDone
 from assisted.models import embedded
 from assisted.models.pairs import get_spec, load_pair
 
