@@ -5,6 +5,7 @@ every thread, the run's worker thread included."""
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 import threading
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ MOST_MODULES = 8  # the project's modules one greedy assisted run may enter
 GREEDY = RunSettings(max_new_tokens=16)
 
 
+@functools.cache
 def module_of(filename: str) -> str | None:
     """The project module defined in `filename`; None outside the package."""
     path = Path(filename).resolve()
