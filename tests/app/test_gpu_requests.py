@@ -20,10 +20,11 @@ from assisted.ui.stop_flags import StopFlags
 ROOT = Path(app.__file__).resolve().parent
 SPEC = PAIRS[DEFAULT_PAIR]
 PLACE = PairPlace(SPEC, "cpu", "float32", allow_local=False)
+STOPS = StopFlags()  # their folder lives as long as they do
 
 
 def requests() -> tuple[ComparisonRequest, BenchmarkRequest]:
-    stop = StopFlags().open("a request")
+    stop = STOPS.open("a request")
     comparison = ComparisonRequest(
         PLACE, "Hi.", RunSettings(max_new_tokens=8), DraftSettings(), stop
     )
