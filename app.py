@@ -25,43 +25,29 @@ import spaces  # first: on ZeroGPU it must patch CUDA before anything touches it
 # isort: split
 import os
 import threading
-import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import gradio as gr
 from spaces.config import Config as SpacesConfig
 
-from assisted import bench
-from assisted.analysis.sampling_evidence import CheckSettings
 from assisted.core.examples import Example, load_folder
-from assisted.core.settings import DraftSettings, RunSettings, SettingsError
-from assisted.engine import decoding
-from assisted.models import learnt_store, pairs
+from assisted.models import pairs
 from assisted.models.registry import DEFAULT_PAIR, PAIRS, PairSpec, default_pair_for
-from assisted.policy.learnt import LearntSnapshot
-from assisted.ui import page
+from assisted.ui import gpu_calls, page
 from assisted.ui.benchmark_tab import StreamBenchmark, build_benchmark_tab
 from assisted.ui.compare_tab import StreamComparison, build_compare_tab
 from assisted.ui.device_queue import DeviceQueue
-from assisted.ui.errors import quiet_component_refusals, refusal
-from assisted.ui.gpu_time import (
-    CallReport,
-    GpuTimes,
-    capture_s,
-    runs_s_per_token,
-    s_per_token,
-    worker_start_s,
-)
-from assisted.ui.live import Live, idle_outputs
-from assisted.ui.outputs import CompareOutputs
+from assisted.ui.errors import quiet_component_refusals
+from assisted.ui.gpu_time import GpuTimes
+from assisted.ui.pace import Paces
+from assisted.ui.requests import BenchmarkRequest, ComparisonRequest
 from assisted.ui.shared import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
-from assisted.ui.shared import PairLoader
-from assisted.ui.stop_flags import StopFlag, StopFlags
+from assisted.ui.shared import PairAccess, TabState
+from assisted.ui.stop_flags import StopFlags
 
 QUEUE_MAX_SIZE = 16  # requests waiting for the device; more are turned away
-YIELD_EVERY_S = 0.08  # stream at most this often while steps arrive (phases always stream)
 # The most one ZeroGPU call asks for. ZeroGPU refuses longer requests ("The requested GPU
 # duration is larger than the maximum allowed"); its limit is not documented, and 300 s is
 # what signed-in visitors are reported to get. A longer benchmark is split into calls.
@@ -129,182 +115,30 @@ _gpu_times = GpuTimes(GPU_CALL_MAX_S)
 _preloaded: set[str] = set()
 
 
-def _gpu_duration(spec, device, dtype, allow_local, prompt, settings, draft, stop) -> int:
-    return _gpu_times.comparison(
-        spec.name, settings.max_new_tokens, spec.name in _preloaded
-    ).seconds
+def _gpu_duration(request: ComparisonRequest) -> int:
+    """The seconds a comparison's call asks ZeroGPU for (`assisted.ui.gpu_time`)."""
+    name = request.pair.spec.name
+    return _gpu_times.comparison(name, request.settings.max_new_tokens, name in _preloaded).seconds
 
 
-@spaces.GPU(duration=_gpu_duration)
-def stream_comparison(
-    spec: PairSpec,
-    device: str,
-    dtype: str,
-    allow_local: bool,
-    prompt: str,
-    settings: RunSettings,
-    draft: DraftSettings,
-    stop: StopFlag,
-) -> Iterator[CompareOutputs | CallReport]:
-    """Plain then assisted, yielding every output's value (picklable) as steps arrive, and
-    last what the call measured (a CallReport, which the handler keeps and does not show).
-
-    On ZeroGPU this runs in a process forked for the call or an idle one reused: it loads
-    the pair where that process does not hold it, and starts from what earlier processes
-    learnt (`gpu_ready`)."""
-    cold_start_s = worker_start_s()
-    try:
-        loading = gpu_ready(spec, device, dtype, allow_local)
-        pair, load_s = yield from map_yields(idle_outputs, loading)
-        prompt_ids = decoding.encode_prompt(pair, prompt, settings.chat_template)
-        live = Live(pair, len(prompt_ids), settings, stop)
-        warmed = len(pair.warmed_modes)
-        setup = Stopwatch()
-        last_yield = 0.0
-        for event in decoding.compare_ids(pair, prompt_ids, settings, draft, stop=stop):
-            live.add(event)
-            if isinstance(event, decoding.Phase):
-                setup.mark(event.name == "warmup")
-            now = time.perf_counter()
-            if not isinstance(event, decoding.StepEvent) or now - last_yield >= YIELD_EVERY_S:
-                last_yield = now
-                yield live.outputs()
-    except SettingsError as error:
-        raise refusal(str(error), title="Settings") from error
-    except pairs.PairError as error:
-        raise refusal(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
-    except Exception as error:  # a failure inside generation: say so, never hang
-        raise gr.Error(f"Generation failed: {type(error).__name__}: {error}") from error
-    final = live.outputs(done=True)
-    yield final
-    set_up = len(pair.warmed_modes) > warmed  # this call prepared and warmed up the pair
-    yield CallReport(
-        spec.name,
-        load_s,
-        setup.seconds if set_up else None,
-        plain_s_per_token=s_per_token(final.result, "plain"),
-        assisted_s_per_token=s_per_token(final.result, "assisted"),
-        cold_start_s=cold_start_s,
-        capture_s=capture_s(final.result) if set_up else None,
-    )
-
-
-def gpu_ready(
-    spec: PairSpec, device: str, dtype: str, allow_local: bool
-) -> Generator[str, None, tuple[pairs.LoadedPair, float | None]]:
-    """The pair in this process, loaded here where it is not (a status line meanwhile),
-    and the seconds loading took (None: it was in memory). Runs in the GPU call: on
-    ZeroGPU nothing may touch CUDA in the main process's handler threads.
-
-    The pair starts from what every process learnt so far: on ZeroGPU this process was
-    forked from the main one, which holds what it read at start-up only, or it is an idle
-    worker reused, which holds what it learnt itself; the file holds what all of them
-    kept (`assisted.models.learnt_store`)."""
-    pair = pairs.loaded(spec, device, dtype)
-    load_s = None
-    if pair is None:
-        yield f"**Loading** `{spec.name}` inside this GPU call…"
-        started = time.perf_counter()
-        pair = pairs.load_pair(spec, device, dtype, allow_local=allow_local)
-        load_s = time.perf_counter() - started
-    else:
-        learnt_store.refresh(pair.learnt_file, pair.learnt)
-    return pair, load_s
-
-
-def map_yields(function: Callable[[Any], Any], generator: Generator) -> Generator:
-    """`generator`'s yields passed through `function`; returns what it returns."""
-    while True:
-        try:
-            item = next(generator)
-        except StopIteration as done:
-            return done.value
-        yield function(item)
-
-
-class Stopwatch:
-    """Seconds between the first `mark(True)` and the next `mark(False)`."""
-
-    def __init__(self) -> None:
-        self.started: float | None = None
-        self.seconds: float | None = None
-
-    def mark(self, start: bool) -> None:
-        now = time.perf_counter()
-        if start and self.started is None:
-            self.started = now
-        elif not start and self.started is not None and self.seconds is None:
-            self.seconds = now - self.started
-
-
-def _bench_gpu_duration(
-    spec,
-    device,
-    dtype,
-    allow_local,
-    examples,
-    variants,
-    settings,
-    repeats,
-    stop,
-    acceptance,
-    check=None,
-) -> int:
-    preloaded = spec.name in _preloaded
+def _bench_gpu_duration(request: BenchmarkRequest) -> int:
+    """The seconds one call of a benchmark asks ZeroGPU for (`assisted.ui.gpu_time`)."""
+    name, examples, variants = request.pair.spec.name, request.examples, request.variants
     return _gpu_times.benchmark(
-        spec.name, len(examples), len(variants), settings, repeats, preloaded, check
+        name,
+        len(examples),
+        len(variants),
+        request.settings,
+        request.repeats,
+        name in _preloaded,
+        request.check,
     ).seconds
 
 
-@spaces.GPU(duration=_bench_gpu_duration)
-def stream_benchmark(
-    spec: PairSpec,
-    device: str,
-    dtype: str,
-    allow_local: bool,
-    examples: list[Example],
-    variants: list[bench.Variant],
-    settings: RunSettings,
-    repeats: int,
-    stop: StopFlag,
-    acceptance: LearntSnapshot | None = None,
-    check: CheckSettings | None = None,
-) -> Iterator[bench.Progress | bench.Finished | CallReport]:
-    """`assisted.bench.benchmark` on the pair: its Progress events, Finished, then what the
-    call measured (a CallReport). `acceptance` is what the prompts before these left (a
-    benchmark split into several GPU calls); None starts from none. `check`: the sampling
-    check after the timed runs (`assisted.bench.sampling_check`); None runs none.
-
-    Stop ends the run in progress within one step, and the benchmark without a report."""
-    started = time.perf_counter()
-    cold_start_s = worker_start_s()
-    try:
-        loading = gpu_ready(spec, device, dtype, allow_local)
-        pair, load_s = yield from map_yields(lambda line: bench.Progress(0, 0, line), loading)
-    except pairs.PairError as error:
-        raise refusal(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
-    except Exception as error:  # a failure inside loading: say so, never hang
-        raise gr.Error(f"Benchmark failed: {type(error).__name__}: {error}") from error
-    events = bench.benchmark(
-        pair, examples, variants, settings, repeats, stop=stop, acceptance=acceptance, check=check
-    )
-    setup_s, records = None, []
-    try:
-        for event in events:
-            if isinstance(event, bench.Progress) and event.record is not None:
-                if setup_s is None:  # up to the first timed run's start
-                    ready = started + (load_s or 0.0)
-                    setup_s = time.perf_counter() - ready - event.record.total_s
-                records.append(event.record)
-            yield event
-    except (bench.BenchError, SettingsError) as error:
-        raise refusal(str(error), title="Benchmark") from error
-    except Exception as error:  # a failure inside generation: say so, never hang
-        raise gr.Error(f"Benchmark failed: {type(error).__name__}: {error}") from error
-    finally:
-        events.close()
-    plain, assisted = runs_s_per_token(records)
-    yield CallReport(spec.name, load_s, setup_s, plain, assisted, cold_start_s)
+# The GPU entry points, at module level as ZeroGPU wants them (`assisted.ui.gpu_calls`):
+# each takes one request, and so does the function that sizes its duration.
+stream_comparison = spaces.GPU(duration=_gpu_duration)(gpu_calls.stream_comparison)
+stream_benchmark = spaces.GPU(duration=_bench_gpu_duration)(gpu_calls.stream_benchmark)
 
 
 # -- the app -------------------------------------------------------------------------------
@@ -326,14 +160,15 @@ def build_demo(config: AppConfig | None = None, gpu: GpuCalls | None = None) -> 
         raise ValueError(f"default pair {config.default_pair!r} is not in the registry")
     examples: list[Example] = load_folder()
     queue = DeviceQueue(one_at_a_time=False) if config.zerogpu else _device
-    loader = PairLoader(config, queue, _gpu_times, _preloaded)
+    access = PairAccess(config, queue, _gpu_times, _preloaded)
+    shared = TabState(access, _stops, Paces(), _gpu_times)
     with gr.Blocks(title=page.TITLE) as demo:
         gr.Markdown(page.HEADER)
         with gr.Tabs():
             with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
-                build_compare_tab(demo, loader, _stops, gpu.compare, examples)
+                build_compare_tab(demo, shared, gpu.compare, examples)
             with gr.Tab("Benchmark", id="benchmark", elem_id="tab-benchmark") as tab:
-                build_benchmark_tab(tab, loader, _stops, gpu.benchmark, examples)
+                build_benchmark_tab(tab, shared, gpu.benchmark, examples)
         with gr.Accordion("What is assisted generation?", open=False):
             gr.Markdown(page.EXPLANATION)
     demo.queue(max_size=QUEUE_MAX_SIZE)

@@ -29,7 +29,7 @@ from assisted.core.settings import (
     SettingsError,
     validate_prompt,
 )
-from assisted.engine.lookup import LONGEST_MATCH, SHORTEST_MATCH
+from assisted.engine.drafters.lookup import LONGEST_MATCH, SHORTEST_MATCH
 from assisted.models import learnt_store
 from assisted.models.pairs import PairError
 from assisted.models.registry import PAIRS, PairSpec
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
             print(f"{spec.name:32} {spec.drafter:14} {spec.note}", file=out)
         return 0
     if args.no_cuda_graphs:
-        os.environ["ASSISTED_CUDA_GRAPHS"] = "0"  # read by assisted.engine.draft_graphs
+        os.environ["ASSISTED_CUDA_GRAPHS"] = "0"  # read by assisted.engine.drafters.draft_graphs
     try:
         prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
         if prompt is None:
@@ -140,7 +140,8 @@ def _compare(
     out: TextIO,
 ) -> int:
     # Imported here so `--help` and input errors answer without loading torch.
-    from assisted.engine.decoding import Phase, RunDone, StepEvent, compare, report
+    from assisted.engine.comparison import compare, report
+    from assisted.engine.decoding import Phase, RunDone, StepEvent
     from assisted.models.pairs import load_pair
 
     pair = load_pair(spec, args.device, args.dtype, progress=_ProgressPrinter(), allow_local=True)

@@ -1,5 +1,5 @@
 """A Space's start on ZeroGPU with `spaces`' real patching, on this CPU: run as a program
-(`python -m tests.zerogpu_real SCRATCH`) by `tests/test_zerogpu_real.py`, since the
+(`python -m tests.zerogpu_real SCRATCH`) by `tests/app/test_zerogpu_real.py`, since the
 patching holds for the whole process it is imported in.
 
 What `spaces` 0.51 does on a Space runs as it is: importing it patches torch (the fake CUDA
@@ -210,6 +210,7 @@ def handler_request(app: dict, spec) -> dict:
     call (the real `@spaces.GPU` wrapper: a worker forked, its start, the task)."""
     from assisted.core.settings import DraftSettings, RunSettings
     from assisted.ui.outputs import CompareOutputs
+    from assisted.ui.requests import ComparisonRequest, PairPlace
 
     done: dict = {}
     try:
@@ -218,18 +219,11 @@ def handler_request(app: dict, spec) -> dict:
         done["cuda_here"] = f"{type(error).__name__}: {error}"
     app["pairs"].fetch_pair(spec, allow_local=False)
     stop = app["_stops"].open("real-patching")
-    outputs = list(
-        app["stream_comparison"](
-            spec,
-            "cpu",
-            "float32",
-            False,
-            "Say hi.",
-            RunSettings(max_new_tokens=6),
-            DraftSettings(),
-            stop,
-        )
+    place = PairPlace(spec, "cpu", "float32", allow_local=False)
+    request = ComparisonRequest(
+        place, "Say hi.", RunSettings(max_new_tokens=6), DraftSettings(), stop
     )
+    outputs = list(app["stream_comparison"](request))
     finals = [out for out in outputs if isinstance(out, CompareOutputs)]
     result = finals[-1].result if finals else None
     done["identical"] = result["identical"] if result else None

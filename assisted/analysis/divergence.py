@@ -167,7 +167,7 @@ def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
     assisted_margin, noise, bound, verdict, reason}; `verdict` is None, and `reason` says why,
     for sampled runs, where one run ended first (a stop), where a position was not
     recorded, and where the dtype's precision is unknown. Token ids only:
-    `decoding.report` adds their text."""
+    `comparison.report` adds their text."""
     plain_ids, assisted_ids = plain.token_ids, assisted.token_ids
     index = first_divergence(plain_ids, assisted_ids)
     if index is None:
@@ -274,7 +274,7 @@ def describe(found: dict | None) -> str:
     """The divergence in a sentence, with its figures: for people (the CLI, the app)."""
     if found is None:
         return "identical: the assisted run reproduced the plain run token for token"
-    if found["reason"] == "sampled":  # a report made before `sampling_check` was kept
+    if found["reason"] == "sampled":  # sampled, and no check to cite
         return describe_sampled(None)
     where = f"diverged at token {found['index']}"
     if found["verdict"] is None:

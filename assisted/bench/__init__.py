@@ -5,8 +5,8 @@ One job per module:
 - `measuring`: `benchmark()`, the timed runs on a loaded pair;
 - `reporting`: runs in, figures, text tables and a chart out (no models);
 - `shares`: each run's share of the oracle, modelled and measured;
-- `sampling_check`: `python -m assisted.bench.sampling_check`, sampled assisted output held
-  against plain sampling, in distribution;
+- `sampling_check/`: sampled assisted output held against plain sampling, in distribution
+  (`check`), and its command, `python -m assisted.bench.sampling_check` (its `__main__`);
 - `__main__`: `python -m assisted.bench`, its options and progress bar.
 
 The app calls `benchmark()` (a generator of Progress events ending with Finished) on a

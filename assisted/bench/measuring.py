@@ -27,7 +27,7 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord
 from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
-from assisted.engine.lookup import copies_template, template_ngrams
+from assisted.engine.drafters.lookup import copies_template, template_ngrams
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntSnapshot
 
@@ -77,16 +77,16 @@ def benchmark(
     `check`: after the timed runs, the sampling check (`assisted.bench.sampling_check`) with
     the pair's own drafter, whose result the report holds as `sampling_check`; its draws
     count in the progress."""
-    from assisted.engine import decoding
+    from assisted.engine import comparison, running
     from assisted.engine.prepare import prepare
 
     settings.validate()
     if repeats < 1:
         raise BenchError(f"--repeats must be at least 1, not {repeats}")
     drafting = {v.drafter: with_drafter(pair, v.drafter) for v in variants}
-    prompt_ids = [decoding.encode_prompt(pair, e.prompt, settings.chat_template) for e in examples]
+    prompt_ids = [running.encode_prompt(pair, e.prompt, settings.chat_template) for e in examples]
     for ids in prompt_ids:
-        decoding.check_length(pair, ids, settings)
+        running.check_length(pair, ids, settings)
 
     # The overhead is measured in plain decoding and with the first variant.
     overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
@@ -108,9 +108,9 @@ def benchmark(
     # kept as its runs refine them.
     with pair.learnt.acceptance_apart():
         # On the path the timed runs take: a sampled benchmark warms the sampled one.
-        decoding.warm_up(pair, ("plain",), settings=settings)
+        comparison.warm_up(pair, ("plain",), settings=settings)
         for variant in variants:
-            decoding.warm_up(drafting[variant.drafter], ("assisted",), variant.draft, settings)
+            comparison.warm_up(drafting[variant.drafter], ("assisted",), variant.draft, settings)
         pair.learnt.restore(acceptance or LearntSnapshot({}))
 
         overheads: dict[str, float | None] = {}
@@ -216,7 +216,7 @@ def _time_prompt(
 ) -> Generator[Progress, None, bool]:
     """Warm the prompt up untimed in every mode, then time its rounds (the `index`th prompt,
     which sets the order). Returns False if the benchmark was stopped."""
-    from assisted.engine import decoding
+    from assisted.engine import decoding, running
 
     pair, settings, stop = session.pair, session.settings, session.stop
     # The `auto` policy starts each run from the acceptance the pair's earlier runs saw.
@@ -225,19 +225,19 @@ def _time_prompt(
     learnt = pair.learnt.snapshot()
     yield session.progress(f"{example.label}: warm-up")
     warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
-    decoding.drain(decoding.run(pair, ids, "plain", warmup, stop=stop))
+    decoding.drain(running.run(pair, ids, "plain", warmup, stop=stop))
     for variant in session.variants:
         drafter = session.drafting[variant.drafter]
-        decoding.drain(decoding.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
+        decoding.drain(running.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
     for repeat in range(session.repeats):
         for variant in _run_order(session.variants, index, repeat):
             if stop is not None and stop.is_set():
                 return False
             if variant is None:
-                events = decoding.run(pair, ids, "plain", settings, stop=stop)
+                events = running.run(pair, ids, "plain", settings, stop=stop)
             else:
                 pair.learnt.restore(learnt)
-                events = decoding.run(
+                events = running.run(
                     session.drafting[variant.drafter],
                     ids,
                     "assisted",
@@ -282,12 +282,12 @@ def _time_per_token(
     OpenMP behaves differently on the main thread (on a busy 2-core machine the tiny test
     models run many times slower there), which would pass for our overhead.
     """
-    from assisted.engine import decoding
+    from assisted.engine import decoding, running
 
     if bare:
         result: list = []
         worker = threading.Thread(
-            target=lambda: result.append(decoding.generate_bare(pair, ids, mode, settings, draft))
+            target=lambda: result.append(running.generate_bare(pair, ids, mode, settings, draft))
         )
         worker.start()
         worker.join()
@@ -296,5 +296,5 @@ def _time_per_token(
         tokens, seconds = result[0]
         return seconds / max(1, len(tokens))
     start = time.perf_counter()
-    record = decoding.drain(decoding.run(pair, ids, mode, settings, draft))
+    record = decoding.drain(running.run(pair, ids, mode, settings, draft))
     return (time.perf_counter() - start) / max(1, stats.new_tokens(record))

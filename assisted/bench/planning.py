@@ -156,7 +156,8 @@ def parse_variant(spec: PairSpec, text: str, default_drafter: str) -> Variant:
 
 def _check_ngram_size(what: str, lookups: Sequence[str]) -> None:
     """An n-gram size means something to Transformers' lookup only: the suffix lookup
-    matches 2 to 8 tokens (`assisted.engine.lookup`), so a size given for it alone is refused."""
+    matches 2 to 8 tokens (`assisted.engine.drafters.lookup`), so a size given for it alone is
+    refused."""
     if "transformers" not in lookups:
         raise BenchError(f"{what} applies to lookup=transformers, not {', '.join(lookups)}")
 
@@ -207,7 +208,6 @@ def with_drafter(pair: LoadedPair, kind: str) -> LoadedPair:
         assistant=pair.assistant if uses_assistant else None,
         assistant_tokenizer=pair.assistant_tokenizer if uses_assistant else None,
         assistant_source=pair.assistant_source if uses_assistant else None,
-        warmed_modes=set(),
     )
 
 

@@ -92,7 +92,7 @@ GENERATE = "generate"
 
 @dataclass(frozen=True)
 class DraftingPath:
-    """How an assisted run's assistant drafted, and why (`assisted.engine.static_draft`):
+    """How an assisted run's assistant drafted, and why (`assisted.engine.drafters.static_draft`):
     "cuda-graphs" (its draft replayed as captured CUDA graphs, read back once), "eager"
     (the lean loop, a pass and a read a token) or "generate" (the assistant's own
     `generate()` through Transformers' generator). `capture_s`: what capturing the graphs
@@ -111,7 +111,7 @@ class Calibration:
     this process spent timing, the checks included. `checked`: the costs read from the
     file that this process timed again ("T(1)", "T(9)", "drafting int8"), once per process;
     `corrected`: those whose new time was lower, and replaced the file's
-    (`assisted.engine.auto.calibrate`). `file` is where the pair's learnt state is kept; None
+    (`assisted.engine.calibration.calibrate`). `file` is where the pair's learnt state is kept; None
     where nothing is kept on disk (`assisted.models.learnt_store`)."""
 
     source: CalibrationSource

@@ -28,8 +28,8 @@ SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")
 AssistantQuant = Literal["auto", "none", "int8", "int8-wo", "int4-wo"]
 ASSISTANT_QUANTS: tuple[str, ...] = ("auto", "none", "int8", "int8-wo", "int4-wo")
 # Where prompt-lookup drafts come from: "suffix", the longest and most recent match in the
-# user's message and the output (assisted.engine.lookup); "transformers", Transformers' own search
-# of the whole context, chat template included, first match first.
+# user's message and the output (assisted.engine.drafters.lookup); "transformers", Transformers' own
+# search of the whole context, chat template included, first match first.
 Lookup = Literal["suffix", "transformers"]
 LOOKUPS: tuple[str, ...] = ("suffix", "transformers")
 
@@ -50,13 +50,13 @@ class DraftSettings:
     probability falls below this (0 disables it).
     `cumulative_threshold`: under `auto` and greedy decoding, the assistant also stops once
     the product of its top probabilities over the step's draft falls below this (0
-    disables it; `assisted.engine.lean`).
+    disables it; `assisted.engine.drafters.lean`).
     `assistant_quant`: the assistant model's precision ("none": the pair's dtype). The target
     verifies every candidate, so this moves the acceptance rate and the drafting cost, never
     the output.
     `lookup`: how prompt lookup finds its matches (the prompt-lookup drafter's, and the
     `auto` schedule's second source); `max_matching_ngram_size` applies to Transformers'
-    lookup only, as `assisted.engine.lookup` matches 2 to 8 tokens.
+    lookup only, as `assisted.engine.drafters.lookup` matches 2 to 8 tokens.
     """
 
     # Transformers' own default threshold; on a GPU, where verification is nearly free,

@@ -51,8 +51,8 @@ class DraftProbabilities:
     def watching(self, target: PreTrainedModel) -> Iterator[None]:
         """Within the block, `target.generate()`'s assisted loop shows us its candidate
         logits and its processed rows. Wraps whatever builds the candidate generator now
-        (Transformers' own, or a drafting seam's, `assisted.engine.auto.drafting_policy`), on this
-        instance only, and puts it back afterwards."""
+        (Transformers' own, or a drafting seam's, `assisted.engine.drafters.seam.drafting_policy`),
+        on this instance only, and puts it back afterwards."""
         previous = vars(target).get("_get_candidate_generator")
         build = target._get_candidate_generator
 

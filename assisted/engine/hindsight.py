@@ -30,15 +30,15 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 from assisted.analysis import oracle
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import Hindsight, RunRecord
-from assisted.engine import auto
-from assisted.engine.lookup import Match
+from assisted.engine import calibration
+from assisted.engine.drafters.lookup import Match
 from assisted.engine.observe import synchronize
 from assisted.models.loading import end_ids
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from assisted.engine.lookup import SuffixLookup
+    from assisted.engine.drafters.lookup import SuffixLookup
     from assisted.engine.prepare import Prepared
     from assisted.models.pairs import LoadedPair
     from assisted.policy.choice import DraftPolicy
@@ -154,7 +154,7 @@ def _costs(pair: LoadedPair, prepared: Prepared, policy: DraftPolicy | None) -> 
         }
     cap = prepared.draft.length_for(pair.spec.drafter)
     try:
-        verify_s, drafting, prefill = auto.calibrated(pair, prepared.precision, cap, model)
+        verify_s, drafting, prefill = calibration.calibrated(pair, prepared.precision, cap, model)
     except RuntimeError:
         return None
     return {

@@ -38,9 +38,9 @@ from transformers.generation.streamers import BaseStreamer
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
 from assisted.core.record import Mode, RunRecord, Step, common_prefix_length
-from assisted.engine import draft_graphs
 from assisted.engine.detokenizer import Detokenizer
 from assisted.engine.draft_probs import DraftProbabilities
+from assisted.engine.drafters import draft_graphs
 from assisted.policy.costs import PlainSteps
 
 if TYPE_CHECKING:
@@ -228,7 +228,7 @@ class _Stream:
 class _DraftTiming:
     """Times the drafter's forward passes: the assistant's, or the target's own first layers
     under early exit. Each pass after the first (the assistant's prefill) goes to
-    `forward_s`; a replay of captured graphs (`assisted.engine.draft_graphs`), which runs
+    `forward_s`; a replay of captured graphs (`assisted.engine.drafters.draft_graphs`), which runs
     γ passes in one call, goes there as γ passes of a γth of its time each."""
 
     def __init__(self, pair: LoadedPair, forward_s: list[float]):

@@ -7,20 +7,22 @@ ids never drafted. Here it is one stage, whose result a run receives (`Prepared`
 
 - the assistant's precision, and the model that drafts in it (`LoadedPair.drafting_assistant`:
   an int8 copy is made once, and may evict other pairs);
-- under `auto`, the calibration of the costs (`assisted.engine.auto.calibrate`), timed once per
+- under `auto`, the calibration of the costs (`assisted.engine.calibration.calibrate`), timed once
+per
   pair, machine and dtype, on a cache holding the warm-up prompt; on CUDA, the capture of
   the assistant's drafts as graphs, checked against its eager passes
-  (`assisted.engine.draft_graphs`), once per process; and once a run samples,
-  the assistant's drafting through its sampling generator (`auto.calibrate_sampled`),
+  (`assisted.engine.drafters.draft_graphs`), once per process; and once a run samples,
+  the assistant's drafting through its sampling generator (`calibration.calibrate_sampled`),
   which greedy runs never pay for;
 - the template facts: the chat template's ids around an empty message, from which a run
-  finds the user's message in its prompt (`assisted.engine.lookup.user_span`), and the ids a
-  lookup never drafts;
+  finds the user's message in its prompt (`assisted.engine.drafters.lookup.user_span`), and the ids
+  a lookup never drafts;
 - the learnt state, read and merged where other processes kept more on disk.
 
-Prepared once per process, pair and draft settings, and cached on the pair: the comparison's
-warm-up, the benchmark and a ZeroGPU worker each call `prepare` first, and a second call
-costs a dictionary lookup. On ZeroGPU each GPU call runs in a process forked from the main
+Prepared once per process, pair and draft settings, and kept in the engine's own cache of
+the pair (`PairCache`, beside the record of the paths warmed up): the comparison's warm-up,
+the benchmark and a ZeroGPU worker each call `prepare` first, and a second call costs a
+dictionary lookup. On ZeroGPU each GPU call runs in a process forked from the main
 one; the cache is keyed by process, so a fresh fork prepares again on its own device (the
 int8 copy and the costs it inherited are not built or timed again), while a reused worker
 finds its own. Plain runs need nothing prepared.
@@ -30,14 +32,17 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
 
+from assisted.core.record import Mode
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import auto, draft_graphs
-from assisted.models import learnt_store, quantize
+from assisted.engine import calibration, learning
+from assisted.engine.drafters import draft_graphs
+from assisted.models import quantize
 from assisted.models.loading import end_ids
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntState
@@ -74,6 +79,41 @@ class Prepared:
     learnt: LearntState  # the state the calibration filled, which runs read and refine
 
 
+@dataclass(frozen=True)
+class Warmed:
+    """A path the warm-up ran once on a pair (`assisted.engine.comparison.warm_up`): each
+    assistant precision is a model of its own, with its own first-call costs, and so is
+    sampling."""
+
+    mode: Mode
+    precision: str | None  # the assistant's precision key; None for plain runs
+    sampled: bool
+
+
+@dataclass
+class PairCache:
+    """What the engine keeps of one loaded pair (`cache_of`): its preparations, by process
+    and draft settings, and the paths warmed up on it. Each pair object has its own, the
+    benchmark's drafter variants (`dataclasses.replace` of a pair) included."""
+
+    prepared: dict[tuple[int, DraftSettings], Prepared] = field(default_factory=dict)
+    warmed: set[Warmed] = field(default_factory=set)
+
+
+# The engine's cache of each pair in memory, by the pair's id; an entry goes with its pair.
+_caches: dict[int, tuple[weakref.ref[LoadedPair], PairCache]] = {}
+
+
+def cache_of(pair: LoadedPair) -> PairCache:
+    """The engine's cache of `pair`, empty at first."""
+    key = id(pair)
+    entry = _caches.get(key)
+    if entry is None or entry[0]() is not pair:
+        ref = weakref.ref(pair, lambda _, key=key: _caches.pop(key, None))
+        entry = _caches[key] = (ref, PairCache())
+    return entry[1]
+
+
 def prepare(
     pair: LoadedPair, draft: DraftSettings | None = None, settings: RunSettings | None = None
 ) -> Prepared:
@@ -82,23 +122,24 @@ def prepare(
     the sampled drafting cost too. Call it before any clock starts."""
     draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
     key = (os.getpid(), draft)
-    found = pair.prepared.get(key)
+    cache = cache_of(pair).prepared
+    found = cache.get(key)
     if found is None or found.learnt is not pair.learnt:
         with _lock:
-            found = pair.prepared.get(key)
+            found = cache.get(key)
             if found is None or found.learnt is not pair.learnt:
-                if not any(pid == key[0] for pid, _ in pair.prepared):
+                if not any(pid == key[0] for pid, _ in cache):
                     # The first preparation in this process: what another one (the process
                     # this one was forked from) prepared is not this process's.
-                    pair.prepared.clear()
-                    _read_learnt(pair)
-                found = pair.prepared[key] = _prepare(pair, draft)
+                    cache.clear()
+                    learning.refresh(pair)
+                found = cache[key] = _prepare(pair, draft)
     sampled = settings is not None and settings.sample and draft.schedule == "auto"
     timed = pair.learnt.timed_here().sampled_drafting
     if sampled and found.assistant is not None and found.precision not in timed:
         with _lock:
             prefix = _warmup_prefix(pair)
-            auto.calibrate_sampled(pair, prefix, found.assistant, found.precision, settings)
+            calibration.calibrate_sampled(pair, prefix, found.assistant, found.precision, settings)
     return found
 
 
@@ -110,10 +151,10 @@ def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
     if draft.schedule == "auto":
         cap = draft.length_for(pair.spec.drafter)
         prefix = _warmup_prefix(pair)
-        auto.calibrate(pair, prefix, assistant, precision, cap)
+        calibration.calibrate(pair, prefix, assistant, precision, cap)
         if assistant is not None:
             # Greedy `auto` runs draft with the lean loop: on CUDA, captured graphs of it,
-            # whose time per token then prices the policy's drafting (`auto.new_policy`).
+            # whose time per token then prices the policy's drafting (`learning.new_policy`).
             draft_graphs.prepare(assistant, cap, prefix)
     computes_in = None
     if assistant is not None:
@@ -132,14 +173,6 @@ def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
 def _warmup_prefix(pair: LoadedPair) -> torch.Tensor:
     """The warm-up prompt's ids, the context the calibration times its passes after."""
     return torch.tensor([chat_ids(pair.tokenizer, WARMUP_PROMPT)], device=input_device(pair))
-
-
-def _read_learnt(pair: LoadedPair) -> None:
-    """Bring in what other processes kept in the pair's learnt file since it loaded: a
-    ZeroGPU worker is forked from a main process that read the file once, at load, and
-    earlier workers have written to it since (`learnt_store.refresh` merges, keeping what
-    this process holds and has not written)."""
-    learnt_store.refresh(pair.learnt_file, pair.learnt)
 
 
 def chat_ids(tokenizer: PreTrainedTokenizerBase, content: str) -> list[int]:

@@ -1,13 +1,13 @@
 """Samples of a prompt's first tokens, drawn as the product draws them, for the sampling
 check (`assisted.bench.sampling_check`), and the biased verifier that is its negative control.
 
-- Plain samples take the product's plain path (`generation.generate_kwargs`: the same
+- Plain samples take the product's plain path (`assisted.engine.plan`: the same
   generation config, logits processors and seeding), n rows in one `generate()` call:
   rows of a batch sample independently, so this is the distribution of n runs of one row,
   up to the rounding of a batched matrix product. The prompt's prefill is computed once
   and its cache repeated for every row, since n prefills would cost as much as the
   assisted samples themselves.
-- Assisted samples are runs of `decoding.run`, one by one (Transformers drafts for a batch
+- Assisted samples are runs of `running.run`, one by one (Transformers drafts for a batch
   of one only), each with its own seed, each starting from the same learnt state.
 - A sample is the first tokens a run committed, cut after the first end of sequence.
 """
@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import torch
 
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding, generation
+from assisted.engine import decoding, running
+from assisted.engine.plan import plan_run
 from assisted.models.loading import end_ids
 from assisted.models.pairs import LoadedPair
 
@@ -43,7 +44,7 @@ def plain_samples(
     pair: LoadedPair, prompt_ids: list[int], settings: RunSettings, n: int
 ) -> list[Sample]:
     """`n` samples of plain sampling (the module's note), seeded by `settings.seed`."""
-    kwargs = generation.generate_kwargs(pair, prompt_ids, settings, None, None, None)
+    kwargs = dict(plan_run(pair, prompt_ids, "plain", settings).kwargs)
     ids = kwargs["input_ids"]
     with torch.inference_mode():
         if ids.shape[1] > 1:
@@ -77,7 +78,7 @@ def assisted_samples(
             return None
         pair.learnt.restore(learnt)
         seeded = settings.with_(seed=seed)
-        record = decoding.drain(decoding.run(pair, prompt_ids, "assisted", seeded, draft, stop))
+        record = decoding.drain(running.run(pair, prompt_ids, "assisted", seeded, draft, stop))
         if record.stopped:
             return None
         drawn.samples.append(first_tokens(record.token_ids, eos))

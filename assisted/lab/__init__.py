@@ -2,6 +2,7 @@
 
 - `policy_fit`, `cost_fit`, `step_prices`, `recorded`: the policy, its T(k) and each step's
   price replayed over a benchmark's recorded runs (`recorded` reads them);
+- `policy_bookkeeping`: the policy's own time per step, against its target;
 - `lean_timing`, `watch_cost`: what the lean loop saves, and what watching a run costs;
 - `precisions`, `memory`: the assistant's precisions compared; where a pair's memory goes;
 - `stream_cost`: what one streaming update of the Compare tab costs the server;

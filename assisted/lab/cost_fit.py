@@ -3,11 +3,11 @@ other weights of its level and shape (`assisted.policy.costs`) have predicted ea
 and how near T(1) stays to the plain steps?
 
 The benchmark runs its `auto` runs in one process, and each run starts from the T(k) the
-runs before it left (`assisted.engine.auto.keep_learnt`). So the real `CostModel` is stepped
+runs before it left (`assisted.engine.learning.keep_learnt`). So the real `CostModel` is stepped
 through every assisted run's steps in the order they ran, from the first run's final T(k)
 (the records keep no earlier curve), and fed each step's time as a verification of its
 rows (drafted + 1); with `--plain`, each plain run's steps set T(1) between them, as the
-product's plain runs do (`assisted.engine.auto.keep_plain_steps`). For each setting it reports:
+product's plain runs do (`assisted.engine.learning.keep_plain_steps`). For each setting it reports:
 - the error of each assisted step's prediction before its timing is fed:
   |log(time ÷ T(rows))|;
 - per assisted run, the paired plain run's median step over the run's final T(1), the
@@ -70,7 +70,7 @@ def replay(
                 model = CostModel(h.cap, dict(h.verify_s), {})
             if model is None or not (assisted or plain):
                 continue
-            if not assisted:  # as `assisted.engine.auto.keep_plain_steps` does
+            if not assisted:  # as `assisted.engine.learning.keep_plain_steps` does
                 model.verify_s[1] = run.plain_steps.t1_s() or model.verify_s[1]
                 continue
             for earlier, step in pairwise(run.record.steps):

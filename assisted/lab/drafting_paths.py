@@ -4,14 +4,14 @@
 Drafting per token, the assistant drafting `gamma` tokens a draft after a context of
 `context` tokens (no stopping rule, so every draft runs to its length), medians of
 `repeats` drafts after warm-up ones, the device synchronised around each:
-- the lean loop on a DynamicCache (`assisted.engine.lean`), a pass and a read a token;
-- the same loop on a static cache (`assisted.engine.static_draft`), eager;
-- the draft replayed as CUDA graphs (`assisted.engine.draft_graphs`), read back once, where
+- the lean loop on a DynamicCache (`assisted.engine.drafters.lean`), a pass and a read a token;
+- the same loop on a static cache (`assisted.engine.drafters.static_draft`), eager;
+- the draft replayed as CUDA graphs (`assisted.engine.drafters.draft_graphs`), read back once, where
   they were captured (CUDA, and graphs on); with the capture's seconds.
 Host synchronisations per draft are counted with CUDA's sync debug mode (none to count on a
 CPU), the committed ids given as a run's lookup read them.
 
-The end-to-end check runs `decoding.run`, plain and then assisted, on the Space's default
+The end-to-end check runs `running.run`, plain and then assisted, on the Space's default
 GPU pair's shapes with random weights and a word tokenizer as wide as its vocabulary (no Hub
 here), the assistant drafting its cap at every step: random weights would talk the policy
 out of drafting, and the check is of the path, not of the policy. Greedy output must be
@@ -37,10 +37,11 @@ from assisted.analysis import divergence
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import CUDA_GRAPHS, EAGER
 from assisted.core.settings import RunSettings
-from assisted.engine import decoding, draft_graphs, generation
-from assisted.engine.lean import LeanDrafter
+from assisted.engine import comparison, decoding, plan, running
+from assisted.engine.drafters import draft_graphs
+from assisted.engine.drafters.lean import LeanDrafter
+from assisted.engine.drafters.static_draft import StaticDrafter, StaticState
 from assisted.engine.prepare import prepare
-from assisted.engine.static_draft import StaticDrafter, StaticState
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PairSpec
 from assisted.models.vocab import fit_vocabulary
@@ -164,7 +165,7 @@ def word_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
 def drafting_every_step() -> Iterator[None]:
     """Within the block, `auto` runs draft the cap with the assistant at every step (the
     module's note): the policy as built, its choice fixed."""
-    built = generation.auto_policy
+    built = plan._auto_policy
 
     def every_step(pair, prepared, band):
         policy = built(pair, prepared, band)
@@ -179,17 +180,17 @@ def drafting_every_step() -> Iterator[None]:
         policy.choose = choose
         return policy
 
-    generation.auto_policy = every_step
+    plan._auto_policy = every_step
     try:
         yield
     finally:
-        generation.auto_policy = built
+        plan._auto_policy = built
 
 
 def end_to_end(
     spec: PairSpec, target, assistant, device: torch.device, dtype: torch.dtype, tokens: int
 ) -> dict:
-    """Plain then assisted `decoding.run` of `tokens` new tokens on `spec`'s shapes built as
+    """Plain then assisted `running.run` of `tokens` new tokens on `spec`'s shapes built as
     `target` and `assistant` (random weights), the assistant drafting at every step; what
     ran, and whether it held (the module's note)."""
     vocab_size = target.config.get_text_config().vocab_size
@@ -208,20 +209,20 @@ def end_to_end(
     started = time.perf_counter()
     prepared = prepare(pair, draft)
     prepare_s = time.perf_counter() - started
-    ids = decoding.encode_prompt(pair, PROMPT)
+    ids = running.encode_prompt(pair, PROMPT)
     replays = []
     module = draft_graphs.replay_module(prepared.assistant)
     handle = module.register_forward_hook(lambda *_: replays.append(1)) if module else None
     try:
         with drafting_every_step():
-            decoding.warm_up(pair, ("plain", "assisted"), draft)
+            comparison.warm_up(pair, ("plain", "assisted"), draft)
             replays.clear()
-            plain = decoding.drain(decoding.run(pair, ids, "plain", settings))
-            assisted = decoding.drain(decoding.run(pair, ids, "assisted", settings, draft))
+            plain = decoding.drain(running.run(pair, ids, "plain", settings))
+            assisted = decoding.drain(running.run(pair, ids, "assisted", settings, draft))
     finally:
         if handle is not None:
             handle.remove()
-    summary = decoding.report(pair, plain, assisted, steps=False)
+    summary = comparison.report(pair, plain, assisted, steps=False)
     output = divergence.outcome(divergence.explain(plain, assisted))
     path = assisted.drafting_path
     expected = CUDA_GRAPHS if device.type == "cuda" and draft_graphs.enabled() else EAGER

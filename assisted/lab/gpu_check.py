@@ -25,7 +25,7 @@ Per pair with an assistant model, it also times drafting by path (`assisted.lab.
 drafting_paths`): the lean loop on a DynamicCache, the same on a static cache, and the
 draft replayed as CUDA graphs; the graphs' capture time; host synchronisations per draft;
 and the modelled speedup with the loop's and with the graphs' drafting cost, at the same
-acceptance. Then it runs `decoding.run` end to end on the default GPU pair's shapes, plain
+acceptance. Then it runs `running.run` end to end on the default GPU pair's shapes, plain
 and assisted, and checks that the output is identical (or where bf16 rounding explains a
 flip, a near-tie) and that the graphed path ran.
 
@@ -52,7 +52,7 @@ import torch
 import transformers
 
 from assisted.core.drafters import DrafterKind
-from assisted.engine import draft_graphs
+from assisted.engine.drafters import draft_graphs
 from assisted.lab import drafting_paths
 from assisted.lab.drafting_paths import GAMMA, Drafting
 from assisted.lab.gpu_model import Costs, Pricing, per_token_acceptance

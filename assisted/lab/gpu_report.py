@@ -141,7 +141,7 @@ def end_to_end_line(result: dict) -> str:
     """The end-to-end check in one paragraph."""
     verdict = "held" if result["held"] else "FAILED"
     return (
-        f"End to end ({verdict}): `decoding.run` on {result['pair']}'s shapes, random weights, "
+        f"End to end ({verdict}): `running.run` on {result['pair']}'s shapes, random weights, "
         f"{result['new_tokens']} tokens plain then assisted: output {result['output']}; "
         f"drafting path {result['drafting_path']} "
         f"(expected {result['expected_path']}: {result['drafting_path_reason']}); "

@@ -44,7 +44,7 @@ from assisted.bench.reporting import Run, write_out
 from assisted.core.examples import EXAMPLES_DIR, ExamplesError
 from assisted.core.examples import load as load_examples
 from assisted.core.settings import SCHEDULES, SettingsError
-from assisted.engine import decoding
+from assisted.engine import running
 from assisted.engine.observe import synchronize
 from assisted.models import learnt_store, quantize
 from assisted.models.int4 import Int4WeightOnlyLinear
@@ -190,7 +190,7 @@ def measure(args: argparse.Namespace) -> tuple[dict, list[Run]]:
         precision: pair.drafting_assistant(precision)
         for precision in sorted(dict.fromkeys(resolved.values()), key=lambda p: p != "none")
     }
-    ids = decoding.encode_prompt(pair, examples[0].prompt, settings.chat_template)
+    ids = running.encode_prompt(pair, examples[0].prompt, settings.chat_template)
     prefix = torch.tensor([ids], device=pair.device)
     drafting_s = time_drafting(models, prefix, args.passes, pair.device)
 

@@ -23,7 +23,7 @@ from dataclasses import replace
 from assisted.analysis import stats
 from assisted.core.examples import EXAMPLES_DIR
 from assisted.core.settings import RunSettings
-from assisted.engine import decoding
+from assisted.engine import comparison, decoding, running
 from assisted.engine.draft_probs import DraftProbabilities
 from assisted.engine.observe import StepObserver
 from assisted.models.pairs import load_pair
@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> None:
     draft = replace(pair.spec.draft, schedule="constant")
     settings = RunSettings(max_new_tokens=args.max_new_tokens, sample=True, seed=1)
     prompt = (EXAMPLES_DIR / "write-code" / "fizzbuzz.txt").read_text()
-    ids = decoding.encode_prompt(pair, prompt)
-    decoding.warm_up(pair, ("plain", "assisted"), draft, settings)
+    ids = running.encode_prompt(pair, prompt)
+    comparison.warm_up(pair, ("plain", "assisted"), draft, settings)
     read, watching = DraftProbabilities.read, StepObserver.watching_drafts
     spent_s = [0.0]  # in `read` since the last run
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
             StepObserver.watching_drafts = (
                 watching if way == "watched" else (lambda self: nullcontext())
             )
-            events = decoding.run(pair, ids, "assisted", settings, draft)
+            events = running.run(pair, ids, "assisted", settings, draft)
             record = decoding.drain(events)
             read_s, spent_s[0] = spent_s[0], 0.0
             if not repeat:

@@ -9,7 +9,8 @@
 - `embedded`: the offline default pair, from the GGUF parts on PyPI;
 - `quantize`, `int4`, `cpu_linear`: the assistant's int8 and int4 copies; the CPU product
   for few-row verification;
-- `learnt_store`: what a pair learnt, kept on disk between processes.
+- `learnt_store`: what a pair learnt, kept on disk between processes;
+- `hardware`: what a device's step, set-up and start cost before anything is timed on it.
 
 May import: `core`, `policy`.
 """

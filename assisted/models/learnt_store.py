@@ -4,7 +4,7 @@ Timing the costs takes seconds (5.6 s for the embedded pair on 2 busy CPU cores,
 `assisted.engine.auto`); kept in memory only, each CLI call and each Space restart would pay it
 again and start with no acceptance. So a pair reads what earlier processes learnt when it
 loads (`assisted.models.pairs`), and every `auto` run writes it back once its clock has stopped
-(`assisted.engine.decoding`). A process that lives on while others write (a ZeroGPU worker, forked
+(`assisted.engine.running`). A process that lives on while others write (a ZeroGPU worker, forked
 from the main process or reused) brings their learning in with `refresh`.
 
 Where: `learnt/` in the cache of the converted models (`assisted.models.embedded.cache_root`), or
@@ -320,7 +320,8 @@ def _remove_stale_temporaries(path: Path) -> None:
 def calibration(state: LearntState, file: LearntFile | None) -> Calibration:
     """Where the costs of a run starting now came from: "timed" where this process timed a
     cost the pair lacked (its first preparation for `auto`, as a rule), else read from the
-    file ("disk"), with what this process timed again of them (`auto.calibrate`)."""
+    file ("disk"), with what this process timed again of them
+    (`assisted.engine.calibration.calibrate`)."""
     path = None if file is None else str(file.path)
     timing = state.timed_here()
     source = "timed" if timing.fresh else "disk"

@@ -42,6 +42,12 @@ _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 
 @dataclass
 class LoadedPair:
+    """A pair in memory: its models, tokenizers, device and dtype, the assistant's copies
+    in other precisions, and what the `auto` policy learnt on it. What the engine builds
+    for a pair (its preparations, the paths warmed up) it keeps in a cache of its own
+    (`assisted.engine.prepare.PairCache`); no module outside `assisted.models` sets a
+    field here."""
+
     spec: PairSpec
     target: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
@@ -49,7 +55,6 @@ class LoadedPair:
     assistant_tokenizer: PreTrainedTokenizerBase | None
     device: torch.device
     dtype: torch.dtype
-    warmed_modes: set[str] = field(default_factory=set)
     # Copies of the assistant in other precisions, made on first use and shared by the
     # pair's siblings (the benchmark's drafter variants), so one target serves them all.
     assistant_copies: dict[str, PreTrainedModel] = field(default_factory=dict)
@@ -61,12 +66,9 @@ class LoadedPair:
     # read from the file an earlier process left, and written back after each `auto` run.
     learnt: LearntState = field(default_factory=LearntState)
     learnt_file: learnt_store.LearntFile | None = None  # None: nothing kept on disk
-    # What `assisted.engine.prepare` built for this pair, by process and draft settings. Each pair
-    # object has its own (`dataclasses.replace` starts a copy's afresh).
-    prepared: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # The pair and the copies `dataclasses.replace` makes of it (the benchmark's drafter
     # variants), which share its models: one list, of weak references to each.
-    family: list = field(default_factory=list, repr=False, compare=False)
+    family: list[weakref.ref[LoadedPair]] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.family.append(weakref.ref(self))

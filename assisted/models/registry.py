@@ -163,7 +163,7 @@ DEFAULT_PAIR = "embedded"  # on a CPU, and wherever no GPU pair qualifies
 # A GPU pair pays where drafting a token costs a small share of a target step. In eager
 # mode at batch 1 a step costs about its kernel launches, so roughly its layers: a 24-layer
 # 0.5B drafting eagerly costs most of a 28-layer target's step, 1.5B or 7B alike. Replayed
-# as CUDA graphs (`assisted.engine.draft_graphs`) it costs about a fifth of one on an
+# as CUDA graphs (`assisted.engine.drafters.draft_graphs`) it costs about a fifth of one on an
 # H200, and the default is the 7B, whose steps also move 15 times the bytes
 # (docs/space.md).
 GPU_TARGET_BILLIONS = 7.0

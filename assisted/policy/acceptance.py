@@ -14,8 +14,8 @@ that costs nothing, so the lookup's estimates stay current while the assistant d
 run may start from what the pair's earlier runs saw, counted as a few observations only
 (`HISTORY_WEIGHT`), so that the text at hand soon outweighs it.
 
-A lookup source that knows how long its match is (`assisted.engine.lookup`) keeps its estimates
-by that length too (`match_bucket`): a suffix that matched 8 tokens of the context is
+A lookup source that knows how long its match is (`assisted.engine.drafters.lookup`) keeps its
+estimates by that length too (`match_bucket`): a suffix that matched 8 tokens of the context is
 likelier to continue as it did than one that matched 2.
 
 No torch here: counts in, expectations out.

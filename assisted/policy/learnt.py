@@ -4,7 +4,7 @@ Two kinds of knowledge, kept apart because they age differently:
 - **costs**, facts about the machine: T(k), the target's seconds to verify k rows, and per
   assistant precision its seconds per drafted token and per token of a prefill. The
   calibration times them once per pair, device and dtype, and every run refines T(k) for
-  the rows it verified and the prefill time (`assisted.engine.auto`). A sampled run's assistant
+  the rows it verified and the prefill time (`assisted.engine.learning`). A sampled run's assistant
   drafts through its own `generate()`, warping and sampling each token, so its time per
   drafted token is timed apart (`sampled_draft_s`), once a process first prepares a
   sampled `auto` run.
@@ -20,7 +20,7 @@ without a model), since an int8 assistant drafts faster and is accepted less.
 
 `to_dict()` and `from_dict()` turn the state into JSON-ready data and back: a new process
 starts from what earlier ones learnt on the same machine (`assisted.models.learnt_store` keeps it
-on disk), and only checks the costs they timed (`assisted.engine.auto.calibrate`).
+on disk), and only checks the costs they timed (`assisted.engine.calibration.calibrate`).
 
 `snapshot()` and `restore()` cover the acceptance only. The benchmark starts from no
 acceptance, then snapshots before a prompt's warm-up and restores before each of its timed
@@ -93,8 +93,8 @@ class PrecisionLearnt:
 
 @dataclass
 class ProcessTiming:
-    """What one process timed of the costs (`assisted.engine.auto.calibrate`), so that it times
-    each once, and its runs' reports say what it timed. Not kept on disk."""
+    """What one process timed of the costs (`assisted.engine.calibration.calibrate`), so that it
+    times each once, and its runs' reports say what it timed. Not kept on disk."""
 
     pid: int = field(default_factory=os.getpid)
     seconds: float = 0.0  # all it spent timing, checks included

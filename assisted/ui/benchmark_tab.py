@@ -2,7 +2,7 @@
 progress; its last output is the report that `python -m assisted.bench` prints.
 
 `build_benchmark_tab` lays the tab out and wires its events; its handlers are
-`Benchmarking`'s methods.
+`BenchmarkHandlers`' methods.
 """
 
 import contextlib
@@ -18,7 +18,6 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.settings import RunSettings, SettingsError
 from assisted.models.pairs import PairSpec
-from assisted.policy.learnt import LearntSnapshot
 from assisted.ui import benchmark_layout as layout
 from assisted.ui.benchmark_format import (
     CATEGORY_HEADERS,
@@ -35,7 +34,8 @@ from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport, benchmark_calls
 from assisted.ui.outputs import BenchmarkOutputs
 from assisted.ui.refusals import Refused, explained
-from assisted.ui.shared import VISITORS_AT_ONCE, PairLoader, Stops, in_order, updating_only, whole
+from assisted.ui.requests import BenchmarkRequest, PairPlace
+from assisted.ui.shared import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
 from assisted.ui.stop_flags import StopFlag
 
 NOTE = """
@@ -48,24 +48,10 @@ minutes: start with one category. The device is busy for Compare until the bench
 """
 
 StreamBenchmark = Callable[
-    [
-        PairSpec,
-        str,
-        str,
-        bool,
-        list[Example],
-        list[bench.Variant],
-        RunSettings,
-        int,
-        StopFlag,
-        LearntSnapshot | None,
-        CheckSettings | None,
-    ],
-    Iterator[bench.Progress | bench.Finished | CallReport],
+    [BenchmarkRequest], Iterator[bench.Progress | bench.Finished | CallReport]
 ]
-"""`app.stream_benchmark`, the GPU work: (spec, device, dtype, allow_local, examples,
-variants, settings, repeats, stop, acceptance, check) → Progress events, Finished, then
-what the call measured."""
+"""`app.stream_benchmark`, the GPU work: one call's request → Progress events, Finished,
+then what the call measured."""
 
 
 def _no_report(status: str) -> BenchmarkOutputs:
@@ -93,14 +79,11 @@ def _finished(report: dict, total: int, elapsed_s: float) -> BenchmarkOutputs:
     )
 
 
-class Benchmarking:
+class BenchmarkHandlers:
     """The tab's handlers: run and stop a benchmark, and keep its choices consistent."""
 
-    def __init__(
-        self, loader: PairLoader, stops: Stops, stream: StreamBenchmark, examples: list[Example]
-    ):
-        self.loader = loader
-        self.stops = stops
+    def __init__(self, shared: TabState, stream: StreamBenchmark, examples: list[Example]):
+        self.shared = shared
         self.stream = stream
         self.examples = examples
 
@@ -108,7 +91,7 @@ class Benchmarking:
         self, pair: str, categories: list[str], drafters: list[str], prompts: float, repeats: float
     ) -> tuple[PairSpec, int, int]:
         """The pair, prompts per category and repeats; a gr.Error names what is wrong."""
-        registry = self.loader.config.registry
+        registry = self.shared.pairs.config.registry
         if pair not in registry:
             known = ", ".join(registry)
             raise refusal(f"Unknown pair {pair!r}; choose one of {known}.", title="Pair")
@@ -116,7 +99,7 @@ class Benchmarking:
             raise refusal("Choose at least one category: nothing was run.", title="Benchmark")
         if not drafters:
             raise refusal("Choose at least one drafter: nothing was run.", title="Benchmark")
-        limit, repeats = whole(prompts), whole(repeats)
+        limit, repeats = int_if_whole(prompts), int_if_whole(repeats)
         if not isinstance(limit, int) or not 1 <= limit <= BENCH_MAX_PROMPTS:
             raise refusal(
                 f"Prompts per category must be 1 to {BENCH_MAX_PROMPTS}, not {limit}.",
@@ -151,30 +134,31 @@ class Benchmarking:
             pair, categories, drafters, prompts_per_category, repeats
         )
         try:
-            settings = RunSettings(max_new_tokens=whole(max_new_tokens)).validate()
+            settings = RunSettings(max_new_tokens=int_if_whole(max_new_tokens)).validate()
             chosen = bench.select_examples(self.examples, categories, limit)
             sweep = {"assistant_quant": bench.quant_sweep(drafters, assistant_quants)}
             variants = bench.plan_variants(spec, drafters, sweep)
-            samples = whole(sampling_check)
+            samples = int_if_whole(sampling_check)
             check = CheckSettings(samples=samples).validate() if samples else None
         except (SettingsError, bench.BenchError) as error:
             raise refusal(str(error), title="Benchmark") from error
-        pace = self.loader.paces.of(spec.target)
+        pace = self.shared.paces.of(spec.target)
         gr.Warning(
             bench_warning(len(chosen), len(variants), repeats, settings.max_new_tokens, pace),
             title="Benchmark started",
         )
+        access = self.shared.pairs
         for variant in variants:  # before a GPU is asked for
-            self.loader.check_for_device(spec, variant.draft)
+            access.check_for_device(spec, variant.draft)
         yield _no_report(f"**Loading** `{spec.name}`…")
         key = f"{request.session_hash or id(request)}:benchmark"
-        with self.loader.request(self.stops, key) as (turn, stop):
-            for status in self.loader.until_ready(spec, True, turn, stop):
+        with access.request(self.shared.stops, key) as (turn, stop):
+            for status in access.until_ready(spec, True, turn, stop):
                 yield _no_report(status)
             if stop.is_set():
                 yield _no_report("**Stopped** before the timed runs started: no report.")
                 return
-            self.loader.load_for_run(spec, True, progress)
+            access.load_for_run(spec, True, progress)
             yield from self._timed(spec, chosen, variants, settings, repeats, stop, check)
 
     def _timed(
@@ -190,12 +174,13 @@ class Benchmarking:
         """The timed runs, in one GPU call, or on ZeroGPU in as many as its limit needs,
         each starting from the acceptance the one before it left; then the report. The
         sampling check, if any, runs in the last call; its samples count as runs."""
-        loader, config = self.loader, self.loader.config
-        preloaded = spec.name in loader.preloaded
+        access, gpu_times = self.shared.pairs, self.shared.gpu_times
+        config = access.config
+        preloaded = spec.name in access.preloaded
         calls = [chosen]
         if config.zerogpu:
             calls = benchmark_calls(
-                chosen, variants, settings, repeats, loader.gpu_times, spec.name, preloaded, check
+                chosen, variants, settings, repeats, gpu_times, spec.name, preloaded, check
             )
         timed = len(chosen) * repeats * (1 + len(variants))
         total = timed + (check.draws() if check else 0)
@@ -204,27 +189,19 @@ class Benchmarking:
         for number, examples in enumerate(calls, 1):
             checks = check if number == len(calls) else None
             if config.zerogpu:
-                estimate = loader.gpu_times.benchmark(
+                estimate = gpu_times.benchmark(
                     spec.name, len(examples), len(variants), settings, repeats, preloaded, checks
                 )
-                status = loader.gpu_call_status(spec, estimate)
+                status = access.gpu_call_status(spec, estimate)
                 yield updating_only(
                     BenchmarkOutputs, status=f"Call {number} of {len(calls)}. {status}"
                 )
             acceptance = finished.acceptance if finished else None
-            items = self.stream(
-                spec,
-                config.device,
-                config.dtype,
-                True,
-                examples,
-                variants,
-                settings,
-                repeats,
-                stop,
-                acceptance,
-                checks,
+            place = PairPlace(spec, config.device, config.dtype, allow_local=True)
+            request = BenchmarkRequest(
+                place, tuple(examples), tuple(variants), settings, repeats, stop, acceptance, checks
             )
+            items = self.stream(request)
             with contextlib.closing(items):  # its runs end before the turn is given up
                 done, finished = yield from self._followed(items, spec, done, total, start)
             if finished is None:
@@ -255,7 +232,7 @@ class Benchmarking:
         try:
             for item in explained(items):
                 if isinstance(item, CallReport):  # for the next call's request
-                    self.loader.gpu_times.note(item)
+                    self.shared.gpu_times.note(item)
                 elif isinstance(item, bench.Finished):
                     finished = item
                 elif item.total == 0:  # a status line of the call's own (loading)
@@ -263,26 +240,26 @@ class Benchmarking:
                 else:
                     done = before + item.done
                     if item.record is not None:  # the pair's pace, for the next estimate
-                        self.loader.paces.note_plain_run(spec.target, spec.name, item.record)
+                        self.shared.paces.note_plain_run(spec.target, spec.name, item.record)
                     elapsed = time.perf_counter() - start
                     status = bench_progress_markdown(done, total, item.label, elapsed)
                     yield updating_only(BenchmarkOutputs, status=status)
         except Refused as refused:
             if refused.aborted:  # the next call on the pair asks more
-                self.loader.gpu_times.aborted(spec.name)
+                self.shared.gpu_times.aborted(spec.name)
             yield updating_only(BenchmarkOutputs, status=refused.status)
             raise
         return done, finished
 
     def request_stop(self, request: gr.Request) -> None:
-        event = self.stops.get(f"{request.session_hash}:benchmark")
+        event = self.shared.stops.get(f"{request.session_hash}:benchmark")
         if event is not None:
             event.set()
 
     def drafters_for(self, pair: str) -> tuple[dict, dict]:
         """The pair's own drafter, and prompt lookup beside an assistant model; the
         precisions where the pair has an assistant model."""
-        spec = self.loader.config.registry.get(pair)
+        spec = self.shared.pairs.config.registry.get(pair)
         if spec is None:
             return gr.update(choices=[], value=[]), gr.update(visible=False)
         lookup = DrafterKind.PROMPT_LOOKUP
@@ -308,8 +285,8 @@ class Benchmarking:
             variants = sum(
                 len(quants or []) if DrafterKind(d).has_model else 1 for d in drafters or []
             )
-            spec = self.loader.config.registry.get(pair)
-            pace = self.loader.paces.of(spec.target) if spec else None
+            spec = self.shared.pairs.config.registry.get(pair)
+            pace = self.shared.paces.of(spec.target) if spec else None
             return bench_plan_markdown(count, variants, int(repeats), int(max_new_tokens), pace)
         except (TypeError, ValueError):  # a field being typed into
             return gr.skip()
@@ -317,23 +294,21 @@ class Benchmarking:
 
 def build_benchmark_tab(
     tab: gr.Tab,
-    loader: PairLoader,
-    stops: Stops,
+    shared: TabState,
     stream: StreamBenchmark,
     examples: list[Example],
 ) -> None:
     """The tab's components and events, inside the caller's `tab`. Opening the tab updates
     the time estimate, from the runs measured since (on either tab)."""
-    handlers = Benchmarking(loader, stops, stream, examples)
+    handlers = BenchmarkHandlers(shared, stream, examples)
+    config = shared.pairs.config
     categories = list(dict.fromkeys(example.category for example in examples))
-    spec = loader.config.registry[loader.config.default_pair]
+    spec = config.registry[config.default_pair]
     gr.Markdown(NOTE)
     with gr.Row(equal_height=False):
         with gr.Column():
-            default_drafters = handlers.drafters_for(loader.config.default_pair)[0]["choices"]
-            pair, chosen, drafters, quants = layout.choices(
-                loader.config, default_drafters, categories
-            )
+            default_drafters = handlers.drafters_for(config.default_pair)[0]["choices"]
+            pair, chosen, drafters, quants = layout.choices(config, default_drafters, categories)
         with gr.Column():
             prompts, max_new_tokens, repeats = layout.sizes()
             check = layout.check_samples()

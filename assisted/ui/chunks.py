@@ -116,7 +116,7 @@ NOTHING_DRAFTED = "none"  # the note under the chart: a plain step, the target a
 def source_label(chunk: Chunk) -> str:
     if chunk.drafted == 0:
         return NOTHING_DRAFTED
-    # Records made before steps kept their source drafted with the run's drafter.
+    # A drafting step that names no source drafted with the assistant.
     return DrafterKind(chunk.source or DrafterKind.ASSISTANT).label
 
 

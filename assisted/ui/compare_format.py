@@ -335,7 +335,7 @@ def _prediction_basis(result: dict) -> str:
 
 
 def summary_markdown(result: dict) -> str:
-    """The comparison's verdict, from `decoding.report(...)`."""
+    """The comparison's verdict, from `comparison.report(...)`."""
     plain, assisted = result.get("plain"), result.get("assisted")
     if not plain or not assisted:
         which = "plain" if plain else "neither run"

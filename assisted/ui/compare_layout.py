@@ -30,7 +30,7 @@ from assisted.ui.compare_charts import (
 )
 from assisted.ui.compare_format import LEGEND_HTML, run_html, stat_card_html
 from assisted.ui.live import MODES
-from assisted.ui.shared import CUSTOM, PairLoader
+from assisted.ui.shared import CUSTOM, PairAccess
 
 DEFAULT_MAX_NEW_TOKENS = 64
 DRAFT_LENGTH_LABEL = "Draft length γ (candidates per step)"
@@ -111,8 +111,8 @@ def prompt_column(examples: list[Example]) -> tuple[gr.Textbox, Buttons]:
     return prompt, buttons
 
 
-def pair_picker(loader: PairLoader) -> PairPicker:
-    config = loader.config
+def pair_picker(access: PairAccess) -> PairPicker:
+    config = access.config
     choices = [(name, name) for name in config.registry]
     # Without the choice, Gradio itself refuses "custom" from API clients, naming the choices.
     if config.allow_custom:

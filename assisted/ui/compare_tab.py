@@ -2,8 +2,8 @@
 side by side with their statistics; Replay race replays both at their recorded pace.
 
 `build_compare_tab` places the tab's components (`compare_layout`) and wires their events.
-The handlers that need the app's shared state are `Comparing`'s methods; the others are
-plain functions.
+The handlers that need the app's shared state are `CompareHandlers`' methods; the others
+are plain functions.
 """
 
 import contextlib
@@ -32,25 +32,21 @@ from assisted.ui.gpu_time import CallReport
 from assisted.ui.live import MODES, idle_outputs
 from assisted.ui.outputs import UNCHANGED, CompareOutputs, ReplayOutputs
 from assisted.ui.refusals import Refused, explained
+from assisted.ui.requests import ComparisonRequest, PairPlace
 from assisted.ui.shared import (
     CUSTOM,
     VISITORS_AT_ONCE,
-    PairLoader,
-    Stops,
+    TabState,
     in_order,
+    int_if_whole,
     updating_only,
-    whole,
 )
-from assisted.ui.stop_flags import StopFlag
 
 REPLAY_EVERY_S = 0.05  # the race replay's update interval
 
-StreamComparison = Callable[
-    [PairSpec, str, str, bool, str, RunSettings, DraftSettings, StopFlag],
-    Iterator[CompareOutputs | CallReport],
-]
-"""`app.stream_comparison`, the GPU work: (spec, device, dtype, allow_local, prompt, settings,
-draft, stop) → every output's value, as steps arrive, then what the call measured."""
+StreamComparison = Callable[[ComparisonRequest], Iterator[CompareOutputs | CallReport]]
+"""`app.stream_comparison`, the GPU work: a comparison's request → every output's value, as
+steps arrive, then what the call measured."""
 
 
 def run_settings(
@@ -66,11 +62,11 @@ def run_settings(
     try:
         validate_prompt(prompt)
         return RunSettings(
-            max_new_tokens=whole(max_new_tokens),
+            max_new_tokens=int_if_whole(max_new_tokens),
             sample=decoding_mode == "sampling",
             temperature=float(temperature),
             top_p=float(top_p),
-            seed=whole(seed),
+            seed=int_if_whole(seed),
             chat_template=bool(chat_template),
         ).validate()
     except SettingsError as error:
@@ -87,7 +83,7 @@ def draft_settings(
     """The drafter's settings from the tab's inputs, over the pair's own: the draft length
     slider sets the candidates per step of whichever drafter the pair has, and settings the
     tab has no input for (the cumulative threshold, the lookup) stay the pair's."""
-    length = whole(draft_length)
+    length = int_if_whole(draft_length)
     lookup = spec.drafter is DrafterKind.PROMPT_LOOKUP
     inputs = {"prompt_lookup_num_tokens" if lookup else "num_assistant_tokens": length}
     try:
@@ -102,13 +98,12 @@ def draft_settings(
         raise refusal(str(error), title="Settings") from error
 
 
-class Comparing:
+class CompareHandlers:
     """The tab's handlers that use the app's shared state: its pairs, the line for the
-    device, the stop events and the GPU entry point."""
+    device, the stop events, the paces and GPU times, and the GPU entry point."""
 
-    def __init__(self, loader: PairLoader, stops: Stops, stream: StreamComparison):
-        self.loader = loader
-        self.stops = stops
+    def __init__(self, shared: TabState, stream: StreamComparison):
+        self.shared = shared
         self.stream = stream
 
     def compare(
@@ -147,24 +142,25 @@ class Comparing:
         settings = run_settings(
             prompt, max_new_tokens, decoding_mode, temperature, top_p, seed, chat_template
         )
-        spec, allow_local = self.loader.spec_for(pair, custom_target, custom_assistant)
+        access, gpu_times = self.shared.pairs, self.shared.gpu_times
+        spec, allow_local = access.spec_for(pair, custom_target, custom_assistant)
         draft = draft_settings(spec, draft_length, schedule, confidence_threshold, assistant_quant)
-        self.loader.check_for_device(spec, draft)  # before a GPU is asked for
+        access.check_for_device(spec, draft)  # before a GPU is asked for
         key = request.session_hash or str(id(request))
-        with self.loader.request(self.stops, key) as (turn, stop):
-            for status in self.loader.until_ready(spec, allow_local, turn, stop):
+        with access.request(self.shared.stops, key) as (turn, stop):
+            for status in access.until_ready(spec, allow_local, turn, stop):
                 yield idle_outputs(status)
             if stop.is_set():
                 yield idle_outputs("**Stopped** before the timed runs started.")
                 return
-            self.loader.load_for_run(spec, allow_local, progress)
-            if self.loader.config.zerogpu:
-                estimate = self.loader.gpu_times.comparison(
-                    spec.name, settings.max_new_tokens, spec.name in self.loader.preloaded
+            access.load_for_run(spec, allow_local, progress)
+            if access.config.zerogpu:
+                estimate = gpu_times.comparison(
+                    spec.name, settings.max_new_tokens, spec.name in access.preloaded
                 )
-                yield idle_outputs(self.loader.gpu_call_status(spec, estimate))
-            device, dtype = self.loader.config.device, self.loader.config.dtype
-            streamed = self.stream(spec, device, dtype, allow_local, prompt, settings, draft, stop)
+                yield idle_outputs(access.gpu_call_status(spec, estimate))
+            place = PairPlace(spec, access.config.device, access.config.dtype, allow_local)
+            streamed = self.stream(ComparisonRequest(place, prompt, settings, draft, stop))
             api_call = event.target is None  # it reads each update whole
             outputs = None
             # Closed before the turn is given up: a request closed mid-run (a cancelled job,
@@ -174,7 +170,7 @@ class Comparing:
                 try:
                     for item in explained(streamed):
                         if isinstance(item, CallReport):  # for the next call's request
-                            self.loader.gpu_times.note(item)
+                            gpu_times.note(item)
                             continue
                         if api_call:
                             outputs = filled_in(item, outputs)
@@ -184,21 +180,21 @@ class Comparing:
                             yield skipping_unchanged(outputs)
                 except Refused as refused:
                     if refused.aborted:  # the next call on the pair asks more
-                        self.loader.gpu_times.aborted(spec.name)
+                        gpu_times.aborted(spec.name)
                     yield updating_only(CompareOutputs, status=refused.status)
                     raise
             # The pair's pace, for the benchmark's estimate.
             if outputs is not None and isinstance(outputs.result, dict):
-                self.loader.paces.note_comparison(spec.target, spec.name, outputs.result)
+                self.shared.paces.note_comparison(spec.target, spec.name, outputs.result)
 
     def request_stop(self, request: gr.Request) -> None:
-        event = self.stops.get(request.session_hash or "")
+        event = self.shared.stops.get(request.session_hash or "")
         if event is not None:
             event.set()
 
     def on_pair_change(self, pair: str) -> tuple:
         """Show the custom inputs for a custom pair; set the draft settings to the pair's."""
-        spec = self.loader.config.registry.get(pair)
+        spec = self.shared.pairs.config.registry.get(pair)
         draft = spec.draft if spec else DraftSettings()
         label = DRAFT_CAP_LABEL if draft.schedule == "auto" else DRAFT_LENGTH_LABEL
         return (
@@ -282,7 +278,7 @@ def on_schedule_change(schedule: str, length: float) -> dict:
     """Under `auto` the draft length is the policy's cap: picking auto raises it to at
     least the default cap, and the label says what the number means under each schedule."""
     if schedule == "auto":
-        return gr.update(value=max(whole(length), AUTO_CAP), label=DRAFT_CAP_LABEL)
+        return gr.update(value=max(int_if_whole(length), AUTO_CAP), label=DRAFT_CAP_LABEL)
     return gr.update(label=DRAFT_LENGTH_LABEL)
 
 
@@ -291,20 +287,20 @@ def on_schedule_change(schedule: str, length: float) -> dict:
 
 def build_compare_tab(
     demo: gr.Blocks,
-    loader: PairLoader,
-    stops: Stops,
+    shared: TabState,
     stream: StreamComparison,
     examples: list[Example],
 ) -> None:
     """The tab's components and events, inside the caller's `gr.Tab`; the page's load shows
     the default pair's status."""
-    handlers = Comparing(loader, stops, stream)
+    handlers = CompareHandlers(shared, stream)
+    access = shared.pairs
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             prompt, buttons = layout.prompt_column(examples)
         with gr.Column(scale=2):
-            picker = layout.pair_picker(loader)
-            settings = layout.settings_accordion(loader.config.registry[loader.config.default_pair])
+            picker = layout.pair_picker(access)
+            settings = layout.settings_accordion(access.config.registry[access.config.default_pair])
     outputs = {**layout.outputs(), "race": gr.State(None)}
     inputs = [
         prompt,
@@ -359,9 +355,9 @@ def build_compare_tab(
 
 
 def _wire_pair_and_settings(
-    demo: gr.Blocks, handlers: Comparing, picker: layout.PairPicker, settings: layout.Settings
+    demo: gr.Blocks, handlers: CompareHandlers, picker: layout.PairPicker, settings: layout.Settings
 ) -> None:
-    loader = handlers.loader
+    access = handlers.shared.pairs
     picker.pair.change(
         handlers.on_pair_change,
         inputs=picker.pair,
@@ -375,7 +371,7 @@ def _wire_pair_and_settings(
         api_visibility="private",
         queue=False,
     ).then(
-        loader.load_chosen,
+        access.load_chosen,
         inputs=picker.pair,
         outputs=picker.status,
         api_visibility="private",
@@ -383,7 +379,7 @@ def _wire_pair_and_settings(
         concurrency_limit=VISITORS_AT_ONCE,
     )
     picker.load.click(
-        loader.load_custom,
+        access.load_custom,
         inputs=[picker.custom_target, picker.custom_assistant],
         outputs=picker.status,
         api_visibility="private",
@@ -406,7 +402,7 @@ def _wire_pair_and_settings(
         queue=False,
     )
     demo.load(
-        loader.load_chosen,
+        access.load_chosen,
         inputs=picker.pair,
         outputs=picker.status,
         api_visibility="private",

@@ -12,7 +12,7 @@ MARGIN:
 - what a call does before them: loading the pair, unless it was loaded at start-up; and the
   set-up (preparing the pair, the warm-up, the calibration until a call has kept its
   costs on disk, and on CUDA the capture of the assistant's drafts as graphs,
-  `assisted.engine.draft_graphs`), as the latest call that did it measured. The set-up is
+  `assisted.engine.drafters.draft_graphs`), as the latest call that did it measured. The set-up is
   counted on every call: ZeroGPU may hand the call a fresh fork, which has to warm up and
   capture again, and the app cannot know beforehand. So a set-up measured without a
   capture (a reused worker warming another mode) is counted with the latest capture
@@ -21,7 +21,8 @@ MARGIN:
   CUDA and moves every weight preloaded at start-up onto the GPU before the call's task
   starts, inside the time asked for (`spaces/zero/wrappers.py`, `worker_init`). Until a
   fresh worker has timed its start (`CallReport.cold_start_s`), it is estimated: CUDA's
-  set-up plus the preloaded bytes at the device's load bandwidth (`ColdStart`). Counted on
+  set-up plus the preloaded bytes at the device's load bandwidth (`ColdStart`; the
+  device's figures are `assisted.models.hardware`'s). Counted on
   every call, as the set-up is;
 - after ZeroGPU aborted a call on a pair (it ends one that outruns its request), the next
   request for it asks ABORT_GROWTH times more, again after each abort, up to the most a
@@ -55,6 +56,7 @@ from assisted.analysis import stats
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord
 from assisted.core.settings import RunSettings
+from assisted.models.hardware import CUDA_SETUP_S, ZEROGPU_SLICE, Device
 from assisted.models.registry import PAIRS, PairSpec, Size
 
 if TYPE_CHECKING:
@@ -81,32 +83,6 @@ UNKNOWN_SIZE = Size(20.0, 64)
 # whose prefill costs most: on the embedded pair a sample takes about as long as 5 tokens
 # of its runs (docs/benchmarks.md#sampling-check), and 6 leave room.
 CHECK_SAMPLE_TOKENS = 6
-
-
-@dataclass(frozen=True)
-class Device:
-    """What a step costs on a device before anything has been timed on it: its memory
-    bandwidth, the launch cost of one decoder layer's kernels in eager mode at batch 1, and
-    the bandwidth at which a call moves weights onto it."""
-
-    name: str
-    bytes_per_s: float
-    launch_s_per_layer: float
-    load_bytes_per_s: float
-
-    def step_s(self, size: Size) -> float:
-        return size.weight_bytes() / self.bytes_per_s + size.layers * self.launch_s_per_layer
-
-
-# The ZeroGPU slice, half an H200 (MIG 3g.71gb: half its memory and bandwidth of 4.8 TB/s);
-# a layer's dozen kernels and Transformers' Python around them, about 0.35 ms; weights
-# moved from host memory at a few GB/s. Estimates for a first request, refined by the
-# first call's own timings (`GpuTimes.note`); `python -m assisted.lab.gpu_check` measures
-# the real ones.
-ZEROGPU_SLICE = Device("H200 MIG 3g.71gb", 2.4e12, 3.5e-4, 4e9)
-# A fresh worker's CUDA set-up before it moves anything (a context on the device): an
-# estimate, until a fresh worker times its whole start.
-CUDA_SETUP_S = 3.0
 
 
 @dataclass(frozen=True)

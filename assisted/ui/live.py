@@ -1,6 +1,6 @@
 """A comparison as it streams: the value of every Compare output, from the events of
-`assisted.engine.decoding.compare`. Values only (strings, data frames, dicts) in a `CompareOutputs`,
-so they pickle across ZeroGPU's process boundary."""
+`assisted.engine.comparison.compare`. Values only (strings, data frames, dicts) in a
+`CompareOutputs`, so they pickle across ZeroGPU's process boundary."""
 
 import bisect
 import itertools
@@ -12,7 +12,7 @@ from dataclasses import replace
 from assisted.analysis import stats
 from assisted.core.record import CUDA_GRAPHS, RunRecord, Step
 from assisted.core.settings import RunSettings
-from assisted.engine import decoding
+from assisted.engine import comparison, decoding
 from assisted.models import pairs
 from assisted.ui.chunks import Chunk, chunk_of, chunks_of
 from assisted.ui.compare_charts import (
@@ -173,7 +173,7 @@ class Live:
         shown = dict(self.chunks)
         assisted = runs["assisted"]
         # `per_step` grows with the run, so only the last update carries it.
-        result = decoding.report(self.pair, runs["plain"], assisted, steps=done)
+        result = comparison.report(self.pair, runs["plain"], assisted, steps=done)
         # Two sampled runs part as two draws do: no token of theirs is marked as a fault.
         if done and result["divergence"] is not None and not self.settings.sample:
             index = result["divergence"]["index"]

@@ -1,5 +1,6 @@
-"""What both tabs share: the configuration they read, stop requests, their outputs by
-name, and the way from a pair's name to a pair in memory.
+"""What both tabs share (`TabState`): the configuration they read, stop requests, the
+paces and GPU times measured, their outputs by name, and the way from a pair's name to a
+pair ready on the device (`PairAccess`).
 
 A request fetches its pair's files first, outside the line for the device, so a download
 holds up no one comparing on a pair in memory. Only then does it take its turn
@@ -15,6 +16,7 @@ that needs it, and the status line says so and what it costs.
 import contextlib
 import itertools
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import gradio as gr
@@ -76,7 +78,7 @@ def updating_only(outputs: type[Outputs], **values: Any) -> Outputs:
     return skipped._replace(**values)
 
 
-def whole(value):
+def int_if_whole(value):
     """Sliders and the client send floats; whole ones become ints, others fail validation."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
@@ -113,24 +115,20 @@ def _not_loaded(spec: PairSpec, error: Exception) -> gr.Error:
     return gr.Error(message, title="Pair not loaded")
 
 
-class PairLoader:
-    """From a pair's name to the pair in memory, for both tabs: the spec a request names,
-    its files fetched, then loading on the device's turn. `load_chosen` and `load_custom`
-    are the page's handlers for the pair status line. `paces` holds how fast each pair
-    decoded in the tabs' runs."""
+class PairAccess:
+    """From a pair's name to the pair ready on the device, for both tabs: the spec a request
+    names, its files fetched, its turn in the line for the device, then loading (on
+    ZeroGPU the GPU call loads it; the status lines say what that costs, from `gpu_times`).
+    `preloaded`: the pairs loaded at start-up. `load_chosen` and `load_custom` are the
+    page's handlers for the pair status line."""
 
     def __init__(
-        self,
-        config: Config,
-        queue: DeviceQueue,
-        gpu_times: GpuTimes | None = None,
-        preloaded: set[str] | None = None,
+        self, config: Config, queue: DeviceQueue, gpu_times: GpuTimes, preloaded: set[str]
     ):
         self.config = config
         self.queue = queue
-        self.paces = Paces()
-        self.gpu_times = gpu_times or GpuTimes(max_s=300)
-        self.preloaded = preloaded if preloaded is not None else set()
+        self.gpu_times = gpu_times
+        self.preloaded = preloaded
 
     def device_type(self) -> str:
         """The type of the device runs use ("cpu", "cuda"). On ZeroGPU it is CUDA, known
@@ -311,3 +309,15 @@ class PairLoader:
             yield pair_status(pair)
         finally:
             turn.leave()
+
+
+@dataclass(frozen=True)
+class TabState:
+    """What the app hands each tab: the way to a pair on the device, the Stop flags, how
+    fast each pair decoded in the tabs' runs (for the benchmark's estimate), and what the
+    GPU calls measured (for the time the next one asks for)."""
+
+    pairs: PairAccess
+    stops: Stops
+    paces: Paces
+    gpu_times: GpuTimes

@@ -1,0 +1,277 @@
+"""The `auto` policy's calibration: the target's verification times T(k) and the
+assistant's drafting and prefill times, timed once per pair, machine and dtype, before any
+run's clock starts (`assisted.engine.prepare` calls it), and read back without timing
+(`calibrated`).
+
+The calibration times T(1) and T(cap + 1) and interpolates between them, plus the
+assistant's row, in a fraction of the time every row of the cap would take
+(docs/auto-policy.md says how long, and on what). Costs an earlier process left on disk
+are checked, once per process; a sampled run's drafting through the assistant's generator
+is timed apart (`calibrate_sampled`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import (
+    Cache,
+    GenerationConfig,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from assisted.core.settings import RunSettings
+from assisted.engine.observe import synchronize
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from assisted.models.pairs import LoadedPair
+    from assisted.policy.learnt import ProcessTiming
+
+# pass, on a cache holding the warm-up prompt.
+_CALIBRATION_REPEATS = 3
+_CALIBRATION_ATTEMPTS = 3  # timings of a cost, while they look disturbed
+_PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
+_SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
+
+
+def calibrate(
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    assistant: PreTrainedModel | None,
+    precision: str,
+    cap: int,
+) -> tuple[dict[int, float], float, float]:
+    """T(k), the target's seconds to verify k rows for k = 1 … cap + 1; the assistant's
+    seconds per drafted token; and its seconds per token of a prefill (both 0 without an
+    assistant model). Timed on a cache holding `prefix`, each at most once per process.
+
+    Only T(1) and T(cap + 1) are timed, and the rows between are interpolated linearly
+    (the module's note). Runs then refine each T(k) they use, and keep it for the pair's
+    next runs (`keep_learnt`), as they do the prefill time.
+
+    A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
+    keep the policy from ever drafting long enough to correct it; so verifying k rows
+    timed slower than k separate one-row passes is taken as disturbed and timed again, as
+    is a first drafting time dearer than T(1) (`_time_drafting`).
+
+    Costs an earlier process left on disk (`assisted.models.learnt_store`) are checked: T(1),
+    T(cap + 1) and the drafting time are timed again, once per process, and the smaller of
+    the two times stands, as other work on the machine only ever adds time. A slow value
+    on disk is corrected; a slow timing in this process leaves a good one on disk as it is. The
+    prefill time is not checked: every run that prefills refines and keeps it. What this
+    process timed, and how long it took, is in the pair's `LearntState.timed_here`, for the
+    report. `assisted.engine.prepare` calls it, before any run."""
+    timing = pair.learnt.timed_here()
+    started = time.perf_counter()
+    timed = _time_target(pair, prefix, cap, timing)
+    if assistant is not None and precision not in timing.drafting:
+        _time_drafting(pair, prefix, assistant, precision, timing)
+        timed = True
+    if timed:
+        timing.seconds += time.perf_counter() - started
+    return calibrated(pair, precision, cap, model=assistant is not None)
+
+
+def _time_target(pair: LoadedPair, prefix: torch.Tensor, cap: int, timing: ProcessTiming) -> bool:
+    """Time T(1) and T(cap + 1) where this process has not (`calibrate`); whether it did."""
+    verify_s = pair.learnt.verify_s
+    rows = [k for k in (1, cap + 1) if k not in timing.rows]
+    before = {k: verify_s[k] for k in rows if k in verify_s}  # from disk, or a run's
+    for _ in range(_CALIBRATION_ATTEMPTS if rows else 0):
+        for k, seconds in _time_forwards(pair.target, prefix, rows, pair.device).items():
+            verify_s[k] = min(seconds, verify_s.get(k, seconds))
+        if verify_s[cap + 1] <= (cap + 1) * verify_s[1]:
+            break
+    timing.rows.update(rows)
+    timing.fresh |= len(before) < len(rows)
+    timing.checked += [f"T({k})" for k in before]
+    timing.corrected += [f"T({k})" for k, seconds in before.items() if verify_s[k] < seconds]
+    return bool(rows)
+
+
+def _time_drafting(
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    assistant: PreTrainedModel,
+    precision: str,
+    timing: ProcessTiming,
+) -> None:
+    """Time the assistant's seconds per drafted token in `precision`, and where missing its
+    prefill's per token (`calibrate`)."""
+    drafting = pair.learnt.precision(precision)
+    timing.drafting.add(precision)
+    kept = drafting.draft_s
+    # A first timing of a drafted token dearer than the target's one-row step is taken as
+    # disturbed: the assistant is the smaller model, and a policy priced so would never
+    # draft, so never learn otherwise (on a GPU at batch 1 both passes are launch-bound,
+    # so nearly as dear, still no dearer). A learnt time needs no such check: the smaller
+    # of it and the new one stands.
+    ceiling = pair.learnt.verify_s.get(1, math.inf) if kept is None else math.inf
+    # One row, as the assistant drafts one token per forward pass; where missing, a block
+    # of rows for the prefill, whose time per token is flatter than a single row's.
+    rows = [1] if kept is not None else [1, _PREFILL_ROWS]
+    for _ in range(_CALIBRATION_ATTEMPTS):
+        timed = _time_forwards(assistant, prefix, rows, pair.device)
+        drafting.draft_s = min(timed[1], drafting.draft_s or timed[1])
+        if drafting.prefill_s is None and _PREFILL_ROWS in timed:
+            drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+        if timed[1] <= ceiling:
+            break
+    if kept is None:
+        timing.fresh = True
+        return
+    timing.checked.append(f"drafting {precision}")
+    if drafting.draft_s < kept:
+        timing.corrected.append(f"drafting {precision}")
+
+
+def calibrated(
+    pair: LoadedPair, precision: str, cap: int, model: bool, sampled: bool = False
+) -> tuple[dict[int, float], float, float]:
+    """What `calibrate` returns, read from the pair's learnt state without timing anything:
+    T(k) for k = 1 … cap + 1, and where a `model` drafts, its seconds per drafted token
+    (where the run is `sampled`, through its sampling generator: `calibrate_sampled`) and
+    per token of a prefill (else 0). Refused where they were never timed."""
+    verify_s = pair.learnt.verify_s
+    drafting = pair.learnt.precision(precision)
+    draft_s = drafting.sampled_draft_s if sampled else drafting.draft_s
+    if 1 not in verify_s or cap + 1 not in verify_s or (model and draft_s is None):
+        kind = "sampled " if sampled and model else ""
+        raise RuntimeError(
+            f"{pair.spec.name} has no {kind}calibration for {precision!r} and a cap of {cap}: "
+            "prepare the pair first (assisted.engine.prepare)"
+        )
+    curve = {k: _interpolate(verify_s, k) for k in range(1, cap + 2)}
+    if not model:
+        return curve, 0.0, 0.0
+    return curve, draft_s, drafting.prefill_s
+
+
+def calibrate_sampled(
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    assistant: PreTrainedModel,
+    precision: str,
+    settings: RunSettings,
+) -> None:
+    """Time the assistant's seconds per drafted token where a run samples under `settings`,
+    on a cache holding `prefix`, at most once per process and precision (`calibrate`'s
+    rules: a time from disk is checked, and the smaller stands). `assisted.engine.prepare` calls
+    it before a sampled `auto` run.
+
+    A sampled run's assistant drafts through its own `generate()`, not the lean loop:
+    per token it warps its logits with the run's temperature and top-p (the target's
+    warpers too, in Transformers 5.2x) and samples, where `calibrate`'s one-row pass
+    only runs the model. Timed as the candidate generator drafts, drafting
+    1 + `_SAMPLED_TOKENS` tokens against 1: the difference, per token, leaves out the
+    call's own overhead, which the cost model keeps apart (`assisted.policy.costs`). Timed with
+    the first sampled run's top-p, whose sort over the vocabulary is most of the extra:
+    one time per precision, whatever later runs' settings."""
+    timing = pair.learnt.timed_here()
+    if precision in timing.sampled_drafting:
+        return
+    started = time.perf_counter()
+    timing.sampled_drafting.add(precision)
+    seconds = _time_sampled_drafting(assistant, prefix, settings, pair.device)
+    drafting, name = pair.learnt.precision(precision), f"sampled drafting {precision}"
+    kept = drafting.sampled_draft_s
+    if kept is None:
+        drafting.sampled_draft_s = seconds
+        timing.fresh = True
+    else:
+        drafting.sampled_draft_s = min(kept, seconds)
+        timing.checked.append(name)
+        if seconds < kept:
+            timing.corrected.append(name)
+    timing.seconds += time.perf_counter() - started
+
+
+def _time_sampled_drafting(
+    assistant: PreTrainedModel, prefix: torch.Tensor, settings: RunSettings, device: torch.device
+) -> float:
+    """Seconds per token the assistant's sampling `generate()` adds, drafting on a cache
+    holding `prefix` (`calibrate_sampled`): the fastest of a few calls each way, after
+    one untimed call. The cache is cropped back after each call. Called as the candidate
+    generator calls it, the target's warpers passed on top of the config's, so it warps
+    as a run's drafting does (temperature and top-p twice; seen on Transformers 5.23)."""
+    warpers = [TemperatureLogitsWarper(settings.temperature)]
+    if settings.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(settings.top_p))
+    config = GenerationConfig(
+        do_sample=True,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=0,
+        output_scores=True,  # the candidate generator returns the scores, as q
+        return_dict_in_generate=True,
+        eos_token_id=None,  # no early end: every call drafts as many tokens as asked
+        pad_token_id=0,
+    )
+    held = prefix.shape[1] - 1  # the generator feeds the last id, as after a step
+
+    def draft(cache: Cache, tokens: int) -> float:
+        synchronize(device)
+        start = time.perf_counter()
+        assistant.generate(
+            input_ids=prefix,
+            attention_mask=torch.ones_like(prefix),
+            past_key_values=cache,
+            generation_config=config,
+            logits_processor=LogitsProcessorList(warpers),
+            max_new_tokens=tokens,
+        )
+        synchronize(device)
+        seconds = time.perf_counter() - start
+        cache.crop(held - cache.get_seq_length())  # 5.23: a negative count removes that many
+        return seconds
+
+    with torch.inference_mode():
+        cache = assistant(input_ids=prefix[:, :-1], use_cache=True).past_key_values
+        draft(cache, 1)  # untimed: the first sampled call pays one-off costs
+        one, more = (
+            min(draft(cache, tokens) for _ in range(_CALIBRATION_REPEATS))
+            for tokens in (1, 1 + _SAMPLED_TOKENS)
+        )
+    return max(more - one, 0.0) / _SAMPLED_TOKENS
+
+
+def _interpolate(points: dict[int, float], k: int) -> float:
+    """The value at `k`, linear between the nearest points around it."""
+    low = max(x for x in points if x <= k)
+    high = min(x for x in points if x >= k)
+    if low == high:
+        return points[k]
+    return points[low] + (points[high] - points[low]) * (k - low) / (high - low)
+
+
+def _time_forwards(
+    model: PreTrainedModel, prefix: torch.Tensor, rows: list[int], device: torch.device
+) -> dict[int, float]:
+    """Seconds of one forward pass over `k` new rows on a cache holding `prefix`, for each k
+    in `rows`: the fastest of a few passes, as other work on the machine only ever adds
+    time. The cache is cropped back after each pass."""
+    timings = {}
+    with torch.inference_mode():
+        cache = model(input_ids=prefix, use_cache=True).past_key_values
+        # One untimed pass: the first after the prefill pays one-off costs.
+        model(input_ids=prefix[:, -1:], past_key_values=cache, use_cache=True)
+        cache.crop(-1)  # 5.23: a negative count removes that many tokens
+        for k in rows:
+            block = prefix[:, -1:].repeat(1, k)  # the ids do not change the time
+            times = []
+            for _ in range(_CALIBRATION_REPEATS):
+                synchronize(device)
+                start = time.perf_counter()
+                model(input_ids=block, past_key_values=cache, use_cache=True)
+                synchronize(device)
+                times.append(time.perf_counter() - start)
+                cache.crop(-k)
+            timings[k] = min(times)
+    return timings

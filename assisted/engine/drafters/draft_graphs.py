@@ -1,0 +1,255 @@
+"""The assistant's draft as CUDA graphs: captured once per process and assistant, checked
+against the eager draft, replayed with one read back.
+
+On a GPU at batch 1 an eager pass of a small assistant is launch-bound: Python and the
+launches of a few hundred small kernels cost more than the kernels' work, so a drafted token
+costs nearly a target step (docs/space.md). A CUDA graph replays the kernels a pass launched
+when it was captured without Python or launch overhead. ZeroGPU forbids `torch.compile`;
+`torch.cuda.CUDAGraph` compiles nothing: it records the assistant's own eager kernels.
+
+Captured per draft length γ = 1 … cap (`static_draft.draft_on_device`: γ passes, each
+argmax the next pass's input, on the static cache of `static_draft.StaticState`), after
+warm-up passes on a side stream (cuBLAS picks its kernels there, not inside the capture).
+Transformers treats a stream capture as tracing (`is_tracing`), so its mask code takes the
+path without host reads. Then a self-check drafts on the probe through every graph and
+eagerly, the same passes, also after a rollback: where the capture fails, or a candidate
+or a probability differs, the assistant drafts eagerly, and the run's `drafting_path` says
+why. Captured in `assisted.engine.prepare` (off every run's clock) and kept for the process:
+on ZeroGPU once per worker. `ASSISTED_CUDA_GRAPHS=0` (the CLI's `--no-cuda-graphs`) turns
+graphs off, for measuring.
+
+The target is never graphed: it stays Transformers' own eager model in both modes, the
+comparison a Transformers user would make.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from assisted.engine.drafters.lean import LeanDrafter
+from assisted.engine.drafters.static_draft import (
+    DraftGraphs,
+    Replay,
+    StaticDrafter,
+    StaticState,
+    draft_on_device,
+    has_sliding_layers,
+)
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+ENV = "ASSISTED_CUDA_GRAPHS"  # "0" turns graphs off
+CAPACITY = 4096  # positions of the captured cache: a prompt and its answer, at most
+WARMUP_DRAFTS = 3  # eager drafts of the longest length on a side stream before capture
+TIMED_REPLAYS = 5  # replays of the longest draft timed after the self-check
+# Probabilities a replay and an eager pass may differ by: the same kernels give the same
+# bits, so this only forgives a kernel that reduces in another order (a confidence
+# threshold could then cut a draft one token apart; the candidates must be the same).
+PROBABILITY_TOLERANCE = 1e-3
+EAGER_STATIC = "eager on a static cache"
+
+
+def enabled() -> bool:
+    """Whether graphs may be captured and replayed (`ENV` unset or not "0")."""
+    return os.environ.get(ENV, "1") != "0"
+
+
+def device_of(model: PreTrainedModel) -> torch.device:
+    return model.device  # a padded vocabulary wraps the input embedding (`models.vocab`)
+
+
+@dataclass
+class _Outcome:
+    """What capturing an assistant's graphs gave in process `pid`: graphs that passed the
+    self-check, or None and why not."""
+
+    pid: int
+    graphs: DraftGraphs | None
+    reason: str
+
+
+_outcomes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # assistant: _Outcome
+
+
+def prepare(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> float | None:
+    """Capture `model`'s drafts of up to `cap` tokens where it runs on CUDA and graphs are
+    on, once per process (again for a longer cap), and self-check them on the `probe` ids
+    (1, n ≥ 2). The seconds capture and check took, where this call did them; else None."""
+    if device_of(model).type != "cuda" or not enabled() or has_sliding_layers(model):
+        return None  # a sliding-window assistant drafts on a DynamicCache
+    found = _outcomes.get(model)
+    mine = found is not None and found.pid == os.getpid()
+    if mine and (found.graphs is None or found.graphs.cap >= cap):
+        return None
+    started = time.perf_counter()
+    _outcomes[model] = _captured(model, cap, probe.to(device_of(model)))
+    return time.perf_counter() - started
+
+
+def draft_s_per_token(model: PreTrainedModel, cap: int) -> float | None:
+    """The seconds per drafted token of `model`'s replays in this process, timed after
+    their capture, where they draft runs of up to `cap` a step; else None. The calibration's
+    drafting time is of an eager pass: a policy priced by it would rarely draft."""
+    found = _outcomes.get(model)
+    if found is None or found.pid != os.getpid() or found.graphs is None or not enabled():
+        return None
+    return found.graphs.draft_s if found.graphs.cap >= cap else None
+
+
+def replay_module(model: PreTrainedModel) -> Replay | None:
+    """The module whose calls replay `model`'s captured drafts in this process, for the
+    hooks that time drafting; None where none were captured."""
+    found = _outcomes.get(model)
+    if found is None or found.pid != os.getpid() or found.graphs is None:
+        return None
+    return found.graphs.module
+
+
+def drafter_for_run(
+    model: PreTrainedModel,
+    threshold: float,
+    eos_ids: Collection[int],
+    cumulative: float,
+    max_length: int,
+    cap: int,
+) -> LeanDrafter | StaticDrafter:
+    """The lean drafter of a greedy run of at most `max_length` tokens drafting at most
+    `cap` a step: through the graphs captured for `model` where they serve it (`for_run`),
+    else eager on a static cache sized for the run, or on the dynamic one where the
+    assistant has sliding-window layers (`assisted.engine.drafters.static_draft`)."""
+    if has_sliding_layers(model):
+        return LeanDrafter(model, threshold, eos_ids, cumulative)
+    graphs, reason = for_run(model, max_length, cap)
+    state = graphs.state if graphs is not None else StaticState(model, max_length, cap)
+    return StaticDrafter(state, threshold, eos_ids, cumulative, graphs, reason)
+
+
+def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGraphs | None, str]:
+    """The graphs a run of at most `max_length` tokens drafting up to `cap` a step replays,
+    or None; and why, in words for the run's report."""
+    if device_of(model).type != "cuda":
+        return None, f"not on CUDA: {EAGER_STATIC}"
+    if not enabled():
+        return None, f"{ENV}=0: {EAGER_STATIC}"
+    found = _outcomes.get(model)
+    if found is None or found.pid != os.getpid():
+        return None, f"no graphs captured in this process: {EAGER_STATIC}"
+    if found.graphs is None:
+        return None, found.reason
+    if max_length > found.graphs.state.capacity:
+        capacity = found.graphs.state.capacity
+        return None, f"the run's {max_length} tokens exceed the graphs' {capacity}: {EAGER_STATIC}"
+    if cap > found.graphs.cap:
+        return None, f"drafts of {cap} exceed the graphs' {found.graphs.cap}: {EAGER_STATIC}"
+    return found.graphs, found.reason
+
+
+def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome:
+    """Capture and self-check (the module's note); the outcome, in this process."""
+    pid = os.getpid()
+    device = device_of(model)
+    capacity = min(CAPACITY, getattr(model.config, "max_position_embeddings", CAPACITY))
+    started = time.perf_counter()
+    try:
+        with torch.inference_mode():
+            state = StaticState(model, capacity, cap)
+            state.feed(probe[:, :-1])  # allocates the cache's tensors before any capture
+            base = probe.shape[1] - 1
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                for _ in range(WARMUP_DRAFTS):
+                    start(state, base, probe[0, -1])
+                    draft_on_device(state, cap)
+            torch.cuda.current_stream(device).wait_stream(side)
+            replays = {}
+            for gamma in range(1, cap + 1):
+                graph = torch.cuda.CUDAGraph()
+                # Thread-local: another thread's CUDA call must not invalidate the capture.
+                with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                    draft_on_device(state, gamma)
+                replays[gamma] = graph.replay
+            torch.cuda.synchronize(device)
+    except Exception as error:  # any failure leaves the eager path, which always works
+        first = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
+        return _Outcome(pid, None, f"capture failed ({type(error).__name__}: {first}): eager")
+    graphs = DraftGraphs(state, replays, time.perf_counter() - started)
+    try:
+        differs = self_check(graphs, probe)
+    except Exception as error:
+        differs = f"the replay failed ({type(error).__name__}: {str(error)[:160]})"
+    if differs is not None:
+        return _Outcome(pid, None, f"self-check: {differs}: {EAGER_STATIC}")
+    graphs.draft_s = _replay_s(graphs, probe) / graphs.cap
+    reason = f"captured in {graphs.capture_s:.2f} s; the self-check drafted as eager passes do"
+    return _Outcome(pid, graphs, reason)
+
+
+def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:
+    """The median seconds of a replay of the longest draft after `probe`, read back."""
+    state, seconds = graphs.state, []
+    with torch.inference_mode():
+        for _ in range(TIMED_REPLAYS):
+            start(state, probe.shape[1] - 1, probe[0, -1])
+            torch.cuda.synchronize(state.token.device)
+            started = time.perf_counter()
+            graphs.replay(graphs.cap)
+            state.out.tolist()  # the draft's one read, which waits for the replay
+            seconds.append(time.perf_counter() - started)
+        state.rewind(0)
+    return sorted(seconds)[len(seconds) // 2]
+
+
+def start(state: StaticState, length: int, token: torch.Tensor) -> None:
+    """Roll `state` back to `length` positions, `token` (a 0-d tensor on its device) the
+    next input."""
+    state.rewind(length)
+    state.token.copy_(token.view(1, 1))
+
+
+def self_check(graphs: DraftGraphs, probe: torch.Tensor) -> str | None:
+    """Draft after `probe` (1, n), whose first n − 1 ids the cache holds, through each
+    replay and through the same passes run eagerly, and again one candidate on (a rollback
+    to a position the eager draft wrote); what differed, or None where nothing did."""
+    state = graphs.state
+    base, last = probe.shape[1] - 1, probe[0, -1]
+    with torch.inference_mode():
+        start(state, base, last)
+        draft_on_device(state, graphs.cap)
+        expected = state.out.clone()
+        for gamma in range(1, graphs.cap + 1):
+            start(state, base, last)
+            graphs.replay(gamma)
+            differs = _differs(state.out[:, :gamma], expected[:, :gamma], f"a draft of {gamma}")
+            if differs:
+                return differs
+        if graphs.cap > 1:
+            # Rolled back to the first candidate: the next ones are the eager draft's rest.
+            start(state, base + 1, expected[0, 0])
+            graphs.replay(graphs.cap - 1)
+            got = state.out[:, : graphs.cap - 1]
+            differs = _differs(got, expected[:, 1:], "after a rollback")
+            if differs:
+                return differs
+        state.rewind(0)
+    return None
+
+
+def _differs(got: torch.Tensor, expected: torch.Tensor, what: str) -> str | None:
+    """Where a replay's (ids, probabilities) differ from the eager passes'."""
+    got, expected = got.cpu(), expected.cpu()
+    if not torch.equal(got[0], expected[0]):
+        at = int((got[0] != expected[0]).nonzero()[0, 0])
+        return f"{what} differed from eager passes at candidate {at + 1}"
+    gap = float((got[1] - expected[1]).abs().max())
+    if gap > PROBABILITY_TOLERANCE:
+        return f"{what} gave probabilities {gap:.1e} away from eager passes"
+    return None

@@ -1,0 +1,91 @@
+"""The `auto` policy's life across runs: a fresh policy for each run, seeded by what the
+pair learnt (`assisted.policy.learnt`), and what a run learnt kept for the next ones, in
+memory and in the pair's learnt file (`assisted.models.learnt_store`).
+
+A run itself reads and writes none of this: its callers make the policy before it
+(`assisted.engine.running`) and keep what it learnt after its clock stops. On ZeroGPU
+a worker's memory ends with its call, so the file is where the next process finds it
+(`refresh` reads it back in).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from assisted.core.bands import GREEDY, Band
+from assisted.core.settings import DraftSettings
+from assisted.engine.calibration import calibrated
+from assisted.engine.drafters import draft_graphs
+from assisted.engine.drafters.candidates import ASSISTANT, LOOKUP
+from assisted.models import learnt_store
+from assisted.policy.choice import DraftPolicy
+from assisted.policy.costs import PlainSteps
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from assisted.models.pairs import LoadedPair
+
+
+def new_policy(
+    pair: LoadedPair,
+    draft: DraftSettings,
+    precision: str,
+    band: Band,
+    assistant: PreTrainedModel | None = None,
+) -> DraftPolicy:
+    """A fresh policy for one `auto` run in temperature `band` (`assisted.core.bands`), seeded by
+    the pair's costs (calibrated when the pair was prepared, `assisted.engine.prepare`, and refined
+    by its runs since) and by the acceptance its earlier runs in `precision` and `band` saw.
+    A sampled run's assistant is priced at its sampled drafting time; a greedy run's, where
+    the `assistant` drafts through captured CUDA graphs, at their time per token
+    (`assisted.engine.drafters.draft_graphs`). Times nothing.
+
+    A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
+    matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
+    cap = draft.length_for(pair.spec.drafter)
+    sampled = band != GREEDY
+    if pair.spec.drafter is LOOKUP:
+        verify_s, _, _ = calibrated(pair, precision, cap, model=False)
+        drafter_s, model, prefill_s = {LOOKUP: 0.0}, None, 0.0
+    else:
+        verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, True, sampled)
+        graphed_s = draft_graphs.draft_s_per_token(assistant, cap) if assistant else None
+        per_token_s = per_token_s if graphed_s is None or sampled else graphed_s
+        drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
+    history = pair.learnt.precision(precision).acceptance_in(band)
+    return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)
+
+
+def keep_learnt(pair: LoadedPair, precision: str, policy: DraftPolicy, band: Band) -> None:
+    """What an `auto` run in temperature `band` learnt, for the pair's next runs: acceptance
+    per source (for runs in the same band), T(k) for the rows it verified, and the
+    assistant's prefill time per token. Kept in memory, and in the pair's learnt file for
+    the next process: a small write, made once the run's clock has stopped."""
+    learnt = pair.learnt
+    drafting = learnt.precision(precision)
+    drafting.keep_acceptance(band, policy.acceptance.counts())
+    learnt.verify_s.update(policy.costs.observed_verify_s())
+    if policy.model_source is not None:
+        drafting.prefill_s = policy.costs.prefill_s
+    learnt_store.save(pair.learnt_file, learnt)
+
+
+def keep_plain_steps(pair: LoadedPair, steps: PlainSteps | None) -> None:
+    """A plain run's T(1), the median of its timed passes (`assisted.engine.observe`), kept for
+    the pair's runs in memory and in its learnt file, once the run's clock has stopped;
+    nothing for other runs (`steps` None). Plain steps are T(1)'s only direct timings, and
+    an `auto` run seldom takes one; T(1) prices every plain step the policy and the oracle
+    weigh (`assisted.policy.costs`)."""
+    t1_s = steps.t1_s() if steps is not None else None
+    if t1_s is not None:
+        pair.learnt.verify_s[1] = t1_s
+        learnt_store.save(pair.learnt_file, pair.learnt)
+
+
+def refresh(pair: LoadedPair) -> None:
+    """Bring in what other processes kept in the pair's learnt file since it loaded: a
+    ZeroGPU worker is forked from a main process that read the file once, at load, and
+    earlier workers have written to it since (`learnt_store.refresh` merges, keeping what
+    this process holds and has not written)."""
+    learnt_store.refresh(pair.learnt_file, pair.learnt)

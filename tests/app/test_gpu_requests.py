@@ -1,0 +1,76 @@
+"""One request per GPU call: the app's GPU entry points and their ZeroGPU duration
+functions each take one request object, which pickles across the process boundary."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+from pathlib import Path
+
+import app
+from assisted.analysis.sampling_evidence import CheckSettings
+from assisted.bench import plan_variants
+from assisted.core.examples import Example
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.models.registry import DEFAULT_PAIR, PAIRS
+from assisted.policy.learnt import LearntSnapshot
+from assisted.ui.requests import BenchmarkRequest, ComparisonRequest, PairPlace
+from assisted.ui.stop_flags import StopFlags
+
+ROOT = Path(app.__file__).resolve().parent
+SPEC = PAIRS[DEFAULT_PAIR]
+PLACE = PairPlace(SPEC, "cpu", "float32", allow_local=False)
+STOPS = StopFlags()  # their folder lives as long as they do
+
+
+def requests() -> tuple[ComparisonRequest, BenchmarkRequest]:
+    stop = STOPS.open("a request")
+    comparison = ComparisonRequest(
+        PLACE, "Hi.", RunSettings(max_new_tokens=8), DraftSettings(), stop
+    )
+    variants = tuple(plan_variants(SPEC, [SPEC.drafter.value], {}))
+    benchmark = BenchmarkRequest(
+        PLACE,
+        (Example("q0", "chat", "Hi."),),
+        variants,
+        RunSettings(max_new_tokens=8),
+        2,
+        stop,
+        LearntSnapshot({}),
+        CheckSettings(samples=4),
+    )
+    return comparison, benchmark
+
+
+def test_each_gpu_entry_point_and_its_duration_take_one_request():
+    for function in (
+        app.stream_comparison,
+        app.stream_benchmark,
+        app._gpu_duration,
+        app._bench_gpu_duration,
+    ):
+        assert list(inspect.signature(function).parameters) == ["request"], function
+
+
+def test_a_request_pickles_whole_with_its_stop_flag():
+    for request in requests():
+        copy = pickle.loads(pickle.dumps(request))
+        assert copy == request
+        request.stop.set()
+        assert copy.stop.is_set()  # the flag is a file every process sees
+        request.stop.clear()
+
+
+def test_the_durations_read_the_request_as_the_estimates_do():
+    comparison, benchmark = requests()
+    preloaded = SPEC.name in app._preloaded
+    asked = app._gpu_times.comparison(SPEC.name, 8, preloaded).seconds
+    assert app._gpu_duration(comparison) == asked
+    asked = app._gpu_times.benchmark(
+        SPEC.name, 1, len(benchmark.variants), benchmark.settings, 2, preloaded, benchmark.check
+    ).seconds
+    assert app._bench_gpu_duration(benchmark) == asked
+
+
+def test_app_py_is_a_composition_root_of_at_most_300_lines():
+    assert len((ROOT / "app.py").read_text().splitlines()) <= 300

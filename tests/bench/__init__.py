@@ -1,0 +1,1 @@
+"""The benchmark and the sampling check (`assisted.bench`)."""

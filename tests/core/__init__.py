@@ -1,0 +1,1 @@
+"""The shared vocabulary's tests: the shipped prompt sets (`assisted.core`)."""

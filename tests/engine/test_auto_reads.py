@@ -1,0 +1,136 @@
+"""The first-draft rule in real `auto` runs on a tiny pair: where the assistant's read of the
+prompt cannot pay, the run drafts nothing from it, says why at every step and in its JSON,
+and commits exactly what plain decoding does."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from assisted import bench
+from assisted.analysis import declines, stats
+from assisted.core.drafters import DrafterKind
+from assisted.core.held_back import HeldBack
+from assisted.core.record import RunRecord, Step
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import comparison, prepare, running
+from assisted.engine.decoding import RunDone
+from assisted.models.pairs import custom_pair, load_pair
+from assisted.policy.learnt import LearntState
+from assisted.ui.compare_format import summary_markdown
+
+PROMPT = "def add(a, b):"
+SETTINGS = RunSettings(max_new_tokens=16)
+AUTO = DraftSettings(num_assistant_tokens=4, confidence_threshold=0.0, schedule="auto")
+
+
+@pytest.fixture
+def pair(tiny_dirs):
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    loaded = load_pair(spec, device="cpu", dtype="float32")
+    return dataclasses.replace(loaded, learnt=LearntState(), learnt_file=None)
+
+
+def priced(pair, prefill_s: float, draft_s: float | None = None) -> None:
+    """Prepare `pair` (its calibration timed), then price the assistant's reads, and its
+    drafted tokens where given."""
+    prepared = prepare.prepare(pair, AUTO)
+    drafting = pair.learnt.precision(prepared.precision)
+    drafting.prefill_s = prefill_s
+    drafting.draft_s = draft_s or drafting.draft_s
+
+
+def run(pair, mode: str) -> RunRecord:
+    ids = running.encode_prompt(pair, PROMPT)
+    events = running.run(pair, ids, mode, SETTINGS, AUTO)
+    (done,) = [event for event in events if isinstance(event, RunDone)]
+    return done.record
+
+
+def test_a_read_that_cannot_pay_keeps_the_assistant_off_and_says_so(pair):
+    priced(pair, prefill_s=100.0)  # seconds a token: no run of 16 tokens repays it
+    plain, assisted = run(pair, "plain"), run(pair, "assisted")
+    assert assisted.token_ids == plain.token_ids
+    assert all(step.source != "assistant" for step in assisted.steps)
+    # Every step but the last, where the length limit leaves the assistant no room.
+    *held, last = assisted.steps
+    assert {step.held_back for step in held} == {HeldBack.FIRST_DRAFT} and last.held_back is None
+    summary = stats.summarize(assisted)
+    assert (summary["first_draft"], summary["first_draft_reason"]) == ("declined", "first-draft")
+    assert summary["held_back"] == {"first-draft": len(held)}
+    assert [row["held_back"] for row in summary["per_step"]] == ["first-draft"] * len(held) + [None]
+    assert RunRecord.from_dict(assisted.to_dict()) == assisted
+    said = declines.describe(summary)
+    assert said == f"The assistant never drafted: {HeldBack.FIRST_DRAFT.words}."
+    result = comparison.report(pair, plain, assisted)
+    assert f"**Policy:** {said}" in summary_markdown(result)
+
+
+def test_a_read_that_pays_at_once_starts_the_assistant_at_the_first_step(pair):
+    # Reads and drafts all but free: the tiny assistant is the target's size, so only its
+    # price makes it worth drafting from.
+    priced(pair, prefill_s=0.0, draft_s=1e-7)
+    assisted = run(pair, "assisted")
+    assert assisted.steps[0].source == "assistant" and assisted.steps[0].held_back is None
+    summary = stats.summarize(assisted)
+    assert (summary["first_draft"], summary["first_draft_reason"]) == ("at once", None)
+    # Later steps may hold it back for other reasons (its first draft taught the policy
+    # what its reads really cost); never for the first-draft rule.
+    assert not {"first-draft", "waiting"} & set(summary["held_back"])
+    assert "never drafted" not in (declines.describe(summary) or "")
+
+
+def held_back_run(reasons: list[HeldBack | None], drafted_at: int | None) -> RunRecord:
+    """An `auto` run of plain steps held back for `reasons`, the assistant drafting one
+    candidate at step `drafted_at` (None: never)."""
+    steps = []
+    for index, reason in enumerate(reasons):
+        drafts = index == drafted_at
+        steps.append(
+            Step(
+                token_ids=(index + 1, index + 2) if drafts else (index + 1,),
+                text="",
+                drafted=int(drafts),
+                accepted=int(drafts),
+                t_s=0.1 * (index + 1),
+                draft_ids=(index + 1,) if drafts else (),
+                chosen=int(drafts),
+                source=DrafterKind.ASSISTANT if drafts else None,
+                expected_tokens=1.0,
+                expected_s=0.1,
+                plain_step_s=0.1,
+                held_back=reason,
+            )
+        )
+    return RunRecord("assisted", DrafterKind.ASSISTANT, 700, steps, total_s=0.1 * len(steps))
+
+
+def test_the_benchmark_says_per_prompt_where_the_first_draft_rule_declined_or_waited():
+    first, waiting = HeldBack.FIRST_DRAFT, HeldBack.WAITING
+    declined = held_back_run([first] * 4, drafted_at=None)
+    waited = held_back_run([waiting, waiting, None, None], drafted_at=2)
+    at_once = held_back_run([None] * 4, drafted_at=0)
+    plain = RunRecord("plain", None, 700, [Step((1,), "", 0, 0, 0.1)] * 4, total_s=0.4)
+    runs = [bench.Run("long", "passages", None, i, plain) for i in range(3)]
+    runs += [bench.Run("long", "passages", "assistant", i, declined) for i in range(2)]
+    runs += [bench.Run("long", "passages", "assistant", 2, at_once)]
+    runs += [bench.Run("code", "coding", None, 0, plain)]
+    runs += [bench.Run("code", "coding", "assistant", 0, waited)]
+    runs += [bench.Run("chat", "chat", None, 0, plain)]
+    runs += [bench.Run("chat", "chat", "assistant", 0, at_once)]
+    variants = [bench.Variant("assistant", "assistant", AUTO)]
+    info = {"pair": "hand-made", "device": "cpu", "dtype": "float32"}
+    result = bench.report(runs, variants, info, RunSettings(), repeats=3)
+    long, code, chat = result["prompts"]
+    assert (long["first_draft"], long["first_draft_reason"], long["first_draft_runs"]) == (
+        "declined",
+        "first-draft",
+        2,
+    )
+    assert (code["first_draft"], code["first_draft_reason"]) == ("waited", "waiting")
+    assert (chat["first_draft"], chat["first_draft_reason"]) == ("at once", None)
+    card = bench.render(result)
+    assert f"long (assistant): declined in 2 of 3 runs: {first.words}" in card
+    assert "code (assistant): started late in 1 of 1 runs" in card
+    assert "chat (assistant)" not in card

@@ -1,0 +1,104 @@
+"""The `auto` policy's calibration (`assisted.engine.calibration`): what it times, again
+when disturbed, once per pair; what runs refine and keep of it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from assisted.core.settings import (
+    WARMUP_TOKENS,
+    RunSettings,
+)
+from assisted.engine import calibration as calibrating
+from assisted.engine import running
+from assisted.engine.drafters import candidates
+from assisted.models import learnt_store
+from assisted.models.learnt_store import LearntFile
+from assisted.policy import costs
+from assisted.policy.learnt import LearntState
+from tests.engine.runs import AUTO, GREEDY, PROMPT, fresh_copy, records
+
+
+def prefix(pair):
+    return torch.tensor([running.encode_prompt(pair, PROMPT)])
+
+
+def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monkeypatch):
+    fresh = dataclasses.replace(pair, learnt=LearntState())
+    timed = []
+
+    def fake(model, prefix, rows, device):
+        timed.append(rows)
+        return {k: 0.01 * k for k in rows}
+
+    monkeypatch.setattr(calibrating, "_time_forwards", fake)
+    verify_s, drafter_s, prefill_s = calibrating.calibrate(
+        fresh, prefix(pair), pair.assistant, "none", 4
+    )
+    # The target's two ends; the assistant's one row and its block of prefill rows.
+    assert timed == [[1, 5], [1, calibrating._PREFILL_ROWS]]
+    assert verify_s == pytest.approx({k: 0.01 * k for k in range(1, 6)})
+    assert drafter_s == 0.01 and prefill_s == pytest.approx(0.01)
+
+
+def test_a_disturbed_calibration_is_timed_again(pair, monkeypatch):
+    fresh = dataclasses.replace(pair, learnt=LearntState())
+    timings = iter([{1: 0.01, 5: 0.5}, {1: 0.02, 5: 0.03}])  # 5 rows at 50× one: disturbed
+    monkeypatch.setattr(calibrating, "_time_forwards", lambda m, p, rows, d: next(timings))
+    verify_s, _, _ = calibrating.calibrate(fresh, prefix(pair), None, "none", 4)
+    assert verify_s[1] == 0.01 and verify_s[5] == 0.03  # the fastest of the two attempts
+
+
+def test_a_runs_verifications_refine_the_pairs_calibration(pair):
+    fresh = dataclasses.replace(pair, learnt=LearntState())
+    # Transformers' lookup offers a match at every step (the chat template's included), so
+    # the run verifies rows of several lengths whatever the random models do.
+    records(fresh, draft=dataclasses.replace(AUTO, lookup="transformers"))
+    verified = set(fresh.learnt.verify_s)
+    assert {1, 5} <= verified and len(verified) > 2  # timed ends + rows the run verified
+    # Estimates by source, streak and match bucket: the assistant's, without a streak, first.
+    estimates = set(fresh.learnt.precision("none").acceptance)
+    assert (candidates.ASSISTANT, False, 0) in estimates
+    assert {source for source, _, _ in estimates} <= {candidates.ASSISTANT, candidates.LOOKUP}
+
+
+def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeypatch):
+    # Plain steps are T(1)'s only direct timings, and an `auto` run seldom takes one.
+    slow = {k: 100.0 for k in range(1, 6)}  # far slower than any pass of the tiny target
+    file = LearntFile(tmp_path / "p.json", {"pair": "p"})
+    fresh = dataclasses.replace(pair, learnt=LearntState(verify_s=dict(slow)), learnt_file=file)
+    ids = running.encode_prompt(fresh, PROMPT)
+    passes = []
+    keep = costs.PlainSteps.observe_verify
+    monkeypatch.setattr(
+        costs.PlainSteps,
+        "observe_verify",
+        lambda self, rows, seconds: passes.append(seconds) or keep(self, rows, seconds),
+    )
+    list(running.run(fresh, ids, "plain", GREEDY))
+    # Every step after the prompt's prefill, timed; their median is T(1), and only T(1).
+    assert len(passes) == GREEDY.max_new_tokens - 1
+    assert fresh.learnt.verify_s == {**slow, 1: pytest.approx(sorted(passes)[len(passes) // 2])}
+    assert learnt_store.load(file).verify_s == pytest.approx(fresh.learnt.verify_s)
+    # A stopped run's few passes set nothing, nor a warm-up's; nor does a pair nothing has
+    # calibrated.
+    assert WARMUP_TOKENS <= costs.PLAIN_STEPS
+    fresh.learnt.verify_s[1] = slow[1]
+    list(running.run(fresh, ids, "plain", RunSettings(max_new_tokens=costs.PLAIN_STEPS)))
+    assert fresh.learnt.verify_s[1] == slow[1]
+    bare = fresh_copy(pair)
+    list(running.run(bare, ids, "plain", GREEDY))
+    assert bare.learnt.verify_s == {}
+
+
+def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
+    calibrating.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
+    timed = []
+    monkeypatch.setattr(calibrating, "_time_forwards", lambda *args: timed.append(args) or {})
+    verify_s, drafter_s, prefill_s = calibrating.calibrate(
+        pair, prefix(pair), pair.assistant, "none", 4
+    )
+    assert timed == [] and sorted(verify_s) == [1, 2, 3, 4, 5] and drafter_s > 0 < prefill_s

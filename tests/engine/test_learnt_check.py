@@ -1,0 +1,185 @@
+"""Costs read from disk are checked once per process: T(1), T(cap + 1) and the drafting
+time are timed again, and the smaller time stands, as other work on the machine only ever
+adds time. So a slow value that a busy earlier process left is corrected, a slow timing now
+never overwrites a good value on disk, and the runs' reports say what was checked."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from assisted.core.bands import GREEDY
+from assisted.core.settings import DraftSettings
+from assisted.engine import calibration as calibrating
+from assisted.engine import learning
+from assisted.engine.drafters import candidates
+from assisted.models import learnt_store, pairs
+from assisted.models.learnt_store import LearntFile
+from assisted.policy.learnt import LearntState
+
+CAP = 8
+QUIET = {1: 0.010, CAP + 1: 0.015}  # T(1) and T(9) on a quiet machine
+DRAFT_S = 0.002
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_dirs) -> pairs.LoadedPair:
+    spec = pairs.custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    return pairs.load_pair(spec, device="cpu", dtype="float32")
+
+
+@pytest.fixture
+def file(tmp_path) -> LearntFile:
+    return LearntFile(tmp_path / "p.json", {"pair": "p"})
+
+
+def earlier_process(file: LearntFile, verify_s: dict[int, float], draft_s=DRAFT_S) -> None:
+    """What an earlier process timed and kept in `file`."""
+    earlier = LearntState(verify_s=dict(verify_s))
+    earlier.precision("none").draft_s, earlier.precision("none").prefill_s = draft_s, 1e-4
+    learnt_store.save(file, earlier)
+
+
+def new_process(pair: pairs.LoadedPair, file: LearntFile) -> pairs.LoadedPair:
+    """The pair as a process that has just read `file` holds it."""
+    return dataclasses.replace(pair, learnt=learnt_store.load(file), learnt_file=file)
+
+
+def timings_now(monkeypatch, pair, target_s: dict[int, float], draft_s=DRAFT_S) -> list:
+    """Make the machine read `target_s` and `draft_s` now; the calls, as (model, rows)."""
+    calls = []
+
+    def time_forwards(model, prefix, rows, device):
+        name = "target" if model is pair.target else "assistant"
+        calls.append((name, rows))
+        return {k: target_s[k] if name == "target" else draft_s for k in rows}
+
+    monkeypatch.setattr(calibrating, "_time_forwards", time_forwards)
+    return calls
+
+
+def calibrate(pair: pairs.LoadedPair) -> dict[int, float]:
+    prefix = torch.tensor([[1, 2, 3]])
+    verify_s, _, _ = calibrating.calibrate(pair, prefix, pair.assistant, "none", CAP)
+    return verify_s
+
+
+def test_a_slow_t_cap_plus_one_on_disk_is_corrected_by_the_next_process(pair, file, monkeypatch):
+    busy = {1: QUIET[1], CAP + 1: 3 * QUIET[CAP + 1]}  # timed while the machine was busy
+    earlier_process(file, busy)
+    checking = new_process(pair, file)
+    timings_now(monkeypatch, pair, QUIET)
+    verify_s = calibrate(checking)
+    assert verify_s[1] == QUIET[1] and verify_s[CAP + 1] == QUIET[CAP + 1]
+    assert verify_s[5] == pytest.approx((QUIET[1] + QUIET[CAP + 1]) / 2)  # interpolated
+    calibration = learnt_store.calibration(checking.learnt, file)
+    assert calibration.source == "disk"
+    assert calibration.checked == ("T(1)", "T(9)", "drafting none")
+    assert calibration.corrected == ("T(9)",)
+    learnt_store.save(file, checking.learnt)  # as its first run does, after its clock stops
+    assert learnt_store.load(file).verify_s == QUIET  # the next process reads it corrected
+
+
+def test_a_slow_timing_now_leaves_a_good_value_on_disk_as_it_is(pair, file, monkeypatch):
+    earlier_process(file, QUIET)
+    checking = new_process(pair, file)
+    busy = {k: 3 * seconds for k, seconds in QUIET.items()}
+    timings_now(monkeypatch, pair, busy, draft_s=3 * DRAFT_S)
+    assert calibrate(checking)[CAP + 1] == QUIET[CAP + 1]
+    assert checking.learnt.verify_s == QUIET
+    assert checking.learnt.precision("none").draft_s == DRAFT_S
+    assert learnt_store.calibration(checking.learnt, file).corrected == ()
+    learnt_store.save(file, checking.learnt)
+    assert learnt_store.load(file).verify_s == QUIET
+
+
+def test_a_slow_drafting_time_on_disk_is_corrected_too(pair, file, monkeypatch):
+    earlier_process(file, QUIET, draft_s=3 * DRAFT_S)
+    checking = new_process(pair, file)
+    timings_now(monkeypatch, pair, QUIET)
+    _, draft_s, prefill_s = calibrating.calibrate(
+        checking, torch.tensor([[1, 2, 3]]), pair.assistant, "none", CAP
+    )
+    assert draft_s == DRAFT_S and prefill_s == 1e-4  # the prefill is the runs' to refine
+    assert learnt_store.calibration(checking.learnt, file).corrected == ("drafting none",)
+
+
+def test_costs_all_read_from_disk_are_checked_exactly_once_per_process(pair, file, monkeypatch):
+    earlier_process(file, QUIET)
+    checking = new_process(pair, file)
+    calls = timings_now(monkeypatch, pair, QUIET)
+    for _ in range(3):  # as several preparations in one process would
+        calibrate(checking)
+    assert calls == [("target", [1, CAP + 1]), ("assistant", [1])]
+    assert checking.learnt.timed_s > 0
+    calibration = learnt_store.calibration(checking.learnt, file)
+    assert calibration.source == "disk" and calibration.seconds == checking.learnt.timed_s
+    assert learnt_store.describe(
+        {**dataclasses.asdict(calibration), "checked": list(calibration.checked)}
+    ).startswith("Costs loaded from an earlier run on this machine, T(1), T(9) and drafting")
+
+
+def test_a_disturbed_check_is_timed_again(pair, file, monkeypatch):
+    earlier_process(file, {1: QUIET[1], CAP + 1: 10 * CAP * QUIET[1]})  # 9 rows at 80× one
+    checking = new_process(pair, file)
+    readings = iter([{1: QUIET[1], CAP + 1: 5 * CAP * QUIET[1]}, QUIET])  # still disturbed
+    monkeypatch.setattr(
+        calibrating,
+        "_time_forwards",
+        lambda m, p, rows, d: next(readings) if len(rows) > 1 else {1: DRAFT_S},
+    )
+    assert calibrate(checking)[CAP + 1] == QUIET[CAP + 1]
+
+
+def test_a_process_forked_after_timing_reports_nothing_timed_and_times_nothing_again(
+    pair, file, monkeypatch
+):
+    earlier_process(file, QUIET)
+    worker = new_process(pair, file)
+    calls = timings_now(monkeypatch, pair, QUIET)
+    calibrate(worker)
+    assert learnt_store.calibration(worker.learnt, file).seconds > 0
+    parent_pid = worker.learnt.timing.pid
+    monkeypatch.setattr("os.getpid", lambda: parent_pid + 1)  # as a forked worker sees it
+    assert worker.learnt.timed_s == 0  # the parent's seconds are not the worker's
+    calibrate(worker)  # its parent checked these on this machine moments before
+    assert len(calls) == 2
+    assert learnt_store.calibration(worker.learnt, file).checked == ()
+
+
+def drafts_first(pair: pairs.LoadedPair) -> bool:
+    """Whether a fresh greedy `auto` policy on the pair's learnt costs drafts with the
+    assistant at a first step (no acceptance seen: its prior), context already read."""
+    policy = learning.new_policy(pair, DraftSettings(num_assistant_tokens=CAP), "none", GREEDY)
+    policy.started = True  # the assistant has read the prompt: no prefill to weigh
+    choice = policy.choose(
+        {candidates.ASSISTANT: CAP, candidates.LOOKUP: 0}, tokens_left=64, context=0
+    )
+    return choice.source == candidates.ASSISTANT and choice.gamma > 0
+
+
+def test_a_calibration_under_load_does_not_stop_the_next_visitors_drafting(pair, file, monkeypatch):
+    """A first calibration (nothing on disk) whose assistant pass is timed during a burst
+    of other work, dearer than the target's own step: timed again, so the costs kept, and
+    the next visitor's policy, draft as on a quiet machine; kept as timed, they would not.
+    (A T(k) timed slow never replaces a learnt one: the smaller stands.)"""
+    fresh = new_process(pair, file)
+    assistant_s = iter([5 * QUIET[1], DRAFT_S])  # a burst, then quiet
+
+    def time_forwards(model, prefix, rows, device):
+        if model is pair.target:
+            return {k: QUIET[k] for k in rows}
+        seconds = next(assistant_s)
+        return {k: seconds * k for k in rows}
+
+    monkeypatch.setattr(calibrating, "_time_forwards", time_forwards)
+    calibrate(fresh)
+    assert fresh.learnt.precision("none").draft_s == DRAFT_S
+    learnt_store.save(file, fresh.learnt)
+    visitor = new_process(pair, file)
+    assert drafts_first(visitor)
+    busy = new_process(pair, file)
+    busy.learnt.precision("none").draft_s = 5 * QUIET[1]  # as kept without the second timing
+    assert not drafts_first(busy)

@@ -1,0 +1,80 @@
+"""Preparing versus running: after `prepare`, runs build, time, render and read nothing;
+preparing is cached per process (`assisted.engine.prepare`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from assisted.analysis import stats
+from assisted.core.drafters import DrafterKind
+from assisted.core.settings import (
+    DraftSettings,
+)
+from assisted.engine import calibration as calibrating
+from assisted.engine import prepare, running
+from assisted.engine.decoding import RunDone
+from assisted.models import learnt_store, quantize
+from assisted.models.pairs import LoadedPair
+from tests.engine.runs import AUTO, DRAFT, GREEDY, PROMPT, fresh_copy, load
+
+
+def refuse(monkeypatch, pair):
+    """Make every piece of preparation raise: building a drafting copy, resolving the
+    precision, calibrating, rendering the chat template, reading the learnt state."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a run prepared")
+
+    monkeypatch.setattr(prepare, "_prepare", refused)
+    monkeypatch.setattr(LoadedPair, "drafting_assistant", refused)
+    monkeypatch.setattr(quantize, "resolve", refused)
+    monkeypatch.setattr(quantize, "quantized_copy", refused)
+    monkeypatch.setattr(calibrating, "calibrate", refused)
+    monkeypatch.setattr(calibrating, "_time_forwards", refused)
+    monkeypatch.setattr(prepare, "never_drafted", refused)
+    monkeypatch.setattr(prepare, "_template_ids", refused)
+    monkeypatch.setattr(pair.tokenizer, "apply_chat_template", refused)
+    monkeypatch.setattr(learnt_store, "load", refused)
+    monkeypatch.setattr(learnt_store, "refresh", refused, raising=False)
+
+
+@pytest.mark.parametrize("schedule", ["constant", "auto"])
+def test_a_prepared_run_only_runs(pair, tiny_dirs, monkeypatch, schedule):
+    """After `prepare`, plain and assisted runs (streamed and bare, the assistant in int8,
+    prompt lookup too) build, time, render and read nothing."""
+    model_pair = fresh_copy(pair)
+    lookup = fresh_copy(load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP))
+    drafts = [
+        (model_pair, dataclasses.replace(DRAFT, schedule=schedule, assistant_quant="int8")),
+        (lookup, DraftSettings(prompt_lookup_num_tokens=4, schedule=schedule)),
+    ]
+    ids = running.encode_prompt(model_pair, PROMPT)
+    for each, draft in drafts:
+        prepare.prepare(each, draft)
+    for each, draft in drafts:
+        refuse(monkeypatch, each)
+        for mode in ("plain", "assisted"):
+            (done,) = [
+                e for e in running.run(each, ids, mode, GREEDY, draft) if isinstance(e, RunDone)
+            ]
+            assert stats.new_tokens(done.record) > 0
+        assert running.generate_bare(each, ids, "assisted", GREEDY, draft)[0]
+
+
+def test_preparing_is_cached_per_process(pair, monkeypatch):
+    """A second call in one process returns what the first built; a process forked after it
+    (ZeroGPU's worker) prepares again, reusing the copy and the costs it inherited."""
+    model_pair = fresh_copy(pair)
+    draft = dataclasses.replace(AUTO, assistant_quant="int8")
+    first = prepare.prepare(model_pair, draft)
+    assert prepare.prepare(model_pair, draft) is first
+    assert first.assistant is model_pair.assistant_copies["int8"]
+    assert first.assistant_precision == "int8" and first.learnt.verify_s
+    monkeypatch.setattr(prepare.os, "getpid", lambda: -1)  # another process
+    monkeypatch.setattr(quantize, "quantized_copy", lambda *args: pytest.fail("copied again"))
+    monkeypatch.setattr(calibrating, "_time_forwards", lambda *args: pytest.fail("timed again"))
+    forked = prepare.prepare(model_pair, draft)
+    assert forked is not first and forked.assistant is first.assistant
+    assert prepare.prepare(model_pair, draft) is forked

@@ -1,0 +1,364 @@
+"""The lean loop on a static cache (`assisted.engine.drafters.static_draft`) and its CUDA graphs'
+checks (`assisted.engine.drafters.draft_graphs`), on a CPU: it drafts exactly what the loop on a
+DynamicCache drafts, across rejections and rollbacks, at an end of sequence and at both
+thresholds, eagerly and as a whole draft on the device read back once; the one-token pass
+that a capture records traces without a break; the self-check turns a wrong replay away."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from itertools import pairwise
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import AutoTokenizer, GenerationConfig
+
+from assisted import cli
+from assisted.analysis import stats
+from assisted.core.bands import GREEDY
+from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import comparison, decoding, learning, plan, running
+from assisted.engine.drafters import candidates, draft_graphs, seam
+from assisted.engine.drafters.draft_graphs import self_check
+from assisted.engine.drafters.lean import LeanDrafter
+from assisted.engine.drafters.static_draft import (
+    DraftGraphs,
+    StaticDrafter,
+    StaticState,
+    cut,
+    draft_on_device,
+)
+from assisted.engine.prepare import prepare
+from assisted.models.pairs import custom_pair, load_pair
+from tests.scripted import Scripted
+from tests.tiny import build_model, build_near_model
+
+PROMPT = "def add(a, b):"
+CAP = 5
+CAPACITY = 128
+
+
+def load(target, assistant):
+    return load_pair(custom_pair(str(target), str(assistant)), device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def near_pair(tiny_dirs):
+    """The tiny target with an assistant that agrees with it on some tokens: drafts are
+    accepted in part, in full and not at all."""
+    folder = tiny_dirs["target"].parent / "near-static"
+    build_near_model(folder, tiny_dirs["target"], scale=0.05)
+    return load(tiny_dirs["target"], folder)
+
+
+@pytest.fixture(scope="module")
+def sliding_pair(tiny_dirs):
+    folder = tiny_dirs["target"].parent / "sliding-static"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dirs["target"])
+    build_model(folder, tokenizer, seed=6, model_type="mistral", sliding_window=8)
+    return load(tiny_dirs["target"], folder)
+
+
+def prompt_ids(pair) -> torch.Tensor:
+    return torch.tensor([running.encode_prompt(pair, PROMPT)])
+
+
+def graphed(model, cap: int = CAP) -> DraftGraphs:
+    """A CPU's stand-in for captured graphs: each replay runs the passes a capture would
+    record, eagerly. What it checks is the draft read back once and cut afterwards."""
+    state = StaticState(model, CAPACITY, cap)
+    replays = {
+        gamma: functools.partial(draft_on_device, state, gamma) for gamma in range(1, cap + 1)
+    }
+    return DraftGraphs(state, replays, 0.0)
+
+
+def drafters(model, threshold=0.0, eos=(), cumulative=0.0) -> dict[str, object]:
+    """The loop on a DynamicCache, on a static cache, and on a static cache as one draft
+    read back once."""
+    return {
+        "dynamic": LeanDrafter(model, threshold, eos, cumulative),
+        "static": StaticDrafter(StaticState(model, CAPACITY, CAP), threshold, eos, cumulative),
+        "whole": whole_drafter(model, threshold, eos, cumulative),
+    }
+
+
+def whole_drafter(model, threshold=0.0, eos=(), cumulative=0.0) -> StaticDrafter:
+    graphs = graphed(model)
+    return StaticDrafter(graphs.state, threshold, eos, cumulative, graphs)
+
+
+def test_a_static_draft_follows_the_dynamic_loop_across_rejections_and_rollbacks(near_pair):
+    """A greedy `auto` run whose steps draft, reject, accept everything, take a lookup match
+    or draft nothing (so the next draft reads several committed ids first): its output is
+    plain decoding's, and the loop on a DynamicCache and the whole draft read back once,
+    fed the same calls, draft what the static loop drafted at every call."""
+    pair = near_pair
+    pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
+    pair.assistant.generation_config.assistant_confidence_threshold = 0.0
+    calls: list[tuple[list[int], int, list[int]]] = []
+    draft = StaticDrafter.draft
+
+    def recording(self, input_ids, gamma, ids=None):
+        drafted = draft(self, input_ids, gamma, ids)
+        calls.append((input_ids[0].tolist(), gamma, drafted))
+        return drafted
+
+    ids = prompt_ids(pair)
+    policy = Scripted([4, 2, 0, 5, 3, 1], sources=(None, None, None, None, candidates.LOOKUP, None))
+    StaticDrafter.draft = recording
+    try:
+        with seam.drafting_policy(pair.target, policy):
+            out = pair.target.generate(
+                ids, max_new_tokens=40, assistant_model=pair.assistant, do_sample=False
+            )
+    finally:
+        StaticDrafter.draft = draft
+    plain = pair.target.generate(ids, max_new_tokens=40, do_sample=False)
+    assert out.tolist() == plain.tolist()
+    outcomes = {"rejected": 0, "all accepted": 0}
+    for drafted, accepted in policy.seen:
+        if drafted:
+            outcomes["rejected" if accepted < drafted else "all accepted"] += 1
+    assert min(outcomes.values()) >= 2, outcomes
+    assert len(calls) >= 6
+    dynamic = LeanDrafter(pair.assistant, 0.0, ())
+    whole = whole_drafter(pair.assistant)
+    for committed, gamma, drafted in calls:
+        tensor = torch.tensor([committed])
+        assert dynamic.draft(tensor, gamma) == drafted
+        assert whole.draft(tensor, gamma) == drafted
+    assert whole.counts.graphed == len(calls) and whole.counts.eager == 0
+
+
+def continuation(model, ids: list[int], count: int) -> tuple[list[int], list[float]]:
+    """The model's greedy `count` tokens after `ids`, with the probability it gave each."""
+    seq, probs = list(ids), []
+    with torch.inference_mode():
+        for _ in range(count):
+            logits = model(input_ids=torch.tensor([seq])).logits[0, -1].float()
+            seq.append(int(logits.argmax()))
+            probs.append(logits.softmax(-1).max().item())
+    return seq[len(ids) :], probs
+
+
+def midway(values: list[float]) -> float:
+    """Half-way in the widest gap between `values`, away from each, so that float rounding
+    cannot move one across it."""
+    ordered = sorted(values)
+    return max((b - a, (a + b) / 2) for a, b in pairwise(ordered))[1]
+
+
+@pytest.mark.parametrize("rule", ["eos", "threshold", "cumulative"])
+def test_every_stopping_rule_cuts_the_static_drafts_as_the_dynamic_loop(near_pair, rule):
+    """After prefixes that go forward and back (each draft a rollback of the last), the
+    three drafters draft the same, and the rule under test ends some drafts and not all."""
+    model = near_pair.assistant
+    prompt = prompt_ids(near_pair)[0].tolist()
+    tokens, probs = continuation(model, prompt, 24)
+    starts = range(len(tokens) - CAP)
+    rules: dict = {}
+    if rule == "eos":
+        rules["eos"] = {next(t for i, t in enumerate(tokens[6:], 6) if t not in tokens[:i])}
+    elif rule == "threshold":
+        # Below about one token in five: some drafts run to the cap, others stop early.
+        rules["threshold"] = midway(sorted(probs)[1 : len(probs) // 4 + 2])
+    else:
+        whole = [math.prod(probs[s : s + CAP]) for s in starts]
+        reaches = [math.prod(probs[s : s + j + 1]) for s in starts for j in range(CAP)]
+        rules["cumulative"] = midway([r for r in reaches if min(whole) <= r <= max(whole)])
+    kinds = drafters(
+        model, rules.get("threshold", 0.0), rules.get("eos", ()), rules.get("cumulative", 0.0)
+    )
+    order = [*starts, 3, 9, 2, 12, 12, 0]  # forward, then back: each a rollback
+    lengths = []
+    for start in order:
+        prefix = torch.tensor([prompt + tokens[:start]])
+        drafted = {name: drafter.draft(prefix, CAP) for name, drafter in kinds.items()}
+        assert len(set(map(tuple, drafted.values()))) == 1, (start, drafted)
+        assert drafted["dynamic"] == tokens[start : start + len(drafted["dynamic"])]
+        lengths.append(len(drafted["dynamic"]))
+    assert min(lengths) < CAP and CAP in lengths, lengths
+
+
+def test_cut_keeps_what_the_loop_keeps():
+    assert cut([1, 2, 3], [0.9, 0.9, 0.9], {2}, 0.0, 0.0) == [1, 2]  # up to the end of sequence
+    assert cut([1, 2, 3], [0.9, 0.3, 0.9], (), 0.5, 0.0) == [1, 2]  # the first unsure token
+    assert cut([1, 2, 3], [0.9, 0.9, 0.9], (), 0.0, 0.85) == [1, 2]  # 0.9, then 0.81
+    assert cut([1, 2, 3], [0.1, 0.1, 0.1], (), 0.0, 0.0) == [1, 2, 3]  # no rule: all of it
+
+
+def test_greedy_runs_draft_on_the_static_cache_and_say_so(near_pair, monkeypatch):
+    """Through `running.run`: an `auto` run drafts with the lean loop on a static cache
+    (eager: no CUDA here) and its output is plain decoding's; its record says which path
+    ran and why, as the JSON does, with the drafting time per token. (The tiny pair's
+    costs would make the policy draft nothing: a scripted one drafts.)"""
+    pair = near_pair
+    monkeypatch.setattr(plan, "_auto_policy", lambda *_: Scripted([3, 1, 4]))
+    settings = RunSettings(max_new_tokens=24)
+    draft = DraftSettings(schedule="auto", assistant_quant="none")
+    ids = running.encode_prompt(pair, PROMPT)
+    plain = decoding.drain(running.run(pair, ids, "plain", settings))
+    assisted = decoding.drain(running.run(pair, ids, "assisted", settings, draft))
+    assert assisted.token_ids == plain.token_ids
+    assert assisted.drafting_path == DraftingPath(EAGER, "not on CUDA: eager on a static cache")
+    assert plain.drafting_path is None
+    summary = comparison.report(pair, plain, assisted)["assisted"]
+    assert summary["drafting_path"] == EAGER
+    assert "not on CUDA" in summary["drafting_path_reason"]
+    assert summary["drafting_s_per_token"] > 0
+
+
+def test_a_sliding_window_assistant_keeps_the_dynamic_cache(sliding_pair):
+    """A static sliding layer is a rolling buffer, which a length cannot take back."""
+    generator = SimpleNamespace(
+        assistant_model=sliding_pair.assistant, assistant_confidence_threshold=0.0
+    )
+    config = GenerationConfig(eos_token_id=0, max_length=100)
+    lean = seam._lean_drafter(generator, config, DraftSettings())
+    assert isinstance(lean, LeanDrafter) and "sliding-window" in lean.path.reason
+
+
+def test_the_pass_a_capture_records_traces_whole(near_pair):
+    """The one-token pass on the static cache, and the whole draft, trace as one graph
+    (`torch.compile(fullgraph=True)` refuses a data-dependent branch or a host read, which
+    would break a CUDA graph's capture too), and compute what the eager passes compute."""
+    model = near_pair.assistant
+    prompt = prompt_ids(near_pair)
+    state = StaticState(model, CAPACITY, 3)
+    with torch.inference_mode():
+        state.feed(prompt[:, :-1])
+        base = prompt.shape[1] - 1
+
+        def replay():
+            draft_on_device(state, 3)
+
+        draft_graphs.start(state, base, prompt[0, -1])
+        replay()
+        expected = state.out.clone()
+        traced = torch.compile(replay, fullgraph=True, backend="eager")
+        draft_graphs.start(state, base, prompt[0, -1])
+        traced()
+        assert torch.equal(state.out[0], expected[0])
+        assert torch.allclose(state.out[1], expected[1], rtol=1e-5)
+
+
+def test_the_self_check_keeps_a_faithful_replay_and_refuses_a_wrong_one(near_pair):
+    model = near_pair.assistant
+    prompt = prompt_ids(near_pair)
+    faithful = graphed(model)
+    with torch.inference_mode():
+        faithful.state.feed(prompt[:, :-1])
+    assert self_check(faithful, prompt) is None
+
+    wrong = graphed(model)
+    with torch.inference_mode():
+        wrong.state.feed(prompt[:, :-1])
+
+    def off_by_one(gamma=CAP):
+        draft_on_device(wrong.state, gamma)
+        wrong.state.out[0, gamma - 1] += 1  # its last candidate wrong
+
+    wrong.replays[CAP] = off_by_one
+    assert "a draft of 5 differed from eager passes at candidate 5" in self_check(wrong, prompt)
+
+
+def test_graphs_stay_off_the_cpu_and_off_when_turned_off(near_pair, monkeypatch):
+    model = near_pair.assistant
+    prompt = prompt_ids(near_pair)
+    assert draft_graphs.prepare(model, CAP, prompt) is None  # nothing captured on a CPU
+    assert draft_graphs.for_run(model, 64, CAP)[0] is None
+    monkeypatch.setenv(draft_graphs.ENV, "0")
+    assert not draft_graphs.enabled()
+    assert CUDA_GRAPHS != EAGER
+
+
+def test_the_drafting_path_reads_in_words_with_its_cost_and_reason():
+    summary = {
+        "drafting_path": CUDA_GRAPHS,
+        "drafting_path_reason": "captured in 0.40 s",
+        "drafting_s_per_token": 0.0021,
+    }
+    assert (
+        stats.describe_drafting(summary)
+        == "cuda-graphs, 2.10 ms a drafted token (captured in 0.40 s)"
+    )
+    assert stats.describe_drafting({"drafting_path": None}) is None
+    assert cli.build_parser().parse_args(["a prompt", "--no-cuda-graphs"]).no_cuda_graphs
+
+
+def test_a_greedy_policy_prices_drafting_at_the_graphs_cost_where_they_draft(
+    near_pair, monkeypatch
+):
+    """The calibration times an eager pass; where the assistant's drafts replay captured
+    graphs, their own time per token (timed after the capture) prices the policy's
+    drafting, else it would rarely draft with them."""
+    pair = near_pair
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepared = prepare(pair, draft)
+    eager = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    graphs = graphed(prepared.assistant)
+    graphs.draft_s = 1e-6
+    captured = draft_graphs._Outcome(os.getpid(), graphs, "captured")
+    monkeypatch.setitem(draft_graphs._outcomes, prepared.assistant, captured)
+    policy = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    assert policy.costs.drafter_s[candidates.ASSISTANT] == 1e-6
+    assert eager.costs.drafter_s[candidates.ASSISTANT] == pair.learnt.precision("none").draft_s
+    monkeypatch.setenv(draft_graphs.ENV, "0")  # graphs off: the eager cost again
+    off = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    assert off.costs.drafter_s[candidates.ASSISTANT] == eager.costs.drafter_s[candidates.ASSISTANT]
+
+
+def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair, monkeypatch):
+    """`running.run` with the assistant's drafts replayed (here by the CPU's stand-in, as
+    if on CUDA): the output is plain decoding's, the record says the graphed path ran, and
+    the replays were timed as drafting, a token computed at a time."""
+    pair = near_pair
+    monkeypatch.setattr(plan, "_auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepared = prepare(pair, draft)
+    graphs = graphed(prepared.assistant)
+    captured = draft_graphs._Outcome(os.getpid(), graphs, "stand-in replays")
+    monkeypatch.setitem(draft_graphs._outcomes, prepared.assistant, captured)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    replays = []
+    graphs.module.register_forward_hook(lambda _, args, out: replays.append(args[0]))
+    settings = RunSettings(max_new_tokens=24)
+    ids = running.encode_prompt(pair, PROMPT)
+    plain = decoding.drain(running.run(pair, ids, "plain", settings))
+    assisted = decoding.drain(running.run(pair, ids, "assisted", settings, draft))
+    assert assisted.token_ids == plain.token_ids
+    assert assisted.drafting_path == DraftingPath(CUDA_GRAPHS, "stand-in replays", 0.0)
+    drafted = [step.drafted for step in assisted.steps if step.drafted]
+    assert len(replays) == len(drafted) >= 4  # every draft a replay of the length asked
+    # Each replay's time went to the passes as its γ tokens' (the prefill's pass aside).
+    assert len(assisted.draft_forward_s) >= sum(replays)
+
+
+def test_a_cache_made_in_inference_mode_drafts_outside_it(near_pair):
+    """On a GPU the cache's length moves to the device at its first pass, in inference
+    mode: an inference tensor, which only inference mode may change. A draft called
+    outside it (the lab's timings, a bare `generate()`) still rolls it back."""
+    model = near_pair.assistant
+    drafter = StaticDrafter(StaticState(model, CAPACITY, CAP), 0.0, ())
+    with torch.inference_mode():
+        for layer in drafter.state.cache.layers:
+            layer.cumulative_length = layer.cumulative_length.clone()  # as `.to("cuda")` makes
+    prompt = prompt_ids(near_pair)
+    first = drafter.draft(prompt, CAP)
+    assert drafter.draft(prompt, CAP) == first  # rolled back to the prompt, drafted again
+
+
+def test_a_padded_vocabulary_assistant_drafts_on_the_static_cache(padded_dirs):
+    """Qwen2.5-7B ← 0.5B's widths: loading wraps the assistant's input embedding
+    (`assisted.models.vocab`), which has no weight of its own to tell the device by."""
+    pair = load(padded_dirs["target"], padded_dirs["assistant"])
+    ids = prompt_ids(pair)
+    loop = LeanDrafter(pair.assistant, 0.0, ())
+    static = StaticDrafter(StaticState(pair.assistant, CAPACITY, CAP), 0.0, ())
+    assert static.draft(ids, CAP) == loop.draft(ids, CAP)
+    assert draft_graphs.device_of(pair.assistant).type == "cpu"

@@ -1,0 +1,1 @@
+"""Pairs checked, fetched, loaded and quantized; what a pair learnt, on disk (`assisted.models`)."""

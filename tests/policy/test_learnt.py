@@ -1,0 +1,112 @@
+"""What the `auto` policy learns on a pair: a snapshot and restore bring back the acceptance
+and keep the costs, in place, for the pair and its siblings alike."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from assisted.core.drafters import DrafterKind
+from assisted.core.settings import DraftSettings, RunSettings
+from assisted.engine import running
+from assisted.engine.decoding import RunDone
+from assisted.models.pairs import custom_pair, load_pair
+from assisted.policy.learnt import LearntState
+
+# Transformers' lookup matches anywhere in the context, the chat template included: every
+# run sees matches, whose counts change from run to run.
+AUTO = DraftSettings(
+    num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0, lookup="transformers"
+)
+SHORT = RunSettings(max_new_tokens=16)
+A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_dirs):
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    loaded = load_pair(spec, device="cpu", dtype="float32")
+    return dataclasses.replace(loaded, learnt=LearntState())
+
+
+def auto_run(pair, prompt: str) -> None:
+    ids = running.encode_prompt(pair, prompt)
+    events = running.run(pair, ids, "assisted", SHORT, AUTO)
+    assert any(isinstance(event, RunDone) for event in events)
+
+
+def acceptance(learnt: LearntState) -> dict:
+    return {name: p.acceptance for name, p in learnt.precisions.items()}
+
+
+def costs(learnt: LearntState) -> tuple:
+    by_precision = {name: (p.draft_s, p.prefill_s) for name, p in learnt.precisions.items()}
+    return dict(learnt.verify_s), by_precision
+
+
+def test_a_restore_brings_back_the_acceptance_a_run_changed_and_keeps_the_costs(pair):
+    auto_run(pair, "def add(a, b):")
+    taught = acceptance(pair.learnt)
+    assert taught["none"]  # the run left its counts
+    snapshot = pair.learnt.snapshot()
+    auto_run(pair, "for i in range(10):\n    print(i * i)\n" * 2)
+    assert acceptance(pair.learnt) != taught
+    refined = costs(pair.learnt)
+    pair.learnt.restore(snapshot)
+    assert acceptance(pair.learnt) == taught
+    assert costs(pair.learnt) == refined  # the costs the second run refined stay
+
+
+def test_a_restore_works_in_place_and_siblings_see_it(pair):
+    # As the benchmark makes its drafter variants: a shallow copy sharing the state.
+    sibling = dataclasses.replace(pair)
+    state = pair.learnt
+    assert sibling.learnt is state
+    auto_run(pair, "def add(a, b):")
+    snapshot = state.snapshot()
+    auto_run(sibling, "The quick brown fox jumps over the lazy dog.")
+    assert acceptance(pair.learnt) != snapshot.acceptance  # the sibling's run taught the pair
+    state.restore(snapshot)
+    assert pair.learnt is state and sibling.learnt is state
+    assert acceptance(sibling.learnt) == snapshot.acceptance
+
+
+def counts(value: float) -> dict:
+    return {(A, False, 0): ([value] * 4, [value + 1.0] * 4)}
+
+
+def test_a_snapshot_is_apart_from_what_is_learnt_after_it():
+    state = LearntState()
+    state.precision("none").acceptance = counts(1.0)
+    snapshot = state.snapshot()
+    state.precision("none").acceptance[A, False, 0][0][0] = 99.0  # changed in place
+    state.precision("int8").acceptance = counts(2.0)  # a precision first seen afterwards
+    state.restore(snapshot)
+    assert acceptance(state) == {"none": counts(1.0), "int8": {}}
+    state.precision("none").acceptance[A, False, 0][0][0] = 99.0
+    state.restore(snapshot)  # the same snapshot again
+    assert state.precision("none").acceptance == counts(1.0)
+
+
+def test_a_restore_leaves_every_cost_as_it_is():
+    state = LearntState(verify_s={1: 0.01, 5: 0.02})
+    state.precision("int8").draft_s = 0.003
+    snapshot = state.snapshot()
+    state.verify_s[3] = 0.015
+    state.precision("int8").prefill_s = 0.0004
+    state.restore(snapshot)
+    assert state.verify_s == {1: 0.01, 3: 0.015, 5: 0.02}
+    assert (state.precision("int8").draft_s, state.precision("int8").prefill_s) == (0.003, 0.0004)
+
+
+def test_a_restore_brings_back_the_sampled_bands_too():
+    state = LearntState()
+    state.precision("none").sampled["t<=1"] = counts(1.0)
+    snapshot = state.snapshot()
+    state.precision("none").sampled["t<=1"] = counts(2.0)
+    state.precision("none").sampled["t>1"] = counts(3.0)
+    state.precision("none").acceptance = counts(4.0)
+    state.restore(snapshot)
+    assert state.precision("none").sampled == {"t<=1": counts(1.0)}
+    assert state.precision("none").acceptance == {}

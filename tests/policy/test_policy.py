@@ -1,0 +1,299 @@
+"""The `auto` drafting policy on hand-made cost and acceptance figures (no models)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from assisted.core.drafters import DrafterKind
+from assisted.lab.policy_bookkeeping import measure_bookkeeping_s
+from assisted.policy import choice as policy_module
+from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance
+from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy, Expectation
+
+CAP = 8
+A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
+ROOM = {A: CAP}  # the assistant can draft up to the cap; no lookup match
+FAR = {"tokens_left": 1000, "context": 50}  # a long budget and a short prompt
+
+
+def policy(verify_s: dict[int, float], drafter_s: float = 0.001, prefill_s: float = 0.0):
+    return DraftPolicy(CAP, verify_s, {A: drafter_s, L: 0.0}, A, prefill_s)
+
+
+def flat() -> dict[int, float]:
+    """A GPU-like target: verifying 9 rows costs hardly more than 1."""
+    return {k: 0.020 + 0.0001 * k for k in range(1, CAP + 2)}
+
+
+def steep() -> dict[int, float]:
+    """A CPU-like target: each row costs about as much as a whole step."""
+    return {k: 0.020 * k for k in range(1, CAP + 2)}
+
+
+def teach(p: DraftPolicy, accepted: int, source: DrafterKind = A, steps: int = 50) -> None:
+    for _ in range(steps):
+        p.choice = Choice(source, CAP)
+        p.observe(CAP, accepted)
+
+
+def test_flat_verification_and_high_acceptance_draft_long():
+    p = policy(flat())
+    teach(p, accepted=CAP)
+    assert p.choose(ROOM, **FAR) == Choice(A, CAP)
+
+
+def test_steep_verification_drafts_nothing():
+    p = policy(steep(), drafter_s=0.002)
+    teach(p, accepted=CAP // 2)
+    assert p.choose(ROOM, **FAR).gamma == 0
+
+
+def test_low_acceptance_drafts_nothing():
+    p = policy(flat(), drafter_s=0.004)
+    teach(p, accepted=0)
+    assert p.choose(ROOM, **FAR).gamma == 0
+
+
+def test_a_middling_acceptance_drafts_a_middling_length():
+    p = policy({k: 0.020 + 0.002 * k for k in range(1, CAP + 2)}, drafter_s=0.002)
+    teach(p, accepted=3)  # every step accepts 3 and rejects the 4th
+    assert 1 <= p.choose(ROOM, **FAR).gamma <= 4
+
+
+def test_zero_steps_are_followed_by_a_probe():
+    p = policy(flat(), drafter_s=0.004)
+    teach(p, accepted=0)
+    choices = [p.choose(ROOM, **FAR).gamma for _ in range(PROBE_AFTER + 1)]
+    assert choices == [0] * PROBE_AFTER + [1]
+    assert p.choose(ROOM, **FAR).gamma == 0  # the probe found nothing new: plain steps again
+
+
+def test_a_free_lookup_match_beats_a_costly_assistant():
+    p = policy({k: 0.020 + 0.005 * k for k in range(1, CAP + 2)}, drafter_s=0.010)
+    teach(p, accepted=CAP, source=A)
+    teach(p, accepted=CAP, source=L)
+    assert p.choose({A: CAP, L: 3}, **FAR).source == L
+    assert p.choose({A: CAP}, **FAR).source != L  # no match: no lookup
+
+
+def test_the_assistant_beats_a_lookup_match_the_target_rejects():
+    p = policy(flat())
+    teach(p, accepted=0, source=L)
+    teach(p, accepted=CAP, source=A)
+    assert p.choose({A: CAP, L: CAP}, **FAR) == Choice(A, CAP)
+
+
+def test_offers_bound_the_draft_length():
+    p = policy(flat(), drafter_s=0.0)
+    teach(p, accepted=CAP, source=L)
+    assert p.choose({L: 2}, **FAR) == Choice(L, 2)
+    assert p.choose({A: 0, L: 0}, **FAR) == Choice(None, 0)
+
+
+def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
+    # 700 tokens of context at 2 ms each cost 1.4 s; the bet prices the assistant at the
+    # prior (the run has no evidence of its own yet), whatever its estimates say.
+    p = policy(flat(), drafter_s=0.002, prefill_s=0.002)
+    p.acceptance.estimates[A, False, 0] = Acceptance(
+        CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP)
+    )
+    assert p.choose(ROOM, tokens_left=17, context=700).source is None
+    # With a long budget it waits until the time it would have saved reaches a share of
+    # the prefill's cost.
+    waited = 0
+    while (choice := p.choose(ROOM, tokens_left=1000, context=700)).source is None:
+        p.observe(0, 0)
+        waited += 1
+    assert choice.prefill and choice.gamma > 1
+    saved_per_token_s = 1 / p.rate(None, 0) - 1 / p._unseen_rate(CAP)
+    share = policy_module.START_SHARE
+    assert waited == pytest.approx(share * 0.002 * 700 / saved_per_token_s, abs=1.5)
+
+
+def test_a_short_prompt_starts_the_assistant_at_once():
+    p = policy(flat(), drafter_s=0.002, prefill_s=0.0001)
+    assert p.choose(ROOM, tokens_left=64, context=30).prefill
+
+
+def test_catch_up_weighs_on_the_assistant_after_a_step_without_it():
+    p = policy(flat())
+    p.costs.catch_up_s = 1.0
+    assert p.cost_s(A, 2) < 1.0  # not started: nothing to catch up on
+    p.choice = Choice(A, 2)
+    p.observe(2, 2)
+    assert p.cost_s(A, 2) < 1.0
+    p.choice = Choice(L, 2)
+    p.observe(2, 2)
+    assert p.cost_s(A, 2) > 1.0 and p.cost_s(L, 2) < 1.0 and p.cost_s(None, 0) < 1.0
+    assert p.choose({A: CAP, L: 2}, **FAR) == Choice(L, 2)  # the lookup, with no catch-up
+
+
+def test_acceptance_counts_stop_at_the_first_rejection():
+    p = policy(flat())
+    p.choice = Choice(A, 5)
+    p.observe(drafted=5, accepted=2)
+    assert p.acceptance.estimates[A, False, 0].tried == [1, 1, 1, 0, 0, 0, 0, 0]
+    assert p.acceptance.estimates[A, False, 0].accepted == [1, 1, 0, 0, 0, 0, 0, 0]
+    p.choice = Choice(None, 0)
+    p.observe(drafted=0, accepted=0)  # a plain step says nothing about drafts
+    assert (
+        sum(p.acceptance.estimates[A, False, 0].tried) == 3
+        and sum(p.acceptance.current(L).tried) == 0
+    )
+
+
+def test_expected_tokens_count_the_targets_own_token():
+    fresh = Acceptance(CAP)
+    assert fresh.expected_tokens(0) == 1.0
+    assert fresh.expected_tokens(2) == pytest.approx(1 + 0.5 + 0.25)  # the Beta(1, 1) prior
+
+
+def test_a_runs_history_counts_for_a_few_observations_only():
+    seen = Acceptance(CAP, ([90.0] * CAP, [100.0] * CAP))
+    assert seen.tried[0] == pytest.approx(HISTORY_WEIGHT)
+    assert seen.accepted[0] / seen.tried[0] == pytest.approx(0.9)
+    p = DraftPolicy(CAP, flat(), {A: 0.001}, A, history={(A, False, 0): seen.counts()})
+    assert p.acceptance.expected_tokens(A, 1) > 1.7
+    assert Acceptance(CAP, ([0.0] * CAP, [0.0] * CAP)).tried == [0.0] * CAP
+
+
+def test_timings_refine_the_cost_model():
+    p = policy(flat())
+    costs = p.costs
+    before = costs.verify_s[3]
+    costs.observe_verify(3, 1.0)
+    assert before < costs.verify_s[3] < 1.0
+    p.observe_draft(Choice(A, 4), 4, 4.0)
+    assert 0.001 < costs.drafter_s[A] < 1.0
+    p.observe_draft(Choice(A, 4, catch_up=True), 4, 10.0)
+    assert costs.catch_up_s > 0
+    p.choose(ROOM, tokens_left=1000, context=100)
+    p.observe_draft(Choice(A, 1, prefill=True), 1, 0.5)
+    assert costs.prefill_s == pytest.approx((0.5 - costs.drafter_s[A]) / 100)
+    assert costs.verify_curve()[0][0] == 1 and len(costs.verify_curve()) == CAP + 1
+
+
+def test_a_timing_moves_every_rows_level_and_its_own_row_most():
+    costs = policy(flat()).costs
+    start = dict(costs.verify_s)
+    costs.observe_verify(3, start[3])  # as modelled: nothing moves
+    assert costs.verify_s == pytest.approx(start)
+    assert costs.observed_verify_s() == pytest.approx(start)  # ... but it was refined
+    costs.observe_verify(3, 2 * start[3])
+    level = costs.verify_s[1] / start[1]
+    assert level > 1
+    assert all(costs.verify_s[k] / start[k] == pytest.approx(level) for k in start if k != 3)
+    assert costs.verify_s[3] / start[3] > level
+
+
+def test_rows_never_verified_follow_the_level_of_those_verified():
+    # A slow patch of the machine, seen through verifications of 2 to 9 rows only (an
+    # `auto` run rarely takes a plain step): T(1) must not stay where it was.
+    costs = policy(flat()).costs
+    start = dict(costs.verify_s)
+    for step in range(80):
+        rows = 2 + step % CAP
+        costs.observe_verify(rows, 1.5 * start[rows])
+    assert [costs.verify_s[k] / start[k] for k in start] == pytest.approx(
+        [1.5] * len(start), rel=0.05
+    )
+    assert policy(flat()).costs.observed_verify_s() == {}  # none timed: none to keep
+
+
+def test_only_the_assistants_drafts_refine_the_costs():
+    p = policy(flat())
+    p.costs.observe_call(0.5)
+    before = copy.deepcopy(vars(p.costs))
+    p.observe_draft(Choice(L, 4), 4, 9.0)  # prompt lookup runs no forward passes to time
+    p.observe_draft(Choice(A, 4), 0, 9.0)  # the assistant drafted nothing
+    assert vars(p.costs) == before
+
+
+def test_missing_verification_times_are_refused():
+    with pytest.raises(ValueError, match="rows"):
+        DraftPolicy(CAP, {1: 0.01}, {L: 0.0})
+
+
+def test_the_bookkeeping_measure_runs_the_policy_through_its_steps():
+    """Its speed target is `python -m assisted.lab.policy_bookkeeping`'s (a timing, not a test)."""
+    seconds = measure_bookkeeping_s(CAP, steps=50)
+    assert 0 < seconds < 1
+
+
+def test_a_match_not_chosen_is_scored_against_what_the_step_committed():
+    p = policy(flat())
+    p.choice = Choice(A, 3)
+    p.observe_unverified(L, drafted=5, agreed=1, committed=3)  # rejected at its 2nd token
+    assert p.acceptance.estimates[L, False, 0].tried[:3] == [1, 1, 0]
+    assert p.acceptance.estimates[L, False, 0].accepted[:3] == [1, 0, 0]
+    p.observe_unverified(L, drafted=5, agreed=3, committed=3)  # agreed as far as it can tell
+    assert p.acceptance.estimates[L, False, 0].tried[:4] == pytest.approx([1.98, 1.98, 1, 0])
+    assert p.acceptance.streak[L]
+    p.observe_unverified(A, drafted=5, agreed=5, committed=5)  # the chosen source: verified
+    assert sum(p.acceptance.current(A).tried) == 0
+
+
+def test_a_streak_has_its_own_estimate():
+    p = policy(flat())
+    for accepted in [0] * 10 + [4] * 10:  # matches that fail, then a passage being copied
+        p.choice = Choice(L, 4)
+        p.observe(4, accepted)
+    assert p.acceptance.streak[L] and p.acceptance.expected_tokens(L, 4) > 4.0
+    p.choice = Choice(L, 4)
+    p.observe(4, 0)
+    assert not p.acceptance.streak[L] and p.acceptance.expected_tokens(L, 4) < 2.0
+
+
+def test_no_probe_within_a_few_tokens_of_the_end():
+    p = policy(flat(), drafter_s=0.004)
+    teach(p, accepted=0)
+    near_end = {"tokens_left": PROBE_AFTER, "context": 50}
+    assert all(p.choose(ROOM, **near_end).gamma == 0 for _ in range(3 * PROBE_AFTER))
+    assert p.choose(ROOM, **FAR).gamma == 1  # further from the end, the probe is due
+
+
+def test_an_assistant_left_unused_drafts_once_at_its_best_length():
+    p = policy(flat(), drafter_s=0.004)
+    teach(p, accepted=0, source=A)  # it drafted badly
+    teach(p, accepted=CAP, source=L)  # and lookup matches are all accepted
+    both = {A: CAP, L: CAP}
+    choices = [p.choose(both, **FAR) for _ in range(PROBE_AFTER + 1)]
+    # Lookup drafts at every step, so no run of γ = 0 steps calls for the other probe.
+    assert all(c.source == L and c.gamma > 0 for c in choices[:PROBE_AFTER])
+    # The assistant, idle for PROBE_AFTER steps, drafts once after the steps it skipped.
+    assert choices[-1] == Choice(A, p.best(A, CAP)[0], catch_up=True)
+    assert p.choose(both, **FAR).source == L
+
+
+def test_each_choice_keeps_what_the_policy_expected_of_it_when_it_chose():
+    p = policy(steep(), drafter_s=0.002)
+    assert p.expected is None  # nothing chosen yet
+    teach(p, accepted=0)
+    assert p.choose(ROOM, **FAR) == Choice(None, 0)
+    assert p.expected == Expectation(1.0, 0.020, 0.020)  # one token for one plain step
+    p = policy(flat())
+    teach(p, accepted=CAP)
+    choice = p.choose(ROOM, **FAR)
+    # Not the optimistic E(γ) it chose with: the estimate it would be judged against.
+    tokens = p.acceptance.expected_tokens(A, choice.gamma)
+    assert tokens < p.acceptance.expected_tokens(A, choice.gamma, optimistic=True)
+    assert p.expected == Expectation(tokens, p.cost_s(A, choice.gamma), flat()[1])
+    # Later timings refine the cost model, but not what was expected of the choice made.
+    p.costs.observe_verify(choice.gamma + 1, 1.0)
+    assert p.expected.expected_s < p.cost_s(A, choice.gamma)
+
+
+def test_the_expected_cost_of_a_first_draft_or_a_catch_up_includes_it():
+    p = policy(flat(), drafter_s=0.002, prefill_s=0.0001)
+    first = p.choose(ROOM, tokens_left=64, context=30)
+    assert first.prefill
+    assert p.expected.expected_s == pytest.approx(p.costs.cost_s(A, first.gamma) + 0.0001 * 30)
+    teach(p, accepted=CAP)
+    p.choice = Choice(L, 2)
+    p.observe(2, 2)  # a step without the assistant: its cache falls behind
+    p.costs.catch_up_s = 0.005
+    caught_up = p.choose(ROOM, **FAR)
+    assert caught_up.catch_up and not caught_up.prefill
+    assert p.expected.expected_s == pytest.approx(p.costs.cost_s(A, caught_up.gamma) + 0.005)

@@ -1,0 +1,113 @@
+"""What a ZeroGPU call asks for before and after its pair was timed: pure arithmetic on
+the registry's published sizes and the calls' own timings (`assisted.ui.gpu_time`)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from assisted.core.settings import RunSettings
+from assisted.models.hardware import CUDA_SETUP_S, ZEROGPU_SLICE
+from assisted.models.registry import PAIRS
+from assisted.ui import gpu_time
+from assisted.ui.gpu_time import CallReport, GpuTimes, first_guess
+
+DEFAULT_TOKENS = RunSettings().max_new_tokens
+SPACE_MAX_S = 300  # the app's ASSISTED_GPU_CALL_MAX_S
+
+
+def test_a_step_costs_its_bytes_over_the_bandwidth_and_its_layers_launches():
+    coder = PAIRS["qwen2.5-coder-7b"]
+    step = ZEROGPU_SLICE.step_s(coder.target_size)
+    bytes_s = 7.62e9 * 2 / ZEROGPU_SLICE.bytes_per_s
+    assert step == pytest.approx(bytes_s + 28 * ZEROGPU_SLICE.launch_s_per_layer)
+    # The embedded target is as deep: on a GPU its step is nearly as dear, launch-bound.
+    small = ZEROGPU_SLICE.step_s(PAIRS["embedded"].target_size)
+    assert 0.6 < small / step < 1
+
+
+@pytest.mark.parametrize("preloaded", [True, False])
+def test_a_never_timed_7b_pair_asks_at_most_120_s_at_the_defaults(preloaded):
+    times = GpuTimes(SPACE_MAX_S)
+    for name in ("qwen2.5-coder-7b", "qwen2.5-7b", "llama-3.1-8b"):
+        estimate = times.comparison(name, DEFAULT_TOKENS, preloaded)
+        assert not estimate.measured
+        assert gpu_time.FLOOR_S <= estimate.seconds <= 120, name
+
+
+def test_a_timed_comparison_at_the_defaults_asks_at_most_60_s():
+    times = GpuTimes(SPACE_MAX_S)
+    name = "qwen2.5-coder-7b"
+    guess = first_guess(PAIRS[name])
+    # The first call measured what the guess said, with drafting at 1.6 times the pace.
+    rate = guess.plain_s_per_token
+    times.note(CallReport(name, None, guess.setup_s, rate, rate / 1.6))
+    estimate = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    assert estimate.measured and estimate.seconds <= 60
+    expected = gpu_time.MARGIN * (DEFAULT_TOKENS * (rate + rate / 1.6) + guess.setup_s)
+    assert estimate.seconds == max(gpu_time.FLOOR_S, math.ceil(expected))
+
+
+def test_a_pair_of_unknown_size_is_priced_at_the_largest_its_checks_allow():
+    times = GpuTimes(SPACE_MAX_S)
+    unknown = times.comparison("owner/custom ← owner/small", DEFAULT_TOKENS, preloaded=False)
+    known = times.comparison("qwen2.5-coder-7b", DEFAULT_TOKENS, preloaded=False)
+    assert known.seconds < unknown.seconds <= SPACE_MAX_S
+    assert first_guess(None).load_s > first_guess(PAIRS["qwen2.5-coder-7b"]).load_s
+
+
+def test_a_request_counts_a_fresh_workers_start_estimated_then_as_measured():
+    """Every fresh worker moves the preloaded weights onto the GPU before its task: a never
+    timed request counts CUDA's set-up and those bytes at the load bandwidth, labelled as an
+    estimate, until a fresh worker has timed its start."""
+    name = "qwen2.5-coder-7b"
+    times = GpuTimes(SPACE_MAX_S)
+    before = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    times.preloaded(20 * 10**9)
+    cold = CUDA_SETUP_S + 20e9 / ZEROGPU_SLICE.load_bytes_per_s
+    estimated = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    assert estimated.estimate_s == pytest.approx(before.estimate_s + cold)
+    assert "cold start" in estimated.describe() and "20.0 GB moved" in estimated.describe()
+    times.note(CallReport(name, None, None, cold_start_s=2.5))
+    measured = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    assert measured.estimate_s == pytest.approx(before.estimate_s + 2.5)
+    assert "2 s as measured here" in measured.describe()
+    # Off ZeroGPU nothing forks, and nothing preloaded is moved: no term.
+    assert before.cold_start == ""
+
+
+def test_after_an_abort_the_pairs_next_request_asks_more_up_to_the_cap_until_one_finishes():
+    name = "qwen2.5-coder-7b"
+    times = GpuTimes(SPACE_MAX_S)
+    first = times.comparison(name, 32, preloaded=True)
+    times.aborted(name)
+    grown = times.comparison(name, 32, preloaded=True)
+    assert grown.asked_s == pytest.approx(gpu_time.ABORT_GROWTH * first.asked_s)
+    assert grown.seconds > first.seconds and "after 1 aborted call" in grown.describe()
+    assert times.comparison("qwen2.5-7b", 32, preloaded=True).aborts == 0  # that pair only
+    for _ in range(8):
+        times.aborted(name)
+    assert times.comparison(name, 32, preloaded=True).seconds == SPACE_MAX_S
+    times.note(CallReport(name, None, None))  # a call on the pair finished
+    assert times.comparison(name, 32, preloaded=True).seconds == first.seconds
+
+
+def test_a_request_counts_the_capture_a_fresh_worker_makes():
+    """A pair whose assistant drafts as captured graphs asks, before any call measured it,
+    for the capture's passes too; once a call measured its set-up with a capture, a later
+    set-up measured without one (a reused worker warming another mode) is counted with
+    that capture, as the next call may get a fresh fork that captures again."""
+    coder, lookup = PAIRS["qwen2.5-coder-7b"], PAIRS["qwen2.5-coder-7b-prompt-lookup"]
+    capture = gpu_time.CAPTURE_STEPS * ZEROGPU_SLICE.step_s(coder.target_size)
+    assert first_guess(coder).setup_s == pytest.approx(first_guess(lookup).setup_s + capture)
+    times = GpuTimes(SPACE_MAX_S)
+    name = coder.name
+    times.note(CallReport(name, None, 12.0, 0.03, 0.02, capture_s=2.0))
+    with_capture = times.comparison(name, DEFAULT_TOKENS, preloaded=True).estimate_s
+    times.note(CallReport(name, None, 4.0, 0.03, 0.02))  # warmed a mode, captured nothing
+    assert times.comparison(name, DEFAULT_TOKENS, preloaded=True).estimate_s == pytest.approx(
+        with_capture - 12.0 + 4.0 + 2.0
+    )
+    assert gpu_time.capture_s({"assisted": {"graph_capture_s": 0.4}}) == 0.4
+    assert gpu_time.capture_s({"assisted": None}) is None
