@@ -19,18 +19,12 @@ from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import running
 from assisted.engine.decoding import RunDone
 from assisted.engine.observe import StepObserver
-from assisted.models.pairs import custom_pair, load_pair
+from tests.engine.runs import load
 
 PROMPT = "def add(a, b):"
 LOOKUP_PROMPT = "def add(a, b):\n    return a + b\n" * 3
 GREEDY = RunSettings(max_new_tokens=24)
 DRAFT = DraftSettings(num_assistant_tokens=4, confidence_threshold=0.0)
-
-
-def load(dirs, assistant="other", drafter=None):
-    assistant_dir = str(dirs[assistant]) if assistant else None
-    spec = custom_pair(str(dirs["target"]), assistant_dir, drafter)
-    return load_pair(spec, device="cpu", dtype="float32")
 
 
 def sampled(temperature: float = 0.7, top_p: float = 0.9, seed: int = 3, tokens: int = 40):
@@ -43,16 +37,6 @@ def assisted_run(pair, settings, draft=DRAFT, prompt=PROMPT) -> RunRecord:
     ids = running.encode_prompt(pair, prompt)
     events = running.run(pair, ids, "assisted", settings, draft)
     return next(e for e in events if isinstance(e, RunDone)).record
-
-
-@pytest.fixture(scope="module")
-def pair(tiny_dirs):
-    return load(tiny_dirs)
-
-
-@pytest.fixture(scope="module")
-def self_pair(tiny_dirs):
-    return load(tiny_dirs, assistant="target")
 
 
 @pytest.fixture(scope="module")
