@@ -3,11 +3,15 @@ assistant's drafting and prefill times, timed once per pair, machine and dtype, 
 run's clock starts (`assisted.engine.prepare` calls it), and read back without timing
 (`calibrated`).
 
-The calibration times T(1) and T(cap + 1) and interpolates between them, plus the
+The calibration times T(1), T(2) and T(cap + 1) and interpolates between them, plus the
 assistant's row, in a fraction of the time every row of the cap would take
-(docs/auto-policy.md says how long, and on what). Costs an earlier process left on disk
-are checked, once per process; a sampled run's drafting through the assistant's generator
-is timed apart (`calibrate_sampled`).
+(docs/auto-policy.md says how long, and on what). T(2) because the curve bends there: one
+row is a matrix-vector product, two rows take the matrix-matrix kernels, and on a CPU
+without bf16 ones (AVX2, fp32) two rows cost 1.8 plain steps and nine 3.0, so a line from
+T(1) to T(cap + 1) put T(2) 29% and T(3) 16% below what the runs learnt, and short lookup
+drafts on long passages looked cheaper than they were (docs/benchmarks.md). Costs an
+earlier process left on disk are checked, once per process; a sampled run's drafting
+through the assistant's generator is timed apart (`calibrate_sampled`).
 """
 
 from __future__ import annotations
@@ -52,8 +56,8 @@ def calibrate(
     seconds per drafted token; and its seconds per token of a prefill (both 0 without an
     assistant model). Timed on a cache holding `prefix`, each at most once per process.
 
-    Only T(1) and T(cap + 1) are timed, and the rows between are interpolated linearly
-    (the module's note). Runs then refine each T(k) they use, and keep it for the pair's
+    Only T(1), T(2) and T(cap + 1) are timed, and the rows between are interpolated
+    linearly (the module's note). Runs then refine each T(k) they use, and keep it for the pair's
     next runs (`keep_learnt`), as they do the prefill time.
 
     A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
@@ -61,8 +65,8 @@ def calibrate(
     timed slower than k separate one-row passes is taken as disturbed and timed again, as
     is a first drafting time dearer than T(1) (`_time_drafting`).
 
-    Costs an earlier process left on disk (`assisted.models.learnt_store`) are checked: T(1),
-    T(cap + 1) and the drafting time are timed again, once per process, and the smaller of
+    Costs an earlier process left on disk (`assisted.models.learnt_store`) are checked: the
+    timed rows of T(k) and the drafting time are timed again, once per process, and the smaller of
     the two times stands, as other work on the machine only ever adds time. A slow value
     on disk is corrected; a slow timing in this process leaves a good one on disk as it is. The
     prefill time is not checked: every run that prefills refines and keeps it. What this
@@ -80,14 +84,15 @@ def calibrate(
 
 
 def _time_target(pair: LoadedPair, prefix: torch.Tensor, cap: int, timing: ProcessTiming) -> bool:
-    """Time T(1) and T(cap + 1) where this process has not (`calibrate`); whether it did."""
+    """Time T(1), T(2) and T(cap + 1) where this process has not (`calibrate`); whether it
+    did."""
     verify_s = pair.learnt.verify_s
-    rows = [k for k in (1, cap + 1) if k not in timing.rows]
+    rows = [k for k in sorted({1, 2, cap + 1}) if k not in timing.rows]
     before = {k: verify_s[k] for k in rows if k in verify_s}  # from disk, or a run's
     for _ in range(_CALIBRATION_ATTEMPTS if rows else 0):
         for k, seconds in _time_forwards(pair.target, prefix, rows, pair.device).items():
             verify_s[k] = min(seconds, verify_s.get(k, seconds))
-        if verify_s[cap + 1] <= (cap + 1) * verify_s[1]:
+        if all(verify_s[k] <= k * verify_s[1] for k in rows):
             break
     timing.rows.update(rows)
     timing.fresh |= len(before) < len(rows)

@@ -114,7 +114,7 @@ class StepObserver(BaseStreamer):
             policy.observe_draft(policy.choice, computed, draft_s)
         if policy and self.record.steps:
             # The first step holds the target's read of the prompt, which plain pays too.
-            policy.observe_step_s(t_s - self.record.steps[-1].t_s)
+            policy.observe_step_s(t_s - self.record.steps[-1].t_s, len(token_ids))
         self.record.steps.append(step)
         self.on_step(len(self.record.steps) - 1, step)
 

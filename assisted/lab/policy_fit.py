@@ -106,7 +106,7 @@ def simulate(
             read_s = policy.costs.read_s(record.prompt_tokens + i) if choice.prefill else 0.0
             policy.observe_draft(choice, drafted, h.drafting_s * drafted + read_s)
         if i:  # the first step holds the target's prefill, as in a real run
-            policy.observe_step_s(step_s)
+            policy.observe_step_s(step_s, committed)
         i, state = i + committed, oracle.after(choice.source, state)
     return seconds
 

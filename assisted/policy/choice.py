@@ -10,25 +10,39 @@ to a cap. It weighs two models, each in its own module:
 
 It chooses the source and γ that maximise E(γ) / cost(γ), E taken optimistically (each
 candidate's acceptance one standard deviation above its estimate: a source seldom tried
-gets tried, and one with much evidence is taken at its word).
+gets tried, and one with much evidence is taken at its word). A prompt-lookup match's draft
+must also pay against a plain step at its estimate: its candidates are scored at every step,
+drafted or not, so optimism buys it no evidence, and where verifying is steep (an AVX2 CPU
+in fp32: 2 rows cost 1.8 plain steps, 9 rows 3) a match of 4 to 8 candidates drafted on its
+prior cost two or three plain steps for one token on the long passages (docs/auto-policy.md).
+Against the assistant it keeps the optimism both are weighed with: taken at its estimate
+there, it lost steps of 8 kept candidates to the assistant's costlier ones.
 
 An assistant model must first read the whole context (its prefill) before it drafts at all,
-and nobody knows in advance how long the answer will be: the run's remaining budget (max
-new tokens) is only an upper bound. So the prefill is weighed as in the ski-rental problem.
-The assistant never starts if the time it would save over the tokens the run can expect to
-commit yet cannot repay the prefill: not the whole remaining budget, which a short answer
-never uses, but what a scale-free prior on where answers end expects, given how far this
-one has run (`expected_tokens_left`). Otherwise it starts once the time it would have saved
-on the tokens committed so far (plus the next step's) reaches half the prefill's cost
-(`START_SHARE`). A 20-token answer after a 700-token passage (a read of about 4 s for the
-int4 assistant on a 2-core CPU, more than plain decoding spends on the answer) thus ends
-before the assistant starts, drafting from prompt-lookup matches or not at all, while a
-long answer after a short prompt starts at once. Waiting for the whole cost, the classic
-rule, bounds the worst case at twice what the better choice in hindsight would have cost,
-against three times for half; but the oracle (`assisted.analysis.oracle`) starts the
-assistant at the first step of nearly every example where the runs wait plain steps, and
-replayed offline on recorded runs (`python -m assisted.lab.policy_fit`) half the cost comes
-nearer the oracle's modelled speed on both prompt sets (docs/lab-notes.md).
+and nobody knows in advance how long the answer will be: the run's remaining budget (max new
+tokens) is only an upper bound. So the prefill is weighed as in the ski-rental problem. The
+assistant never starts if the time it can be expected to save over the tokens the run can
+expect to commit yet cannot repay the prefill: not the whole remaining budget, which a short
+answer never uses, but what a scale-free prior on where answers end expects, given how far
+this one has run (`expected_tokens_left`). Nor does that bet rest on its acceptance being
+high: the read buys a look at it, so it is weighed as a probe's (`_first_read_value`), over
+the prior's acceptances (uniform, as `assisted.policy.acceptance`'s Beta(1, 1)): the saving
+the choice would expect at the prior (optimistically) counts only as often as the assistant
+would pay at all, and where it would not, its first draft's step is lost before it stops.
+Otherwise it starts once the time it would save at the prior, optimistically, on the tokens
+committed so far (plus the next step's) reaches half the prefill's cost (`START_SHARE`):
+when to start is the wait's question, whether at all the probe's, and a wait scaled down by
+the chance that the assistant pays started it one to three steps later on prompts of 90 to
+250 tokens, where it pays (docs/auto-policy.md). A 20-token answer
+after a 700-token passage (a read of about 4 s for the int4 assistant on a 2-core CPU, more
+than plain decoding spends on the answer) thus ends before the assistant starts, drafting
+from prompt-lookup matches or not at all, while a long answer after a short prompt starts at
+once. Waiting for the whole cost, the classic rule, bounds the worst case at twice what the
+better choice in hindsight would have cost, against three times for half; but the oracle
+(`assisted.analysis.oracle`) starts the assistant at the first step of nearly every example
+where the runs wait plain steps, and replayed offline on recorded runs (`python -m
+assisted.lab.policy_fit`) half the cost comes nearer the oracle's modelled speed on both
+prompt sets (docs/lab-notes.md).
 
 Resuming the assistant after steps it skipped is the same bet on a smaller read: the tokens of
 those steps (its catch-up). It resumes only where drafting can repay that read over the
@@ -83,6 +97,9 @@ START_SHARE = 0.5
 FLOOR_MARGIN = 0.15
 FLOOR_STEPS = 3  # ... over at least this many of its steps,
 FLOOR_DECAY = 0.7  # ... each older step weighing this share of the one after it.
+# The acceptances at which the first read's value is weighed: midpoints of equal slices of
+# the uniform prior (20 put its mean within 0.01 of the integral on the pairs' costs).
+PRIOR_POINTS = tuple((i + 0.5) / 20 for i in range(20))
 
 
 @dataclass(frozen=True)
@@ -189,7 +206,6 @@ class DraftPolicy:
         self.committed = 0  # tokens the run's steps have committed
         self.seen = 0  # the context the model source has read (after its latest draft)
         self.floor = Floor()
-        self.step_tokens = 0  # tokens the latest step committed
         self.read_s = 0.0  # seconds the latest draft spent reading the context first
 
     def choose(
@@ -212,11 +228,17 @@ class DraftPolicy:
         held_back = self._held_back(offers, tokens_left) if room else None
         if held_back is not None:
             del offers[model]
-        choice, best = PLAIN, self.rate(None, 0)
+        plain = best = self.rate(None, 0)
+        choice = PLAIN
         for source, most in offers.items():
-            gamma, rate = self.best(source, most, optimistic=True)
-            if rate > best:
-                choice, best = self._choice(source, gamma), rate
+            # A lookup match's draft must pay at its estimate (the module's note).
+            lengths = [
+                g for g in range(1, most + 1) if source == model or self.rate(source, g) > plain
+            ]
+            for gamma in lengths:
+                rate = self.rate(source, gamma, optimistic=True)
+                if rate > best:
+                    choice, best = self._choice(source, gamma), rate
         # A probe informs the steps after it: with fewer left than a run of plain steps
         # before the next probe, what it would learn cannot repay it.
         probing = tokens_left > PROBE_AFTER
@@ -275,50 +297,69 @@ class DraftPolicy:
         or a read it must make first (the whole context before its first draft, the skipped
         steps' tokens after) that the time it saves over `tokens_left` tokens cannot repay;
         and before its first draft, until the time it would have saved so far reaches
-        `START_SHARE` of that read (the module's note). Its acceptance is taken
-        optimistically here: until it drafts, the run has no evidence of its own, and a
-        pessimistic start would never gather any (before the first draft, at the prior:
-        `_unseen_rate`)."""
+        `START_SHARE` of that read (the module's note). Once it drafted, its acceptance is
+        taken optimistically here, as the choice takes it; before, whether its read can pay
+        at all is weighed as a probe's over the prior's acceptances, and the wait at the
+        prior's optimistic acceptance (`_first_read_value`)."""
         if self.started and self.floor.behind(self.costs.verify_s[1]):
             return HeldBack.FLOOR
         if self.started and not self.behind:
             return None
         model = self.model_source
-        if self.started:
-            _, with_model = self.best(model, offers[model], optimistic=True, steady=True)
-        else:
-            with_model = self._unseen_rate(offers[model])
         without = max(
             [self.rate(None, 0)]
             + [self.best(name, most)[1] for name, most in offers.items() if name != model]
         )
-        if with_model <= without:
-            # No better than the rest, read or not. Once it drafts, the choice passes it by;
-            # before, its estimates may still hold other prompts' acceptance, which the
-            # bet leaves out (`_unseen_rate`): it is held back, so that they cannot start it.
-            return None if self.started else HeldBack.FIRST_DRAFT
-        saved_per_token_s = 1.0 / without - 1.0 / with_model
         read_s = self.costs.read_s(self.context - self.seen)
-        if expected_tokens_left(self.committed, tokens_left) * saved_per_token_s <= read_s:
-            return HeldBack.CATCH_UP if self.started else HeldBack.FIRST_DRAFT
-        if not self.started and (self.committed + 1) * saved_per_token_s < START_SHARE * read_s:
+        tokens = expected_tokens_left(self.committed, tokens_left)
+        if self.started:
+            _, with_model = self.best(model, offers[model], optimistic=True, steady=True)
+            if with_model <= without:
+                return None  # no better than the rest: the choice passes it by
+            saved_per_token_s = 1.0 / without - 1.0 / with_model
+            return HeldBack.CATCH_UP if tokens * saved_per_token_s <= read_s else None
+        saved_per_token_s, pays, probe_loss_s = self._first_read_value(offers[model], without)
+        if tokens * saved_per_token_s * pays - probe_loss_s <= read_s:
+            return HeldBack.FIRST_DRAFT
+        if (self.committed + 1) * saved_per_token_s < START_SHARE * read_s:
             return HeldBack.WAITING
         return None
 
-    def _unseen_rate(self, most: int) -> float:
-        """The model source's best rate at up to `most` candidates before it has drafted in
-        this run, its acceptance taken at the prior, optimistically: the bet on its first
-        read rests on the run's own evidence, and there is none yet. The pair's earlier
-        runs, which seed its estimates once it drafts, are left out here: drawn from other
-        prompts, they would make the bet, and so this prompt's speed, depend on what ran
-        before it (a passage's question after code prompts, whose drafts the target kept,
-        started the assistant and lost: docs/auto-policy.md)."""
-        unseen = Acceptance(self.cap)
+    def _first_read_value(self, most: int, without: float) -> tuple[float, float, float]:
+        """What the model source's first read buys, before it has drafted in this run: the
+        seconds per token its drafting saves against the best rate `without` it at the
+        prior's optimistic acceptance (0.79 a position: the bet the choice itself makes on
+        a source it has not seen), the chance that it pays at all, and the seconds its
+        first draft's step can be expected to lose. Weighed over the prior's acceptances
+        (`PRIOR_POINTS`, one acceptance α for every position): at an α where its best rate
+        at up to `most` candidates beats `without`, it pays and keeps drafting; at any
+        other, the first step (at the γ the choice would draft) loses what it costs beyond
+        the tokens it commits, and the floor and the choice stop it after. The chance is
+        three quarters where verification is flat and drafting cheap, a third where each
+        verified row costs most of a step (a CPU without bf16 kernels: the bet at 0.79 alone started
+        the assistant on passages that no α the prompt had could repay).
+        Made at the prior, never at the pair's earlier runs: drawn from other prompts, they
+        would make the bet, and so this prompt's speed, depend on what ran before it (a
+        passage's question after code prompts, whose drafts the target kept, started the
+        assistant and lost: docs/auto-policy.md)."""
         source = self.model_source
-        return max(
-            unseen.expected_tokens(gamma, optimistic=True) / self.costs.cost_s(source, gamma)
-            for gamma in range(1, most + 1)
-        )
+        costs = [self.costs.cost_s(source, gamma) for gamma in range(1, most + 1)]
+        unseen = Acceptance(self.cap)
+        rates = [
+            unseen.expected_tokens(g, optimistic=True) / costs[g - 1] for g in range(1, most + 1)
+        ]
+        first = max(range(1, most + 1), key=lambda g: rates[g - 1])
+        saved_s = max(1.0 / without - 1.0 / rates[first - 1], 0.0)
+        pays = lost_s = 0.0
+        for alpha in PRIOR_POINTS:
+            tokens = [1.0]  # E(γ) at α: 1 + α + … + α^γ
+            for _ in range(most):
+                tokens.append(tokens[-1] + alpha ** len(tokens))
+            if max(tokens[g] / costs[g - 1] for g in range(1, most + 1)) > without:
+                pays += 1.0
+            else:
+                lost_s += max(costs[first - 1] - tokens[first] / without, 0.0)
+        return saved_s, pays / len(PRIOR_POINTS), lost_s / len(PRIOR_POINTS)
 
     def _expectation(self, choice: Choice) -> Expectation:
         """What `choice` should commit and cost, from the models as they stand now."""
@@ -344,8 +385,7 @@ class DraftPolicy:
         """The step of the latest choice verified `drafted` candidates and accepted the
         first `accepted`."""
         source = self.choice.source
-        self.step_tokens = accepted + 1
-        self.committed += self.step_tokens
+        self.committed += accepted + 1
         if source is not None and drafted:
             self.acceptance.observe(source, drafted, accepted)
         if source is not None and source == self.model_source:
@@ -355,13 +395,16 @@ class DraftPolicy:
         else:
             self.behind = self.started
 
-    def observe_step_s(self, seconds: float) -> None:
+    def observe_step_s(self, seconds: float, committed: int) -> None:
         """The latest step took `seconds` of wall time, from the step before it to its end
-        (its drafting, verification and the loop around them): for the floor, where the
-        model source drafted it, less any first read of the context."""
+        (its drafting, verification and the loop around them), and committed `committed`
+        tokens: for the floor, where the model source drafted it, less any first read of
+        the context. The tokens come with the time, not from `observe`: Transformers
+        streams a step's tokens, which time it, before it updates the candidate strategy
+        that reports what the step accepted."""
         if self.choice.source == self.model_source and self.choice.gamma:
             read_s = self.read_s if self.choice.prefill else 0.0
-            self.floor.observe(max(seconds - read_s, 0.0), self.step_tokens)
+            self.floor.observe(max(seconds - read_s, 0.0), committed)
         self.read_s = 0.0
 
     def observe_unverified(

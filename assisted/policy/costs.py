@@ -4,8 +4,8 @@ cost(γ) = call_s + drafter_s·γ + T(γ + 1), plus catch_up_s for an assistant 
 skipped the steps before (its cache then lacks the tokens it did not see). A plain step
 (γ = 0) costs T(1).
 - T(k) is the target's time to verify k rows (the last committed token + k − 1
-  candidates). It is seeded by a calibration (`assisted.engine.calibration.calibrate`: T(1) and
-  T(cap + 1) timed, linear between) and refined by the timed verifications, each in two
+  candidates). It is seeded by a calibration (`assisted.engine.calibration.calibrate`: T(1),
+  T(2) and T(cap + 1) timed, linear between) and refined by the timed verifications, each in two
   ways: its own row moves toward it (an exponential moving average), and every row moves
   by the share the timing says the level of all moved. Other work on a shared machine
   slows every row alike, and most rows are seldom verified: an `auto` run rarely takes a

@@ -5,6 +5,7 @@ and commits exactly what plain decoding does."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -17,6 +18,7 @@ from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison, prepare, running
 from assisted.engine.decoding import RunDone
 from assisted.models.pairs import custom_pair, load_pair
+from assisted.policy.choice import Floor
 from assisted.policy.learnt import LearntState
 from assisted.ui.compare_format import summary_markdown
 
@@ -134,3 +136,34 @@ def test_the_benchmark_says_per_prompt_where_the_first_draft_rule_declined_or_wa
     assert f"long (assistant): declined in 2 of 3 runs: {first.words}" in card
     assert "code (assistant): started late in 1 of 1 runs" in card
     assert "chat (assistant)" not in card
+
+
+def test_the_floor_weighs_each_assistant_step_by_the_tokens_that_step_committed(
+    tiny_dirs, monkeypatch
+):
+    # The target drafting for itself: every candidate is accepted, so each step commits
+    # γ + 1 tokens, and the last, which the length limit shortens, fewer than the one
+    # before it. Transformers streams a step's tokens before it reports what the step
+    # accepted: the floor must weigh the step's own tokens, not its predecessor's.
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["target"]))
+    self_pair = dataclasses.replace(
+        load_pair(spec, device="cpu", dtype="float32"), learnt=LearntState(), learnt_file=None
+    )
+    priced(self_pair, prefill_s=0.0, draft_s=1e-7)
+    weighed = []
+    observe = Floor.observe
+
+    def spy(floor: Floor, seconds: float, tokens: int) -> None:
+        weighed.append(tokens)
+        observe(floor, seconds, tokens)
+
+    monkeypatch.setattr(Floor, "observe", spy)
+    ids = running.encode_prompt(self_pair, PROMPT)
+    events = running.run(self_pair, ids, "assisted", RunSettings(max_new_tokens=18), AUTO)
+    (done,) = [event for event in events if isinstance(event, RunDone)]
+    steps = done.record.steps
+    # The first step is left out: it holds the target's read of the prompt.
+    drafted = [len(step.token_ids) for step in steps[1:] if step.source == "assistant"]
+    before = [len(a.token_ids) for a, b in itertools.pairwise(steps) if b.source == "assistant"]
+    assert drafted != before  # else the two could not be told apart
+    assert weighed == drafted

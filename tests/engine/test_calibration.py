@@ -26,7 +26,7 @@ def prefix(pair):
     return torch.tensor([running.encode_prompt(pair, PROMPT)])
 
 
-def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monkeypatch):
+def test_calibration_times_one_and_two_rows_and_cap_plus_one_and_interpolates(pair, monkeypatch):
     fresh = dataclasses.replace(pair, learnt=LearntState())
     timed = []
 
@@ -38,15 +38,17 @@ def test_calibration_times_one_row_and_cap_plus_one_and_interpolates(pair, monke
     verify_s, drafter_s, prefill_s = calibrating.calibrate(
         fresh, prefix(pair), pair.assistant, "none", 4
     )
-    # The target's two ends; the assistant's one row and its block of prefill rows.
-    assert timed == [[1, 5], [1, calibrating._PREFILL_ROWS]]
+    # The target's two ends and its second row, where the kernels change; the assistant's
+    # one row and its block of prefill rows.
+    assert timed == [[1, 2, 5], [1, calibrating._PREFILL_ROWS]]
     assert verify_s == pytest.approx({k: 0.01 * k for k in range(1, 6)})
     assert drafter_s == 0.01 and prefill_s == pytest.approx(0.01)
 
 
 def test_a_disturbed_calibration_is_timed_again(pair, monkeypatch):
     fresh = dataclasses.replace(pair, learnt=LearntState())
-    timings = iter([{1: 0.01, 5: 0.5}, {1: 0.02, 5: 0.03}])  # 5 rows at 50× one: disturbed
+    # 5 rows at 50× one: disturbed
+    timings = iter([{1: 0.01, 2: 0.015, 5: 0.5}, {1: 0.02, 2: 0.025, 5: 0.03}])
     monkeypatch.setattr(calibrating, "_time_forwards", lambda m, p, rows, d: next(timings))
     verify_s, _, _ = calibrating.calibrate(fresh, prefix(pair), None, "none", 4)
     assert verify_s[1] == 0.01 and verify_s[5] == 0.03  # the fastest of the two attempts
@@ -56,9 +58,18 @@ def test_a_runs_verifications_refine_the_pairs_calibration(pair):
     fresh = dataclasses.replace(pair, learnt=LearntState())
     # Transformers' lookup offers a match at every step (the chat template's included), so
     # the run verifies rows of several lengths whatever the random models do.
+    calibrating.calibrate(fresh, prefix(pair), pair.assistant, "none", AUTO.num_assistant_tokens)
+    timed = dict(fresh.learnt.verify_s)
+    # The tiny pair's two models are of one size, so whether the assistant's first read
+    # pays would rest on this machine's timings (an AVX512 one never started it): costs
+    # of a small assistant, drafting at a hundredth of a verification and reading at a
+    # thousandth, start it on any machine.
+    assistant = fresh.learnt.precision("none")
+    assistant.draft_s, assistant.prefill_s = timed[1] / 100, timed[1] / 1000
     records(fresh, draft=dataclasses.replace(AUTO, lookup="transformers"))
-    verified = set(fresh.learnt.verify_s)
-    assert {1, 5} <= verified and len(verified) > 2  # timed ends + rows the run verified
+    refined = fresh.learnt.verify_s
+    assert set(timed) == {1, 2, 5} and set(refined) > set(timed)  # + rows the run verified
+    assert all(refined[k] != seconds for k, seconds in timed.items())  # each moved
     # Estimates by source, streak and match bucket: the assistant's, without a streak, first.
     estimates = set(fresh.learnt.precision("none").acceptance)
     assert (candidates.ASSISTANT, False, 0) in estimates

@@ -1,4 +1,4 @@
-"""Costs read from disk are checked once per process: T(1), T(cap + 1) and the drafting
+"""Costs read from disk are checked once per process: T(1), T(2), T(cap + 1) and the drafting
 time are timed again, and the smaller time stands, as other work on the machine only ever
 adds time. So a slow value that a busy earlier process left is corrected, a slow timing now
 never overwrites a good value on disk, and the runs' reports say what was checked."""
@@ -20,7 +20,7 @@ from assisted.models.learnt_store import LearntFile
 from assisted.policy.learnt import LearntState
 
 CAP = 8
-QUIET = {1: 0.010, CAP + 1: 0.015}  # T(1) and T(9) on a quiet machine
+QUIET = {1: 0.010, 2: 0.011, CAP + 1: 0.015}  # T(1), T(2) and T(9) on a quiet machine
 DRAFT_S = 0.002
 
 
@@ -67,16 +67,17 @@ def calibrate(pair: pairs.LoadedPair) -> dict[int, float]:
 
 
 def test_a_slow_t_cap_plus_one_on_disk_is_corrected_by_the_next_process(pair, file, monkeypatch):
-    busy = {1: QUIET[1], CAP + 1: 3 * QUIET[CAP + 1]}  # timed while the machine was busy
+    busy = {**QUIET, CAP + 1: 3 * QUIET[CAP + 1]}  # timed while the machine was busy
     earlier_process(file, busy)
     checking = new_process(pair, file)
     timings_now(monkeypatch, pair, QUIET)
     verify_s = calibrate(checking)
     assert verify_s[1] == QUIET[1] and verify_s[CAP + 1] == QUIET[CAP + 1]
-    assert verify_s[5] == pytest.approx((QUIET[1] + QUIET[CAP + 1]) / 2)  # interpolated
+    # Interpolated between the second row and the last.
+    assert verify_s[5] == pytest.approx(QUIET[2] + (QUIET[CAP + 1] - QUIET[2]) * 3 / 7)
     calibration = learnt_store.calibration(checking.learnt, file)
     assert calibration.source == "disk"
-    assert calibration.checked == ("T(1)", "T(9)", "drafting none")
+    assert calibration.checked == ("T(1)", "T(2)", "T(9)", "drafting none")
     assert calibration.corrected == ("T(9)",)
     learnt_store.save(file, checking.learnt)  # as its first run does, after its clock stops
     assert learnt_store.load(file).verify_s == QUIET  # the next process reads it corrected
@@ -112,19 +113,19 @@ def test_costs_all_read_from_disk_are_checked_exactly_once_per_process(pair, fil
     calls = timings_now(monkeypatch, pair, QUIET)
     for _ in range(3):  # as several preparations in one process would
         calibrate(checking)
-    assert calls == [("target", [1, CAP + 1]), ("assistant", [1])]
+    assert calls == [("target", [1, 2, CAP + 1]), ("assistant", [1])]
     assert checking.learnt.timed_s > 0
     calibration = learnt_store.calibration(checking.learnt, file)
     assert calibration.source == "disk" and calibration.seconds == checking.learnt.timed_s
     assert learnt_store.describe(
         {**dataclasses.asdict(calibration), "checked": list(calibration.checked)}
-    ).startswith("Costs loaded from an earlier run on this machine, T(1), T(9) and drafting")
+    ).startswith("Costs loaded from an earlier run on this machine, T(1), T(2), T(9) and drafting")
 
 
 def test_a_disturbed_check_is_timed_again(pair, file, monkeypatch):
-    earlier_process(file, {1: QUIET[1], CAP + 1: 10 * CAP * QUIET[1]})  # 9 rows at 80× one
+    earlier_process(file, {**QUIET, CAP + 1: 10 * CAP * QUIET[1]})  # 9 rows at 80× one
     checking = new_process(pair, file)
-    readings = iter([{1: QUIET[1], CAP + 1: 5 * CAP * QUIET[1]}, QUIET])  # still disturbed
+    readings = iter([{**QUIET, CAP + 1: 5 * CAP * QUIET[1]}, QUIET])  # still disturbed
     monkeypatch.setattr(
         calibrating,
         "_time_forwards",

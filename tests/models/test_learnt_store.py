@@ -109,9 +109,9 @@ def test_a_new_process_reads_the_costs_an_earlier_one_timed_and_checks_two_of_th
     monkeypatch.setattr(calibrating, "_time_forwards", timing)
     record = auto_run(second)
     record = auto_run(second)  # prepared already: nothing timed again
-    # T(1) and T(cap + 1) of the target, the assistant's drafting row: each once.
-    assert timed == [(True, [1, 5]), (False, [1])]
-    checked = ("T(1)", "T(5)", "drafting none")
+    # T(1), T(2) and T(cap + 1) of the target, the assistant's drafting row: each once.
+    assert timed == [(True, [1, 2, 5]), (False, [1])]
+    checked = ("T(1)", "T(2)", "T(5)", "drafting none")
     seconds = second.learnt.timed_s
     assert record.calibration == Calibration("disk", seconds, str(path), checked, ())
     assert stats.summarize(record)["calibration"] == {

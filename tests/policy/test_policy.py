@@ -107,7 +107,7 @@ def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
         p.observe(0, 0)
         waited += 1
     assert choice.prefill and choice.gamma > 1
-    saved_per_token_s = 1 / p.rate(None, 0) - 1 / p._unseen_rate(CAP)
+    saved_per_token_s, _, _ = p._first_read_value(CAP, p.rate(None, 0))
     share = policy_module.START_SHARE
     assert waited == pytest.approx(share * 0.002 * 700 / saved_per_token_s, abs=1.5)
 

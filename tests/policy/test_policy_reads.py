@@ -1,6 +1,7 @@
 """The `auto` policy's bets on the assistant's reads, and its floor, on hand-made costs (no
-models): a first draft priced against the tokens left, a catch-up likewise, and a run whose
-steps with the assistant cost more than plain ones stops drafting from it."""
+models): a first draft priced against the tokens left, a catch-up likewise, a run whose
+steps with the assistant cost more than plain ones stops drafting from it, and a lookup
+match drafted on its prior only where that pays at its estimate."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def test_the_same_prompt_with_many_tokens_left_drafts_once_the_wait_has_paid():
     assert {choice.held_back for choice in choices[:first]} == {HeldBack.WAITING}
     p = cpu_pair()
     # Priced at the prior: the run has no evidence of the assistant's yet.
-    saved_per_token_s = 1 / p.rate(None, 0) - 1 / p._unseen_rate(CAP)
+    saved_per_token_s, _, _ = p._first_read_value(CAP, p.rate(None, 0))
     wait = policy_module.START_SHARE * 0.007 * PROMPT / saved_per_token_s
     assert first == pytest.approx(wait, abs=1.5)
     assert sum(choice.source == A for choice in choices[first:]) > 0.9 * len(choices[first:])
@@ -101,7 +102,7 @@ def behind_plain(p: DraftPolicy, steps: int, slower: float) -> None:
     for _ in range(steps):
         p.choice = Choice(A, 4)
         p.observe(4, 1)  # two tokens committed
-        p.observe_step_s(2 * T1 * slower)
+        p.observe_step_s(2 * T1 * slower, 2)
 
 
 def test_a_run_whose_assistant_steps_cost_more_than_plain_stops_drafting_from_it():
@@ -132,7 +133,7 @@ def test_the_floor_turns_when_the_assistants_probes_pay_again():
                 break
             probes += 1
         p.observe(choice.gamma, choice.gamma)  # every candidate accepted now
-        p.observe_step_s(T1 * 1.2 if choice.source == A else T1)
+        p.observe_step_s(T1 * 1.2 if choice.source == A else T1, choice.gamma + 1)
     else:
         pytest.fail("the floor never turned")
     assert probes >= 1  # it drafted again only as an idle probe until the evidence turned
@@ -145,7 +146,7 @@ def test_a_first_drafts_read_is_left_out_of_the_floor():
     p.observe(choice.gamma, choice.gamma)
     p.costs.observe_call(0.0)
     p.observe_draft(choice, choice.gamma, 0.030 * choice.gamma + 0.14)  # 0.14 s to read 20
-    p.observe_step_s(0.030 * choice.gamma + 0.14 + T1)
+    p.observe_step_s(0.030 * choice.gamma + 0.14 + T1, choice.gamma + 1)
     assert p.floor.seconds == pytest.approx(0.030 * choice.gamma + T1)
 
 
@@ -196,12 +197,58 @@ def test_the_bet_on_a_first_read_does_not_depend_on_what_earlier_prompts_taught(
 
 
 def test_an_assistant_no_better_at_the_prior_is_not_started_by_other_prompts_estimates():
-    # At the prior, drafting saves nothing against plain steps here; an estimate that
-    # earlier prompts seeded (every candidate accepted) must not start it all the same.
+    # Over the prior's acceptances, drafting can hardly save anything against plain steps
+    # here; an estimate that earlier prompts seeded (every candidate accepted) must not
+    # start it all the same.
     p = cpu_pair(prefill_s=0.0001)
     p.costs.drafter_s[A] = 0.2  # nearly a target step a drafted token
-    assert p._unseen_rate(CAP) < p.rate(None, 0)
+    unseen = cpu_pair(prefill_s=0.0001)
+    unseen.costs.drafter_s[A] = 0.2
+    unseen.acceptance.estimates.clear()
+    assert unseen.choose(ROOM, tokens_left=64, context=PROMPT).held_back == HeldBack.FIRST_DRAFT
     p.acceptance.estimates[A, False, 0] = Acceptance(CAP, ([100.0] * CAP, [100.0] * CAP))
     assert p.best(A, CAP, optimistic=True)[1] > p.rate(None, 0)  # the seeded estimate would
     choice = p.choose(ROOM, tokens_left=64, context=PROMPT)
     assert choice.source is None and choice.held_back == HeldBack.FIRST_DRAFT
+
+
+def steep_cpu_pair() -> DraftPolicy:
+    """An fp32 CPU without bf16 kernels (the AVX2 imitation, measured on the embedded pair):
+    verifying 2 rows costs 1.8 plain steps and 9 rows 3, an int8 assistant drafts at 40 ms
+    a token and reads a prompt at 1.5 ms a token."""
+    verify_s = {1: 0.283, 2: 0.499, 3: 0.503, 4: 0.540, 5: 0.567}
+    verify_s |= {6: 0.649, 7: 0.636, 8: 0.778, 9: 0.842}
+    return DraftPolicy(CAP, verify_s, {A: 0.040, L: 0.0}, A, prefill_s=0.0015)
+
+
+def test_where_verifying_is_steep_a_passage_is_not_read_on_an_optimistic_bet():
+    # At the prior's optimistic acceptance alone, the 19 tokens a 64-token run can expect
+    # at most would repay the 0.87 s read of a 581-token passage; but the assistant pays
+    # at only a third of the prior's acceptances, and its first step costs twice a plain
+    # one where it does not, so the read is not made.
+    p = steep_cpu_pair()
+    unseen = Acceptance(CAP)
+    optimistic = max(
+        unseen.expected_tokens(g, optimistic=True) / p.cost_s(A, g) for g in range(1, CAP + 1)
+    )
+    assert 19 * (1 / p.rate(None, 0) - 1 / optimistic) > p.costs.read_s(581)
+    choices = run_steps(p, tokens_left=64, context=581)
+    assert all(choice.source is None for choice in choices)
+    assert HeldBack.FIRST_DRAFT in {choice.held_back for choice in choices}
+    # The same costs start it on a short prompt, whose read is cheap.
+    assert any(choice.prefill for choice in run_steps(steep_cpu_pair(), 64, context=40)[:3])
+
+
+def test_a_lookup_match_on_its_prior_is_drafted_only_where_it_pays_at_its_estimate():
+    # Where verifying is flat, four candidates at the prior beat a plain step at their
+    # estimate, so the match is drafted.
+    offers = {L: 4}
+    assert cpu_pair().choose(offers, tokens_left=64, context=600, match_length=2).source == L
+    # Where it is steep they break even at best: a match's candidates are scored whether
+    # drafted or not, so the policy waits for that evidence instead of paying for it.
+    p = steep_cpu_pair()
+    assert p.choose(offers, tokens_left=64, context=600, match_length=2).source is None
+    p.observe(0, 0)
+    for _ in range(2):  # it would have kept the whole draft
+        p.observe_unverified(L, 4, agreed=4, committed=5)
+    assert p.choose(offers, tokens_left=64, context=600, match_length=2).source == L
