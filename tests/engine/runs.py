@@ -7,7 +7,7 @@ import dataclasses
 
 from assisted.core.record import RunRecord
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison
+from assisted.engine import comparison, prepare
 from assisted.engine.decoding import RunDone
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
 from assisted.policy.learnt import LearntState
@@ -24,6 +24,15 @@ def load(dirs, assistant="other", drafter=None) -> LoadedPair:
     assistant_dir = str(dirs[assistant]) if assistant else None
     spec = custom_pair(str(dirs["target"]), assistant_dir, drafter)
     return load_pair(spec, device="cpu", dtype="float32")
+
+
+def priced(pair, prefill_s: float, draft_s: float | None = None, draft=AUTO) -> None:
+    """Prepare `pair` for `draft` (its calibration timed), then price the assistant's reads,
+    and its drafted tokens where given."""
+    prepared = prepare.prepare(pair, draft)
+    drafting = pair.learnt.precision(prepared.precision)
+    drafting.prefill_s = prefill_s
+    drafting.draft_s = draft_s or drafting.draft_s
 
 
 def records(pair, prompt=PROMPT, settings=GREEDY, draft=DRAFT, **kwargs) -> dict[str, RunRecord]:

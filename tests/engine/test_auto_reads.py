@@ -14,17 +14,16 @@ from assisted.analysis import declines, stats
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
 from assisted.core.record import RunRecord, Step
-from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, prepare, running
+from assisted.core.settings import RunSettings
+from assisted.engine import comparison, running
 from assisted.engine.decoding import RunDone
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.choice import Floor
 from assisted.policy.learnt import LearntState
 from assisted.ui.compare_format import summary_markdown
+from tests.engine.runs import AUTO, PROMPT, priced
 
-PROMPT = "def add(a, b):"
 SETTINGS = RunSettings(max_new_tokens=16)
-AUTO = DraftSettings(num_assistant_tokens=4, confidence_threshold=0.0, schedule="auto")
 
 
 @pytest.fixture
@@ -32,15 +31,6 @@ def pair(tiny_dirs):
     spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
     loaded = load_pair(spec, device="cpu", dtype="float32")
     return dataclasses.replace(loaded, learnt=LearntState(), learnt_file=None)
-
-
-def priced(pair, prefill_s: float, draft_s: float | None = None) -> None:
-    """Prepare `pair` (its calibration timed), then price the assistant's reads, and its
-    drafted tokens where given."""
-    prepared = prepare.prepare(pair, AUTO)
-    drafting = pair.learnt.precision(prepared.precision)
-    drafting.prefill_s = prefill_s
-    drafting.draft_s = draft_s or drafting.draft_s
 
 
 def run(pair, mode: str) -> RunRecord:

@@ -19,7 +19,7 @@ from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
 from assisted.policy import costs
 from assisted.policy.learnt import LearntState
-from tests.engine.runs import AUTO, GREEDY, PROMPT, fresh_copy, records
+from tests.engine.runs import AUTO, GREEDY, PROMPT, fresh_copy, priced, records
 
 
 def prefix(pair):
@@ -58,15 +58,14 @@ def test_a_runs_verifications_refine_the_pairs_calibration(pair):
     fresh = dataclasses.replace(pair, learnt=LearntState())
     # Transformers' lookup offers a match at every step (the chat template's included), so
     # the run verifies rows of several lengths whatever the random models do.
+    draft = dataclasses.replace(AUTO, lookup="transformers")
     calibrating.calibrate(fresh, prefix(pair), pair.assistant, "none", AUTO.num_assistant_tokens)
     timed = dict(fresh.learnt.verify_s)
     # The tiny pair's two models are of one size, so whether the assistant's first read
-    # pays would rest on this machine's timings (an AVX512 one never started it): costs
-    # of a small assistant, drafting at a hundredth of a verification and reading at a
-    # thousandth, start it on any machine.
-    assistant = fresh.learnt.precision("none")
-    assistant.draft_s, assistant.prefill_s = timed[1] / 100, timed[1] / 1000
-    records(fresh, draft=dataclasses.replace(AUTO, lookup="transformers"))
+    # pays would rest on this machine's timings (an AVX512 one never started it): an
+    # assistant that drafts and reads for nearly nothing starts on any machine.
+    priced(fresh, prefill_s=0.0, draft_s=1e-7, draft=draft)
+    records(fresh, draft=draft)
     refined = fresh.learnt.verify_s
     assert set(timed) == {1, 2, 5} and set(refined) > set(timed)  # + rows the run verified
     assert all(refined[k] != seconds for k, seconds in timed.items())  # each moved
