@@ -61,15 +61,16 @@ class Acceptance:
                 self.accepted[i] = accepted[i] * scale
                 self.tried[i] = tried[i] * scale
 
-    def expected_tokens(self, gamma: int, optimistic: bool = False) -> float:
+    def expected_tokens(self, gamma: int, optimistic: bool = False, prior: float = 0.5) -> float:
         """E(γ) from the posterior means; `optimistic` takes each position's mean plus one
         standard deviation, so that little evidence reads as a reason to try.
 
         Each position's prior is the estimate of the position before it (the first one's
-        is 1/2): a position rarely verified, because drafts seldom reach it, reads as
-        "like the one before" rather than as a coin flip, so that a well-accepted drafter
-        is tried at longer lengths and learns how far its drafts hold."""
-        tokens, reach, prior = 1.0, 1.0, 0.5
+        is `prior`, Beta(1, 1)'s 1/2 unless the caller knows better): a position rarely
+        verified, because drafts seldom reach it, reads as "like the one before" rather
+        than as a coin flip, so that a well-accepted drafter is tried at longer lengths and
+        learns how far its drafts hold."""
+        tokens, reach = 1.0, 1.0
         for i in range(gamma):
             n = self.tried[i] + PRIOR_WEIGHT
             mean = (self.accepted[i] + PRIOR_WEIGHT * prior) / n
@@ -89,6 +90,10 @@ class Acceptance:
         for i in range(min(accepted + 1, drafted, len(self.tried))):
             self.tried[i] += 1.0
             self.accepted[i] += 1.0 if i < accepted else 0.0
+
+    def first(self) -> tuple[float, float]:
+        """The decayed (accepted, tried) counts of the first position."""
+        return (self.accepted[0], self.tried[0]) if self.tried else (0.0, 0.0)
 
     def counts(self) -> Counts:
         return list(self.accepted), list(self.tried)
@@ -125,8 +130,29 @@ class AcceptanceModel:
         return self.estimates[key]
 
     def expected_tokens(self, source: DrafterKind, gamma: int, optimistic: bool = False) -> float:
-        """E(γ) for the next step drafted by `source` (see `Acceptance.expected_tokens`)."""
-        return self.current(source).expected_tokens(gamma, optimistic)
+        """E(γ) for the next step drafted by `source` (see `Acceptance.expected_tokens`),
+        its first position's prior drawn from the source's other match buckets
+        (`bucket_prior`)."""
+        return self.current(source).expected_tokens(gamma, optimistic, self.bucket_prior(source))
+
+    def bucket_prior(self, source: DrafterKind) -> float:
+        """The prior of the first position of `source`'s estimate on offer: where it has a
+        match bucket, what the run's other buckets of that source, in the same streak state,
+        saw of their first candidates, under the Beta(1, 1) prior; else 1/2. A match of a
+        length not yet seen in this run reads as the source's other matches did, not as a
+        coin flip: on the long passages each new length (2, 3, 4 and more tokens, with and
+        without a streak: six estimates) was drafted once at 1/2, four to five candidates
+        that cost two plain steps on the AVX2 imitation, and each kept nothing, where the
+        run's matches had already kept nothing (docs/auto-policy.md)."""
+        bucket, streak = self.bucket[source], self.streak[source]
+        if not bucket:
+            return 0.5
+        accepted = tried = 0.0
+        for (name, after_streak, other), estimate in self.estimates.items():
+            if name == source and after_streak == streak and other != bucket:
+                kept, seen = estimate.first()
+                accepted, tried = accepted + kept, tried + seen
+        return (accepted + PRIOR_WEIGHT * 0.5) / (tried + PRIOR_WEIGHT)
 
     def observe(self, source: DrafterKind, drafted: int, accepted: int) -> None:
         """The target verified `drafted` candidates from `source` and accepted the first

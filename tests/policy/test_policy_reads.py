@@ -280,3 +280,17 @@ def test_a_lookup_match_on_its_prior_is_drafted_only_where_it_pays_at_its_estima
     for _ in range(2):  # it would have kept the whole draft
         p.observe_unverified(L, 4, agreed=4, committed=5)
     assert p.choose(offers, tokens_left=64, context=600, match_length=2).source == L
+
+
+def test_a_match_of_a_length_new_to_the_run_is_drafted_at_what_its_other_matches_kept():
+    # Matches of 2 tokens on the prior pay at their estimate here: drafted, each kept nothing.
+    p = less_steep_cpu_pair()
+    for _ in range(3):
+        choice = p.choose({L: 4}, tokens_left=64, context=600, match_length=2)
+        assert choice.source == L
+        p.observe(choice.gamma, 0)
+    # A match of 3 tokens, new to the run, is weighed as those were: not drafted.
+    assert p.choose({L: 4}, tokens_left=64, context=600, match_length=3).source is None
+    # On a fresh run, the same match is drafted on the prior.
+    fresh = less_steep_cpu_pair()
+    assert fresh.choose({L: 4}, tokens_left=64, context=600, match_length=3).source == L
