@@ -10,9 +10,14 @@ position before it, with old evidence decaying so the estimate follows the text.
 source keeps two sets: one for the step after its draft agreed with everything the target
 committed (a streak, as when the answer copies a passage) and one for any other step. A
 lookup match that was not chosen is scored too, against the tokens the step committed:
-that costs nothing, so the lookup's estimates stay current while the assistant drafts. A
-run may start from what the pair's earlier runs saw, counted as a few observations only
-(`HISTORY_WEIGHT`), so that the text at hand soon outweighs it.
+that costs nothing, so the lookup's estimates stay current while the assistant drafts. The
+assistant's estimates may start from what the pair's earlier runs saw, counted as a few
+observations only (`HISTORY_WEIGHT`), so that the text at hand soon outweighs it. A lookup's
+never do (`CARRIED`): how far a match continues is the prompt's own (a runbook's steps
+copied nearly whole, a passage's question answered in other words), so a history drawn from
+other prompts only makes a run's drafts depend on what ran before it. On the benchmark's
+long passages, the matches of a runbook (89% kept) made the next passage's first matches
+draft 7 candidates at an estimated 4.1 tokens, which kept nothing (docs/auto-policy.md).
 
 A lookup source that knows how long its match is (`assisted.engine.drafters.lookup`) keeps its
 estimates by that length too (`match_bucket`): a suffix that matched 8 tokens of the context is
@@ -34,6 +39,7 @@ STREAK_TOKENS = 2  # a draft agreeing on fewer tokens than this starts no streak
 HISTORY_WEIGHT = 4.0  # observations that a pair's earlier runs count for in a new run
 
 LONG_MATCH = 4  # lookup matches of this many tokens or more share one estimate
+CARRIED = frozenset({DrafterKind.ASSISTANT})  # the sources whose history a run starts from
 
 Counts = tuple[list[float], list[float]]  # (accepted, tried) per draft position
 # An estimate's key: its source, whether it follows a streak, and its match bucket.
@@ -106,10 +112,11 @@ class AcceptanceModel:
     def __init__(
         self, cap: int, sources: Iterable[DrafterKind], history: AcceptanceCounts | None = None
     ):
-        """`history` holds counts per estimate from the pair's earlier runs."""
+        """`history` holds counts per estimate from the pair's earlier runs; those of
+        sources not `CARRIED` are left out."""
         sources = list(sources)
         self.cap = cap
-        self.history = history or {}
+        self.history = {key: counts for key, counts in (history or {}).items() if key[0] in CARRIED}
         self.estimates: dict[EstimateKey, Acceptance] = {}
         # Per source: its latest draft agreed with every token the target committed (text
         # it predicts well, such as a passage being copied).
@@ -140,10 +147,10 @@ class AcceptanceModel:
         match bucket, what the run's other buckets of that source, in the same streak state,
         saw of their first candidates, under the Beta(1, 1) prior; else 1/2. A match of a
         length not yet seen in this run reads as the source's other matches did, not as a
-        coin flip: on the long passages each new length (2, 3, 4 and more tokens, with and
-        without a streak: six estimates) was drafted once at 1/2, four to five candidates
-        that cost two plain steps on the AVX2 imitation, and each kept nothing, where the
-        run's matches had already kept nothing (docs/auto-policy.md)."""
+        coin flip: of the six estimates (2, 3 and 4 or more tokens, with and without a
+        streak), four were each drafted at 1/2 in a run of a long passage, four or five
+        candidates at two plain steps' cost on the AVX2 imitation, after the run's first
+        matches had kept nothing (docs/auto-policy.md)."""
         bucket, streak = self.bucket[source], self.streak[source]
         if not bucket:
             return 0.5
@@ -173,7 +180,11 @@ class AcceptanceModel:
 
     def counts(self) -> AcceptanceCounts:
         """Counts per estimate, for the pair's next runs: the history, updated with the
-        estimates this run used."""
+        estimates this run used, of the sources `CARRIED`."""
         counts = dict(self.history)
-        counts.update((key, acceptance.counts()) for key, acceptance in self.estimates.items())
+        counts.update(
+            (key, acceptance.counts())
+            for key, acceptance in self.estimates.items()
+            if key[0] in CARRIED
+        )
         return counts

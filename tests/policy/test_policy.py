@@ -159,6 +159,18 @@ def test_a_runs_history_counts_for_a_few_observations_only():
     assert Acceptance(CAP, ([0.0] * CAP, [0.0] * CAP)).tried == [0.0] * CAP
 
 
+def test_a_run_starts_from_the_assistants_history_but_never_from_a_lookups():
+    seen = ([9.0] * CAP, [10.0] * CAP)
+    history = {(A, False, 0): seen, (L, False, 2): seen, (L, True, 4): seen}
+    p = DraftPolicy(CAP, flat(), {A: 0.001, L: 0.0}, A, history=history)
+    assert p.acceptance.expected_tokens(A, 2) > 1 + 0.5 + 0.25
+    p.acceptance.offer(L, 2)
+    assert p.acceptance.expected_tokens(L, 2) == pytest.approx(1 + 0.5 + 0.25)  # the prior
+    # Nor is what this run's matches kept left for the next run.
+    p.observe_unverified(L, drafted=4, agreed=4, committed=5)
+    assert set(p.acceptance.counts()) == {(A, False, 0)}
+
+
 def test_timings_refine_the_cost_model():
     p = policy(flat())
     costs = p.costs

@@ -12,7 +12,7 @@ import pytest
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
 from assisted.policy import choice as policy_module
-from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance
+from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel
 from assisted.policy.choice import (
     FLOOR_MARGIN,
     FLOOR_STEPS,
@@ -294,3 +294,14 @@ def test_a_match_of_a_length_new_to_the_run_is_drafted_at_what_its_other_matches
     # On a fresh run, the same match is drafted on the prior.
     fresh = less_steep_cpu_pair()
     assert fresh.choose({L: 4}, tokens_left=64, context=600, match_length=3).source == L
+
+
+def test_a_runs_first_match_is_drafted_as_on_a_fresh_run_whatever_earlier_matches_kept():
+    # Earlier prompts' matches that kept every candidate (a runbook copied whole) would have
+    # the next passage's first match drafted long; it is drafted as on the pair's first run.
+    kept = {(L, False, length): ([100.0] * CAP, [100.0] * CAP) for length in (2, 3, 4)}
+    after = less_steep_cpu_pair()
+    after.acceptance = AcceptanceModel(CAP, [A, L], kept)
+    first = less_steep_cpu_pair().choose({L: CAP}, tokens_left=64, context=600, match_length=3)
+    assert after.choose({L: CAP}, tokens_left=64, context=600, match_length=3) == first
+    assert first.gamma <= 3  # the lengths that pay at its estimate on the prior
