@@ -10,9 +10,14 @@ position before it, with old evidence decaying so the estimate follows the text.
 source keeps two sets: one for the step after its draft agreed with everything the target
 committed (a streak, as when the answer copies a passage) and one for any other step. A
 lookup match that was not chosen is scored too, against the tokens the step committed:
-that costs nothing, so the lookup's estimates stay current while the assistant drafts. A
-run may start from what the pair's earlier runs saw, counted as a few observations only
-(`HISTORY_WEIGHT`), so that the text at hand soon outweighs it.
+that costs nothing, so the lookup's estimates stay current while the assistant drafts. The
+assistant's estimates may start from what the pair's earlier runs saw, counted as a few
+observations only (`HISTORY_WEIGHT`), so that the text at hand soon outweighs it. A lookup's
+never do (`CARRIED`): how far a match continues is the prompt's own (a runbook's steps
+copied nearly whole, a passage's question answered in other words), so a history drawn from
+other prompts only makes a run's drafts depend on what ran before it. On the benchmark's
+long passages, the matches of a runbook (89% kept) made the next passage's first matches
+draft 7 candidates at an estimated 4.1 tokens, which kept nothing (docs/auto-policy.md).
 
 A lookup source that knows how long its match is (`assisted.engine.drafters.lookup`) keeps its
 estimates by that length too (`match_bucket`): a suffix that matched 8 tokens of the context is
@@ -34,6 +39,7 @@ STREAK_TOKENS = 2  # a draft agreeing on fewer tokens than this starts no streak
 HISTORY_WEIGHT = 4.0  # observations that a pair's earlier runs count for in a new run
 
 LONG_MATCH = 4  # lookup matches of this many tokens or more share one estimate
+CARRIED = frozenset({DrafterKind.ASSISTANT})  # the sources whose history a run starts from
 
 Counts = tuple[list[float], list[float]]  # (accepted, tried) per draft position
 # An estimate's key: its source, whether it follows a streak, and its match bucket.
@@ -61,15 +67,16 @@ class Acceptance:
                 self.accepted[i] = accepted[i] * scale
                 self.tried[i] = tried[i] * scale
 
-    def expected_tokens(self, gamma: int, optimistic: bool = False) -> float:
+    def expected_tokens(self, gamma: int, optimistic: bool = False, prior: float = 0.5) -> float:
         """E(γ) from the posterior means; `optimistic` takes each position's mean plus one
         standard deviation, so that little evidence reads as a reason to try.
 
         Each position's prior is the estimate of the position before it (the first one's
-        is 1/2): a position rarely verified, because drafts seldom reach it, reads as
-        "like the one before" rather than as a coin flip, so that a well-accepted drafter
-        is tried at longer lengths and learns how far its drafts hold."""
-        tokens, reach, prior = 1.0, 1.0, 0.5
+        is `prior`, Beta(1, 1)'s 1/2 unless the caller knows better): a position rarely
+        verified, because drafts seldom reach it, reads as "like the one before" rather
+        than as a coin flip, so that a well-accepted drafter is tried at longer lengths and
+        learns how far its drafts hold."""
+        tokens, reach = 1.0, 1.0
         for i in range(gamma):
             n = self.tried[i] + PRIOR_WEIGHT
             mean = (self.accepted[i] + PRIOR_WEIGHT * prior) / n
@@ -90,6 +97,10 @@ class Acceptance:
             self.tried[i] += 1.0
             self.accepted[i] += 1.0 if i < accepted else 0.0
 
+    def first(self) -> tuple[float, float]:
+        """The decayed (accepted, tried) counts of the first position."""
+        return (self.accepted[0], self.tried[0]) if self.tried else (0.0, 0.0)
+
     def counts(self) -> Counts:
         return list(self.accepted), list(self.tried)
 
@@ -101,10 +112,11 @@ class AcceptanceModel:
     def __init__(
         self, cap: int, sources: Iterable[DrafterKind], history: AcceptanceCounts | None = None
     ):
-        """`history` holds counts per estimate from the pair's earlier runs."""
+        """`history` holds counts per estimate from the pair's earlier runs; those of
+        sources not `CARRIED` are left out."""
         sources = list(sources)
         self.cap = cap
-        self.history = history or {}
+        self.history = {key: counts for key, counts in (history or {}).items() if key[0] in CARRIED}
         self.estimates: dict[EstimateKey, Acceptance] = {}
         # Per source: its latest draft agreed with every token the target committed (text
         # it predicts well, such as a passage being copied).
@@ -125,8 +137,29 @@ class AcceptanceModel:
         return self.estimates[key]
 
     def expected_tokens(self, source: DrafterKind, gamma: int, optimistic: bool = False) -> float:
-        """E(γ) for the next step drafted by `source` (see `Acceptance.expected_tokens`)."""
-        return self.current(source).expected_tokens(gamma, optimistic)
+        """E(γ) for the next step drafted by `source` (see `Acceptance.expected_tokens`),
+        its first position's prior drawn from the source's other match buckets
+        (`bucket_prior`)."""
+        return self.current(source).expected_tokens(gamma, optimistic, self.bucket_prior(source))
+
+    def bucket_prior(self, source: DrafterKind) -> float:
+        """The prior of the first position of `source`'s estimate on offer: where it has a
+        match bucket, what the run's other buckets of that source, in the same streak state,
+        saw of their first candidates, under the Beta(1, 1) prior; else 1/2. A match of a
+        length not yet seen in this run reads as the source's other matches did, not as a
+        coin flip: of the six estimates (2, 3 and 4 or more tokens, with and without a
+        streak), four were each drafted at 1/2 in a run of a long passage, four or five
+        candidates at two plain steps' cost on the AVX2 imitation, after the run's first
+        matches had kept nothing (docs/auto-policy.md)."""
+        bucket, streak = self.bucket[source], self.streak[source]
+        if not bucket:
+            return 0.5
+        accepted = tried = 0.0
+        for (name, after_streak, other), estimate in self.estimates.items():
+            if name == source and after_streak == streak and other != bucket:
+                kept, seen = estimate.first()
+                accepted, tried = accepted + kept, tried + seen
+        return (accepted + PRIOR_WEIGHT * 0.5) / (tried + PRIOR_WEIGHT)
 
     def observe(self, source: DrafterKind, drafted: int, accepted: int) -> None:
         """The target verified `drafted` candidates from `source` and accepted the first
@@ -147,7 +180,11 @@ class AcceptanceModel:
 
     def counts(self) -> AcceptanceCounts:
         """Counts per estimate, for the pair's next runs: the history, updated with the
-        estimates this run used."""
+        estimates this run used, of the sources `CARRIED`."""
         counts = dict(self.history)
-        counts.update((key, acceptance.counts()) for key, acceptance in self.estimates.items())
+        counts.update(
+            (key, acceptance.counts())
+            for key, acceptance in self.estimates.items()
+            if key[0] in CARRIED
+        )
         return counts

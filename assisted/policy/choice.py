@@ -318,8 +318,10 @@ class DraftPolicy:
                 return None  # no better than the rest: the choice passes it by
             saved_per_token_s = 1.0 / without - 1.0 / with_model
             return HeldBack.CATCH_UP if tokens * saved_per_token_s <= read_s else None
-        saved_per_token_s, pays, probe_loss_s = self._first_read_value(offers[model], without)
-        if tokens * saved_per_token_s * pays - probe_loss_s <= read_s:
+        saved_per_token_s, expected_saving_s, probe_loss_s = self._first_read_value(
+            offers[model], without
+        )
+        if tokens * expected_saving_s - probe_loss_s <= read_s:
             return HeldBack.FIRST_DRAFT
         if (self.committed + 1) * saved_per_token_s < START_SHARE * read_s:
             return HeldBack.WAITING
@@ -329,15 +331,20 @@ class DraftPolicy:
         """What the model source's first read buys, before it has drafted in this run: the
         seconds per token its drafting saves against the best rate `without` it at the
         prior's optimistic acceptance (0.79 a position: the bet the choice itself makes on
-        a source it has not seen), the chance that it pays at all, and the seconds its
-        first draft's step can be expected to lose. Weighed over the prior's acceptances
-        (`PRIOR_POINTS`, one acceptance α for every position): at an α where its best rate
-        at up to `most` candidates beats `without`, it pays and keeps drafting; at any
-        other, the first step (at the γ the choice would draft) loses what it costs beyond
-        the tokens it commits, and the floor and the choice stop it after. The chance is
-        three quarters where verification is flat and drafting cheap, a third where each
-        verified row costs most of a step (a CPU without bf16 kernels: the bet at 0.79 alone started
-        the assistant on passages that no α the prompt had could repay).
+        a source it has not seen), which times the wait; the seconds per token it can be
+        expected to save, which decides whether to read at all; and the seconds its first
+        draft's step can be expected to lose. Both expectations are taken over the prior's
+        acceptances (`PRIOR_POINTS`, one acceptance α for every position): at an α where its
+        best rate at up to `most` candidates beats `without`, it keeps drafting at that
+        rate and saves what that rate saves; at any other, it saves nothing, and the first
+        step (at the γ the choice would draft) loses what it costs beyond the tokens it
+        commits before the floor and the choice stop it. It pays at three quarters of the
+        prior's acceptances where verification is flat and drafting cheap, at a third where
+        each verified row costs most of a step (a CPU without bf16 kernels); and where it
+        pays only at high α, it saves there less than the optimistic bet says: weighed at
+        0.79 wherever it paid, the bet started the assistant on passages with 11- to
+        23-token answers on the AVX2 imitation, where its read was never repaid
+        (docs/auto-policy.md).
         Made at the prior, never at the pair's earlier runs: drawn from other prompts, they
         would make the bet, and so this prompt's speed, depend on what ran before it (a
         passage's question after code prompts, whose drafts the target kept, started the
@@ -349,17 +356,19 @@ class DraftPolicy:
             unseen.expected_tokens(g, optimistic=True) / costs[g - 1] for g in range(1, most + 1)
         ]
         first = max(range(1, most + 1), key=lambda g: rates[g - 1])
-        saved_s = max(1.0 / without - 1.0 / rates[first - 1], 0.0)
-        pays = lost_s = 0.0
+        optimistic_s = max(1.0 / without - 1.0 / rates[first - 1], 0.0)
+        saved_s = lost_s = 0.0
         for alpha in PRIOR_POINTS:
             tokens = [1.0]  # E(γ) at α: 1 + α + … + α^γ
             for _ in range(most):
                 tokens.append(tokens[-1] + alpha ** len(tokens))
-            if max(tokens[g] / costs[g - 1] for g in range(1, most + 1)) > without:
-                pays += 1.0
+            rate = max(tokens[g] / costs[g - 1] for g in range(1, most + 1))
+            if rate > without:
+                saved_s += 1.0 / without - 1.0 / rate
             else:
                 lost_s += max(costs[first - 1] - tokens[first] / without, 0.0)
-        return saved_s, pays / len(PRIOR_POINTS), lost_s / len(PRIOR_POINTS)
+        points = len(PRIOR_POINTS)
+        return optimistic_s, saved_s / points, lost_s / points
 
     def _expectation(self, choice: Choice) -> Expectation:
         """What `choice` should commit and cost, from the models as they stand now."""

@@ -21,12 +21,9 @@ from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.learnt import LearntState
+from tests.engine.runs import priced
 
-# Transformers' lookup matches anywhere in the context, the chat template included: every
-# run sees matches, so every run leaves counts.
-AUTO = DraftSettings(
-    num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0, lookup="transformers"
-)
+AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
 GREEDY = RunSettings(max_new_tokens=12)
 SAMPLED = RunSettings(max_new_tokens=12, sample=True, temperature=0.7, top_p=0.9, seed=1)
 A = DrafterKind.ASSISTANT
@@ -60,6 +57,21 @@ def sampled_timings(monkeypatch) -> list:
     return calls
 
 
+@pytest.fixture
+def free_run(pair, monkeypatch):
+    """An `auto` run of `pair` whose assistant is priced nearly free, greedy and sampled, so
+    that it drafts and leaves counts in every run (a pair carries the assistant's
+    acceptance, not a lookup's); priced again before each run, whose first read teaches
+    the pair the tiny assistant's real read time."""
+    monkeypatch.setattr(calibrating, "_time_sampled_drafting", lambda *args: 1e-7)
+
+    def run(settings: RunSettings):
+        priced(pair, prefill_s=0.0, draft_s=1e-7, draft=AUTO)
+        return auto_run(pair, settings)
+
+    return run
+
+
 def auto_run(pair, settings: RunSettings):
     ids = running.encode_prompt(pair, "def add(a, b):")
     events = running.run(pair, ids, "assisted", settings, AUTO)
@@ -73,12 +85,12 @@ def test_a_runs_band_is_greedy_or_its_temperatures():
     assert bands.band(RunSettings(sample=True, temperature=1.5)) == "t>1"
 
 
-def test_a_sampled_run_leaves_greedys_history_as_it_was_and_keeps_its_own(pair, sampled_timings):
-    greedy = auto_run(pair, GREEDY)
+def test_a_sampled_run_leaves_greedys_history_as_it_was_and_keeps_its_own(pair, free_run):
+    greedy = free_run(GREEDY)
     learnt = pair.learnt.precision("none")
     assert learnt.acceptance and not learnt.sampled
     before = pair.learnt.copy().precision("none").acceptance
-    sampled = auto_run(pair, SAMPLED)
+    sampled = free_run(SAMPLED)
     assert learnt.acceptance == before
     assert set(learnt.sampled) == {"t<=1"} and learnt.sampled["t<=1"]
     assert (greedy.acceptance_band, sampled.acceptance_band) == ("greedy", "t<=1")
@@ -87,11 +99,11 @@ def test_a_sampled_run_leaves_greedys_history_as_it_was_and_keeps_its_own(pair, 
     assert learnt_store.load(pair.learnt_file).precision("none").sampled == learnt.sampled
 
 
-def test_a_greedy_run_leaves_the_sampled_bands_as_they_were(pair, sampled_timings):
-    auto_run(pair, SAMPLED)
+def test_a_greedy_run_leaves_the_sampled_bands_as_they_were(pair, free_run):
+    free_run(SAMPLED)
     kept = pair.learnt.copy().precision("none").sampled
     assert kept["t<=1"]
-    auto_run(pair, GREEDY)
+    free_run(GREEDY)
     assert pair.learnt.precision("none").sampled == kept
 
 

@@ -13,24 +13,25 @@ from assisted.engine import running
 from assisted.engine.decoding import RunDone
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.learnt import LearntState
+from tests.engine.runs import priced
 
-# Transformers' lookup matches anywhere in the context, the chat template included: every
-# run sees matches, whose counts change from run to run.
-AUTO = DraftSettings(
-    num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0, lookup="transformers"
-)
+# What a pair carries from run to run is the assistant's acceptance (a lookup's is each
+# prompt's own): the target drafting for itself, priced nearly free before each run, drafts
+# in every run and keeps its drafts, so its counts change from run to run.
+AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
 SHORT = RunSettings(max_new_tokens=16)
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
 
 
 @pytest.fixture(scope="module")
 def pair(tiny_dirs):
-    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
+    spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["target"]))
     loaded = load_pair(spec, device="cpu", dtype="float32")
     return dataclasses.replace(loaded, learnt=LearntState())
 
 
 def auto_run(pair, prompt: str) -> None:
+    priced(pair, prefill_s=0.0, draft_s=1e-7, draft=AUTO)
     ids = running.encode_prompt(pair, prompt)
     events = running.run(pair, ids, "assisted", SHORT, AUTO)
     assert any(isinstance(event, RunDone) for event in events)

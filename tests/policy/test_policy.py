@@ -9,7 +9,7 @@ import pytest
 from assisted.core.drafters import DrafterKind
 from assisted.lab.policy_bookkeeping import measure_bookkeeping_s
 from assisted.policy import choice as policy_module
-from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance
+from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel
 from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy, Expectation
 
 CAP = 8
@@ -159,6 +159,18 @@ def test_a_runs_history_counts_for_a_few_observations_only():
     assert Acceptance(CAP, ([0.0] * CAP, [0.0] * CAP)).tried == [0.0] * CAP
 
 
+def test_a_run_starts_from_the_assistants_history_but_never_from_a_lookups():
+    seen = ([9.0] * CAP, [10.0] * CAP)
+    history = {(A, False, 0): seen, (L, False, 2): seen, (L, True, 4): seen}
+    p = DraftPolicy(CAP, flat(), {A: 0.001, L: 0.0}, A, history=history)
+    assert p.acceptance.expected_tokens(A, 2) > 1 + 0.5 + 0.25
+    p.acceptance.offer(L, 2)
+    assert p.acceptance.expected_tokens(L, 2) == pytest.approx(1 + 0.5 + 0.25)  # the prior
+    # Nor is what this run's matches kept left for the next run.
+    p.observe_unverified(L, drafted=4, agreed=4, committed=5)
+    assert set(p.acceptance.counts()) == {(A, False, 0)}
+
+
 def test_timings_refine_the_cost_model():
     p = policy(flat())
     costs = p.costs
@@ -244,6 +256,29 @@ def test_a_streak_has_its_own_estimate():
     p.choice = Choice(L, 4)
     p.observe(4, 0)
     assert not p.acceptance.streak[L] and p.acceptance.expected_tokens(L, 4) < 2.0
+
+
+def test_a_match_of_a_length_new_to_the_run_reads_as_the_runs_other_matches():
+    def after(agreed: int) -> AcceptanceModel:
+        """A run whose three matches of 2 tokens agreed with `agreed` of their 4."""
+        model = AcceptanceModel(CAP, [A, L])
+        model.offer(L, 2)
+        for _ in range(3):
+            model.observe_unverified(L, drafted=4, agreed=agreed, committed=agreed + 1)
+        model.offer(L, 3)
+        return model
+
+    fresh = AcceptanceModel(CAP, [A, L])
+    fresh.offer(L, 2)
+    assert fresh.expected_tokens(L, 2) == pytest.approx(1 + 0.5 + 0.25)  # nothing seen yet
+    failing = after(agreed=0)
+    assert failing.bucket_prior(L) == pytest.approx(1 / 5, abs=0.01)  # 0 of 3 (decayed)
+    assert failing.expected_tokens(L, 2) < 1.3
+    assert after(agreed=3).expected_tokens(L, 2) > 1 + 0.5 + 0.25
+    # A streak keeps an estimate apart, and the assistant, with no match lengths, its 1/2.
+    failing.streak[L] = True
+    assert failing.bucket_prior(L) == 0.5
+    assert failing.expected_tokens(A, 2) == pytest.approx(1 + 0.5 + 0.25)
 
 
 def test_no_probe_within_a_few_tokens_of_the_end():

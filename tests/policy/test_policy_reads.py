@@ -12,7 +12,7 @@ import pytest
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
 from assisted.policy import choice as policy_module
-from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance
+from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel
 from assisted.policy.choice import (
     FLOOR_MARGIN,
     FLOOR_STEPS,
@@ -239,6 +239,34 @@ def test_where_verifying_is_steep_a_passage_is_not_read_on_an_optimistic_bet():
     assert any(choice.prefill for choice in run_steps(steep_cpu_pair(), 64, context=40)[:3])
 
 
+def less_steep_cpu_pair() -> DraftPolicy:
+    """The AVX2 imitation on an AMD EPYC (measured on the embedded pair, a 660-token
+    passage): verifying is less steep than on the Intel Xeon (`steep_cpu_pair`), 2 rows
+    cost 1.25 plain steps and 9 rows 2.7; an int8 assistant drafts at 33 ms a token and
+    reads a prompt at 2 ms a token."""
+    verify_s = {1: 0.383, 2: 0.478, 3: 0.598, 4: 0.651, 5: 0.750}
+    verify_s |= {6: 0.798, 7: 0.878, 8: 0.961, 9: 1.043}
+    return DraftPolicy(CAP, verify_s, {A: 0.0326, L: 0.0}, A, prefill_s=0.002)
+
+
+def test_a_first_read_is_weighed_at_what_each_acceptance_saves_not_at_the_optimistic_bet():
+    # The assistant pays at 13 of the prior's 20 acceptances here (from α = 0.35), and at
+    # most of those it saves far less than at the prior's optimistic acceptance: 19 tokens
+    # at that saving, 13 times in 20, would repay the 1.2 s read of a 600-token passage;
+    # what each acceptance saves where it pays does not, so the read is not made.
+    p = less_steep_cpu_pair()
+    unseen = Acceptance(CAP)
+    optimistic = max(
+        unseen.expected_tokens(g, optimistic=True) / p.cost_s(A, g) for g in range(1, CAP + 1)
+    )
+    assert 19 * (1 / p.rate(None, 0) - 1 / optimistic) * 13 / 20 > p.costs.read_s(600)
+    choices = run_steps(p, tokens_left=64, context=600)
+    assert all(choice.source is None for choice in choices)
+    assert HeldBack.FIRST_DRAFT in {choice.held_back for choice in choices}
+    # The same costs start it on a prompt of 100 tokens, whose read is cheap.
+    assert any(choice.prefill for choice in run_steps(less_steep_cpu_pair(), 64, 100)[:3])
+
+
 def test_a_lookup_match_on_its_prior_is_drafted_only_where_it_pays_at_its_estimate():
     # Where verifying is flat, four candidates at the prior beat a plain step at their
     # estimate, so the match is drafted.
@@ -252,3 +280,28 @@ def test_a_lookup_match_on_its_prior_is_drafted_only_where_it_pays_at_its_estima
     for _ in range(2):  # it would have kept the whole draft
         p.observe_unverified(L, 4, agreed=4, committed=5)
     assert p.choose(offers, tokens_left=64, context=600, match_length=2).source == L
+
+
+def test_a_match_of_a_length_new_to_the_run_is_drafted_at_what_its_other_matches_kept():
+    # Matches of 2 tokens on the prior pay at their estimate here: drafted, each kept nothing.
+    p = less_steep_cpu_pair()
+    for _ in range(3):
+        choice = p.choose({L: 4}, tokens_left=64, context=600, match_length=2)
+        assert choice.source == L
+        p.observe(choice.gamma, 0)
+    # A match of 3 tokens, new to the run, is weighed as those were: not drafted.
+    assert p.choose({L: 4}, tokens_left=64, context=600, match_length=3).source is None
+    # On a fresh run, the same match is drafted on the prior.
+    fresh = less_steep_cpu_pair()
+    assert fresh.choose({L: 4}, tokens_left=64, context=600, match_length=3).source == L
+
+
+def test_a_runs_first_match_is_drafted_as_on_a_fresh_run_whatever_earlier_matches_kept():
+    # Earlier prompts' matches that kept every candidate (a runbook copied whole) would have
+    # the next passage's first match drafted long; it is drafted as on the pair's first run.
+    kept = {(L, False, length): ([100.0] * CAP, [100.0] * CAP) for length in (2, 3, 4)}
+    after = less_steep_cpu_pair()
+    after.acceptance = AcceptanceModel(CAP, [A, L], kept)
+    first = less_steep_cpu_pair().choose({L: CAP}, tokens_left=64, context=600, match_length=3)
+    assert after.choose({L: CAP}, tokens_left=64, context=600, match_length=3) == first
+    assert first.gamma <= 3  # the lengths that pay at its estimate on the prior
