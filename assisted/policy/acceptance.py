@@ -17,7 +17,7 @@ never do (`CARRIED`): how far a match continues is the prompt's own (a runbook's
 copied nearly whole, a passage's question answered in other words), so a history drawn from
 other prompts only makes a run's drafts depend on what ran before it. On the benchmark's
 long passages, the matches of a runbook (89% kept) made the next passage's first matches
-draft 7 candidates at an estimated 4.1 tokens, which kept nothing (docs/auto-policy.md).
+draft 7 candidates at an estimated 4.1 tokens, which kept 5 of 35 (docs/auto-policy.md).
 
 A lookup source that knows how long its match is (`assisted.engine.drafters.lookup`) keeps its
 estimates by that length too (`match_bucket`): a suffix that matched 8 tokens of the context is

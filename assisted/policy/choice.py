@@ -340,11 +340,10 @@ class DraftPolicy:
         step (at the γ the choice would draft) loses what it costs beyond the tokens it
         commits before the floor and the choice stop it. It pays at three quarters of the
         prior's acceptances where verification is flat and drafting cheap, at a third where
-        each verified row costs most of a step (a CPU without bf16 kernels); and where it
-        pays only at high α, it saves there less than the optimistic bet says: weighed at
-        0.79 wherever it paid, the bet started the assistant on passages with 11- to
-        23-token answers on the AVX2 imitation, where its read was never repaid
-        (docs/auto-policy.md).
+        each verified row costs most of a step (a CPU without bf16 kernels); and at most of
+        the acceptances where it pays, it saves less than at 0.79: weighed at 0.79 wherever
+        it paid, the bet started the assistant on passages with 11- to 23-token answers on
+        the AVX2 imitation, where its read was never repaid (docs/auto-policy.md).
         Made at the prior, never at the pair's earlier runs: drawn from other prompts, they
         would make the bet, and so this prompt's speed, depend on what ran before it (a
         passage's question after code prompts, whose drafts the target kept, started the
