@@ -221,17 +221,23 @@ def steep_cpu_pair() -> DraftPolicy:
     return DraftPolicy(CAP, verify_s, {A: 0.040, L: 0.0}, A, prefill_s=0.0015)
 
 
+def optimistic_saving_s(p: DraftPolicy) -> float:
+    """The seconds a token that drafting from an assistant not yet seen saves against plain
+    steps at the prior's optimistic acceptance: the bet the choice makes on it."""
+    unseen = Acceptance(CAP)
+    optimistic = max(
+        unseen.expected_tokens(g, optimistic=True) / p.cost_s(A, g) for g in range(1, CAP + 1)
+    )
+    return 1 / p.rate(None, 0) - 1 / optimistic
+
+
 def test_where_verifying_is_steep_a_passage_is_not_read_on_an_optimistic_bet():
     # At the prior's optimistic acceptance alone, the 19 tokens a 64-token run can expect
     # at most would repay the 0.87 s read of a 581-token passage; but the assistant pays
     # at only a third of the prior's acceptances, and its first step costs twice a plain
     # one where it does not, so the read is not made.
     p = steep_cpu_pair()
-    unseen = Acceptance(CAP)
-    optimistic = max(
-        unseen.expected_tokens(g, optimistic=True) / p.cost_s(A, g) for g in range(1, CAP + 1)
-    )
-    assert 19 * (1 / p.rate(None, 0) - 1 / optimistic) > p.costs.read_s(581)
+    assert 19 * optimistic_saving_s(p) > p.costs.read_s(581)
     choices = run_steps(p, tokens_left=64, context=581)
     assert all(choice.source is None for choice in choices)
     assert HeldBack.FIRST_DRAFT in {choice.held_back for choice in choices}
@@ -255,11 +261,7 @@ def test_a_first_read_is_weighed_at_what_each_acceptance_saves_not_at_the_optimi
     # at that saving, 13 times in 20, would repay the 1.2 s read of a 600-token passage;
     # what each acceptance saves where it pays does not, so the read is not made.
     p = less_steep_cpu_pair()
-    unseen = Acceptance(CAP)
-    optimistic = max(
-        unseen.expected_tokens(g, optimistic=True) / p.cost_s(A, g) for g in range(1, CAP + 1)
-    )
-    assert 19 * (1 / p.rate(None, 0) - 1 / optimistic) * 13 / 20 > p.costs.read_s(600)
+    assert 19 * optimistic_saving_s(p) * 13 / 20 > p.costs.read_s(600)
     choices = run_steps(p, tokens_left=64, context=600)
     assert all(choice.source is None for choice in choices)
     assert HeldBack.FIRST_DRAFT in {choice.held_back for choice in choices}
