@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted.analysis import declines, divergence, oracle, sampling, stats
+from assisted.analysis import declines, divergence, faults, oracle, sampling, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.core.drafters import DRAFTER_NAMES
 from assisted.core.examples import ExamplesError
@@ -216,6 +216,9 @@ def format_table(result: dict) -> str:
         lines.append(f"{'policy':22}{held_back}")
     if result.get("oracle") is not None:
         lines.append(f"{'oracle':22}{oracle.describe(result['oracle'])}")
+    failed = faults.sentence(result.get("analysis_errors") or {})
+    if failed:
+        lines.append(f"{'analysis':22}{failed}")
     calibration = learnt_store.describe((result.get("assisted") or {}).get("calibration"))
     if calibration:
         lines.append(f"{'calibration':22}{calibration}")

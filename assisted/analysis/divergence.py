@@ -168,23 +168,10 @@ def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
     for sampled runs, where one run ended first (a stop), where a position was not
     recorded, and where the dtype's precision is unknown. Token ids only:
     `comparison.report` adds their text."""
-    plain_ids, assisted_ids = plain.token_ids, assisted.token_ids
-    index = first_divergence(plain_ids, assisted_ids)
-    if index is None:
+    result = unjudged(plain, assisted, None)
+    if result is None:
         return None
-    result = {
-        "index": index,
-        "plain_token": _at(plain_ids, index),
-        "assisted_token": _at(assisted_ids, index),
-        "plain_top2": None,
-        "assisted_top2": None,
-        "plain_margin": None,
-        "assisted_margin": None,
-        "noise": None,
-        "bound": None,
-        "verdict": None,
-        "reason": None,
-    }
+    index = result["index"]
     plain_top2, assisted_top2 = _top2s(plain), _top2s(assisted)
     p, a = _at(plain_top2, index), _at(assisted_top2, index)
     result.update(plain_top2=_dict(p), assisted_top2=_dict(a))
@@ -222,6 +209,29 @@ def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
             f"so only a lower bound of its move is known ({least[unknown[0]]:.3g}, within "
             f"the noise {noise:.3g})"
         )
+    }
+
+
+def unjudged(plain: RunRecord, assisted: RunRecord, reason: str | None) -> dict | None:
+    """The first divergence in `explain`'s shape, its evidence and verdict empty and
+    `reason` saying why (None: not yet judged); None where the runs are identical. What
+    the JSON carries where judging failed (`assisted.analysis.faults`)."""
+    plain_ids, assisted_ids = plain.token_ids, assisted.token_ids
+    index = first_divergence(plain_ids, assisted_ids)
+    if index is None:
+        return None
+    return {
+        "index": index,
+        "plain_token": _at(plain_ids, index),
+        "assisted_token": _at(assisted_ids, index),
+        "plain_top2": None,
+        "assisted_top2": None,
+        "plain_margin": None,
+        "assisted_margin": None,
+        "noise": None,
+        "bound": None,
+        "verdict": None,
+        "reason": reason,
     }
 
 

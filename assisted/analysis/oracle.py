@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from assisted.analysis.faults import HINDSIGHT
 from assisted.core.drafters import DrafterKind
 from assisted.core.figures import rounded
 from assisted.core.record import Hindsight, RunRecord, Step
@@ -60,17 +61,32 @@ class Move:
 
 
 class Costs:
-    """The run's own cost model (`assisted.policy.costs`), priced per step."""
+    """The run's own cost model (`assisted.policy.costs`), priced per step.
+
+    T(k) is the hindsight's curve: timed, or interpolated between timed rows, up to the
+    cap + 1 and past it to the longest draft the run verified where that could be timed
+    (`assisted.engine.hindsight`: Transformers' heuristic schedule grows a draft past the
+    cap). A row beyond the curve, from a record whose costs stop short of its drafts, is
+    extrapolated along the curve's last segment (never below its last row) and kept in
+    `extrapolated`, which the JSON reports."""
 
     def __init__(self, hindsight: Hindsight, prompt_tokens: int):
         self.verify_s = dict(hindsight.verify_s)
         self.h = hindsight
         self.prompt_tokens = prompt_tokens
+        self.extrapolated: set[int] = set()
+
+    def verify(self, rows: int) -> float:
+        """T(rows): from the curve, else extrapolated from it (the class's note)."""
+        if rows in self.verify_s:
+            return self.verify_s[rows]
+        self.extrapolated.add(rows)
+        return extrapolate(self.verify_s, rows)
 
     def step_s(self, source: DrafterKind | None, gamma: int, state: Model, position: int) -> float:
         """Seconds of a step at output `position` drafting `gamma` from `source`, the
         assistant's cache standing at `state`."""
-        seconds = self.verify_s[gamma + 1]
+        seconds = self.verify(gamma + 1)
         if source is not ASSISTANT:
             return seconds
         seconds += self.h.call_s + self.h.drafting_s * gamma
@@ -79,6 +95,17 @@ class Costs:
         elif state is Model.BEHIND:
             seconds += self.h.catch_up_s
         return seconds
+
+
+def extrapolate(curve: dict[int, float], rows: int) -> float:
+    """T(rows) past the last row of `curve`, along the line through its last two rows,
+    never below the last (a verification of more rows costs no less)."""
+    top, *rest = sorted(curve, reverse=True)
+    if not rest or rows <= top:
+        return curve[top]
+    below = rest[0]
+    slope = max((curve[top] - curve[below]) / (top - below), 0.0)
+    return curve[top] + slope * (rows - top)
 
 
 def after(source: DrafterKind | None, state: Model) -> Model:
@@ -151,10 +178,11 @@ def constant_schedule(
     return moves
 
 
-def replay(record: RunRecord, h: Hindsight) -> tuple[list[Move], int, int]:
-    """The run's own choices priced by its cost model, and how many of its drafting steps
-    the hindsight reproduces (the accepted count of an assistant step; the very candidates
-    of a lookup step), of how many."""
+def replay(record: RunRecord, h: Hindsight) -> tuple[list[Move], int, int, list[int]]:
+    """The run's own choices priced by its cost model; how many of its drafting steps the
+    hindsight reproduces (the accepted count of an assistant step; the very candidates of a
+    lookup step), of how many; and the rows of T(k) extrapolated past the curve to price
+    them (`Costs`)."""
     costs = Costs(h, record.prompt_tokens)
     moves, i, state = [], 0, Model.UNSTARTED
     agreeing = drafting = 0
@@ -166,7 +194,7 @@ def replay(record: RunRecord, h: Hindsight) -> tuple[list[Move], int, int]:
             drafting += 1
             agreeing += _reproduced(step, h, i)
         i, state = i + len(step.token_ids), after(source, state)
-    return moves, agreeing, drafting
+    return moves, agreeing, drafting, sorted(costs.extrapolated)
 
 
 def _reproduced(step: Step, h: Hindsight, position: int) -> bool:
@@ -197,6 +225,8 @@ def why_not(record: RunRecord, needs_hindsight: bool = True) -> str | None:
         return "the run was stopped"
     if record.total_s <= 0:
         return "the run has not finished"
+    if HINDSIGHT in record.analysis_errors:
+        return f"its hindsight could not be found ({record.analysis_errors[HINDSIGHT]})"
     if needs_hindsight and record.hindsight is None:
         return "no costs were measured for this pair's drafting (the `auto` schedule times them)"
     return None
@@ -212,7 +242,7 @@ def report(plain: RunRecord | None, assisted: RunRecord) -> dict:
     h = assisted.hindsight
     output = assisted.token_ids
     best = best_schedule(h, output, assisted.prompt_tokens)
-    ran, agreeing, drafting = replay(assisted, h)
+    ran, agreeing, drafting, extrapolated = replay(assisted, h)
     prefill = _prefill_s(plain, assisted, ran, h)
     plain_s = prefill + len(output) * dict(h.verify_s)[1]
     oracle_s, run_s = prefill + seconds(best), prefill + seconds(ran)
@@ -239,8 +269,19 @@ def report(plain: RunRecord | None, assisted: RunRecord) -> dict:
             {"position": m.position, "source": m.source, "gamma": m.gamma, "committed": m.committed}
             for m in best
         ],
+        "verify_rows": max(k for k, _ in h.verify_s),
+        "extrapolated_rows": extrapolated,
         "seconds": rounded(h.seconds),
         "reason": None,
+    }
+
+
+def failed(message: str) -> dict:
+    """The JSON's `oracle` where finding it raised (`assisted.analysis.faults`): every key
+    there, the figures None, `reason` and `error` saying why."""
+    return {key: None for key in _KEYS} | {
+        "reason": f"it could not be computed ({message})",
+        "error": message,
     }
 
 
@@ -262,6 +303,8 @@ _KEYS = (
     "agreeing_steps",
     "drafting_steps",
     "schedule",
+    "verify_rows",
+    "extrapolated_rows",
     "seconds",
 )
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from assisted.analysis import declines, oracle, sampling
-from assisted.analysis.divergence import explain as explain_divergence
+from assisted.analysis import declines, divergence, faults, oracle, sampling
 from assisted.core.drafters import DrafterKind
 from assisted.core.figures import median, rounded
 from assisted.core.record import RunRecord
@@ -281,10 +280,43 @@ def drafting_s_per_token(record: RunRecord) -> float | None:
     return sum(step.draft_s for step in timed) / drafted if drafted else None
 
 
-def compare(plain: RunRecord, assisted: RunRecord) -> dict:
+def compare(plain: RunRecord, assisted: RunRecord, failures: dict[str, str] | None = None) -> dict:
     """Speedup, theory beside measurement, and losslessness of one plain/assisted pair.
     The prediction is the `auto` policy's own where its steps carry one, else Leviathan et
-    al.'s; `prediction` names it (None without a prediction)."""
+    al.'s; `prediction` names it (None without a prediction). The prediction and the
+    divergence verdict are analyses: where one fails, its figures are empty and `failures`
+    keeps why (`assisted.analysis.faults`); the measured speedup stands."""
+    failures = {} if failures is None else failures
+    predicted = faults.attempt(
+        faults.PREDICTION,
+        lambda: _prediction(plain, assisted),
+        lambda _: dict.fromkeys(_PREDICTION_KEYS),
+        failures,
+    )
+    found = faults.attempt(
+        faults.DIVERGENCE,
+        lambda: divergence.explain(plain, assisted),
+        lambda message: divergence.unjudged(plain, assisted, f"could not be judged: {message}"),
+        failures,
+    )
+    return {
+        "speedup": rounded(speedup(plain, assisted)),
+        **predicted,
+        "identical": found is None,
+        "first_divergence": found["index"] if found else None,
+        "divergence": found,
+        # Sampled runs are two draws: what a check of their distributions found, null where
+        # none was made in this run (`assisted.analysis.divergence.describe_sampled`).
+        **({"sampling_check": None} if plain.sampled or assisted.sampled else {}),
+    }
+
+
+_PREDICTION_KEYS = ("predicted_speedup", "prediction", "alpha", "mean_drafted", "cost_ratio")
+
+
+def _prediction(plain: RunRecord, assisted: RunRecord) -> dict:
+    """`compare`'s prediction: the figure, the model it comes from, and Leviathan et al.'s
+    terms solved from the run."""
     c = cost_ratio(plain, assisted)
     rate = acceptance_rate(assisted)
     gamma = mean_drafted(assisted)
@@ -297,20 +329,12 @@ def compare(plain: RunRecord, assisted: RunRecord) -> dict:
     by_policy = policy_predicted_speedup(assisted)
     if by_policy is not None:
         predicted, model = by_policy, POLICY
-    divergence = explain_divergence(plain, assisted)
     return {
-        "speedup": rounded(speedup(plain, assisted)),
         "predicted_speedup": rounded(predicted),
         "prediction": model,
         "alpha": rounded(alpha),
         "mean_drafted": rounded(gamma),
         "cost_ratio": rounded(c),
-        "identical": divergence is None,
-        "first_divergence": divergence["index"] if divergence else None,
-        "divergence": divergence,
-        # Sampled runs are two draws: what a check of their distributions found, null where
-        # none was made in this run (`assisted.analysis.divergence.describe_sampled`).
-        **({"sampling_check": None} if plain.sampled or assisted.sampled else {}),
     }
 
 
@@ -353,8 +377,16 @@ def report(
     steps: bool = True,
 ) -> dict:
     """The comparison as one JSON-ready dict: the CLI's `--json` line and the API's result;
-    each run's `per_step` only with `steps`."""
+    each run's `per_step` only with `steps`. `analysis_errors` names each analysis that
+    failed, with its fault (`assisted.analysis.faults`): the runs' figures are there all
+    the same."""
     any_run = plain or assisted
+    failures = {
+        part: message
+        for run in (plain, assisted)
+        if run is not None
+        for part, message in run.analysis_errors.items()
+    }
     result = {
         "pair": pair,
         "device": device,
@@ -369,9 +401,12 @@ def report(
         "first_divergence": None,
         "divergence": None,
         "oracle": None,
+        "analysis_errors": failures,
     }
     if plain and assisted:
-        result.update(compare(plain, assisted))
+        result.update(compare(plain, assisted, failures))
     if assisted:
-        result["oracle"] = oracle.report(plain, assisted)
+        result["oracle"] = faults.attempt(
+            faults.ORACLE, lambda: oracle.report(plain, assisted), oracle.failed, failures
+        )
     return result

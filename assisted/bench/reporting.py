@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assisted.analysis import declines, divergence, stats
+from assisted.analysis import declines, divergence, faults, stats
 from assisted.bench import shares
 from assisted.bench.planning import Variant
 from assisted.core.figures import rounded
@@ -87,7 +87,9 @@ def summarize_prompt(
     counted = [count for count in template_drafts if count is not None]
     plain_rate = stats.median([stats.tokens_per_s(r) for r in plain])
     assisted_rate = stats.median([stats.tokens_per_s(r) for r in assisted])
-    compared = [stats.compare(p, a) for p, a in zip(plain, assisted, strict=True)]
+    # The analyses that failed, by name (`assisted.analysis.faults`): the runs stand.
+    failures = {part: error for run in assisted for part, error in run.analysis_errors.items()}
+    compared = [stats.compare(p, a, failures) for p, a in zip(plain, assisted, strict=True)]
     divergences = [c["first_divergence"] for c in compared if c["first_divergence"] is not None]
     drafted = sum(stats.drafted(r) for r in assisted)
     accepted = sum(stats.accepted(r) for r in assisted)
@@ -124,9 +126,9 @@ def summarize_prompt(
             "verify_cost_s": [[k, rounded(s, 6)] for k, s in curve],
         }
         | declines.prompt_fields(assisted)
-        | shares.prompt_fields(plain, assisted)
+        | shares.prompt_fields(plain, assisted, failures)
     )
-    return summary | {"measured_share": shares.measured_share(summary)}
+    return summary | {"measured_share": shares.measured_share(summary), "analysis_errors": failures}
 
 
 def summarize_group(rows: Sequence[dict]) -> dict:
@@ -264,6 +266,17 @@ _COLUMNS = (
 )
 
 
+def _failure_lines(prompts: list[dict]) -> list[str]:
+    """A line per prompt whose analyses failed (`assisted.analysis.faults`), then a blank."""
+    lines = [
+        f"{row['category']}/{row['question_id']}, {row['drafter']}: "
+        + faults.sentence(row["analysis_errors"])
+        for row in prompts
+        if row.get("analysis_errors")
+    ]
+    return [*lines, ""] if lines else []
+
+
 def render(result: dict) -> str:
     """The human-readable card: per prompt, per category, overall."""
     settings = result["settings"]
@@ -286,6 +299,7 @@ def render(result: dict) -> str:
             _outcome_cell,
         ),
         "",
+        *_failure_lines(result["prompts"]),
         *declines.card_lines(result["prompts"]),
         "Per category (median speedup over prompts; acceptance pooled over runs)",
     ]

@@ -19,14 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from assisted.analysis import oracle, stats
+from assisted.analysis import faults, oracle, stats
 from assisted.core.figures import rounded
 from assisted.core.record import RunRecord
 
 
-def prompt_fields(plain: Sequence[RunRecord], assisted: Sequence[RunRecord]) -> dict:
-    """One prompt's oracle figures over its repeats (`plain[i]` pairs with `assisted[i]`)."""
-    found = [oracle.report(p, a) for p, a in zip(plain, assisted, strict=True)]
+def prompt_fields(
+    plain: Sequence[RunRecord], assisted: Sequence[RunRecord], failures: dict[str, str]
+) -> dict:
+    """One prompt's oracle figures over its repeats (`plain[i]` pairs with `assisted[i]`);
+    a repeat whose oracle fails is left out, its fault kept in `failures`."""
+    found = [
+        faults.attempt(faults.ORACLE, lambda p=p, a=a: oracle.report(p, a), oracle.failed, failures)
+        for p, a in zip(plain, assisted, strict=True)
+    ]
     found = [f for f in found if f["reason"] is None]
     if not found:
         return dict.fromkeys(

@@ -206,6 +206,9 @@ class RunRecord:
     hindsight: Hindsight | None = None
     # How the assistant drafted (`DraftingPath`); None without an assistant model.
     drafting_path: DraftingPath | None = None
+    # The analyses found with the run, off its clock, that failed (its hindsight), by name,
+    # with their fault (`assisted.analysis.faults`): the run itself is whole.
+    analysis_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def token_ids(self) -> list[int]:

@@ -38,8 +38,7 @@ if TYPE_CHECKING:
     from assisted.models.pairs import LoadedPair
     from assisted.policy.learnt import ProcessTiming
 
-# pass, on a cache holding the warm-up prompt.
-_CALIBRATION_REPEATS = 3
+_CALIBRATION_REPEATS = 3  # timings of each pass, on a cache holding the warm-up prompt
 _CALIBRATION_ATTEMPTS = 3  # timings of a cost, while they look disturbed
 _PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
 _SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
@@ -74,7 +73,7 @@ def calibrate(
     report. `assisted.engine.prepare` calls it, before any run."""
     timing = pair.learnt.timed_here()
     started = time.perf_counter()
-    timed = _time_target(pair, prefix, cap, timing)
+    timed = _time_target(pair, prefix, sorted({1, 2, cap + 1}), timing)
     if assistant is not None and precision not in timing.drafting:
         _time_drafting(pair, prefix, assistant, precision, timing)
         timed = True
@@ -83,11 +82,24 @@ def calibrate(
     return calibrated(pair, precision, cap, model=assistant is not None)
 
 
-def _time_target(pair: LoadedPair, prefix: torch.Tensor, cap: int, timing: ProcessTiming) -> bool:
-    """Time T(1), T(2) and T(cap + 1) where this process has not (`calibrate`); whether it
-    did."""
+def calibrate_rows(pair: LoadedPair, prefix: torch.Tensor, rows: int) -> None:
+    """Time T(`rows`) too, where this process has not, by `calibrate`'s rules, on a cache
+    holding `prefix`: for a run that verified more rows than its cap + 1, once its clock
+    has stopped (Transformers' heuristic schedule grows a fully accepted draft by two,
+    without a bound). `calibrated` then interpolates the rows between."""
+    timing = pair.learnt.timed_here()
+    started = time.perf_counter()
+    if _time_target(pair, prefix, [rows], timing):
+        timing.seconds += time.perf_counter() - started
+
+
+def _time_target(
+    pair: LoadedPair, prefix: torch.Tensor, wanted: list[int], timing: ProcessTiming
+) -> bool:
+    """Time T(k) for each k in `wanted` where this process has not (`calibrate`); whether
+    it did."""
     verify_s = pair.learnt.verify_s
-    rows = [k for k in sorted({1, 2, cap + 1}) if k not in timing.rows]
+    rows = [k for k in wanted if k not in timing.rows]
     before = {k: verify_s[k] for k in rows if k in verify_s}  # from disk, or a run's
     for _ in range(_CALIBRATION_ATTEMPTS if rows else 0):
         for k, seconds in _time_forwards(pair.target, prefix, rows, pair.device).items():

@@ -14,7 +14,11 @@ found once the run's clock has stopped: the facts `assisted.analysis.oracle` pri
 - **The lookup.** Its proposal at each position is a pure function of the ids, found again
   with the run's own lookup.
 - **The costs.** The run's cost model as it ended (the `auto` schedule's), or the pair's
-  calibration for the other schedules; none where the pair was never calibrated.
+  calibration for the other schedules; none where the pair was never calibrated. Those
+  schedules can draft past the cap (Transformers' heuristic grows a fully accepted draft
+  by two, without a bound), so the verification of the longest draft a run made is timed
+  too, once per process, up to `TIMED_ROWS` rows; past that the oracle extrapolates, and
+  says so (`assisted.analysis.oracle.Costs`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 from assisted.analysis import oracle
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import Hindsight, RunRecord
-from assisted.engine import calibration
+from assisted.engine import calibration, prepare
 from assisted.engine.drafters.lookup import Match
 from assisted.engine.observe import synchronize
 from assisted.models.loading import end_ids
@@ -44,6 +48,10 @@ if TYPE_CHECKING:
     from assisted.policy.choice import DraftPolicy
 
 Propose = Callable[[list[int], int], Match]
+# The most rows a verification is timed at after a run: a longer draft takes its
+# heuristic schedule 13 fully accepted steps in a row from γ = 5, and its time is
+# extrapolated (each timed row costs three target passes on the run's hindsight).
+TIMED_ROWS = 32
 
 
 def find(
@@ -59,7 +67,7 @@ def find(
     `oracle.why_not` finds no oracle possible or no costs are known."""
     if oracle.why_not(record, needs_hindsight=False) is not None or not record.steps:
         return None
-    costs = _costs(pair, prepared, policy)
+    costs = _costs(pair, prepared, policy, max(step.drafted for step in record.steps) + 1)
     if costs is None:
         return None
     started = time.perf_counter()
@@ -138,9 +146,13 @@ def _proposer(pair: LoadedPair, prepared: Prepared, lookup: SuffixLookup | None)
     return propose
 
 
-def _costs(pair: LoadedPair, prepared: Prepared, policy: DraftPolicy | None) -> dict | None:
+def _costs(
+    pair: LoadedPair, prepared: Prepared, policy: DraftPolicy | None, rows: int
+) -> dict | None:
     """The cost model's figures as `Hindsight` keeps them: the `auto` run's own, else the
-    pair's calibration (None where it has none for this precision and cap)."""
+    pair's calibration (None where it has none for this precision and cap), to the `rows`
+    the run's longest verification held, timed where the cap stops short of them, up to
+    `TIMED_ROWS`."""
     model = prepared.assistant is not None
     if policy is not None:
         costs = policy.costs
@@ -153,6 +165,10 @@ def _costs(pair: LoadedPair, prepared: Prepared, policy: DraftPolicy | None) -> 
             "prefill_s": costs.prefill_s if model else 0.0,
         }
     cap = prepared.draft.length_for(pair.spec.drafter)
+    rows = min(rows, TIMED_ROWS)
+    if rows > cap + 1 and cap + 1 in pair.learnt.verify_s:
+        prepare.calibrate_rows(pair, rows)
+        cap = rows - 1
     try:
         verify_s, drafting, prefill = calibration.calibrated(pair, prepared.precision, cap, model)
     except RuntimeError:

@@ -143,6 +143,13 @@ def prepare(
     return found
 
 
+def calibrate_rows(pair: LoadedPair, rows: int) -> None:
+    """Time the target's verification of `rows` rows, as the calibration times T(cap + 1),
+    where this process has not (`calibration.calibrate_rows`). Call it off any clock."""
+    with _lock:
+        calibration.calibrate_rows(pair, _warmup_prefix(pair), rows)
+
+
 def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
     precision = quantize.resolve(
         draft.assistant_quant, pair.spec.drafter, pair.device, pair.dtype_name

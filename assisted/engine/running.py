@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
+from assisted.analysis import faults
 from assisted.core.record import Mode, RunRecord
 from assisted.core.settings import DraftSettings, RunSettings, SettingsError, validate_prompt
 from assisted.engine import decoding, hindsight, learning
@@ -106,8 +107,11 @@ def keep(plan: Plan, record: RunRecord) -> None:
     band; a plain run's T(1), where its passes were timed."""
     pair, prepared, policy = plan.pair, plan.prepared, plan.policy
     if prepared is not None:
-        record.hindsight = hindsight.find(
-            pair, prepared, plan.prompt_ids, record, policy, plan.lookup
+        record.hindsight = faults.attempt(
+            faults.HINDSIGHT,
+            lambda: hindsight.find(pair, prepared, plan.prompt_ids, record, policy, plan.lookup),
+            lambda _: None,
+            record.analysis_errors,
         )
         if policy is not None:
             record.verify_cost_s = policy.costs.verify_curve()

@@ -51,7 +51,7 @@ def kind(move: oracle.Move, state: oracle.Model) -> str:
 def priced_steps(record: RunRecord) -> list[tuple[str, float, float]]:
     """(kind, measured seconds, modelled seconds) of each step of a greedy assisted run
     with its hindsight, the first step aside (the module's note)."""
-    moves, _, _ = oracle.replay(record, record.hindsight)
+    moves, *_ = oracle.replay(record, record.hindsight)
     states = [oracle.Model.UNSTARTED]
     for move in moves[:-1]:
         states.append(oracle.after(move.source, states[-1]))

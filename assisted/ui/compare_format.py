@@ -12,7 +12,7 @@ import html
 import math
 from collections.abc import Sequence
 
-from assisted.analysis import declines, divergence, oracle, sampling, stats
+from assisted.analysis import declines, divergence, faults, oracle, sampling, stats
 from assisted.core.drafters import DrafterKind
 from assisted.models import learnt_store
 from assisted.ui import draws_format
@@ -342,7 +342,9 @@ def summary_markdown(result: dict) -> str:
         return f"Both runs are needed for a comparison; {which} finished."
     measured, predicted = result.get("speedup"), result.get("predicted_speedup")
     prediction = result.get("prediction") or stats.LEVIATHAN
-    lines = [
+    failed = faults.sentence(result.get("analysis_errors") or {})
+    lines = [f"**{failed}**"] if failed else []
+    lines += [
         f"**Measured speedup: {number(measured, 2, '×')}** "
         f"(assisted tokens/s ÷ plain tokens/s) · "
         f"**{stats.speedup_word(prediction)}: {number(predicted, 2, '×')}** "

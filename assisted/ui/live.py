@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from assisted.analysis import stats
+from assisted.analysis import faults, stats
 from assisted.core.record import CUDA_GRAPHS, RunRecord, Step
 from assisted.core.settings import RunSettings
 from assisted.engine import comparison, decoding
@@ -178,8 +178,7 @@ class Live:
         if done and result["divergence"] is not None and not self.settings.sample:
             index = result["divergence"]["index"]
             shown = {mode: self._mark(runs[mode], shown[mode], index) for mode in MODES}
-        histogram = stats.accept_histogram(assisted) if assisted else []
-        positions = stats.position_acceptance(assisted) if assisted else []
+        charts = self._charts(runs, shown, result)
         return CompareOutputs(
             status=self._status(done),
             plain_text=self._text("plain", shown["plain"], done),
@@ -187,14 +186,44 @@ class Live:
             plain_stats=self._card("plain", result, done),
             assisted_stats=self._card("assisted", result, done),
             summary=self._summary(result, done),
-            tokens_over_time=timeline_frame(shown),
-            accept_histogram=histogram_frame(histogram),
-            acceptance_by_position=position_frame(positions),
-            time_per_step=step_time_frame(runs),
-            draft_length_per_step=draft_length_frame(shown["assisted"], result.get("oracle")),
+            **charts,
             result=result,
             race=self._race(shown) if done else None,
         )
+
+    def _charts(
+        self, runs: dict[str, RunRecord | None], shown: dict[str, list[Chunk]], result: dict
+    ) -> dict:
+        """Each chart's frame; a chart that fails is drawn empty, and the result's
+        `analysis_errors` says so (`assisted.analysis.faults`)."""
+        assisted = runs["assisted"]
+        builds = {
+            "tokens_over_time": (
+                lambda: timeline_frame(shown),
+                lambda: timeline_frame({mode: [] for mode in MODES}),
+            ),
+            "accept_histogram": (
+                lambda: histogram_frame(stats.accept_histogram(assisted) if assisted else []),
+                lambda: histogram_frame([]),
+            ),
+            "acceptance_by_position": (
+                lambda: position_frame(stats.position_acceptance(assisted) if assisted else []),
+                lambda: position_frame([]),
+            ),
+            "time_per_step": (
+                lambda: step_time_frame(runs),
+                lambda: step_time_frame(dict.fromkeys(MODES)),
+            ),
+            "draft_length_per_step": (
+                lambda: draft_length_frame(shown["assisted"], result.get("oracle")),
+                lambda: draft_length_frame([]),
+            ),
+        }
+        failures = result["analysis_errors"]
+        return {
+            name: faults.attempt(faults.CHARTS, build, lambda _, empty=empty: empty(), failures)
+            for name, (build, empty) in builds.items()
+        }
 
     def _status(self, done: bool) -> str:
         where = f"{self.pair.device} · {self.pair.dtype_name}"

@@ -110,7 +110,7 @@ def test_the_replay_prices_the_runs_choices_and_checks_them():
         step([4, 5], 2, 1, LOOKUP, [4, 9]),  # the lookup's very proposal
         step([6], 1, 0, ASSISTANT, [8]),  # the hindsight says none: reproduced
     ]
-    moves, agreeing, drafting = oracle.replay(record, h)
+    moves, agreeing, drafting, _ = oracle.replay(record, h)
     verify = dict(h.verify_s)
     assert [m.seconds for m in moves] == pytest.approx(
         [
@@ -121,7 +121,28 @@ def test_the_replay_prices_the_runs_choices_and_checks_them():
     )
     assert (agreeing, drafting) == (3, 3)
     wrong = RunRecord(**{**record.__dict__, "steps": [step([1, 2, 3], 2, 1, ASSISTANT, [1, 2])]})
-    assert oracle.replay(wrong, h)[1:] == (0, 1)
+    assert oracle.replay(wrong, h)[1:3] == (0, 1)
+
+
+def test_a_draft_past_the_timed_curve_is_priced_along_its_last_segment_and_reported():
+    # T(k) timed to 5 rows (cap 4); the run drafted 6 and 8, as Transformers' heuristic
+    # schedule grows a draft past the cap.
+    verify = {1: 1.0, 2: 1.2, 3: 1.3, 4: 1.4, 5: 1.5}
+    h = hindsight(list(range(16, 0, -1)), [[]] * 16, verify=verify, drafting_s=0.1)
+    record = RunRecord(mode="assisted", drafter=ASSISTANT, prompt_tokens=4, total_s=5.0)
+    record.steps = [
+        step(range(7), 6, 6, ASSISTANT, range(6)),
+        step(range(7, 16), 8, 8, ASSISTANT, range(7, 15)),
+    ]
+    moves, _, _, extrapolated = oracle.replay(record, h)
+    assert extrapolated == [7, 9]
+    assert moves[1].seconds == pytest.approx(0.1 * 8 + 1.5 + 0.1 * 4)  # T(9): 4 rows past T(5)
+    record.hindsight = h
+    found = oracle.report(None, record)
+    assert found["reason"] is None
+    assert (found["verify_rows"], found["extrapolated_rows"]) == (5, [7, 9])
+    # Never cheaper than the last timed row, where the curve falls at its end.
+    assert oracle.extrapolate({1: 1.0, 2: 2.0, 3: 1.5}, 9) == 1.5
 
 
 def test_the_report_says_why_there_is_no_oracle_under_sampling():
@@ -169,6 +190,25 @@ def test_a_self_draft_agrees_everywhere_and_the_oracle_reproduces_the_run(self_p
     assert result["oracle_s"] <= result["auto_modelled_s"] + 1e-9
     assert sum(move["committed"] for move in result["schedule"]) == len(output)
     assert result["measured_s"] == pytest.approx(done["assisted"].total_s, abs=1e-4)
+
+
+HEURISTIC = DraftSettings(num_assistant_tokens=2, schedule="heuristic", confidence_threshold=0.0)
+
+
+def test_a_heuristic_draft_grown_past_the_cap_is_priced_by_a_timed_row(self_pair):
+    compare(self_pair)  # `auto` calibrates the pair: T(1), T(2), T(5)
+    done = compare(self_pair, RunSettings(max_new_tokens=40), HEURISTIC)
+    longest = max(step.drafted for step in done["assisted"].steps)
+    assert longest > AUTO.num_assistant_tokens  # everything is accepted, so γ grew past the cap
+    h = done["assisted"].hindsight
+    assert max(k for k, _ in h.verify_s) == longest + 1
+    assert self_pair.learnt.verify_s[longest + 1] > 0  # timed, and kept for later runs
+    result = stats.report("self", "cpu", "float32", done["plain"], done["assisted"])
+    assert result["analysis_errors"] == {}
+    found = result["oracle"]
+    assert found["reason"] is None and found["extrapolated_rows"] == []
+    assert found["verify_rows"] == longest + 1
+    assert found["agreement"] == 1.0
 
 
 def test_a_sampled_run_finds_no_hindsight(self_pair):
