@@ -247,7 +247,7 @@ def test_the_benchmark_reports_the_share_of_the_oracle_its_runs_reached():
     from assisted.bench import shares
 
     plain, assisted = hand_made(4.0, [8, 7, 6, 5, 4, 3, 2, 1])
-    row = shares.prompt_fields([plain], [assisted])
+    row = shares.prompt_fields([plain], [assisted], {})
     # The plain run: 8 s, prefill 0 (its first step took T(1)). The oracle: one step of 7.
     assert row["oracle_speedup"] == pytest.approx(8.0)
     assert row["modelled_share"] == pytest.approx(0.5)  # the run took 2 steps
