@@ -23,6 +23,7 @@ from pathlib import Path
 
 from assisted.analysis.sampling_evidence import SAMPLES, CheckSettings, sentence
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
+from assisted.bench.journal import write_out
 from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
 from assisted.bench.planning import (
     SWEEPS,
@@ -33,7 +34,7 @@ from assisted.bench.planning import (
     plan_variants,
     select_examples,
 )
-from assisted.bench.reporting import render, write_out
+from assisted.bench.reporting import render
 from assisted.core.drafters import DRAFTER_NAMES
 from assisted.core.examples import EXAMPLES_DIR, Example, ExamplesError
 from assisted.core.examples import load as load_examples
