@@ -160,7 +160,7 @@ def write_out(folder: Path, result: dict, runs: Sequence[Run]) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
-        with open(staging / "runs.jsonl", "w", encoding="utf-8") as file:
+        with open(staging / RUNS, "w", encoding="utf-8") as file:
             file.writelines(run_line(run) for run in runs)
         write_report(staging, result)
         folder.mkdir(exist_ok=True)
