@@ -4,6 +4,8 @@ One job per module:
 - `planning`: the prompts and drafting variants to compare, checked before a model loads;
 - `measuring`: `benchmark()`, the timed runs on a loaded pair;
 - `reporting`: runs in, figures, text tables and a chart out (no models);
+- `journal`: a benchmark's files: its `--out` folder kept as it runs and read back to make
+  the report again, or written at once (`write_out`);
 - `shares`: each run's share of the oracle, modelled and measured;
 - `sampling_check/`: sampled assisted output held against plain sampling, in distribution
   (`check`), and its command, `python -m assisted.bench.sampling_check` (its `__main__`);
@@ -18,6 +20,7 @@ May import: `core`, `policy`, `analysis`, `models`, `engine`; its entry points a
 the CLI's options (`assisted.arguments`).
 """
 
+from assisted.bench.journal import write_out
 from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
 from assisted.bench.planning import (
     EARLY_EXIT_LAYER,
@@ -38,7 +41,6 @@ from assisted.bench.reporting import (
     report,
     summarize_group,
     summarize_prompt,
-    write_out,
 )
 
 __all__ = [

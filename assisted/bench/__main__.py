@@ -3,10 +3,15 @@
     python -m assisted.bench [--prompts PATH ...] [--pair NAME | --target ID [--assistant ID]]
                              [--drafters assistant,prompt-lookup] [--repeats N] [--out DIR]
                              [--sampling-check [N]]
+    python -m assisted.bench --report-from DIR
 
 stdout: a card for people, then one line of JSON, the report (its shape is in
-`assisted.bench.reporting`). `--out DIR` also writes `runs.jsonl` (one line per timed run),
-`report.json` and `speedup.png`, only once everything has succeeded. Progress goes to stderr.
+`assisted.bench.reporting`). `--out DIR` keeps the benchmark in DIR as it goes
+(`assisted.bench.journal`): `meta.json` as the timed runs start, a line of `runs.jsonl` as
+each ends, then `report.json` and `speedup.png`. A benchmark that fails or is interrupted
+says on stderr how many runs DIR kept; `--report-from DIR` makes the card, the JSON line,
+`report.json` and `speedup.png` again from DIR alone, loading no model. Progress goes to
+stderr.
 `--sampling-check` adds the sampling check (`assisted.bench.sampling_check`, at its defaults, N
 samples per set) after the timed runs: the report's `sampling_check`, and its sentence on
 the card.
@@ -23,6 +28,7 @@ from pathlib import Path
 
 from assisted.analysis.sampling_evidence import SAMPLES, CheckSettings, sentence
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
+from assisted.bench.journal import Journal, rebuild, write_report
 from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
 from assisted.bench.planning import (
     SWEEPS,
@@ -33,7 +39,7 @@ from assisted.bench.planning import (
     plan_variants,
     select_examples,
 )
-from assisted.bench.reporting import render, write_out
+from assisted.bench.reporting import render
 from assisted.core.drafters import DRAFTER_NAMES
 from assisted.core.examples import EXAMPLES_DIR, Example, ExamplesError
 from assisted.core.examples import load as load_examples
@@ -75,6 +81,42 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"{', '.join(DRAFTER_NAMES)} (default: the pair's own)",
     )
     add_run_options(parser)
+    _add_sweep_options(parser)
+    parser.add_argument(
+        "--variant",
+        action="append",
+        metavar="KEY=VALUE[,KEY=VALUE...]",
+        help="one variant with exactly these settings, instead of the sweep's product; "
+        "repeatable (e.g. --variant schedule=constant,num-assistant-tokens=2 "
+        "--variant schedule=auto,num-assistant-tokens=8)",
+    )
+    parser.add_argument(
+        "--overhead",
+        action="store_true",
+        help="also time streamed run() against a bare generate() on the first prompt",
+    )
+    _add_folder_options(parser)
+    parser.add_argument(
+        "--sampling-check",
+        type=int,
+        nargs="?",
+        const=SAMPLES,
+        metavar="N",
+        help="after the timed runs, check that assisted sampling follows the target's "
+        f"distribution on N samples per set (default {SAMPLES}; python -m "
+        "assisted.bench.sampling_check has its other settings)",
+    )
+    args = parser.parse_args(argv)
+    if args.report_from is not None:  # the kept benchmark's settings are the report's
+        given = [name for name, value in vars(args).items() if value != parser.get_default(name)]
+        others = ["--" + name.replace("_", "-") for name in given if name != "report_from"]
+        if others:
+            parser.error(f"--report-from takes no other option: drop {', '.join(others)}")
+    return args
+
+
+def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
+    """The draft settings, each a comma list whose values the variants sweep."""
     sweep = parser.add_argument_group(
         "draft settings (default: the pair's own; a comma list sweeps the values)"
     )
@@ -96,31 +138,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="suffix|transformers",
         help="prompt lookup's matches (also the auto schedule's): suffix, or Transformers' own",
     )
-    parser.add_argument(
-        "--variant",
-        action="append",
-        metavar="KEY=VALUE[,KEY=VALUE...]",
-        help="one variant with exactly these settings, instead of the sweep's product; "
-        "repeatable (e.g. --variant schedule=constant,num-assistant-tokens=2 "
-        "--variant schedule=auto,num-assistant-tokens=8)",
+
+
+def _add_folder_options(parser: argparse.ArgumentParser) -> None:
+    """The benchmark's folder: kept as it runs (`assisted.bench.journal`), or read back."""
+    folder = parser.add_mutually_exclusive_group()
+    folder.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="keep each run in DIR/runs.jsonl as it ends, then write the report and chart",
     )
-    parser.add_argument(
-        "--overhead",
-        action="store_true",
-        help="also time streamed run() against a bare generate() on the first prompt",
+    folder.add_argument(
+        "--report-from",
+        type=Path,
+        metavar="DIR",
+        help="run nothing: make the report of the benchmark kept in DIR (--out DIR) again",
     )
-    parser.add_argument("--out", type=Path, metavar="DIR", help="write runs, report and chart")
-    parser.add_argument(
-        "--sampling-check",
-        type=int,
-        nargs="?",
-        const=SAMPLES,
-        metavar="N",
-        help="after the timed runs, check that assisted sampling follows the target's "
-        f"distribution on N samples per set (default {SAMPLES}; python -m "
-        "assisted.bench.sampling_check has its other settings)",
-    )
-    return parser.parse_args(argv)
 
 
 def _list(kind: Callable[[str], object]) -> Callable[[str], list]:
@@ -166,33 +200,65 @@ def prepare(args: argparse.Namespace) -> tuple[PairSpec, list[Example], list[Var
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark; 0, or 2 after one line on stderr for input the run cannot take."""
+    """Run the benchmark, or rebuild a kept one's report; 0, or 2 after one line on stderr
+    for input the run cannot take. Where a benchmark kept runs in --out DIR and ends
+    without its report, stderr says where they are."""
     args = parse_args(argv)
+    journal = Journal(args.out) if args.out is not None else None
     try:
-        spec, examples, variants, settings = prepare(args)
-        check = None
-        if args.sampling_check is not None:  # checked before the pair loads, as the rest
-            check = CheckSettings(samples=args.sampling_check).validate()
-        pair = load_pair(spec, device=args.device, dtype=args.dtype)
-        finished = None
-        events = benchmark(
-            pair, examples, variants, settings, args.repeats, args.overhead, check=check
-        )
-        for event in _with_progress_bar(events):
-            finished = event
-        assert isinstance(finished, Finished)
-        if args.out is not None:
-            write_out(args.out, finished.report, finished.runs)
+        if args.report_from is not None:
+            result = rebuild(args.report_from)
+            write_report(args.report_from, result)
+        else:
+            result = _measure(args, journal)
     except (BenchError, ExamplesError, PairError, SettingsError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
+        _say_kept(journal)
         return 2
-    print(render(finished.report))
-    if "sampling_check" in finished.report:
-        print(f"\nSampling: {sentence(finished.report['sampling_check'])}")
+    except BaseException:  # an unexpected error, or Ctrl-C: its traceback, as ever
+        _say_kept(journal)
+        raise
+    print(render(result))
+    if "sampling_check" in result:
+        print(f"\nSampling: {sentence(result['sampling_check'])}")
     if args.out is not None:
         print(f"\nWrote runs.jsonl, report.json and speedup.png to {args.out}")
-    print(json.dumps(finished.report, ensure_ascii=False))
+    elif args.report_from is not None:
+        print(f"\nWrote report.json and speedup.png to {args.report_from}")
+    print(json.dumps(result, ensure_ascii=False))
     return 0
+
+
+def _measure(args: argparse.Namespace, journal: Journal | None) -> dict:
+    """The benchmark the options ask for, kept in `journal` as it goes; its report."""
+    spec, examples, variants, settings = prepare(args)
+    check = None
+    if args.sampling_check is not None:  # checked before the pair loads, as the rest
+        check = CheckSettings(samples=args.sampling_check).validate()
+    pair = load_pair(spec, device=args.device, dtype=args.dtype)
+    finished = None
+    events = benchmark(
+        pair,
+        examples,
+        variants,
+        settings,
+        args.repeats,
+        args.overhead,
+        check=check,
+        journal=journal,
+    )
+    for event in _with_progress_bar(events):
+        finished = event
+    assert isinstance(finished, Finished)
+    if journal is not None:
+        journal.finish(finished.report)
+    return finished.report
+
+
+def _say_kept(journal: Journal | None) -> None:
+    """On stderr, where the runs of a benchmark that ended without its report are."""
+    if journal is not None and journal.kept:
+        print(journal.kept_line(), file=sys.stderr)
 
 
 def _with_progress_bar(events: Iterator[Progress | Finished]) -> Iterator[Progress | Finished]:

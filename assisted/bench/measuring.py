@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from assisted.analysis import stats
 from assisted.analysis.sampling_evidence import CheckSettings
 from assisted.bench import sampling_check
+from assisted.bench.journal import Journal
 from assisted.bench.planning import BenchError, Variant, with_drafter
 from assisted.bench.reporting import Run, overhead_percent, report
 from assisted.core.drafters import DrafterKind
@@ -67,6 +68,7 @@ def benchmark(
     stop: threading.Event | None = None,
     acceptance: LearntSnapshot | None = None,
     check: CheckSettings | None = None,
+    journal: Journal | None = None,
 ) -> Iterator[Progress | Finished]:
     """Time every prompt plain and with every variant; yield Progress, then Finished.
 
@@ -76,7 +78,8 @@ def benchmark(
     split into parts (the app on ZeroGPU, one GPU call per part); None is no acceptance.
     `check`: after the timed runs, the sampling check (`assisted.bench.sampling_check`) with
     the pair's own drafter, whose result the report holds as `sampling_check`; its draws
-    count in the progress."""
+    count in the progress. `journal`: where each timed run, and all else the report needs,
+    is kept once measured (`assisted.bench.journal`); None keeps them in memory only."""
     from assisted.engine import comparison, running
     from assisted.engine.prepare import prepare
 
@@ -90,9 +93,12 @@ def benchmark(
 
     # The overhead is measured in plain decoding and with the first variant.
     overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
-    total = len(examples) * repeats * (1 + len(variants)) + overhead_runs
-    total += check.validate().draws() if check is not None else 0
-    session = _Session(pair, variants, drafting, settings, repeats, stop, total)
+    timed_runs = len(examples) * repeats * (1 + len(variants))
+    total = timed_runs + overhead_runs + (check.validate().draws() if check is not None else 0)
+    info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
+    if journal is not None:
+        journal.start(info, variants, settings, repeats, timed_runs)
+    session = _Session(pair, variants, drafting, settings, repeats, stop, total, journal)
     yield session.progress("warming up")
     # Every variant prepared before any run (`assisted.engine.prepare`: copies, calibration, the
     # learnt state read), so that no timed run prepares.
@@ -127,7 +133,6 @@ def benchmark(
         if checked is None:
             return
 
-    info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
     plain_pct, assisted_pct = overheads.get("plain"), overheads.get("assisted")
     result = report(session.runs, variants, info, settings, repeats, plain_pct, assisted_pct)
     if checked is not None:
@@ -146,6 +151,7 @@ class _Session:
     repeats: int
     stop: threading.Event | None
     total: int  # timed runs, overhead measurements included
+    journal: Journal | None = None  # where each timed run is kept as it ends
     done: int = 0
     runs: list[Run] = field(default_factory=list)
     # Per variant, the ids it never drafts and the runs of its template's text.
@@ -171,6 +177,17 @@ class _Session:
         self.done += 1
         return Progress(self.done, self.total, label, record)
 
+    def note(self, **facts: object) -> None:
+        """What the report needs beside the runs, in the journal once measured."""
+        if self.journal is not None:
+            self.journal.note(**facts)
+
+    def keep(self, run: Run) -> None:
+        """A timed run for the report, and in the journal the moment it ends."""
+        self.runs.append(run)
+        if self.journal is not None:
+            self.journal.keep(run)
+
 
 def _time_overheads(
     session: _Session, ids: list[int]
@@ -192,6 +209,9 @@ def _time_overheads(
                 (bare_s if which == "bare" else run_s).append(seconds)
                 yield session.advance(f"overhead, {mode}: {which}")
         overheads[mode] = overhead_percent(bare_s, run_s)
+    session.note(
+        overhead_pct=overheads.get("plain"), assisted_overhead_pct=overheads.get("assisted")
+    )
     return overheads
 
 
@@ -206,6 +226,7 @@ def _sampling_check(
         try:
             event = next(events)
         except StopIteration as finished:
+            session.note(sampling_check=finished.value)
             return finished.value
         session.done = before + event.done
         yield Progress(session.done, session.total, event.label)
@@ -251,7 +272,7 @@ def _time_prompt(
             name = variant.name if variant else None
             copies = session.template_drafts(variant, record) if variant else None
             run = Run(example.question_id, example.category, name, repeat, record, copies)
-            session.runs.append(run)
+            session.keep(run)
             yield session.advance(f"{example.label}: {name or 'plain'}", record)
     return True
 

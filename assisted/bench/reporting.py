@@ -34,12 +34,8 @@ drafter; "drafters" holds every drafter's; "prompts" holds a row per prompt and 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assisted.analysis import declines, divergence, faults, stats
@@ -75,6 +71,18 @@ class Run:
             "template_drafts": self.template_drafts,
             "record": self.record.to_dict(),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Run:
+        """A run from its line of runs.jsonl (`to_dict`)."""
+        return cls(
+            question_id=data["question_id"],
+            category=data["category"],
+            drafter=data["drafter"],
+            repeat=data["repeat"],
+            record=RunRecord.from_dict(data["record"]),
+            template_drafts=data.get("template_drafts"),
+        )
 
 
 def summarize_prompt(
@@ -186,7 +194,12 @@ def report(
     for (category, question_id), by_drafter in prompts.items():
         for variant in variants:
             plain, assisted = by_drafter.get(None, []), by_drafter.get(variant.name, [])
-            if plain and assisted:
+            # Runs of the same repeat, paired: a benchmark stopped early can leave a round
+            # half done (`assisted.bench.journal`).
+            paired = {r.repeat for r in plain} & {r.repeat for r in assisted}
+            plain = [r for r in plain if r.repeat in paired]
+            assisted = [r for r in assisted if r.repeat in paired]
+            if paired:
                 row = {"question_id": question_id, "category": category, "drafter": variant.name}
                 records = [r.record for r in plain], [r.record for r in assisted]
                 copies = [r.template_drafts for r in assisted]
@@ -290,6 +303,7 @@ def render(result: dict) -> str:
         f"Benchmark: {result['pair']} on {result['device']}, {result['dtype']}",
         f"{decoding}, {settings['max_new_tokens']} new tokens, {settings['repeats']} repeat(s); "
         "speedup = median assisted tok/s ÷ median plain tok/s",
+        *_partial_line(result),
         "",
         "Per prompt",
         _table(
@@ -346,6 +360,17 @@ def render(result: dict) -> str:
             f"{result['drafter']})"
         )
     return "\n".join(lines)
+
+
+def _partial_line(result: dict) -> list[str]:
+    """The card's word on a report rebuilt from a benchmark that stopped early; none else."""
+    partial = result.get("partial")
+    if partial is None:
+        return []
+    return [
+        f"Partial: {partial['timed_runs']} of {partial['planned']} timed runs finished; "
+        "each prompt pairs the repeats it finished"
+    ]
 
 
 def _table(
@@ -436,26 +461,3 @@ def draw_chart(result: dict) -> Figure:
     axes.legend(fontsize="small")
     figure.tight_layout()
     return figure
-
-
-def write_out(folder: Path, result: dict, runs: Sequence[Run]) -> None:
-    """Write runs.jsonl, report.json and speedup.png into `folder`, all or nothing: files
-    are made in a temporary folder beside it and moved in once every one is written."""
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
-        with open(staging / "runs.jsonl", "w", encoding="utf-8") as file:
-            for run in runs:
-                file.write(json.dumps(run.to_dict(), ensure_ascii=False) + "\n")
-        (staging / "report.json").write_text(
-            json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
-        draw_chart(result).savefig(staging / "speedup.png", dpi=120)
-        folder.mkdir(exist_ok=True)
-        for path in staging.iterdir():
-            os.replace(path, folder / path.name)
-    finally:
-        for path in staging.glob("*"):
-            path.unlink()
-        staging.rmdir()

@@ -38,9 +38,10 @@ import torch
 from torch import nn
 
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
+from assisted.bench.journal import write_out
 from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
 from assisted.bench.planning import BenchError, Variant, comma_list, plan_variants, select_examples
-from assisted.bench.reporting import Run, write_out
+from assisted.bench.reporting import Run
 from assisted.core.examples import EXAMPLES_DIR, ExamplesError
 from assisted.core.examples import load as load_examples
 from assisted.core.settings import SCHEDULES, SettingsError
