@@ -6,9 +6,12 @@ that a capture records traces without a break; the self-check turns a wrong repl
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import gc
 import math
 import os
+import weakref
 from itertools import pairwise
 from types import SimpleNamespace
 
@@ -33,6 +36,7 @@ from assisted.engine.drafters.static_draft import (
     draft_on_device,
 )
 from assisted.engine.prepare import prepare
+from assisted.models import pairs
 from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
 from tests.tiny import build_model, build_near_model
@@ -304,7 +308,7 @@ def test_a_greedy_policy_prices_drafting_at_the_graphs_cost_where_they_draft(
     graphs = graphed(prepared.assistant)
     graphs.draft_s = 1e-6
     captured = draft_graphs._Outcome(os.getpid(), graphs, "captured")
-    monkeypatch.setitem(draft_graphs._outcomes, prepared.assistant, captured)
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     policy = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
     assert policy.costs.drafter_s[candidates.ASSISTANT] == 1e-6
     assert eager.costs.drafter_s[candidates.ASSISTANT] == pair.learnt.precision("none").draft_s
@@ -323,7 +327,7 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     prepared = prepare(pair, draft)
     graphs = graphed(prepared.assistant)
     captured = draft_graphs._Outcome(os.getpid(), graphs, "stand-in replays")
-    monkeypatch.setitem(draft_graphs._outcomes, prepared.assistant, captured)
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
     replays = []
     graphs.module.register_forward_hook(lambda _, args, out: replays.append(args[0]))
@@ -362,3 +366,29 @@ def test_a_padded_vocabulary_assistant_drafts_on_the_static_cache(padded_dirs):
     static = StaticDrafter(StaticState(pair.assistant, CAPACITY, CAP), 0.0, ())
     assert static.draft(ids, CAP) == loop.draft(ids, CAP)
     assert draft_graphs.device_of(pair.assistant).type == "cpu"
+
+
+def test_an_evicted_pair_takes_its_assistant_and_graphs_with_it(tiny_dirs, monkeypatch):
+    """Graphs captured for a pair's assistant (the CPU's stand-in, kept where `prepare`
+    keeps a capture) hold the assistant: once the pair is evicted for another
+    (`ASSISTED_MAX_PAIRS`), nothing keeps the assistant, its cache or its graphs alive."""
+    monkeypatch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    stand_in = draft_graphs._Outcome(os.getpid(), None, "")
+
+    def captured(model, cap, probe):
+        return dataclasses.replace(stand_in, graphs=graphed(model, cap), reason="stand-in")
+
+    monkeypatch.setattr(draft_graphs, "_captured", captured)
+    folder = tiny_dirs["target"].parent / "near-evicted"
+    build_near_model(folder, tiny_dirs["target"], scale=0.05)
+    pair = load(tiny_dirs["target"], folder)
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepare(pair, draft)
+    graphs, _ = draft_graphs.for_run(pair.assistant, 64, CAP)
+    assert graphs is not None and graphs.state.model is pair.assistant
+    assistant, cache = weakref.ref(pair.assistant), weakref.ref(graphs.state.cache)
+    del pair, graphs
+    load(tiny_dirs["target"], tiny_dirs["other"])  # evicts the pair
+    gc.collect()
+    assert assistant() is None and cache() is None
