@@ -392,3 +392,32 @@ def test_an_evicted_pair_takes_its_assistant_and_graphs_with_it(tiny_dirs, monke
     load(tiny_dirs["target"], tiny_dirs["other"])  # evicts the pair
     gc.collect()
     assert assistant() is None and cache() is None
+
+
+def test_the_capture_s_recorded_includes_the_self_check(near_pair, monkeypatch):
+    """A worker pays the self-check before it drafts as it pays the capture: the seconds
+    recorded for the capture cover both (here a clock that the capture and the check each
+    advance by a second, on the CPU's stand-in for captured graphs)."""
+    clock = iter(range(100))
+    tick = SimpleNamespace(perf_counter=lambda: float(next(clock)))  # draft_graphs' clock only
+    monkeypatch.setattr(draft_graphs, "time", tick)
+
+    def captured(model, cap, probe):
+        next(clock)  # a second of capture
+        graphs = graphed(model, cap)
+        with torch.inference_mode():
+            graphs.state.feed(probe[:, :-1])
+        return graphs
+
+    def checked(graphs, probe):
+        next(clock)  # a second of self-check
+        return self_check(graphs, probe)
+
+    monkeypatch.setattr(draft_graphs, "_capture", captured)
+    monkeypatch.setattr(draft_graphs, "self_check", checked)
+    monkeypatch.setattr(draft_graphs, "_replay_s", lambda graphs, probe: 0.01)
+    outcome = draft_graphs._captured(near_pair.assistant, CAP, prompt_ids(near_pair))
+    assert outcome.graphs is not None, outcome.reason
+    # Started at 0, then a second each for the capture and the check: read at 3, not 2.
+    assert outcome.graphs.capture_s == 3.0
+    assert outcome.reason.startswith("captured and self-checked in 3.00 s")

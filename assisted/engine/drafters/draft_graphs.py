@@ -161,45 +161,57 @@ def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGra
 
 
 def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome:
-    """Capture and self-check (the module's note); the outcome, in this process."""
+    """Capture and self-check (the module's note); the outcome, in this process. The
+    seconds recorded for the capture include the self-check: a worker pays both before it
+    drafts, and a ZeroGPU call's request counts them (`assisted.ui.gpu_time`)."""
     pid = os.getpid()
-    device = device_of(model)
-    probe = probe.to(device)
-    capacity = min(CAPACITY, getattr(model.config, "max_position_embeddings", CAPACITY))
+    probe = probe.to(device_of(model))
     started = time.perf_counter()
     try:
-        with torch.inference_mode():
-            state = StaticState(model, capacity, cap)
-            state.feed(probe[:, :-1])  # allocates the cache's tensors before any capture
-            base = probe.shape[1] - 1
-            side = torch.cuda.Stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                for _ in range(WARMUP_DRAFTS):
-                    start(state, base, probe[0, -1])
-                    draft_on_device(state, cap)
-            torch.cuda.current_stream(device).wait_stream(side)
-            replays = {}
-            for gamma in range(1, cap + 1):
-                graph = torch.cuda.CUDAGraph()
-                # Thread-local: another thread's CUDA call must not invalidate the capture.
-                with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                    draft_on_device(state, gamma)
-                replays[gamma] = graph.replay
-            torch.cuda.synchronize(device)
+        graphs = _capture(model, cap, probe)
     except Exception as error:  # any failure leaves the eager path, which always works
         first = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
         return _Outcome(pid, None, f"capture failed ({type(error).__name__}: {first}): eager")
-    graphs = DraftGraphs(state, replays, time.perf_counter() - started)
     try:
         differs = self_check(graphs, probe)
     except Exception as error:
         differs = f"the replay failed ({type(error).__name__}: {str(error)[:160]})"
+    graphs.capture_s = time.perf_counter() - started
     if differs is not None:
         return _Outcome(pid, None, f"self-check: {differs}: {EAGER_STATIC}")
     graphs.draft_s = _replay_s(graphs, probe) / graphs.cap
-    reason = f"captured in {graphs.capture_s:.2f} s; the self-check drafted as eager passes do"
+    reason = (
+        f"captured and self-checked in {graphs.capture_s:.2f} s; "
+        "the self-check drafted as eager passes do"
+    )
     return _Outcome(pid, graphs, reason)
+
+
+def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGraphs:
+    """`model`'s drafts of 1 … `cap` captured as CUDA graphs after `probe` (on its device),
+    on a static cache (the module's note); raises where the capture fails."""
+    device = probe.device
+    capacity = min(CAPACITY, getattr(model.config, "max_position_embeddings", CAPACITY))
+    with torch.inference_mode():
+        state = StaticState(model, capacity, cap)
+        state.feed(probe[:, :-1])  # allocates the cache's tensors before any capture
+        base = probe.shape[1] - 1
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_DRAFTS):
+                start(state, base, probe[0, -1])
+                draft_on_device(state, cap)
+        torch.cuda.current_stream(device).wait_stream(side)
+        replays = {}
+        for gamma in range(1, cap + 1):
+            graph = torch.cuda.CUDAGraph()
+            # Thread-local: another thread's CUDA call must not invalidate the capture.
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                draft_on_device(state, gamma)
+            replays[gamma] = graph.replay
+        torch.cuda.synchronize(device)
+    return DraftGraphs(state, replays)
 
 
 def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:
