@@ -274,6 +274,7 @@ def test_the_self_check_keeps_a_faithful_replay_and_refuses_a_wrong_one(near_pai
 def test_graphs_stay_off_the_cpu_and_off_when_turned_off(near_pair, monkeypatch):
     model = near_pair.assistant
     prompt = prompt_ids(near_pair)
+    assert not draft_graphs.pending(model, CAP)
     assert draft_graphs.prepare(model, CAP, prompt) is None  # nothing captured on a CPU
     assert draft_graphs.for_run(model, 64, CAP)[0] is None
     monkeypatch.setenv(draft_graphs.ENV, "0")

@@ -92,14 +92,20 @@ def prepare(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> float | No
     """Capture `model`'s drafts of up to `cap` tokens where it runs on CUDA and graphs are
     on, once per process (again for a longer cap), and self-check them on the `probe` ids
     (1, n ≥ 2). The seconds capture and check took, where this call did them; else None."""
-    if device_of(model).type != "cuda" or not enabled() or has_sliding_layers(model):
-        return None  # a sliding-window assistant drafts on a DynamicCache
-    found = outcome_of(model)
-    if found is not None and (found.graphs is None or found.graphs.cap >= cap):
+    if not pending(model, cap):
         return None
     started = time.perf_counter()
     setattr(model, OUTCOME, _captured(model, cap, probe))
     return time.perf_counter() - started
+
+
+def pending(model: PreTrainedModel, cap: int) -> bool:
+    """Whether `prepare` would capture `model`'s drafts of up to `cap` tokens: on CUDA with
+    graphs on, where this process has not tried a cap as long."""
+    if device_of(model).type != "cuda" or not enabled() or has_sliding_layers(model):
+        return False  # a sliding-window assistant drafts on a DynamicCache
+    found = outcome_of(model)
+    return found is None or (found.graphs is not None and found.graphs.cap < cap)
 
 
 def draft_s_per_token(model: PreTrainedModel, cap: int) -> float | None:
