@@ -96,7 +96,8 @@ class DraftingPath:
     "cuda-graphs" (its draft replayed as captured CUDA graphs, read back once), "eager"
     (the lean loop, a pass and a read a token) or "generate" (the assistant's own
     `generate()` through Transformers' generator). `capture_s`: what capturing the graphs
-    took, once per process and assistant; None where none were captured."""
+    and their self-check took, once per process and assistant; None where none were
+    captured."""
 
     path: str
     reason: str

@@ -11,9 +11,10 @@ ids never drafted. Here it is one stage, whose result a run receives (`Prepared`
 per
   pair, machine and dtype, on a cache holding the warm-up prompt; on CUDA, the capture of
   the assistant's drafts as graphs, checked against its eager passes
-  (`assisted.engine.drafters.draft_graphs`), once per process; and once a run samples,
-  the assistant's drafting through its sampling generator (`calibration.calibrate_sampled`),
-  which greedy runs never pay for;
+  (`assisted.engine.drafters.draft_graphs`), once per process and once a greedy run is
+  prepared, as only greedy runs replay them; and once a run samples, the assistant's
+  drafting through its sampling generator (`calibration.calibrate_sampled`), which greedy
+  runs never pay for;
 - the template facts: the chat template's ids around an empty message, from which a run
   finds the user's message in its prompt (`assisted.engine.drafters.lookup.user_span`), and the ids
   a lookup never drafts;
@@ -118,8 +119,9 @@ def prepare(
     pair: LoadedPair, draft: DraftSettings | None = None, settings: RunSettings | None = None
 ) -> Prepared:
     """Everything runs drafting with `draft` (default: the pair's) need, once per process:
-    cheap when this process prepared it already. Where `settings` sample under `auto`,
-    the sampled drafting cost too. Call it before any clock starts."""
+    cheap when this process prepared it already. Under `auto`, where `settings` sample, the
+    sampled drafting cost too; else (greedy, or None) the assistant's graphs on CUDA. Call
+    it before any clock starts."""
     draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
     key = (os.getpid(), draft)
     cache = cache_of(pair).prepared
@@ -134,12 +136,24 @@ def prepare(
                     cache.clear()
                     learning.refresh(pair)
                 found = cache[key] = _prepare(pair, draft)
-    sampled = settings is not None and settings.sample and draft.schedule == "auto"
-    timed = pair.learnt.timed_here().sampled_drafting
-    if sampled and found.assistant is not None and found.precision not in timed:
-        with _lock:
-            prefix = _warmup_prefix(pair)
-            calibration.calibrate_sampled(pair, prefix, found.assistant, found.precision, settings)
+    if draft.schedule != "auto" or found.assistant is None:
+        return found
+    if settings is not None and settings.sample:
+        if found.precision not in pair.learnt.timed_here().sampled_drafting:
+            with _lock:
+                prefix = _warmup_prefix(pair)
+                calibration.calibrate_sampled(
+                    pair, prefix, found.assistant, found.precision, settings
+                )
+    else:
+        # Greedy `auto` runs draft with the lean loop: on CUDA, captured graphs of it, whose
+        # time per token then prices the policy's drafting (`learning.new_policy`). Only
+        # they replay the graphs, so a sampled run captures none, and a greedy run after it
+        # on the same preparation captures them here.
+        cap = draft.length_for(pair.spec.drafter)
+        if draft_graphs.pending(found.assistant, cap):
+            with _lock:
+                draft_graphs.prepare(found.assistant, cap, _warmup_prefix(pair))
     return found
 
 
@@ -159,10 +173,6 @@ def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
         cap = draft.length_for(pair.spec.drafter)
         prefix = _warmup_prefix(pair)
         calibration.calibrate(pair, prefix, assistant, precision, cap)
-        if assistant is not None:
-            # Greedy `auto` runs draft with the lean loop: on CUDA, captured graphs of it,
-            # whose time per token then prices the policy's drafting (`learning.new_policy`).
-            draft_graphs.prepare(assistant, cap, prefix)
     computes_in = None
     if assistant is not None:
         computes_in = pair.dtype_name if precision == "none" else precision

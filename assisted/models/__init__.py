@@ -10,7 +10,8 @@
 - `quantize`, `int4`, `cpu_linear`: the assistant's int8 and int4 copies; the CPU product
   for few-row verification;
 - `learnt_store`: what a pair learnt, kept on disk between processes;
-- `hardware`: what a device's step, set-up and start cost before anything is timed on it.
+- `machines`, `hardware`: the machines ZeroGPU runs calls on, as the installed `spaces`
+  knows them; what a device's step, set-up and start cost before anything is timed on it.
 
 May import: `core`, `policy`.
 """

@@ -47,3 +47,11 @@ def cpu_has_native_bf16() -> bool:
     import torch
 
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def gpu_name(device: torch.device) -> str | None:
+    """The GPU `device` is, as torch names it (as `spaces`' configs name the machines, a
+    MIG slice's name followed by its profile); None off CUDA."""
+    import torch
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else None

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.settings import DraftSettings
+from assisted.models import machines
 
 
 class PairError(ValueError):
@@ -163,11 +164,10 @@ DEFAULT_PAIR = "embedded"  # on a CPU, and wherever no GPU pair qualifies
 # A GPU pair pays where drafting a token costs a small share of a target step. In eager
 # mode at batch 1 a step costs about its kernel launches, so roughly its layers: a 24-layer
 # 0.5B drafting eagerly costs most of a 28-layer target's step, 1.5B or 7B alike. Replayed
-# as CUDA graphs (`assisted.engine.drafters.draft_graphs`) it costs about a fifth of one on an
-# H200, and the default is the 7B, whose steps also move 15 times the bytes
+# as CUDA graphs (`assisted.engine.drafters.draft_graphs`) it cost about a fifth of one,
+# measured on an H200, and the default is the 7B, whose steps also move 15 times the bytes
 # (docs/space.md).
 GPU_TARGET_BILLIONS = 7.0
-ZEROGPU_SLICE_BYTES = 70e9  # half an H200, the ZeroGPU slice (spaces/zero/configs.json)
 SLICE_SHARE = 0.8  # of the slice the weights may hold: the rest for caches and activations
 
 
@@ -175,15 +175,18 @@ def default_pair_for(device: str, registry: dict[str, PairSpec] | None = None) -
     """The pair a visitor starts with on `device` ("cuda", "cuda:0" or "cpu"): on CUDA the
     first pair, in the registry's order, whose assistant model `auto` drives and whose
     target has at least `GPU_TARGET_BILLIONS` parameters, both models' bf16 weights within
-    a share of one ZeroGPU slice; elsewhere, or where none qualifies, `DEFAULT_PAIR`."""
+    a share of the smallest `large` ZeroGPU call's memory (`machines.smallest_large_bytes`:
+    48 GB, half an RTX PRO 6000 Blackwell), so the preloaded pair keeps the calls `large`;
+    elsewhere, or where none qualifies, `DEFAULT_PAIR`."""
     registry = PAIRS if registry is None else registry
     if device.startswith("cuda"):
+        slice_bytes = machines.smallest_large_bytes()
         for spec in registry.values():
             size, weights = spec.target_size, spec.weight_bytes()
             if not (spec.drafter.has_model and spec.drafter.auto_capable) or weights is None:
                 continue
             big = size is not None and size.billions >= GPU_TARGET_BILLIONS
-            if big and weights <= SLICE_SHARE * ZEROGPU_SLICE_BYTES:
+            if big and weights <= SLICE_SHARE * slice_bytes:
                 return spec.name
     return DEFAULT_PAIR if DEFAULT_PAIR in registry else next(iter(registry))
 

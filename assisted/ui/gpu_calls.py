@@ -17,7 +17,7 @@ import gradio as gr
 from assisted import bench
 from assisted.core.settings import SettingsError
 from assisted.engine import comparison, decoding, learning, running
-from assisted.models import pairs
+from assisted.models import pairs, placement
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import (
     CallReport,
@@ -76,6 +76,7 @@ def stream_comparison(request: ComparisonRequest) -> Iterator[CompareOutputs | C
         assisted_s_per_token=s_per_token(final.result, "assisted"),
         cold_start_s=cold_start_s,
         capture_s=capture_s(final.result) if set_up else None,
+        gpu=placement.gpu_name(pair.device),
     )
 
 
@@ -172,4 +173,5 @@ def stream_benchmark(
     finally:
         events.close()
     plain, assisted = runs_s_per_token(records)
-    yield CallReport(spec.name, load_s, setup_s, plain, assisted, cold_start_s)
+    gpu = placement.gpu_name(pair.device)
+    yield CallReport(spec.name, load_s, setup_s, plain, assisted, cold_start_s, gpu=gpu)

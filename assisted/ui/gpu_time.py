@@ -37,6 +37,16 @@ MARGIN:
   A custom pair, whose size is not known before it loads, is priced at the largest that
   its checks let load.
 
+`spaces` multiplies a `large` call's requested duration by its machine's `duration_factor`
+(1.5 on the RTX PRO 6000 Blackwell, 1.0 on the H200; `spaces/zero/client.py`,
+`get_duration_seconds`, in the main process) before it schedules the call and charges the
+visitor's quota. So a call asks for what it needs divided by that factor
+(`assisted.models.machines.duration_factor`, read as `spaces` reads it): what ZeroGPU
+schedules, and the visitor pays, is then the estimate times MARGIN, and the floor and the
+most a call may ask (`max_s`) bound that scheduled time. A first guess's figures are the
+machine's that a GPU worker reported (`CallReport.gpu`); until one has, the slowest that
+`spaces` knows (`assisted.models.hardware.zerogpu_slice`).
+
 Each GPU call reports what it measured (`CallReport`, its last yield, which the handler
 keeps and does not show). Imports neither torch nor gradio: it runs in the main process.
 """
@@ -56,7 +66,8 @@ from assisted.analysis import stats
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord
 from assisted.core.settings import RunSettings
-from assisted.models.hardware import CUDA_SETUP_S, ZEROGPU_SLICE, Device
+from assisted.models import machines
+from assisted.models.hardware import CUDA_SETUP_S, Device, zerogpu_slice
 from assisted.models.registry import PAIRS, PairSpec, Size
 
 if TYPE_CHECKING:
@@ -64,7 +75,7 @@ if TYPE_CHECKING:
 
 MARGIN = 1.5  # the request is this many times the estimate: runs of the same work vary
 ABORT_GROWTH = 2.0  # after an abort, the pair's next request asks this many times more
-FLOOR_S = 20  # never ask for less: scheduling and the fork's start cost seconds too
+FLOOR_S = 20  # never schedule less: scheduling and the fork's start cost seconds too
 # The set-up of a pair never timed here, in its target's steps: two warm-up runs of 8
 # tokens, the calibration's T(k) for k up to 9 rows a few times over, the assistant's
 # drafting cost, and room for the prefills; after a fixed start (CUDA context, first
@@ -103,10 +114,12 @@ class ColdStart:
         )
 
 
-def first_guess(spec: PairSpec | None, device: Device = ZEROGPU_SLICE) -> _PairTimes:
-    """The times of a pair never timed on `device`, from its published size (the module's
-    note); a pair of unknown size (custom, or None) at `UNKNOWN_SIZE`. The assistant's
-    runs are priced as plain ones: where drafting would cost more, `auto` stops drafting."""
+def first_guess(spec: PairSpec | None, device: Device | None = None) -> _PairTimes:
+    """The times of a pair never timed on `device` (default: the ZeroGPU slice of
+    `zerogpu_slice`), from its published size (the module's note); a pair of unknown size
+    (custom, or None) at `UNKNOWN_SIZE`. The assistant's runs are priced as plain ones:
+    where drafting would cost more, `auto` stops drafting."""
+    device = device or zerogpu_slice()
     target = spec.target_size if spec is not None and spec.target_size else UNKNOWN_SIZE
     step_s = device.step_s(target)
     # Only a pair whose assistant is a model of its own captures its drafts.
@@ -135,6 +148,7 @@ class CallReport:
     assisted_s_per_token: float | None = None
     cold_start_s: float | None = None  # a fresh worker's start; None: a reused one
     capture_s: float | None = None  # the graphs' capture, within setup_s
+    gpu: str | None = None  # the GPU the call ran on, as torch names it; None: not on CUDA
 
 
 @dataclass
@@ -155,11 +169,17 @@ class Estimate:
     measured: bool  # False: the pair has no measured pace yet, so the figures are guesses
     cold_start: str = ""  # the cold start's term, in words ("": none counted)
     aborts: int = 0  # ZeroGPU's aborts of the pair's calls since one finished
+    duration_factor: float = 1.0  # what `spaces` multiplies `seconds` by (the module's note)
 
     @property
     def asked_s(self) -> float:
-        """What the estimate asks for before the floor and the cap."""
+        """What the estimate wants ZeroGPU to schedule, before the floor and the cap."""
         return MARGIN * self.estimate_s * ABORT_GROWTH**self.aborts
+
+    @property
+    def scheduled_s(self) -> float:
+        """What ZeroGPU schedules, and charges the visitor's quota, for `seconds`."""
+        return self.seconds * self.duration_factor
 
     def describe(self) -> str:
         basis = "measured here" if self.measured else "a first guess: not measured here yet"
@@ -170,22 +190,29 @@ class Estimate:
             if self.aborts
             else ""
         )
+        scaled = (
+            f", which it schedules as {self.scheduled_s:.0f} s (× {self.duration_factor:g}"
+            " on this GPU)"
+            if self.duration_factor != 1.0
+            else ""
+        )
         return (
-            f"asks ZeroGPU for {self.seconds} s: {self.estimate_s:.0f} s estimated ({basis}"
-            f"{cold}) × {MARGIN:g} margin{grown}"
+            f"asks ZeroGPU for {self.seconds} s{scaled}: {self.estimate_s:.0f} s estimated "
+            f"({basis}{cold}) × {MARGIN:g} margin{grown}"
         )
 
 
 class GpuTimes:
     """What the GPU calls measured, by pair; shared by the tabs' handlers (threads). Pairs
-    not measured yet are priced by `first_guess` on `device`, from their spec in `specs`
-    (the registry)."""
+    not measured yet are priced by `first_guess` on `device` (default: `zerogpu_slice`'s,
+    then the one a call reports), from their spec in `specs` (the registry). `max_s`: the
+    most ZeroGPU may schedule for one call."""
 
     def __init__(
-        self, max_s: int, device: Device = ZEROGPU_SLICE, specs: dict[str, PairSpec] = PAIRS
+        self, max_s: int, device: Device | None = None, specs: dict[str, PairSpec] = PAIRS
     ) -> None:
         self.max_s = max_s
-        self.device = device
+        self.device = device or zerogpu_slice()
         self.specs = specs
         self._lock = threading.Lock()
         self._pairs: dict[str, _PairTimes] = {}
@@ -212,6 +239,8 @@ class GpuTimes:
                 times.setup_s = report.setup_s + (missing or 0.0)
             if report.cold_start_s is not None:
                 self._cold_start_s = report.cold_start_s
+            if report.gpu is not None:  # the machine the calls run on
+                self.device = zerogpu_slice(report.gpu)
             self._aborts.pop(report.pair, None)
 
     def aborted(self, pair: str) -> None:
@@ -253,8 +282,13 @@ class GpuTimes:
             + (cold.seconds if cold else 0.0)
         )
         described = cold.describe(self.device) if cold else ""
-        unbounded = Estimate(0, estimate, measured, described, aborts)
-        seconds = min(self.max_s, max(FLOOR_S, math.ceil(unbounded.asked_s)))
+        factor = machines.duration_factor()
+        unbounded = Estimate(0, estimate, measured, described, aborts, factor)
+        scheduled = min(self.max_s, max(FLOOR_S, unbounded.asked_s))
+        # Rounded up, unless that would schedule more than the most allowed.
+        seconds = math.ceil(scheduled / factor)
+        if seconds * factor > self.max_s:
+            seconds = math.floor(self.max_s / factor)
         return dataclasses.replace(unbounded, seconds=seconds)
 
     def benchmark(

@@ -192,7 +192,7 @@ def test_zerogpu_a_comparison_asks_for_what_its_pair_was_measured_to_need(client
     first, second = (request.duration_s for request in zerogpu.requests)
     guess = gpu_time.first_guess(None)  # a custom pair: priced at the largest allowed
     # A fresh worker's start, estimated from the weights the start-up preloaded.
-    moving_s = pairs.memory_in_use() / gpu_time.ZEROGPU_SLICE.load_bytes_per_s
+    moving_s = pairs.memory_in_use() / app._gpu_times.device.load_bytes_per_s
     cold = gpu_time.CUDA_SETUP_S + moving_s
     asked = gpu_time.MARGIN * (2 * tokens * guess.plain_s_per_token + guess.setup_s + cold)
     assert first == max(gpu_time.FLOOR_S, math.ceil(asked))

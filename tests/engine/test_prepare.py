@@ -78,3 +78,25 @@ def test_preparing_is_cached_per_process(pair, monkeypatch):
     forked = prepare.prepare(model_pair, draft)
     assert forked is not first and forked.assistant is first.assistant
     assert prepare.prepare(model_pair, draft) is forked
+
+
+def test_only_a_greedy_auto_preparation_captures_graphs(pair, monkeypatch):
+    """Sampled runs draft through Transformers' sampling generator and never replay the
+    assistant's graphs: preparing for one captures none, and a greedy run prepared after it
+    on the same draft settings captures them then (here on a CPU, whose assistant stands
+    for a CUDA one with no graphs yet)."""
+    model_pair = fresh_copy(pair)
+    captures = []
+    monkeypatch.setattr(prepare.draft_graphs, "pending", lambda model, cap: True)
+    monkeypatch.setattr(
+        prepare.draft_graphs, "prepare", lambda model, cap, probe: captures.append(cap)
+    )
+    sampled = dataclasses.replace(GREEDY, sample=True)
+    first = prepare.prepare(model_pair, AUTO, sampled)
+    assert captures == []
+    assert prepare.prepare(model_pair, AUTO, GREEDY) is first  # one preparation, now greedy
+    assert captures == [AUTO.num_assistant_tokens]
+    prepare.prepare(model_pair, AUTO)  # no settings: a greedy run's (the lab's timings)
+    assert len(captures) == 2
+    prepare.prepare(model_pair, DRAFT, GREEDY)  # the constant schedule drafts eagerly
+    assert len(captures) == 2

@@ -6,9 +6,12 @@ that a capture records traces without a break; the self-check turns a wrong repl
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import gc
 import math
 import os
+import weakref
 from itertools import pairwise
 from types import SimpleNamespace
 
@@ -33,6 +36,7 @@ from assisted.engine.drafters.static_draft import (
     draft_on_device,
 )
 from assisted.engine.prepare import prepare
+from assisted.models import pairs
 from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
 from tests.tiny import build_model, build_near_model
@@ -270,6 +274,7 @@ def test_the_self_check_keeps_a_faithful_replay_and_refuses_a_wrong_one(near_pai
 def test_graphs_stay_off_the_cpu_and_off_when_turned_off(near_pair, monkeypatch):
     model = near_pair.assistant
     prompt = prompt_ids(near_pair)
+    assert not draft_graphs.pending(model, CAP)
     assert draft_graphs.prepare(model, CAP, prompt) is None  # nothing captured on a CPU
     assert draft_graphs.for_run(model, 64, CAP)[0] is None
     monkeypatch.setenv(draft_graphs.ENV, "0")
@@ -304,7 +309,7 @@ def test_a_greedy_policy_prices_drafting_at_the_graphs_cost_where_they_draft(
     graphs = graphed(prepared.assistant)
     graphs.draft_s = 1e-6
     captured = draft_graphs._Outcome(os.getpid(), graphs, "captured")
-    monkeypatch.setitem(draft_graphs._outcomes, prepared.assistant, captured)
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     policy = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
     assert policy.costs.drafter_s[candidates.ASSISTANT] == 1e-6
     assert eager.costs.drafter_s[candidates.ASSISTANT] == pair.learnt.precision("none").draft_s
@@ -323,7 +328,7 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     prepared = prepare(pair, draft)
     graphs = graphed(prepared.assistant)
     captured = draft_graphs._Outcome(os.getpid(), graphs, "stand-in replays")
-    monkeypatch.setitem(draft_graphs._outcomes, prepared.assistant, captured)
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
     replays = []
     graphs.module.register_forward_hook(lambda _, args, out: replays.append(args[0]))
@@ -362,3 +367,58 @@ def test_a_padded_vocabulary_assistant_drafts_on_the_static_cache(padded_dirs):
     static = StaticDrafter(StaticState(pair.assistant, CAPACITY, CAP), 0.0, ())
     assert static.draft(ids, CAP) == loop.draft(ids, CAP)
     assert draft_graphs.device_of(pair.assistant).type == "cpu"
+
+
+def test_an_evicted_pair_takes_its_assistant_and_graphs_with_it(tiny_dirs, monkeypatch):
+    """Graphs captured for a pair's assistant (the CPU's stand-in, kept where `prepare`
+    keeps a capture) hold the assistant: once the pair is evicted for another
+    (`ASSISTED_MAX_PAIRS`), nothing keeps the assistant, its cache or its graphs alive."""
+    monkeypatch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    stand_in = draft_graphs._Outcome(os.getpid(), None, "")
+
+    def captured(model, cap, probe):
+        return dataclasses.replace(stand_in, graphs=graphed(model, cap), reason="stand-in")
+
+    monkeypatch.setattr(draft_graphs, "_captured", captured)
+    folder = tiny_dirs["target"].parent / "near-evicted"
+    build_near_model(folder, tiny_dirs["target"], scale=0.05)
+    pair = load(tiny_dirs["target"], folder)
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepare(pair, draft)
+    graphs, _ = draft_graphs.for_run(pair.assistant, 64, CAP)
+    assert graphs is not None and graphs.state.model is pair.assistant
+    assistant, cache = weakref.ref(pair.assistant), weakref.ref(graphs.state.cache)
+    del pair, graphs
+    load(tiny_dirs["target"], tiny_dirs["other"])  # evicts the pair
+    gc.collect()
+    assert assistant() is None and cache() is None
+
+
+def test_the_capture_s_recorded_includes_the_self_check(near_pair, monkeypatch):
+    """A worker pays the self-check before it drafts as it pays the capture: the seconds
+    recorded for the capture cover both (here a clock that the capture and the check each
+    advance by a second, on the CPU's stand-in for captured graphs)."""
+    clock = iter(range(100))
+    tick = SimpleNamespace(perf_counter=lambda: float(next(clock)))  # draft_graphs' clock only
+    monkeypatch.setattr(draft_graphs, "time", tick)
+
+    def captured(model, cap, probe):
+        next(clock)  # a second of capture
+        graphs = graphed(model, cap)
+        with torch.inference_mode():
+            graphs.state.feed(probe[:, :-1])
+        return graphs
+
+    def checked(graphs, probe):
+        next(clock)  # a second of self-check
+        return self_check(graphs, probe)
+
+    monkeypatch.setattr(draft_graphs, "_capture", captured)
+    monkeypatch.setattr(draft_graphs, "self_check", checked)
+    monkeypatch.setattr(draft_graphs, "_replay_s", lambda graphs, probe: 0.01)
+    outcome = draft_graphs._captured(near_pair.assistant, CAP, prompt_ids(near_pair))
+    assert outcome.graphs is not None, outcome.reason
+    # Started at 0, then a second each for the capture and the check: read at 3, not 2.
+    assert outcome.graphs.capture_s == 3.0
+    assert outcome.reason.startswith("captured and self-checked in 3.00 s")

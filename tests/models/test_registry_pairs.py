@@ -14,12 +14,11 @@ import torch
 from assisted.core.settings import RunSettings
 from assisted.engine import comparison, running
 from assisted.engine.decoding import RunDone
-from assisted.models import pairs
+from assisted.models import machines, pairs
 from assisted.models.architectures import ARCHITECTURES
 from assisted.models.registry import (
     DEFAULT_PAIR,
     PAIRS,
-    ZEROGPU_SLICE_BYTES,
     Size,
     default_pair_for,
 )
@@ -125,7 +124,7 @@ def test_the_default_pair_is_a_large_target_on_a_gpu_and_the_embedded_one_on_a_c
     gpu = PAIRS[default_pair_for("cuda")]
     assert gpu.name == default_pair_for("cuda:0") == "qwen2.5-coder-7b"
     assert gpu.target_size.billions >= 7 and gpu.drafter.has_model
-    assert gpu.weight_bytes() <= ZEROGPU_SLICE_BYTES / 2  # room for caches beside it
+    assert gpu.weight_bytes() <= machines.smallest_large_bytes() / 2  # room for caches
     # Offered without it, the next qualifying pair; with none, the default as on a CPU.
     rest = {name: spec for name, spec in PAIRS.items() if name != gpu.name}
     assert default_pair_for("cuda", rest) == "qwen2.5-7b"

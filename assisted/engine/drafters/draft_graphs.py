@@ -14,9 +14,9 @@ Transformers treats a stream capture as tracing (`is_tracing`), so its mask code
 path without host reads. Then a self-check drafts on the probe through every graph and
 eagerly, the same passes, also after a rollback: where the capture fails, or a candidate
 or a probability differs, the assistant drafts eagerly, and the run's `drafting_path` says
-why. Captured in `assisted.engine.prepare` (off every run's clock) and kept for the process:
-on ZeroGPU once per worker. `ASSISTED_CUDA_GRAPHS=0` (the CLI's `--no-cuda-graphs`) turns
-graphs off, for measuring.
+why. Captured in `assisted.engine.prepare` (off every run's clock) and kept on the assistant
+for the process (on ZeroGPU once per worker), so they go with an evicted pair.
+`ASSISTED_CUDA_GRAPHS=0` (the CLI's `--no-cuda-graphs`) turns graphs off, for measuring.
 
 The target is never graphed: it stays Transformers' own eager model in both modes, the
 comparison a Transformers user would make.
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import time
-import weakref
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -76,30 +75,45 @@ class _Outcome:
     reason: str
 
 
-_outcomes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # assistant: _Outcome
+# The attribute of an assistant that holds its `_Outcome`. On the assistant itself, as the
+# outcome's graphs hold the assistant (their static state runs it): kept anywhere else, the
+# outcome would keep an evicted assistant, its cache and its graphs' memory alive. On the
+# model, the two form a cycle that the collector frees with the pair.
+OUTCOME = "_assisted_draft_graphs"
+
+
+def outcome_of(model: PreTrainedModel) -> _Outcome | None:
+    """What capturing `model`'s graphs gave in this process; None where none was tried."""
+    found = getattr(model, OUTCOME, None)
+    return found if found is not None and found.pid == os.getpid() else None
 
 
 def prepare(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> float | None:
     """Capture `model`'s drafts of up to `cap` tokens where it runs on CUDA and graphs are
     on, once per process (again for a longer cap), and self-check them on the `probe` ids
     (1, n ≥ 2). The seconds capture and check took, where this call did them; else None."""
-    if device_of(model).type != "cuda" or not enabled() or has_sliding_layers(model):
-        return None  # a sliding-window assistant drafts on a DynamicCache
-    found = _outcomes.get(model)
-    mine = found is not None and found.pid == os.getpid()
-    if mine and (found.graphs is None or found.graphs.cap >= cap):
+    if not pending(model, cap):
         return None
     started = time.perf_counter()
-    _outcomes[model] = _captured(model, cap, probe.to(device_of(model)))
+    setattr(model, OUTCOME, _captured(model, cap, probe))
     return time.perf_counter() - started
+
+
+def pending(model: PreTrainedModel, cap: int) -> bool:
+    """Whether `prepare` would capture `model`'s drafts of up to `cap` tokens: on CUDA with
+    graphs on, where this process has not tried a cap as long."""
+    if device_of(model).type != "cuda" or not enabled() or has_sliding_layers(model):
+        return False  # a sliding-window assistant drafts on a DynamicCache
+    found = outcome_of(model)
+    return found is None or (found.graphs is not None and found.graphs.cap < cap)
 
 
 def draft_s_per_token(model: PreTrainedModel, cap: int) -> float | None:
     """The seconds per drafted token of `model`'s replays in this process, timed after
     their capture, where they draft runs of up to `cap` a step; else None. The calibration's
     drafting time is of an eager pass: a policy priced by it would rarely draft."""
-    found = _outcomes.get(model)
-    if found is None or found.pid != os.getpid() or found.graphs is None or not enabled():
+    found = outcome_of(model)
+    if found is None or found.graphs is None or not enabled():
         return None
     return found.graphs.draft_s if found.graphs.cap >= cap else None
 
@@ -107,8 +121,8 @@ def draft_s_per_token(model: PreTrainedModel, cap: int) -> float | None:
 def replay_module(model: PreTrainedModel) -> Replay | None:
     """The module whose calls replay `model`'s captured drafts in this process, for the
     hooks that time drafting; None where none were captured."""
-    found = _outcomes.get(model)
-    if found is None or found.pid != os.getpid() or found.graphs is None:
+    found = outcome_of(model)
+    if found is None or found.graphs is None:
         return None
     return found.graphs.module
 
@@ -139,8 +153,8 @@ def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGra
         return None, f"not on CUDA: {EAGER_STATIC}"
     if not enabled():
         return None, f"{ENV}=0: {EAGER_STATIC}"
-    found = _outcomes.get(model)
-    if found is None or found.pid != os.getpid():
+    found = outcome_of(model)
+    if found is None:
         return None, f"no graphs captured in this process: {EAGER_STATIC}"
     if found.graphs is None:
         return None, found.reason
@@ -153,44 +167,57 @@ def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGra
 
 
 def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome:
-    """Capture and self-check (the module's note); the outcome, in this process."""
+    """Capture and self-check (the module's note); the outcome, in this process. The
+    seconds recorded for the capture include the self-check: a worker pays both before it
+    drafts, and a ZeroGPU call's request counts them (`assisted.ui.gpu_time`)."""
     pid = os.getpid()
-    device = device_of(model)
-    capacity = min(CAPACITY, getattr(model.config, "max_position_embeddings", CAPACITY))
+    probe = probe.to(device_of(model))
     started = time.perf_counter()
     try:
-        with torch.inference_mode():
-            state = StaticState(model, capacity, cap)
-            state.feed(probe[:, :-1])  # allocates the cache's tensors before any capture
-            base = probe.shape[1] - 1
-            side = torch.cuda.Stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                for _ in range(WARMUP_DRAFTS):
-                    start(state, base, probe[0, -1])
-                    draft_on_device(state, cap)
-            torch.cuda.current_stream(device).wait_stream(side)
-            replays = {}
-            for gamma in range(1, cap + 1):
-                graph = torch.cuda.CUDAGraph()
-                # Thread-local: another thread's CUDA call must not invalidate the capture.
-                with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                    draft_on_device(state, gamma)
-                replays[gamma] = graph.replay
-            torch.cuda.synchronize(device)
+        graphs = _capture(model, cap, probe)
     except Exception as error:  # any failure leaves the eager path, which always works
         first = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
         return _Outcome(pid, None, f"capture failed ({type(error).__name__}: {first}): eager")
-    graphs = DraftGraphs(state, replays, time.perf_counter() - started)
     try:
         differs = self_check(graphs, probe)
     except Exception as error:
         differs = f"the replay failed ({type(error).__name__}: {str(error)[:160]})"
+    graphs.capture_s = time.perf_counter() - started
     if differs is not None:
         return _Outcome(pid, None, f"self-check: {differs}: {EAGER_STATIC}")
     graphs.draft_s = _replay_s(graphs, probe) / graphs.cap
-    reason = f"captured in {graphs.capture_s:.2f} s; the self-check drafted as eager passes do"
+    reason = (
+        f"captured and self-checked in {graphs.capture_s:.2f} s; "
+        "the self-check drafted as eager passes do"
+    )
     return _Outcome(pid, graphs, reason)
+
+
+def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGraphs:
+    """`model`'s drafts of 1 … `cap` captured as CUDA graphs after `probe` (on its device),
+    on a static cache (the module's note); raises where the capture fails."""
+    device = probe.device
+    capacity = min(CAPACITY, getattr(model.config, "max_position_embeddings", CAPACITY))
+    with torch.inference_mode():
+        state = StaticState(model, capacity, cap)
+        state.feed(probe[:, :-1])  # allocates the cache's tensors before any capture
+        base = probe.shape[1] - 1
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_DRAFTS):
+                start(state, base, probe[0, -1])
+                draft_on_device(state, cap)
+        torch.cuda.current_stream(device).wait_stream(side)
+        replays = {}
+        for gamma in range(1, cap + 1):
+            graph = torch.cuda.CUDAGraph()
+            # Thread-local: another thread's CUDA call must not invalidate the capture.
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                draft_on_device(state, gamma)
+            replays[gamma] = graph.replay
+        torch.cuda.synchronize(device)
+    return DraftGraphs(state, replays)
 
 
 def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:

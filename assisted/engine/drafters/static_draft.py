@@ -129,7 +129,7 @@ class DraftGraphs:
 
     state: StaticState
     replays: dict[int, Callable[[], None]]  # γ: the replay of a γ-pass draft
-    capture_s: float
+    capture_s: float = 0.0  # the capture and its self-check, set once checked
     draft_s: float | None = None  # seconds per drafted token through the replays
 
     def __post_init__(self) -> None:
