@@ -58,3 +58,15 @@ def sentence(failures: dict[str, str]) -> str | None:
         return None
     parts = "; ".join(f"the {part} ({message})" for part, message in failures.items())
     return f"Could not be computed: {parts}. The runs and their measured figures are kept."
+
+
+def card_lines(prompts: list[dict]) -> list[str]:
+    """The benchmark card's line per prompt whose analyses failed (its row's
+    `analysis_errors`), then a blank; none where every analysis was computed."""
+    lines = [
+        f"{row['category']}/{row['question_id']}, {row['drafter']}: "
+        + sentence(row["analysis_errors"])
+        for row in prompts
+        if row.get("analysis_errors")
+    ]
+    return [*lines, ""] if lines else []

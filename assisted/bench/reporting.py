@@ -279,17 +279,6 @@ _COLUMNS = (
 )
 
 
-def _failure_lines(prompts: list[dict]) -> list[str]:
-    """A line per prompt whose analyses failed (`assisted.analysis.faults`), then a blank."""
-    lines = [
-        f"{row['category']}/{row['question_id']}, {row['drafter']}: "
-        + faults.sentence(row["analysis_errors"])
-        for row in prompts
-        if row.get("analysis_errors")
-    ]
-    return [*lines, ""] if lines else []
-
-
 def render(result: dict) -> str:
     """The human-readable card: per prompt, per category, overall."""
     settings = result["settings"]
@@ -313,7 +302,7 @@ def render(result: dict) -> str:
             _outcome_cell,
         ),
         "",
-        *_failure_lines(result["prompts"]),
+        *faults.card_lines(result["prompts"]),
         *declines.card_lines(result["prompts"]),
         "Per category (median speedup over prompts; acceptance pooled over runs)",
     ]
