@@ -3,7 +3,8 @@
 One job per module:
 - `planning`: the prompts and drafting variants to compare, checked before a model loads;
 - `measuring`: `benchmark()`, the timed runs on a loaded pair;
-- `reporting`: runs in, figures, text tables and a chart out (no models);
+- `reporting`: runs in, figures and text tables out (no models);
+- `chart`: the report's speedup per category, drawn;
 - `journal`: a benchmark's files: its `--out` folder kept as it runs and read back to make
   the report again, or written at once (`write_out`);
 - `shares`: each run's share of the oracle, modelled and measured;
@@ -20,6 +21,7 @@ May import: `core`, `policy`, `analysis`, `models`, `engine`; its entry points a
 the CLI's options (`assisted.arguments`).
 """
 
+from assisted.bench.chart import draw_chart
 from assisted.bench.journal import write_out
 from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
 from assisted.bench.planning import (
@@ -36,7 +38,6 @@ from assisted.bench.planning import (
 )
 from assisted.bench.reporting import (
     Run,
-    draw_chart,
     render,
     report,
     summarize_group,

@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from assisted.analysis import declines, divergence, faults, stats
 from assisted.bench import shares
@@ -44,9 +43,6 @@ from assisted.bench.planning import Variant
 from assisted.core.figures import rounded
 from assisted.core.record import RunRecord
 from assisted.core.settings import RunSettings
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -418,35 +414,3 @@ def _not_judged(group: dict) -> str:
 
 def _cell(value: float | None, fmt: str) -> str:
     return "–" if value is None else fmt.format(value)
-
-
-def draw_chart(result: dict) -> Figure:
-    """Speedup per category, measured (solid) beside predicted or fitted (hatched), per drafter."""
-    from matplotlib.figure import Figure
-
-    drafters = result["drafters"]
-    categories = list(dict.fromkeys(c for d in drafters.values() for c in d["categories"]))
-    bars = 2 * max(1, len(drafters))
-    width = 0.8 / bars
-    figure = Figure(figsize=(max(6.0, 1.2 * len(categories) * max(1, len(drafters))), 4.0))
-    axes = figure.add_subplot()
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
-    for d, (name, entry) in enumerate(drafters.items()):
-        colour = palette[d % len(palette)]
-        for k, (key, hatch, alpha) in enumerate(
-            (("speedup", None, 1.0), ("predicted_speedup", "//", 0.45))
-        ):
-            values = [entry["categories"].get(c, {}).get(key) or 0.0 for c in categories]
-            offsets = [i - 0.4 + width * (2 * d + k + 0.5) for i in range(len(categories))]
-            label = f"{name}: {'measured' if k == 0 else 'predicted / fitted'}"
-            bars_drawn = axes.bar(
-                offsets, values, width, color=colour, alpha=alpha, hatch=hatch, label=label
-            )
-            axes.bar_label(bars_drawn, fmt="%.2f", fontsize="x-small")
-    axes.axhline(1.0, color="grey", linewidth=1, linestyle="--")
-    axes.set_xticks(range(len(categories)), categories, rotation=20, ha="right")
-    axes.set_ylabel("speedup (× plain tokens/s)")
-    axes.set_title(f"{result['pair']} · {result['device']} · {result['dtype']}")
-    axes.legend(fontsize="small")
-    figure.tight_layout()
-    return figure
