@@ -6,6 +6,7 @@ the cached safetensors in seconds. Deselect with `-m "not integration"`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -14,9 +15,11 @@ import sys
 import pytest
 
 from assisted.analysis import stats
+from assisted.core.examples import EXAMPLES_DIR
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine.comparison import compare
+from assisted.engine.comparison import compare, report
 from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import prepare
 from assisted.models import embedded
 from assisted.models.pairs import get_spec, load_pair
 
@@ -70,6 +73,24 @@ def test_the_default_auto_schedule_keeps_the_output_in_fp32(pair, records):
     assert all(s.chosen is not None and s.drafted <= s.chosen <= 8 for s in assisted.steps)
     assert {s.source for s in assisted.steps if s.drafted} <= {"assistant", "prompt-lookup"}
     assert len(assisted.steps) < len(records["plain"].steps)
+
+
+def test_a_heuristic_comparison_prices_every_draft_it_grew(pair):
+    """Transformers' heuristic schedule grows a fully accepted draft past the cap; the
+    comparison ends whole, its oracle priced at every length drafted."""
+    prepare(pair, pair.spec.draft)  # `auto`: the pair's costs, which the oracle prices with
+    prompt = (EXAMPLES_DIR / "edit-code" / "add-docstrings.txt").read_text()
+    heuristic = dataclasses.replace(pair.spec.draft, schedule="heuristic")
+    done = {}
+    for event in compare(pair, prompt, RunSettings(max_new_tokens=48), heuristic):
+        if isinstance(event, RunDone):
+            done[event.record.mode] = event.record
+    result = report(pair, done["plain"], done["assisted"])
+    assert result["analysis_errors"] == {} and result["identical"] is True
+    longest = max(step.drafted for step in done["assisted"].steps)
+    found = result["oracle"]
+    assert found["reason"] is None
+    assert found["verify_rows"] >= longest + 1 or found["extrapolated_rows"]
 
 
 def test_drafted_accepted_and_steps_are_consistent(records):
