@@ -7,10 +7,9 @@ ids never drafted. Here it is one stage, whose result a run receives (`Prepared`
 
 - the assistant's precision, and the model that drafts in it (`LoadedPair.drafting_assistant`:
   an int8 copy is made once, and may evict other pairs);
-- under `auto`, the calibration of the costs (`assisted.engine.calibration.calibrate`), timed once
-per
-  pair, machine and dtype, on a cache holding the warm-up prompt; on CUDA, the capture of
-  the assistant's drafts as graphs, checked against its eager passes
+- under `auto`, the calibration of the costs (`assisted.engine.calibration.calibrate`),
+  timed once per pair, machine and dtype, on a cache holding the warm-up prompt; on CUDA,
+  the capture of the assistant's drafts as graphs, checked against its eager passes
   (`assisted.engine.drafters.draft_graphs`), once per process and once a greedy run is
   prepared, as only greedy runs replay them; and once a run samples, the assistant's
   drafting through its sampling generator (`calibration.calibrate_sampled`), which greedy

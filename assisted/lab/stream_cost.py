@@ -3,7 +3,8 @@ the server, early in a run and late in a long one.
 
 A comparison's events are replayed into `assisted.ui.live.Live` from made-up steps (no
 model runs: a plain step commits one token, an assisted one three of four drafted), one
-update per step, 80 ms apart on Live's clock as the app yields them (`app.YIELD_EVERY_S`).
+update per step, 80 ms apart on Live's clock as the app yields them
+(`assisted.ui.gpu_calls.YIELD_EVERY_S`).
 Each update is timed twice: Live's own build, and that with what Gradio then does with
 the values for the page (each component's `postprocess`, the component it rebuilds for a
 skipped output, and the diff against the last update, which it sends: its bytes as JSON
@@ -32,10 +33,10 @@ from assisted.core.settings import RunSettings
 from assisted.engine import decoding
 from assisted.models.registry import PAIRS
 from assisted.ui import compare_layout
+from assisted.ui.gpu_calls import YIELD_EVERY_S
 from assisted.ui.live import Live
 from assisted.ui.outputs import UNCHANGED, CompareOutputs
 
-UPDATE_EVERY_S = 0.08  # app.YIELD_EVERY_S (the app is no layer to import)
 PROMPT_TOKENS = 40
 
 
@@ -130,7 +131,7 @@ def window_cost(plain_tokens: int, assisted_tokens: int, window: int) -> tuple[f
     gc.collect()
     own, whole, sent = [], [], []
     for event in timed:
-        clock.offset += UPDATE_EVERY_S
+        clock.offset += YIELD_EVERY_S
         live.add(event)
         started = time.perf_counter()
         outputs = live.outputs()

@@ -11,10 +11,9 @@ and a request's way to its pair on the device (`PairAccess`), `pace` keeps how f
 pair decodes, `numbers` says how a figure reads, `requests` holds the one object each GPU
 call takes, `gpu_calls` the GPU entry points' work (which `app.py` decorates for ZeroGPU),
 `gpu_time` sizes a ZeroGPU call's request, and `page` holds the text, style and script
-around the tabs. The app's own
-machinery: `device_queue` (one request at a time on the device), `stop_flags` (Stop
-requests a forked GPU worker can see), and `errors` and `refusals` (refused input and
-ZeroGPU's refusals, each one line in the log). The format, chart, outputs, pace, numbers,
+around the tabs. The app's own machinery: `device_queue` (one request at a time on the
+device), `stop_flags` (Stop requests a forked GPU worker can see), and `errors` and
+`refusals` (refused input and ZeroGPU's refusals, each one line in the log). The format, chart, outputs, pace, numbers,
 requests and gpu_time modules import neither gradio nor torch.
 
 May import every layer but the lab. Nothing else in `assisted` imports this package, so

@@ -8,5 +8,6 @@
 - `lean`, `static_draft`, `draft_graphs`: the lean drafting loop, on a DynamicCache and on
   a static cache, and its drafts captured and replayed as CUDA graphs.
 
-May import: `core`, `policy`, `models`, and `assisted.engine.observe` (device clocks).
+May import: `core`, `policy` and `models`, never the rest of the engine, which imports them
+(`assisted.engine.observe` reads `draft_graphs` for the drafting path a run took).
 """
