@@ -82,3 +82,8 @@ def test_drafter_kind_names_are_written_only_where_the_kind_is_defined():
     for path in _sources():
         if path.name != "drafters.py":
             assert not quoted.findall(path.read_text()), path.name
+
+
+def test_the_readme_stays_within_200_lines():
+    # A newcomer reads the first screens; details live in docs/.
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
