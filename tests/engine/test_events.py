@@ -9,6 +9,7 @@ import pytest
 
 from assisted.core.settings import (
     MAX_NEW_TOKENS_CAP,
+    MIN_TEMPERATURE,
     DraftSettings,
     RunSettings,
     SettingsError,
@@ -112,6 +113,17 @@ def test_max_new_tokens_out_of_range_is_refused(pair, max_new_tokens):
 def test_draft_settings_out_of_range_are_refused(pair, draft):
     with pytest.raises(SettingsError):
         list(comparison.compare(pair, PROMPT, GREEDY, draft))
+
+
+def test_the_coldest_temperature_accepted_samples_and_a_colder_one_is_refused(pair):
+    # Found by tests/engine/test_every_setting.py: at 5e-324 the logits divided by the
+    # temperature overflowed, and sampling failed on NaN probabilities.
+    coldest = RunSettings(max_new_tokens=8, sample=True, temperature=MIN_TEMPERATURE)
+    done = records(pair, settings=coldest)
+    assert all(record.token_ids for record in done.values())
+    for temperature in (1e-20, 5e-324):
+        with pytest.raises(SettingsError, match="choose greedy"):
+            list(comparison.compare(pair, PROMPT, coldest.with_(temperature=temperature), DRAFT))
 
 
 def test_without_the_chat_template_the_whole_prompt_is_the_users_text(pair):
