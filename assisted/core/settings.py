@@ -21,6 +21,7 @@ WARMUP_TOKENS = 8
 # overflow on their way to probabilities: at 1e-20 the assistant's samples turn to NaN.
 MIN_TEMPERATURE = 0.01
 MAX_TEMPERATURE = 5.0
+MAX_SEED = 2**64 - 1  # torch's generator takes 64 bits
 
 Schedule = Literal["constant", "heuristic", "auto"]
 SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")
@@ -148,8 +149,7 @@ class RunSettings:
                 )
             if not 0.0 < self.top_p <= 1.0:
                 raise SettingsError(f"top-p must be in (0, 1], not {self.top_p}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise SettingsError(f"seed must be a non-negative integer, not {self.seed!r}")
+        _check_int("seed", self.seed, 0, MAX_SEED)
         return self
 
     def with_(self, **changes) -> RunSettings:
