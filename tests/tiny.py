@@ -24,7 +24,11 @@ CORPUS = [
 ]
 
 
-def build_tokenizer(folder: Path, vocab_size: int = 400) -> PreTrainedTokenizerFast:
+def build_tokenizer(
+    folder: Path, vocab_size: int = 400, corpus: list[str] = CORPUS
+) -> PreTrainedTokenizerFast:
+    """A BPE tokenizer trained on `corpus`; on another corpus, its vocabulary holds tokens
+    that one trained on `CORPUS` lacks."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -33,7 +37,7 @@ def build_tokenizer(folder: Path, vocab_size: int = 400) -> PreTrainedTokenizerF
         special_tokens=SPECIAL,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tokenizer.train_from_iterator(CORPUS * 4, trainer)
+    tokenizer.train_from_iterator(corpus * 4, trainer)
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         eos_token="<|im_end|>",

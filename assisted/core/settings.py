@@ -17,6 +17,11 @@ AUTO_CAP = 8  # the draft length cap under `auto` where none is given
 # Untimed warm-up runs (once per pair and mode, and the benchmark's once per prompt) are this
 # many tokens: enough to pay first-call costs and settle a prompt's shapes.
 WARMUP_TOKENS = 8
+# Sampling colder than this is greedy in all but name, and the logits divided by it
+# overflow on their way to probabilities: at 1e-20 the assistant's samples turn to NaN.
+MIN_TEMPERATURE = 0.01
+MAX_TEMPERATURE = 5.0
+MAX_SEED = 2**64 - 1  # torch's generator takes 64 bits
 
 Schedule = Literal["constant", "heuristic", "auto"]
 SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")
@@ -137,12 +142,14 @@ class RunSettings:
     def validate(self) -> RunSettings:
         _check_int("max new tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS_CAP)
         if self.sample:
-            if not 0.0 < self.temperature <= 5.0:
-                raise SettingsError(f"temperature must be in (0, 5], not {self.temperature}")
+            if not MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE:
+                raise SettingsError(
+                    f"temperature must be in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}] "
+                    f"(for colder, choose greedy), not {self.temperature}"
+                )
             if not 0.0 < self.top_p <= 1.0:
                 raise SettingsError(f"top-p must be in (0, 1], not {self.top_p}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise SettingsError(f"seed must be a non-negative integer, not {self.seed!r}")
+        _check_int("seed", self.seed, 0, MAX_SEED)
         return self
 
     def with_(self, **changes) -> RunSettings:

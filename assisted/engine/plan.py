@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import GenerationConfig
+from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
 
 from assisted.core import bands
 from assisted.core.bands import Band
@@ -174,7 +175,29 @@ def _drafter_kwargs(
     kwargs = {"assistant_model": assistant}
     if kind.own_tokenizer:
         kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.assistant_tokenizer)
+        _translate_without_pruning(pair, assistant)
     return kwargs
+
+
+def _translate_without_pruning(pair: LoadedPair, assistant: PreTrainedModel) -> None:
+    """Make the vocabulary translator of sampled universal runs one that leaves the
+    assistant whole.
+
+    Sampling with two tokenizers takes its translator from a cache keyed by the two
+    tokenizers, and Transformers 5.23 builds it on first use pruning the assistant's head
+    and embeddings to the tokens both share: in place, for good (the greedy generator
+    then drafts from the pruned head), and, where the assistant's vocabulary is all in the
+    target's, with no map back from the pruned ids (an AttributeError at the first draft).
+    The cache keeps the first translator built for the two tokenizers, so one built here
+    without pruning is what every later run finds: it suppresses the assistant's tokens
+    that the target lacks instead."""
+    AssistantVocabTranslatorCache.get_translator(
+        pair.tokenizer,
+        pair.assistant_tokenizer,
+        pair.target.config.get_text_config().vocab_size,
+        assistant_model=assistant,
+        assistant_prune_lm_head=False,
+    )
 
 
 def suffix_lookup(prompt_ids: list[int], prepared: Prepared, chat_template: bool) -> SuffixLookup:

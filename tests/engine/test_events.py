@@ -9,6 +9,8 @@ import pytest
 
 from assisted.core.settings import (
     MAX_NEW_TOKENS_CAP,
+    MAX_SEED,
+    MIN_TEMPERATURE,
     DraftSettings,
     RunSettings,
     SettingsError,
@@ -112,6 +114,27 @@ def test_max_new_tokens_out_of_range_is_refused(pair, max_new_tokens):
 def test_draft_settings_out_of_range_are_refused(pair, draft):
     with pytest.raises(SettingsError):
         list(comparison.compare(pair, PROMPT, GREEDY, draft))
+
+
+def test_the_coldest_temperature_accepted_samples_and_a_colder_one_is_refused(pair):
+    # Found by tests/engine/test_every_setting.py: at 5e-324 the logits divided by the
+    # temperature overflowed, and sampling failed on NaN probabilities.
+    coldest = RunSettings(max_new_tokens=8, sample=True, temperature=MIN_TEMPERATURE)
+    done = records(pair, settings=coldest)
+    assert all(record.token_ids for record in done.values())
+    for temperature in (1e-20, 5e-324):
+        with pytest.raises(SettingsError, match="choose greedy"):
+            list(comparison.compare(pair, PROMPT, coldest.with_(temperature=temperature), DRAFT))
+
+
+def test_the_largest_seed_samples_and_a_larger_one_is_refused(pair):
+    # Found by tests/engine/test_every_setting.py: a seed past 64 bits was accepted, and
+    # torch.manual_seed failed on it once the run sampled.
+    largest = RunSettings(max_new_tokens=4, sample=True, seed=MAX_SEED)
+    assert all(record.token_ids for record in records(pair, settings=largest).values())
+    for seed in (MAX_SEED + 1, 10**30, -1):
+        with pytest.raises(SettingsError, match="seed must be between 0 and"):
+            list(comparison.compare(pair, PROMPT, largest.with_(seed=seed), DRAFT))
 
 
 def test_without_the_chat_template_the_whole_prompt_is_the_users_text(pair):

@@ -4,6 +4,8 @@ draft, prompt lookup, universal assisted generation, sampling and the heuristic 
 
 from __future__ import annotations
 
+import pytest
+
 from assisted.analysis import stats
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord
@@ -13,7 +15,9 @@ from assisted.core.settings import (
 )
 from assisted.engine import running
 from assisted.engine.decoding import RunDone, StepEvent
+from assisted.models.pairs import custom_pair, load_pair
 from tests.engine.runs import DRAFT, GREEDY, PROMPT, load, records
+from tests.tiny import CORPUS, build_model, build_tokenizer
 
 
 def test_greedy_assisted_equals_greedy_plain_in_fp32(pair):
@@ -139,6 +143,29 @@ def test_universal_assistant_with_another_tokenizer_is_lossless(tiny_dirs):
     universal = load(tiny_dirs, assistant="other_tokenizer", drafter=DrafterKind.UNIVERSAL)
     done = records(universal)
     assert done["assisted"].token_ids == done["plain"].token_ids
+
+
+@pytest.mark.parametrize("vocabulary", ["within the target's", "of its own"])
+def test_a_universal_assistant_samples_and_stays_whole_for_greedy_runs(
+    tiny_dirs, tmp_path, vocabulary
+):
+    # Found by tests/engine/test_every_setting.py: Transformers' sampled universal path
+    # failed on an assistant vocabulary within the target's (AttributeError), and on one
+    # of its own pruned the assistant's head in place for every later run.
+    folder = tiny_dirs["other_tokenizer"]
+    if vocabulary == "of its own":
+        folder = tmp_path / "own"
+        corpus = [text.upper() for text in CORPUS]
+        build_model(folder, build_tokenizer(tmp_path / "tokenizer", 300, corpus), seed=3)
+    spec = custom_pair(str(tiny_dirs["target"]), str(folder), DrafterKind.UNIVERSAL)
+    universal = load_pair(spec, device="cpu", dtype="float32")
+    rows = universal.assistant.get_output_embeddings().weight.shape[0]
+    sampled = RunSettings(max_new_tokens=12, sample=True, temperature=1.0, seed=3)
+    done = records(universal, settings=sampled)
+    assert all(record.token_ids for record in done.values())
+    assert universal.assistant.get_output_embeddings().weight.shape[0] == rows
+    greedy = records(universal)
+    assert greedy["assisted"].token_ids == greedy["plain"].token_ids
 
 
 def test_sampling_with_a_seed_is_reproducible(pair):
