@@ -13,8 +13,9 @@ call takes, `gpu_calls` the GPU entry points' work (which `app.py` decorates for
 `gpu_time` sizes a ZeroGPU call's request, and `page` holds the text, style and script
 around the tabs. The app's own machinery: `device_queue` (one request at a time on the
 device), `stop_flags` (Stop requests a forked GPU worker can see), and `errors` and
-`refusals` (refused input and ZeroGPU's refusals, each one line in the log). The format, chart, outputs, pace, numbers,
-requests and gpu_time modules import neither gradio nor torch.
+`refusals` (refused input and ZeroGPU's refusals, each one line in the log). The format,
+chart, outputs, pace, numbers, requests and gpu_time modules import neither gradio nor
+torch.
 
 May import every layer but the lab. Nothing else in `assisted` imports this package, so
 the CLI and the benchmark never load Gradio.
