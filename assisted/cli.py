@@ -140,8 +140,8 @@ def _compare(
     out: TextIO,
 ) -> int:
     # Imported here so `--help` and input errors answer without loading torch.
-    from assisted.engine.comparison import compare, report
-    from assisted.engine.decoding import Phase, RunDone, StepEvent
+    from assisted.engine.comparison import Phase, compare, report
+    from assisted.engine.events import RunDone, StepEvent
     from assisted.models.pairs import load_pair
 
     pair = load_pair(spec, args.device, args.dtype, progress=_ProgressPrinter(), allow_local=True)

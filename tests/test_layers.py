@@ -158,3 +158,41 @@ def test_at_most_six_modules_stand_directly_in_the_package():
         if folder not in (TOP, "app"):
             init = PACKAGE / folder / "__init__.py"
             assert ast.get_docstring(ast.parse(init.read_text())), folder
+
+
+def test_callers_outside_the_engine_use_its_public_names():
+    """Outside `assisted.engine`, code imports what the engine exports or its named public
+    modules' public names, never a private helper (a leading underscore), nor reaches one
+    through a module (`running._x`)."""
+    engine_modules = {p.stem for p in (PACKAGE / "engine").rglob("*.py")} - {"__init__"}
+    private = []
+    for name, (path, _, _) in project().items():
+        if name.startswith("assisted.engine"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "assisted.engine"
+            ):
+                private += [
+                    f"{name}: {node.module}.{a.name}" for a in node.names if a.name[0] == "_"
+                ]
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                value = ast.unparse(node.value)
+                if value in engine_modules:
+                    private.append(f"{name}: {value}.{node.attr}")
+    assert not private
+
+
+def test_no_two_public_functions_of_the_engine_share_a_name():
+    owners: dict[str, list[str]] = {}
+    for name, (path, _, _) in project().items():
+        if not name.startswith("assisted.engine"):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                owners.setdefault(node.name, []).append(name)
+    assert {n: m for n, m in owners.items() if len(m) > 1} == {}

@@ -28,7 +28,9 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord
 from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
+from assisted.engine import events
 from assisted.engine.drafters.lookup import copies_template, template_ngrams
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntSnapshot
 
@@ -87,7 +89,7 @@ def benchmark(
     if repeats < 1:
         raise BenchError(f"--repeats must be at least 1, not {repeats}")
     drafting = {v.drafter: with_drafter(pair, v.drafter) for v in variants}
-    prompt_ids = [running.encode_prompt(pair, e.prompt, settings.chat_template) for e in examples]
+    prompt_ids = [encode_prompt(pair, e.prompt, settings.chat_template) for e in examples]
     for ids in prompt_ids:
         running.check_length(pair, ids, settings)
 
@@ -237,7 +239,7 @@ def _time_prompt(
 ) -> Generator[Progress, None, bool]:
     """Warm the prompt up untimed in every mode, then time its rounds (the `index`th prompt,
     which sets the order). Returns False if the benchmark was stopped."""
-    from assisted.engine import decoding, running
+    from assisted.engine import running
 
     pair, settings, stop = session.pair, session.settings, session.stop
     # The `auto` policy starts each run from the acceptance the pair's earlier runs saw.
@@ -246,10 +248,10 @@ def _time_prompt(
     learnt = pair.learnt.snapshot()
     yield session.progress(f"{example.label}: warm-up")
     warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
-    decoding.drain(running.run(pair, ids, "plain", warmup, stop=stop))
+    events.drain(running.run(pair, ids, "plain", warmup, stop=stop))
     for variant in session.variants:
         drafter = session.drafting[variant.drafter]
-        decoding.drain(running.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
+        events.drain(running.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
     for repeat in range(session.repeats):
         for variant in _run_order(session.variants, index, repeat):
             if stop is not None and stop.is_set():
@@ -266,7 +268,7 @@ def _time_prompt(
                     variant.draft,
                     stop,
                 )
-            record = decoding.drain(events)
+            record = events.drain(events)
             if record.stopped:
                 return False
             name = variant.name if variant else None
@@ -303,12 +305,12 @@ def _time_per_token(
     OpenMP behaves differently on the main thread (on a busy 2-core machine the tiny test
     models run many times slower there), which would pass for our overhead.
     """
-    from assisted.engine import decoding, running
+    from assisted.engine import running
 
     if bare:
         result: list = []
         worker = threading.Thread(
-            target=lambda: result.append(running.generate_bare(pair, ids, mode, settings, draft))
+            target=lambda: result.append(running.run_bare(pair, ids, mode, settings, draft))
         )
         worker.start()
         worker.join()
@@ -317,5 +319,5 @@ def _time_per_token(
         tokens, seconds = result[0]
         return seconds / max(1, len(tokens))
     start = time.perf_counter()
-    record = decoding.drain(running.run(pair, ids, mode, settings, draft))
+    record = events.drain(running.run(pair, ids, mode, settings, draft))
     return (time.perf_counter() - start) / max(1, stats.new_tokens(record))

@@ -14,6 +14,8 @@ MAX_NEW_TOKENS_CAP = 1024  # longer runs tie the device up for minutes on a CPU
 MAX_PROMPT_CHARS = 32_000  # checked before tokenising; token length is checked against the model
 MAX_DRAFT_TOKENS = 32
 AUTO_CAP = 8  # the draft length cap under `auto` where none is given
+# The warm-up runs' prompt, and the context the calibration times its passes after.
+WARMUP_PROMPT = "Write one short sentence about the sea."
 # Untimed warm-up runs (once per pair and mode, and the benchmark's once per prompt) are this
 # many tokens: enough to pay first-call costs and settle a prompt's shapes.
 WARMUP_TOKENS = 8

@@ -30,7 +30,7 @@ from transformers import (
 )
 
 from assisted.core.settings import RunSettings
-from assisted.engine.observe import synchronize
+from assisted.engine.clock import synchronize
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -82,7 +82,7 @@ def calibrate(
     return calibrated(pair, precision, cap, model=assistant is not None)
 
 
-def calibrate_rows(pair: LoadedPair, prefix: torch.Tensor, rows: int) -> None:
+def time_verify_rows(pair: LoadedPair, prefix: torch.Tensor, rows: int) -> None:
     """Time T(`rows`) too, where this process has not, by `calibrate`'s rules, on a cache
     holding `prefix`: for a run that verified more rows than its cap + 1, once its clock
     has stopped (Transformers' heuristic schedule grows a fully accepted draft by two,

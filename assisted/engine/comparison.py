@@ -10,43 +10,59 @@ prepared and planned before its clock, what it learnt kept after.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from assisted.analysis import stats
 from assisted.core.record import Mode, RunRecord
-from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
+from assisted.core.settings import WARMUP_PROMPT, WARMUP_TOKENS, DraftSettings, RunSettings
 from assisted.engine import running
-from assisted.engine.decoding import Event, Phase
-from assisted.engine.prepare import WARMUP_PROMPT, Warmed, cache_of, prepare
+from assisted.engine.events import RunDone, StepEvent
+from assisted.engine.prepare import cache_of, prepare
+from assisted.engine.prompt import encode_prompt
 from assisted.models.loading import release_memory
 from assisted.models.pairs import LoadedPair
 
 
+@dataclass(frozen=True)
+class Phase:
+    """The comparison moved on: "warmup", "plain" or "assisted"."""
+
+    name: str
+
+
+# What a comparison yields: its phases, and each run's steps and end.
+Event = StepEvent | RunDone | Phase
+
+
+@dataclass(frozen=True)
+class Warmed:
+    """A path the warm-up ran once on a pair (`warm_up`), kept in the engine's cache of the
+    pair (`assisted.engine.prepare.PairCache`): each assistant precision is a model of its
+    own, with its own first-call costs, and so is sampling."""
+
+    mode: Mode
+    precision: str | None  # the assistant's precision key; None for plain runs
+    sampled: bool
+
+
 def compare(
     pair: LoadedPair,
-    prompt: str,
+    prompt: str | Sequence[int],
     settings: RunSettings,
     draft: DraftSettings | None = None,
     modes: tuple[Mode, ...] = ("plain", "assisted"),
     stop: threading.Event | None = None,
 ) -> Iterator[Event]:
-    """Prepare and warm up, then run `modes` one after the other on one device, streaming
-    every event."""
-    prompt_ids = running.encode_prompt(pair, prompt, settings.chat_template)
-    yield from compare_ids(pair, prompt_ids, settings, draft, modes, stop)
-
-
-def compare_ids(
-    pair: LoadedPair,
-    prompt_ids: list[int],
-    settings: RunSettings,
-    draft: DraftSettings | None = None,
-    modes: tuple[Mode, ...] = ("plain", "assisted"),
-    stop: threading.Event | None = None,
-) -> Iterator[Event]:
-    """`compare` for a prompt its caller encoded (`running.encode_prompt`), checked once
-    for every run."""
-    draft = running.checked(pair, prompt_ids, settings, draft)
+    """Check, prepare and warm up, then run `modes` one after the other on one device,
+    streaming every event. `prompt` is text, encoded here (`assisted.engine.prompt`, in the
+    chat template where `settings` ask for it), or the ids its caller encoded."""
+    prompt_ids = (
+        encode_prompt(pair, prompt, settings.chat_template)
+        if isinstance(prompt, str)
+        else list(prompt)
+    )
+    draft = running.check(pair, prompt_ids, settings, draft)  # refused before any warm-up
     stop = stop or threading.Event()
     yield Phase("warmup")
     warm_up(pair, modes, draft, settings)
@@ -54,7 +70,7 @@ def compare_ids(
         if stop.is_set():
             break
         yield Phase(mode)
-        yield from running.run_checked(pair, prompt_ids, mode, settings, draft, stop)
+        yield from running.run(pair, prompt_ids, mode, settings, draft, stop)
 
 
 def warm_up(
@@ -71,7 +87,7 @@ def warm_up(
     calibration freed."""
     sampled = settings is not None and settings.sample
     prepared = prepare(pair, draft, settings) if "assisted" in modes else None
-    ids = running.encode_prompt(pair, WARMUP_PROMPT)
+    ids = encode_prompt(pair, WARMUP_PROMPT)
     warm = RunSettings(max_new_tokens=WARMUP_TOKENS)
     if sampled:  # the run's own temperature and top-p
         warm = settings.with_(max_new_tokens=WARMUP_TOKENS, chat_template=True)

@@ -1,12 +1,14 @@
-"""Decoding runs that stream one event per target step, observing Transformers' own loop.
+"""The watched `generate()`: one call of Transformers' own loop per ready plan, streaming
+one event per target step.
 
 Each run is one `generate()` call: plain decoding, or assisted generation with the pair's
-drafter. We never reimplement speculative decoding; we watch it (`assisted.engine.observe`: a
-streamer and forward hooks turn Transformers' callbacks into one Step per target step).
-Under the `auto` schedule, a policy chooses each step's draft through one seam more
-(`assisted.engine.drafters.seam`).
+drafter. The loop, the target's verification and the acceptance rule are Transformers';
+we watch them (`assisted.engine.observe`: a streamer and forward hooks turn Transformers'
+callbacks into one Step per target step). Under the `auto` schedule, a policy chooses each
+step's draft through one seam more (`assisted.engine.drafters.seam`), and the project's
+own drafters draft it.
 
-A run receives a ready plan (`assisted.engine.plan`: generate()'s arguments, the drafting
+It receives a ready plan (`assisted.engine.plan`: generate()'s arguments, the drafting
 seam, the policy and the lookup, built from what `assisted.engine.prepare` built once) and
 only runs: it builds, times and writes nothing else, and reads nothing the pair learnt.
 Its callers prepare and plan before it, and keep what it learnt once its clock stops
@@ -23,14 +25,15 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
-from assisted.core.record import GENERATE, DraftingPath, Mode, RunRecord, Step
-from assisted.engine.observe import StepObserver, synchronize
+from assisted.core.record import GENERATE, DraftingPath, Step
+from assisted.engine.clock import synchronize
+from assisted.engine.events import RunDone, StepEvent
+from assisted.engine.observe import StepObserver
 from assisted.engine.plan import Plan
 
 
@@ -52,66 +55,42 @@ logging.getLogger("transformers.generation.utils").addFilter(_DropAssistantConfi
 _POLL_S = 1.0
 
 
-@dataclass(frozen=True)
-class StepEvent:
-    """One target step of a run, as it happens."""
-
-    mode: Mode
-    index: int
-    step: Step
-
-
-@dataclass(frozen=True)
-class RunDone:
-    """A run finished (or was stopped); the record holds everything it produced."""
-
-    record: RunRecord
-
-
-@dataclass(frozen=True)
-class Phase:
-    """The comparison moved on: "warmup", "plain" or "assisted"."""
-
-    name: str
-
-
-Event = StepEvent | RunDone | Phase
-
-
-def run(plan: Plan, stop: threading.Event | None = None) -> Iterator[StepEvent | RunDone]:
-    """Run `plan`, yielding a StepEvent per target step, then RunDone. Setting `stop` ends
-    the run after the current step."""
-    pair, mode = plan.pair, plan.mode
+def generate_watched(
+    ready: Plan, stop: threading.Event | None = None
+) -> Iterator[StepEvent | RunDone]:
+    """The watched `generate()` of a `ready` plan: a StepEvent per target step, then
+    RunDone. Setting `stop` ends the run after the current step."""
+    pair, mode = ready.pair, ready.mode
     # `halt` is ours: set when the caller abandons this generator, so the worker ends
     # even if the caller's own `stop` is never set.
     halt = threading.Event()
     stopper = StopRequested(*(e for e in (stop, halt) if e is not None))
-    assistant = plan.prepared.assistant if plan.prepared else None
-    record = plan.record
+    assistant = ready.prepared.assistant if ready.prepared else None
+    record = ready.record
     events: queue.Queue = queue.Queue()
 
     def on_step(index: int, step: Step) -> None:
         events.put(StepEvent(mode, index, step))
 
-    prompt_tokens = len(plan.prompt_ids)
-    observer = StepObserver(pair, record, on_step, prompt_tokens, plan.policy, plan.plain_steps)
-    kwargs = {**plan.kwargs, "streamer": observer}
+    prompt_tokens = len(ready.prompt_ids)
+    observer = StepObserver(pair, record, on_step, prompt_tokens, ready.policy, ready.plain_steps)
+    kwargs = {**ready.kwargs, "streamer": observer}
     kwargs["stopping_criteria"] = StoppingCriteriaList([stopper])
-    seam = plan.seam
+    seam = ready.seam
 
     def work() -> None:
         try:
             # The drafts' p and q are watched inside the seam, whose generator they wrap.
             with observer.hooks(mode, assistant), seam, observer.watching_drafts():
-                if plan.settings.sample:
-                    torch.manual_seed(plan.settings.seed)
+                if ready.settings.sample:
+                    torch.manual_seed(ready.settings.seed)
                 synchronize(pair.device)
                 observer.start = time.perf_counter()
                 with torch.inference_mode():
                     pair.target.generate(**kwargs)
                 synchronize(pair.device)
                 record.total_s = time.perf_counter() - observer.start
-            record.drafting_path = _drafting_path(plan)
+            record.drafting_path = _drafting_path(ready)
             observer.flush()
             record.stopped = stopper.triggered
             events.put(RunDone(record))
@@ -123,26 +102,18 @@ def run(plan: Plan, stop: threading.Event | None = None) -> Iterator[StepEvent |
     yield from _relay(events, worker, halt)
 
 
-def _drafting_path(plan: Plan) -> DraftingPath | None:
+def _drafting_path(ready: Plan) -> DraftingPath | None:
     """How the run's assistant drafted: as the lean drafter its seam built says, else
     through the assistant's own `generate()`; None without an assistant model."""
-    prepared = plan.prepared
+    prepared = ready.prepared
     if prepared is None or prepared.assistant is None:
         return None
-    if plan.built:
-        return plan.built[-1].path
+    if ready.built:
+        return ready.built[-1].path
     reason = f"the {prepared.draft.schedule} schedule drafts through Transformers' generator"
-    if plan.settings.sample:
+    if ready.settings.sample:
         reason = "sampling reads the assistant's scores, which its generate() returns"
     return DraftingPath(GENERATE, reason)
-
-
-def drain(events: Iterable[Event]) -> RunRecord:
-    """A run's events consumed to its end: the record its RunDone carries."""
-    for event in events:
-        if isinstance(event, RunDone):
-            return event.record
-    raise RuntimeError("the run ended without a record")
 
 
 def _relay(
@@ -170,20 +141,20 @@ def _relay(
         worker.join()
 
 
-def generate_bare(plan: Plan) -> tuple[list[int], float]:
-    """One `generate()` call of `plan` with no streamer, hooks or thread: the overhead
+def generate_bare(ready: Plan) -> tuple[list[int], float]:
+    """One `generate()` call of a `ready` plan with no streamer, hooks or thread: the overhead
     baseline. Under `auto` the policy still chooses each step's γ, from its calibration and
     the acceptance it sees (no timed verifications refine it here)."""
-    pair, settings = plan.pair, plan.settings
+    pair, settings = ready.pair, ready.settings
     if settings.sample:
         torch.manual_seed(settings.seed)
     synchronize(pair.device)
     start = time.perf_counter()
-    with torch.inference_mode(), plan.seam:
-        output = pair.target.generate(**plan.kwargs)
+    with torch.inference_mode(), ready.seam:
+        output = pair.target.generate(**ready.kwargs)
     synchronize(pair.device)
     elapsed = time.perf_counter() - start
-    return output[0, len(plan.prompt_ids) :].tolist(), elapsed
+    return output[0, len(ready.prompt_ids) :].tolist(), elapsed
 
 
 class StopRequested(StoppingCriteria):

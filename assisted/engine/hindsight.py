@@ -35,8 +35,8 @@ from assisted.analysis import oracle
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import Hindsight, RunRecord
 from assisted.engine import calibration, prepare
+from assisted.engine.clock import synchronize
 from assisted.engine.drafters.lookup import Match
-from assisted.engine.observe import synchronize
 from assisted.models.loading import end_ids
 
 if TYPE_CHECKING:

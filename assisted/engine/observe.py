@@ -429,9 +429,3 @@ class _Hooks:
     def __exit__(self, *exc) -> None:
         for handle in self.handles:
             handle.remove()
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait until `device` has done the work queued on it, before reading the clock."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

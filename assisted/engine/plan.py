@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 @dataclass
 class Plan:
     """What one run of `prompt_ids` in `mode` is given, all of it built before the run
-    (`plan_run`): the run enters the seam, calls `generate()` and fills the record."""
+    (`make_plan`): the run enters the seam, calls `generate()` and fills the record."""
 
     pair: LoadedPair
     mode: Mode
@@ -67,7 +67,7 @@ class Plan:
     record: RunRecord  # the run's record, before its first step
 
 
-def plan_run(
+def make_plan(
     pair: LoadedPair,
     prompt_ids: list[int],
     mode: Mode,
@@ -80,7 +80,7 @@ def plan_run(
         raise ValueError("an assisted run's plan needs the pair prepared to draft")
     prepared = prepared if mode == "assisted" else None
     band = bands.band(settings)
-    policy = _auto_policy(pair, prepared, band)
+    policy = auto_policy(pair, prepared, band)
     lookup = _lookup_for(prompt_ids, settings, prepared)
     # A plain run's passes set the pair's T(1), once something has timed its T(k)
     # (`learning.keep_plain_steps`).
@@ -219,7 +219,7 @@ def _lookup_for(
     return suffix_lookup(prompt_ids, prepared, settings.chat_template)
 
 
-def _auto_policy(pair: LoadedPair, prepared: Prepared | None, band: Band) -> DraftPolicy | None:
+def auto_policy(pair: LoadedPair, prepared: Prepared | None, band: Band) -> DraftPolicy | None:
     """A fresh policy for one `auto` run in temperature `band`, from the costs and
     acceptance the pair holds (timing nothing); None for plain runs and the other
     schedules."""

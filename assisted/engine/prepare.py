@@ -33,25 +33,24 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
 
-from assisted.core.record import Mode
-from assisted.core.settings import DraftSettings, RunSettings
+from assisted.core.settings import WARMUP_PROMPT, DraftSettings, RunSettings
 from assisted.engine import calibration, learning
 from assisted.engine.drafters import draft_graphs
+from assisted.engine.prompt import chat_ids, template_ids
 from assisted.models import quantize
 from assisted.models.loading import end_ids
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntState
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers import PreTrainedModel
 
-# The warm-up runs' prompt, and the context the calibration times its passes after.
-WARMUP_PROMPT = "Write one short sentence about the sea."
 
 _lock = threading.Lock()  # one preparation at a time: two would time each other
 
@@ -79,25 +78,15 @@ class Prepared:
     learnt: LearntState  # the state the calibration filled, which runs read and refine
 
 
-@dataclass(frozen=True)
-class Warmed:
-    """A path the warm-up ran once on a pair (`assisted.engine.comparison.warm_up`): each
-    assistant precision is a model of its own, with its own first-call costs, and so is
-    sampling."""
-
-    mode: Mode
-    precision: str | None  # the assistant's precision key; None for plain runs
-    sampled: bool
-
-
 @dataclass
 class PairCache:
     """What the engine keeps of one loaded pair (`cache_of`): its preparations, by process
-    and draft settings, and the paths warmed up on it. Each pair object has its own, the
-    benchmark's drafter variants (`dataclasses.replace` of a pair) included."""
+    and draft settings, and the paths the comparison's warm-up ran on it
+    (`assisted.engine.comparison.Warmed`). Each pair object has its own, the benchmark's
+    drafter variants (`dataclasses.replace` of a pair) included."""
 
     prepared: dict[tuple[int, DraftSettings], Prepared] = field(default_factory=dict)
-    warmed: set[Warmed] = field(default_factory=set)
+    warmed: set[Hashable] = field(default_factory=set)
 
 
 # The engine's cache of each pair in memory, by the pair's id; an entry goes with its pair.
@@ -158,9 +147,9 @@ def prepare(
 
 def calibrate_rows(pair: LoadedPair, rows: int) -> None:
     """Time the target's verification of `rows` rows, as the calibration times T(cap + 1),
-    where this process has not (`calibration.calibrate_rows`). Call it off any clock."""
+    where this process has not (`calibration.time_verify_rows`). Call it off any clock."""
     with _lock:
-        calibration.calibrate_rows(pair, _warmup_prefix(pair), rows)
+        calibration.time_verify_rows(pair, _warmup_prefix(pair), rows)
 
 
 def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
@@ -180,7 +169,7 @@ def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
         precision=precision,
         assistant=assistant,
         assistant_precision=computes_in,
-        template_ids=tuple(_template_ids(pair.tokenizer)),
+        template_ids=tuple(template_ids(pair.tokenizer)),
         never_drafted=frozenset(never_drafted(pair)),
         learnt=pair.learnt,
     )
@@ -189,20 +178,6 @@ def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
 def _warmup_prefix(pair: LoadedPair) -> torch.Tensor:
     """The warm-up prompt's ids, the context the calibration times its passes after."""
     return torch.tensor([chat_ids(pair.tokenizer, WARMUP_PROMPT)], device=input_device(pair))
-
-
-def chat_ids(tokenizer: PreTrainedTokenizerBase, content: str) -> list[int]:
-    """The ids of `content` as a user message in the tokenizer's chat template, followed by
-    the assistant's role tokens."""
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
-    )
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-def _template_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """The chat template's ids around an empty user message (none without a template)."""
-    return chat_ids(tokenizer, "") if tokenizer.chat_template else []
 
 
 def never_drafted(pair: LoadedPair) -> set[int]:

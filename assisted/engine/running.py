@@ -1,14 +1,15 @@
-"""A run's life around its clock: prepared and planned before it, what it learnt kept after.
+"""A run's life around its clock: checked, prepared and planned before it, what it learnt
+kept after.
 
-`assisted.engine.decoding` only runs a ready plan. Everything else a run needs happens
-here, outside its timing: the prompt encoded and its length checked; the pair prepared to
-draft (`assisted.engine.prepare`, cached once per process); the plan built
-(`assisted.engine.plan`); and once the run's clock has stopped, its hindsight for the
-oracle (`assisted.engine.hindsight`) and, under `auto`, its final costs and what it learnt,
-kept for the pair's next runs (`assisted.engine.learning`; a plain run's T(1) too). Every
-caller passes through here: the comparison and its warm-up, the CLI, the benchmark, the
-sampling draws. On ZeroGPU the worker's memory ends with the call, so what is kept goes to
-the pair's learnt file as well.
+`assisted.engine.decoding` only runs a ready plan (the watched `generate()`). Everything
+else a run needs happens here, outside its timing: its settings and length checked at the
+door (`check`); the pair prepared to draft (`assisted.engine.prepare`, cached once per
+process); the plan built (`assisted.engine.plan`); and once the run's clock has stopped,
+its hindsight for the oracle (`assisted.engine.hindsight`) and, under `auto`, its final
+costs and what it learnt, kept for the pair's next runs (`assisted.engine.learning`; a
+plain run's T(1) too). Every caller passes through here: the comparison and its warm-up,
+the CLI, the benchmark, the sampling draws. On ZeroGPU the worker's memory ends with the
+call, so what is kept goes to the pair's learnt file as well.
 """
 
 from __future__ import annotations
@@ -18,21 +19,12 @@ from collections.abc import Iterator
 
 from assisted.analysis import faults
 from assisted.core.record import Mode, RunRecord
-from assisted.core.settings import DraftSettings, RunSettings, SettingsError, validate_prompt
+from assisted.core.settings import DraftSettings, RunSettings, SettingsError
 from assisted.engine import decoding, hindsight, learning
-from assisted.engine.decoding import RunDone, StepEvent
-from assisted.engine.plan import Plan, plan_run
-from assisted.engine.prepare import chat_ids, prepare
+from assisted.engine.events import RunDone, StepEvent
+from assisted.engine.plan import Plan, make_plan
+from assisted.engine.prepare import prepare
 from assisted.models.pairs import LoadedPair
-
-
-def encode_prompt(pair: LoadedPair, prompt: str, chat_template: bool = True) -> list[int]:
-    """Token ids of `prompt`, wrapped in the target's chat template where it has one."""
-    validate_prompt(prompt)
-    tokenizer = pair.tokenizer
-    if chat_template and tokenizer.chat_template:
-        return chat_ids(tokenizer, prompt)
-    return list(tokenizer(prompt)["input_ids"])
 
 
 def check_length(pair: LoadedPair, prompt_ids: list[int], settings: RunSettings) -> None:
@@ -44,26 +36,16 @@ def check_length(pair: LoadedPair, prompt_ids: list[int], settings: RunSettings)
         )
 
 
-def checked(
+def check(
     pair: LoadedPair, prompt_ids: list[int], settings: RunSettings, draft: DraftSettings | None
 ) -> DraftSettings:
-    """Refuse settings, a draft or a length the pair cannot run; the draft to run with."""
+    """Refuse settings, a draft or a length the pair cannot run, with a worded
+    `SettingsError`; the draft to run with (default: the pair's). The engine's door: `run`
+    and `assisted.engine.comparison.compare` call it before anything runs."""
     settings.validate()
     draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
     check_length(pair, prompt_ids, settings)
     return draft
-
-
-def plan(
-    pair: LoadedPair,
-    prompt_ids: list[int],
-    mode: Mode,
-    settings: RunSettings,
-    draft: DraftSettings | None = None,
-) -> Plan:
-    """The plan of one run, the pair prepared first where it drafts (cheap where it was)."""
-    prepared = prepare(pair, draft, settings) if mode == "assisted" else None
-    return plan_run(pair, prompt_ids, mode, settings, prepared)
 
 
 def run(
@@ -77,21 +59,8 @@ def run(
     """Run one prompt in one mode, yielding a StepEvent per target step, then RunDone: the
     settings checked, the pair prepared to draft with `draft` (default: the pair's) and the
     run planned before its clock starts; what it learnt kept before its RunDone."""
-    draft = checked(pair, prompt_ids, settings, draft)
-    yield from run_checked(pair, prompt_ids, mode, settings, draft, stop)
-
-
-def run_checked(
-    pair: LoadedPair,
-    prompt_ids: list[int],
-    mode: Mode,
-    settings: RunSettings,
-    draft: DraftSettings,
-    stop: threading.Event | None = None,
-) -> Iterator[StepEvent | RunDone]:
-    """`run` on settings its caller checked (`checked`)."""
-    ready = plan(pair, prompt_ids, mode, settings, draft)
-    events = decoding.run(ready, stop)
+    ready = _planned(pair, prompt_ids, mode, settings, check(pair, prompt_ids, settings, draft))
+    events = decoding.generate_watched(ready, stop)
     try:
         for event in events:
             if isinstance(event, RunDone):
@@ -101,31 +70,40 @@ def run_checked(
         events.close()
 
 
-def keep(plan: Plan, record: RunRecord) -> None:
+def _planned(
+    pair: LoadedPair, prompt_ids: list[int], mode: Mode, settings: RunSettings, draft: DraftSettings
+) -> Plan:
+    """The plan of one run, the pair prepared first where it drafts (cheap where it was)."""
+    prepared = prepare(pair, draft, settings) if mode == "assisted" else None
+    return make_plan(pair, prompt_ids, mode, settings, prepared)
+
+
+def keep(ready: Plan, record: RunRecord) -> None:
     """Off the run's clock: an assisted run's hindsight for the oracle, and under `auto`
     its final costs and what it learnt, kept for the pair's next runs in its temperature
     band; a plain run's T(1), where its passes were timed."""
-    pair, prepared, policy = plan.pair, plan.prepared, plan.policy
+    pair, prepared, policy = ready.pair, ready.prepared, ready.policy
     if prepared is not None:
         record.hindsight = faults.attempt(
             faults.HINDSIGHT,
-            lambda: hindsight.find(pair, prepared, plan.prompt_ids, record, policy, plan.lookup),
+            lambda: hindsight.find(pair, prepared, ready.prompt_ids, record, policy, ready.lookup),
             lambda _: None,
             record.analysis_errors,
         )
         if policy is not None:
             record.verify_cost_s = policy.costs.verify_curve()
-            learning.keep_learnt(pair, prepared.precision, policy, plan.band)
-    learning.keep_plain_steps(pair, plan.plain_steps)
+            learning.keep_learnt(pair, prepared.precision, policy, ready.band)
+    learning.keep_plain_steps(pair, ready.plain_steps)
 
 
-def generate_bare(
+def run_bare(
     pair: LoadedPair,
     prompt_ids: list[int],
     mode: Mode,
     settings: RunSettings,
     draft: DraftSettings | None = None,
 ) -> tuple[list[int], float]:
-    """`decoding.generate_bare` of one run, planned as `run` plans it: the overhead
-    baseline, which keeps nothing it learnt."""
-    return decoding.generate_bare(plan(pair, prompt_ids, mode, settings, draft))
+    """`decoding.generate_bare` of one run, checked and planned as `run` plans it: the
+    overhead baseline, which keeps nothing it learnt."""
+    draft = check(pair, prompt_ids, settings, draft)
+    return decoding.generate_bare(_planned(pair, prompt_ids, mode, settings, draft))

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import torch
 
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding, running
-from assisted.engine.plan import plan_run
+from assisted.engine import events, running
+from assisted.engine.plan import make_plan
 from assisted.models.loading import end_ids
 from assisted.models.pairs import LoadedPair
 
@@ -44,7 +44,7 @@ def plain_samples(
     pair: LoadedPair, prompt_ids: list[int], settings: RunSettings, n: int
 ) -> list[Sample]:
     """`n` samples of plain sampling (the module's note), seeded by `settings.seed`."""
-    kwargs = dict(plan_run(pair, prompt_ids, "plain", settings).kwargs)
+    kwargs = dict(make_plan(pair, prompt_ids, "plain", settings).kwargs)
     ids = kwargs["input_ids"]
     with torch.inference_mode():
         if ids.shape[1] > 1:
@@ -78,7 +78,7 @@ def assisted_samples(
             return None
         pair.learnt.restore(learnt)
         seeded = settings.with_(seed=seed)
-        record = decoding.drain(running.run(pair, prompt_ids, "assisted", seeded, draft, stop))
+        record = events.drain(running.run(pair, prompt_ids, "assisted", seeded, draft, stop))
         if record.stopped:
             return None
         drawn.samples.append(first_tokens(record.token_ids, eos))

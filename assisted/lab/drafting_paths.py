@@ -37,11 +37,12 @@ from assisted.analysis import divergence
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import CUDA_GRAPHS, EAGER
 from assisted.core.settings import RunSettings
-from assisted.engine import comparison, decoding, plan, running
+from assisted.engine import comparison, events, plan, running
 from assisted.engine.drafters import draft_graphs
 from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.static_draft import StaticDrafter, StaticState
 from assisted.engine.prepare import prepare
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PairSpec
 from assisted.models.vocab import fit_vocabulary
@@ -165,7 +166,7 @@ def word_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
 def drafting_every_step() -> Iterator[None]:
     """Within the block, `auto` runs draft the cap with the assistant at every step (the
     module's note): the policy as built, its choice fixed."""
-    built = plan._auto_policy
+    built = plan.auto_policy
 
     def every_step(pair, prepared, band):
         policy = built(pair, prepared, band)
@@ -180,11 +181,11 @@ def drafting_every_step() -> Iterator[None]:
         policy.choose = choose
         return policy
 
-    plan._auto_policy = every_step
+    plan.auto_policy = every_step
     try:
         yield
     finally:
-        plan._auto_policy = built
+        plan.auto_policy = built
 
 
 def end_to_end(
@@ -209,7 +210,7 @@ def end_to_end(
     started = time.perf_counter()
     prepared = prepare(pair, draft)
     prepare_s = time.perf_counter() - started
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     replays = []
     module = draft_graphs.replay_module(prepared.assistant)
     handle = module.register_forward_hook(lambda *_: replays.append(1)) if module else None
@@ -217,8 +218,8 @@ def end_to_end(
         with drafting_every_step():
             comparison.warm_up(pair, ("plain", "assisted"), draft)
             replays.clear()
-            plain = decoding.drain(running.run(pair, ids, "plain", settings))
-            assisted = decoding.drain(running.run(pair, ids, "assisted", settings, draft))
+            plain = events.drain(running.run(pair, ids, "plain", settings))
+            assisted = events.drain(running.run(pair, ids, "assisted", settings, draft))
     finally:
         if handle is not None:
             handle.remove()

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from assisted.core.examples import EXAMPLES_DIR
-from assisted.engine import running
 from assisted.engine.drafters.lean import LeanDrafter
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import load_pair
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 
@@ -77,7 +77,7 @@ def main() -> None:
     pair = load_pair(PAIRS[DEFAULT_PAIR])
     model = pair.drafting_assistant("int8" if pair.device.type == "cpu" else "none")
     prompt = (EXAMPLES_DIR / "summarise" / "meeting-notes.txt").read_text()
-    ids = torch.tensor([running.encode_prompt(pair, prompt)])
+    ids = torch.tensor([encode_prompt(pair, prompt)])
     print(f"{pair.spec.name}, {pair.dtype_name}, {ids.shape[1]} tokens of context")
     target_s = one_row_s(pair.target, ids)
     print(f"target, one row: {target_s * 1000:.1f} ms")

@@ -49,6 +49,7 @@ def measure(
     they share counted once, `pairs.memory_in_use`)."""
     from assisted.core.settings import RunSettings
     from assisted.engine import comparison, running
+    from assisted.engine.prompt import encode_prompt
     from assisted.models import quantize
     from assisted.models.pairs import load_pair, memory_in_use
 
@@ -72,7 +73,7 @@ def measure(
     )
     stage("the assistant's drafting copy", lambda: pair.drafting_assistant(precision))
     stage("warm-up and calibration", lambda: comparison.warm_up(pair, ("plain", "assisted")))
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     settings = RunSettings(max_new_tokens=max_new_tokens)
     stage(
         f"a comparison, {max_new_tokens} tokens",

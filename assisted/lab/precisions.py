@@ -45,8 +45,8 @@ from assisted.bench.reporting import Run
 from assisted.core.examples import EXAMPLES_DIR, ExamplesError
 from assisted.core.examples import load as load_examples
 from assisted.core.settings import SCHEDULES, SettingsError
-from assisted.engine import running
-from assisted.engine.observe import synchronize
+from assisted.engine.clock import synchronize
+from assisted.engine.prompt import encode_prompt
 from assisted.models import learnt_store, quantize
 from assisted.models.int4 import Int4WeightOnlyLinear
 from assisted.models.pairs import LoadedPair, PairError, load_pair
@@ -191,7 +191,7 @@ def measure(args: argparse.Namespace) -> tuple[dict, list[Run]]:
         precision: pair.drafting_assistant(precision)
         for precision in sorted(dict.fromkeys(resolved.values()), key=lambda p: p != "none")
     }
-    ids = running.encode_prompt(pair, examples[0].prompt, settings.chat_template)
+    ids = encode_prompt(pair, examples[0].prompt, settings.chat_template)
     prefix = torch.tensor([ids], device=pair.device)
     drafting_s = time_drafting(models, prefix, args.passes, pair.device)
 

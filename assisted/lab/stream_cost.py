@@ -30,7 +30,7 @@ from gradio import utils as gradio_utils
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import RunSettings
-from assisted.engine import decoding
+from assisted.engine import comparison
 from assisted.models.registry import PAIRS
 from assisted.ui import compare_layout
 from assisted.ui.gpu_calls import YIELD_EVERY_S
@@ -115,13 +115,13 @@ def window_cost(plain_tokens: int, assisted_tokens: int, window: int) -> tuple[f
     clock = Clock()
     live = Live(pair, PROMPT_TOKENS, RunSettings(max_new_tokens=1024), threading.Event(), clock)
     plain = made_up_steps("plain", plain_tokens)
-    events: list[decoding.Event] = [decoding.Phase("plain")]
-    events += [decoding.StepEvent("plain", 0, step) for step in plain]
+    events: list[comparison.Event] = [comparison.Phase("plain")]
+    events += [events.StepEvent("plain", 0, step) for step in plain]
     if assisted_tokens:
         record = RunRecord("plain", None, PROMPT_TOKENS, plain, total_s=plain[-1].t_s)
-        events += [decoding.RunDone(record), decoding.Phase("assisted")]
+        events += [events.RunDone(record), comparison.Phase("assisted")]
         steps = made_up_steps("assisted", assisted_tokens)
-        events += [decoding.StepEvent("assisted", 0, step) for step in steps]
+        events += [events.StepEvent("assisted", 0, step) for step in steps]
     window = min(window, len(steps if assisted_tokens else plain))  # the last run's steps
     head, timed = events[:-window], events[-window:]
     gradio_side = GradioSide()

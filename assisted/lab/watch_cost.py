@@ -23,9 +23,10 @@ from dataclasses import replace
 from assisted.analysis import stats
 from assisted.core.examples import EXAMPLES_DIR
 from assisted.core.settings import RunSettings
-from assisted.engine import comparison, decoding, running
+from assisted.engine import comparison, running
 from assisted.engine.draft_probs import DraftProbabilities
 from assisted.engine.observe import StepObserver
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import load_pair
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     draft = replace(pair.spec.draft, schedule="constant")
     settings = RunSettings(max_new_tokens=args.max_new_tokens, sample=True, seed=1)
     prompt = (EXAMPLES_DIR / "write-code" / "fizzbuzz.txt").read_text()
-    ids = running.encode_prompt(pair, prompt)
+    ids = encode_prompt(pair, prompt)
     comparison.warm_up(pair, ("plain", "assisted"), draft, settings)
     read, watching = DraftProbabilities.read, StepObserver.watching_drafts
     spent_s = [0.0]  # in `read` since the last run
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
                 watching if way == "watched" else (lambda self: nullcontext())
             )
             events = running.run(pair, ids, "assisted", settings, draft)
-            record = decoding.drain(events)
+            record = events.drain(events)
             read_s, spent_s[0] = spent_s[0], 0.0
             if not repeat:
                 continue

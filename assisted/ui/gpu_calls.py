@@ -16,7 +16,8 @@ import gradio as gr
 
 from assisted import bench
 from assisted.core.settings import SettingsError
-from assisted.engine import comparison, decoding, learning, running
+from assisted.engine import comparison, events, learning
+from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs, placement
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import (
@@ -46,17 +47,17 @@ def stream_comparison(request: ComparisonRequest) -> Iterator[CompareOutputs | C
     try:
         loading = gpu_ready(request.pair)
         pair, load_s = yield from map_yields(idle_outputs, loading)
-        prompt_ids = running.encode_prompt(pair, prompt, settings.chat_template)
+        prompt_ids = encode_prompt(pair, prompt, settings.chat_template)
         live = Live(pair, len(prompt_ids), settings, stop)
         warmed = comparison.warmed_paths(pair)
         setup = Stopwatch()
         last_yield = 0.0
-        for event in comparison.compare_ids(pair, prompt_ids, settings, draft, stop=stop):
+        for event in comparison.compare(pair, prompt_ids, settings, draft, stop=stop):
             live.add(event)
-            if isinstance(event, decoding.Phase):
+            if isinstance(event, comparison.Phase):
                 setup.mark(event.name == "warmup")
             now = time.perf_counter()
-            if not isinstance(event, decoding.StepEvent) or now - last_yield >= YIELD_EVERY_S:
+            if not isinstance(event, events.StepEvent) or now - last_yield >= YIELD_EVERY_S:
                 last_yield = now
                 yield live.outputs()
     except SettingsError as error:

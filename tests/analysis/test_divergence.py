@@ -10,6 +10,7 @@ from assisted.analysis.divergence import NEAR_TIE, UNEXPLAINED, Top2, explain, f
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison, running
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 
 
@@ -260,7 +261,7 @@ def pair(tiny_dirs):
 
 def run(pair, mode, hook=None) -> RunRecord:
     """One greedy run of `mode`; `hook(logits)` edits the target's logits in place."""
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
 
     def edit(module, args, output):
         hook(output.logits)

@@ -14,7 +14,7 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.record import Hindsight, RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison
-from assisted.engine.decoding import RunDone
+from assisted.engine.events import RunDone
 from assisted.models.pairs import custom_pair, load_pair
 
 ASSISTANT, LOOKUP = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP

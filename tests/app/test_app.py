@@ -14,7 +14,7 @@ import gradio as gr  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 import app  # noqa: E402
-from assisted.engine import comparison, decoding  # noqa: E402
+from assisted.engine import comparison, events  # noqa: E402
 from assisted.models import pairs  # noqa: E402
 from assisted.ui.compare_charts import ORACLE  # noqa: E402
 from assisted.ui.outputs import BenchmarkOutputs, CompareOutputs  # noqa: E402
@@ -153,15 +153,15 @@ def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
     client, tiny_dirs, monkeypatch
 ):
     drafts: list[tuple] = []  # each assisted step's (token ids, draft ids), as recorded
-    compare = comparison.compare_ids
+    compare = comparison.compare
 
     def recording(*args, **kwargs):
         for event in compare(*args, **kwargs):
-            if isinstance(event, decoding.StepEvent) and event.mode == "assisted":
+            if isinstance(event, events.StepEvent) and event.mode == "assisted":
                 drafts.append((event.step.token_ids, event.step.draft_ids))
             yield event
 
-    monkeypatch.setattr(comparison, "compare_ids", recording)
+    monkeypatch.setattr(comparison, "compare", recording)
     job = client.submit(**settings(), api_name="/compare")
     *streamed, final = list(job)
     # Updates as the runs stream leave the growing list out; the last one carries it.
@@ -333,10 +333,10 @@ def test_stop_keeps_what_was_produced_and_marks_it_stopped(client, slow_steps):
 
 def test_a_failure_inside_generation_is_an_error_not_a_hang(client, monkeypatch):
     def broken(*args, **kwargs):
-        yield decoding.Phase("plain")
+        yield comparison.Phase("plain")
         raise RuntimeError("device on fire")
 
-    monkeypatch.setattr(comparison, "compare_ids", broken)
+    monkeypatch.setattr(comparison, "compare", broken)
     start = time.perf_counter()
     with pytest.raises(gradio_client.exceptions.AppError, match="device on fire"):
         client.predict(**settings(), api_name="/compare")

@@ -17,7 +17,7 @@ gradio_client = pytest.importorskip("gradio_client")
 from gradio_client.exceptions import AppError  # noqa: E402
 
 import app  # noqa: E402
-from assisted.engine import comparison, decoding  # noqa: E402
+from assisted.engine import comparison  # noqa: E402
 from assisted.models import pair_checks, pairs  # noqa: E402
 from assisted.ui.shared import YOUR_TURN  # noqa: E402
 from tests.serve import launch  # noqa: E402
@@ -209,10 +209,10 @@ def test_a_refused_input_is_one_line_in_the_log_and_a_fault_keeps_its_traceback(
     assert "Traceback" not in log
 
     def broken(*args, **kwargs):
-        yield decoding.Phase("plain")
+        yield comparison.Phase("plain")
         raise RuntimeError("device on fire")
 
-    monkeypatch.setattr(comparison, "compare_ids", broken)
+    monkeypatch.setattr(comparison, "compare", broken)
     with pytest.raises(AppError, match="device on fire"):
         client.predict(**inputs("a fault"), api_name="/compare")
     log = capfd.readouterr().err

@@ -21,6 +21,8 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
+from assisted.engine import events
+from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs
 from tests.tiny import build_model, build_tokenizer
 
@@ -412,7 +414,7 @@ def test_prompt_lookup_shares_the_loaded_target(models):
 def test_timed_runs_alternate_order_by_round_and_by_prompt(models, monkeypatch):
     """Plain first, then the variants; the next round reversed; and each prompt starts the
     other way round from the one before: (prompt index + repeat) odd means reversed."""
-    from assisted.engine import comparison, decoding, running
+    from assisted.engine import comparison, running
 
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     kinds = [DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP]
@@ -420,7 +422,7 @@ def test_timed_runs_alternate_order_by_round_and_by_prompt(models, monkeypatch):
     examples = [Example(f"q{i}", "chat", f"prompt {i}") for i in range(3)]
     settings = RunSettings(max_new_tokens=WARMUP_TOKENS + 4)  # longer than a warm-up
     prompt_of = {
-        tuple(running.encode_prompt(pair, e.prompt, settings.chat_template)): e.question_id
+        tuple(encode_prompt(pair, e.prompt, settings.chat_template)): e.question_id
         for e in examples
     }
     variant_of = {(v.drafter, v.draft): v.name for v in variants}
@@ -430,7 +432,7 @@ def test_timed_runs_alternate_order_by_round_and_by_prompt(models, monkeypatch):
         if run_settings.max_new_tokens == settings.max_new_tokens:  # not a warm-up
             name = variant_of[drafter.spec.drafter, draft] if mode == "assisted" else "plain"
             timed.append((prompt_of[tuple(ids)], name))
-        yield decoding.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+        yield events.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
     monkeypatch.setattr(comparison, "warm_up", lambda *args, **kwargs: None)
     monkeypatch.setattr(running, "run", fake_run)
@@ -453,7 +455,7 @@ def test_every_timed_run_of_a_prompt_starts_from_what_the_earlier_prompts_taught
     """Each assisted run "learns" by counting itself into the pair's acceptance; a timed run
     must start from the count the earlier prompts left (their warm-ups and timed runs), never
     from its own prompt's warm-up or earlier repeats."""
-    from assisted.engine import comparison, decoding, running
+    from assisted.engine import comparison, running
 
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     variants = bench.plan_variants(pair.spec, ["assistant"], {"num_assistant_tokens": [2, 3]})
@@ -469,7 +471,7 @@ def test_every_timed_run_of_a_prompt_starts_from_what_the_earlier_prompts_taught
             if run_settings.max_new_tokens == settings.max_new_tokens:  # not a warm-up
                 started_from.append(seen)
             learnt[key] = ([0.0], [seen + 1])  # this run learnt something
-        yield decoding.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+        yield events.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
     monkeypatch.setattr(comparison, "warm_up", lambda *args, **kwargs: None)
     monkeypatch.setattr(running, "run", fake_run)
@@ -487,7 +489,7 @@ def test_the_benchmark_keeps_its_costs_but_never_its_acceptance_in_the_learnt_fi
 ):
     """Each assisted run saves what it learnt, as `learning.keep_learnt` does: the costs reach
     the file, the benchmark's acceptance neither reaches it nor stays in the pair."""
-    from assisted.engine import comparison, decoding, running
+    from assisted.engine import comparison, running
     from assisted.models import learnt_store
     from assisted.policy.learnt import LearntState
 
@@ -506,7 +508,7 @@ def test_the_benchmark_keeps_its_costs_but_never_its_acceptance_in_the_learnt_fi
             drafter.learnt.precision("none").acceptance[key] = ([0.0], [1.0])
             drafter.learnt.verify_s[2] = 0.25
             learnt_store.save(drafter.learnt_file, drafter.learnt)
-        yield decoding.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+        yield events.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
     monkeypatch.setattr(comparison, "warm_up", lambda *args, **kwargs: None)
     monkeypatch.setattr(running, "run", fake_run)
@@ -597,7 +599,7 @@ def test_the_benchmark_counts_template_copies_of_each_assisted_run(capsys, model
 
 
 def test_a_sampled_benchmark_warms_the_sampled_path(models, monkeypatch):
-    from assisted.engine import comparison, decoding, running
+    from assisted.engine import comparison, running
 
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     variants = bench.plan_variants(pair.spec, ["assistant"], {"num_assistant_tokens": [2]})
@@ -605,7 +607,7 @@ def test_a_sampled_benchmark_warms_the_sampled_path(models, monkeypatch):
     warmed = []
 
     def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None):
-        yield decoding.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+        yield events.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
     def warm_up(pair, modes, draft=None, settings=None):
         warmed.append((modes, settings))

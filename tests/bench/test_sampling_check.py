@@ -16,7 +16,8 @@ from assisted.bench import sampling_check
 from assisted.bench.sampling_check import __main__ as sampling_check_command
 from assisted.core.examples import Example
 from assisted.core.settings import RunSettings, SettingsError
-from assisted.engine import decoding, running, sampling_draws
+from assisted.engine import running, sampling_draws
+from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs
 from assisted.models.loading import end_ids
 from assisted.ui import gpu_time
@@ -152,13 +153,13 @@ def test_batched_plain_samples_follow_one_row_plain_runs(pair):
     """The plain sets are drawn in a batch over a repeated prefix cache: the same
     distribution as the product's plain runs of one row each."""
     run = SETTINGS.run_settings()
-    ids = running.encode_prompt(pair, SETTINGS.prompt)
+    ids = encode_prompt(pair, SETTINGS.prompt)
     batched = sampling_draws.plain_samples(pair, ids, run, 60)
     eos = frozenset(end_ids(pair.target.generation_config))
     single = []
     for seed in range(100, 160):
         events = running.run(pair, ids, "plain", run.with_(seed=seed))
-        record = next(event for event in events if isinstance(event, decoding.RunDone)).record
+        record = next(event for event in events if isinstance(event, events.RunDone)).record
         single.append(sampling_draws.first_tokens(record.token_ids, eos))
     assert not two_sample.permutation_test(batched, single, ALPHA).flagged
 

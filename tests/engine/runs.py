@@ -8,7 +8,7 @@ import dataclasses
 from assisted.core.record import RunRecord
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison, prepare
-from assisted.engine.decoding import RunDone
+from assisted.engine.events import RunDone
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
 from assisted.policy.learnt import LearntState
 

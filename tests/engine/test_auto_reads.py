@@ -16,7 +16,8 @@ from assisted.core.held_back import HeldBack
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import RunSettings
 from assisted.engine import comparison, running
-from assisted.engine.decoding import RunDone
+from assisted.engine.events import RunDone
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.choice import Floor
 from assisted.policy.learnt import LearntState
@@ -34,7 +35,7 @@ def pair(tiny_dirs):
 
 
 def run(pair, mode: str) -> RunRecord:
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     events = running.run(pair, ids, mode, SETTINGS, AUTO)
     (done,) = [event for event in events if isinstance(event, RunDone)]
     return done.record
@@ -148,7 +149,7 @@ def test_the_floor_weighs_each_assistant_step_by_the_tokens_that_step_committed(
         observe(floor, seconds, tokens)
 
     monkeypatch.setattr(Floor, "observe", spy)
-    ids = running.encode_prompt(self_pair, PROMPT)
+    ids = encode_prompt(self_pair, PROMPT)
     events = running.run(self_pair, ids, "assisted", RunSettings(max_new_tokens=18), AUTO)
     (done,) = [event for event in events if isinstance(event, RunDone)]
     steps = done.record.steps

@@ -17,7 +17,8 @@ from assisted.core.settings import (
     SettingsError,
 )
 from assisted.engine import comparison, running
-from assisted.engine.decoding import RunDone, StepEvent
+from assisted.engine.events import RunDone, StepEvent
+from assisted.engine.prompt import encode_prompt
 from tests.engine.runs import AUTO, GREEDY, PROMPT, events_record, load, records
 
 
@@ -74,12 +75,12 @@ def test_the_auto_schedule_drives_prompt_lookup_losslessly(tiny_dirs):
 
 def test_the_auto_schedule_samples_and_runs_bare(pair):
     sampled = RunSettings(max_new_tokens=12, sample=True, temperature=1.0, top_p=0.95, seed=3)
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     (done,) = [
         e for e in running.run(pair, ids, "assisted", sampled, AUTO) if isinstance(e, RunDone)
     ]
     assert stats.new_tokens(done.record) == 12
-    bare, _ = running.generate_bare(pair, ids, "assisted", GREEDY, AUTO)
+    bare, _ = running.run_bare(pair, ids, "assisted", GREEDY, AUTO)
     assert bare == records(pair, modes=("plain",))["plain"].token_ids
     assert "_get_candidate_generator" not in vars(pair.target)
 

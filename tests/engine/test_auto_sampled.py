@@ -16,7 +16,8 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import calibration as calibrating
 from assisted.engine import comparison, learning, running
-from assisted.engine.decoding import RunDone
+from assisted.engine.events import RunDone
+from assisted.engine.prompt import encode_prompt
 from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
 from assisted.models.pairs import custom_pair, load_pair
@@ -73,7 +74,7 @@ def free_run(pair, monkeypatch):
 
 
 def auto_run(pair, settings: RunSettings):
-    ids = running.encode_prompt(pair, "def add(a, b):")
+    ids = encode_prompt(pair, "def add(a, b):")
     events = running.run(pair, ids, "assisted", settings, AUTO)
     return next(event.record for event in events if isinstance(event, RunDone))
 
@@ -150,7 +151,7 @@ def test_a_sampled_drafting_time_from_disk_is_checked_and_the_smaller_stands(pai
 
 
 def test_the_sampled_drafting_time_is_a_time_per_token(loaded):
-    prefix = torch.tensor([running.encode_prompt(loaded, "def add(a, b):")])
+    prefix = torch.tensor([encode_prompt(loaded, "def add(a, b):")])
     seconds = calibrating._time_sampled_drafting(loaded.assistant, prefix, SAMPLED, loaded.device)
     assert 0 <= seconds < 1 and math.isfinite(seconds)
 

@@ -15,6 +15,7 @@ from assisted.core.settings import (
 from assisted.engine import calibration as calibrating
 from assisted.engine import running
 from assisted.engine.drafters import candidates
+from assisted.engine.prompt import encode_prompt
 from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
 from assisted.policy import costs
@@ -23,7 +24,7 @@ from tests.engine.runs import AUTO, GREEDY, PROMPT, fresh_copy, priced, records
 
 
 def prefix(pair):
-    return torch.tensor([running.encode_prompt(pair, PROMPT)])
+    return torch.tensor([encode_prompt(pair, PROMPT)])
 
 
 def test_calibration_times_one_and_two_rows_and_cap_plus_one_and_interpolates(pair, monkeypatch):
@@ -80,7 +81,7 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
     slow = {k: 100.0 for k in range(1, 6)}  # far slower than any pass of the tiny target
     file = LearntFile(tmp_path / "p.json", {"pair": "p"})
     fresh = dataclasses.replace(pair, learnt=LearntState(verify_s=dict(slow)), learnt_file=file)
-    ids = running.encode_prompt(fresh, PROMPT)
+    ids = encode_prompt(fresh, PROMPT)
     passes = []
     keep = costs.PlainSteps.observe_verify
     monkeypatch.setattr(

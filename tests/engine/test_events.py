@@ -15,14 +15,15 @@ from assisted.core.settings import (
     RunSettings,
     SettingsError,
 )
-from assisted.engine import comparison, decoding, plan, prepare, running
-from assisted.engine.decoding import RunDone, StepEvent
+from assisted.engine import comparison, plan, prepare, running
+from assisted.engine.events import RunDone, StepEvent
+from assisted.engine.prompt import encode_prompt
 from tests.engine.runs import DRAFT, GREEDY, PROMPT, records
 
 
 def test_events_stream_in_order_with_text(pair):
     events = list(comparison.compare(pair, PROMPT, GREEDY, DRAFT))
-    phases = [e.name for e in events if isinstance(e, decoding.Phase)]
+    phases = [e.name for e in events if isinstance(e, comparison.Phase)]
     assert phases == ["warmup", "plain", "assisted"]
     for mode in ("plain", "assisted"):
         steps = [e for e in events if isinstance(e, StepEvent) and e.mode == mode]
@@ -37,7 +38,7 @@ def test_events_stream_in_order_with_text(pair):
 
 def test_stop_ends_the_run_within_one_step_and_keeps_the_output(pair):
     stop = threading.Event()
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     seen = 0
     record = None
     for event in running.run(pair, ids, "plain", RunSettings(max_new_tokens=200), stop=stop):
@@ -66,7 +67,7 @@ def test_stop_before_assisted_skips_it(pair):
 
 
 def test_abandoning_a_run_stops_its_worker(pair):
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     events = running.run(pair, ids, "plain", RunSettings(max_new_tokens=200))
     next(events)
     events.close()  # as when a browser tab closes mid-stream
@@ -78,7 +79,7 @@ def test_a_failure_inside_generate_surfaces(pair, monkeypatch):
         raise RuntimeError("device fell over")
 
     monkeypatch.setattr(pair.target, "generate", broken)
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     with pytest.raises(RuntimeError, match="device fell over"):
         list(running.run(pair, ids, "plain", GREEDY))
 
@@ -142,7 +143,7 @@ def test_without_the_chat_template_the_whole_prompt_is_the_users_text(pair):
     newline after the assistant's role) is still all the user's: the suffix lookup searches
     it whole, as one segment, and drafts from its end."""
     prepared = prepare.prepare(pair, DRAFT)
-    text = running.encode_prompt(pair, "def add(a, b):", chat_template=False)
+    text = encode_prompt(pair, "def add(a, b):", chat_template=False)
     ids = [*text, *text, prepared.template_ids[-1]]
     lookup = plan.suffix_lookup(ids, prepared, chat_template=False)
     assert lookup.user_span == (0, len(ids))

@@ -36,8 +36,9 @@ from assisted.core.settings import (
     RunSettings,
     SettingsError,
 )
-from assisted.engine import comparison, running
-from assisted.engine.decoding import RunDone
+from assisted.engine import comparison
+from assisted.engine.events import RunDone
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair, PairError, custom_pair, load_pair
 from tests.tiny import CORPUS, build_model
 
@@ -213,11 +214,11 @@ def prompt_of(pair: LoadedPair, tokens: int, chat_template: bool) -> str:
     """Text from the tiny corpus whose prompt (template included) holds `tokens` tokens, or
     the fewest above that it can hold: one token of text."""
     ids = pair.tokenizer(" ".join(CORPUS * 20))["input_ids"]
-    template = len(running.encode_prompt(pair, "x", chat_template)) - 1
+    template = len(encode_prompt(pair, "x", chat_template)) - 1
     kept = max(1, tokens - template)
     while True:
         text = pair.tokenizer.decode(ids[:kept])
-        if kept == 1 or len(running.encode_prompt(pair, text, chat_template)) <= tokens:
+        if kept == 1 or len(encode_prompt(pair, text, chat_template)) <= tokens:
             return text
         kept -= 1
 
@@ -261,7 +262,7 @@ def compared(pair: LoadedPair, prompt: str, visit: dict) -> dict:
     """The comparison's report, as the CLI and the API make it, through JSON and back."""
     records: dict[str, RunRecord] = {}
     run, draft, modes = visit["run"], visit["draft"], visit["modes"]
-    prompt_tokens = len(running.encode_prompt(pair, prompt, run.chat_template))
+    prompt_tokens = len(encode_prompt(pair, prompt, run.chat_template))
     forced = visit["eos_after"]
     with nullcontext() if forced is None else eos_after(pair, prompt_tokens, forced):
         for event in comparison.compare(pair, prompt, run, draft, modes):

@@ -13,10 +13,10 @@ from transformers import AutoTokenizer, GenerationConfig
 from transformers.generation.candidate_generator import AssistedCandidateGenerator
 
 from assisted.core.settings import DraftSettings
-from assisted.engine import running
 from assisted.engine.drafters import seam
 from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.static_draft import StaticDrafter
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
 from tests.tiny import build_model
@@ -61,7 +61,7 @@ def drafts(monkeypatch):
 
 
 def prompt_ids(pair) -> torch.Tensor:
-    return torch.tensor([running.encode_prompt(pair, PROMPT)])
+    return torch.tensor([encode_prompt(pair, PROMPT)])
 
 
 def constant(assistant, threshold=0.0) -> None:

@@ -8,7 +8,6 @@ import torch
 
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import prepare, running
-from assisted.engine.decoding import StepEvent
 from assisted.engine.drafters.lookup import (
     LONGEST_MATCH,
     NO_MATCH,
@@ -19,6 +18,8 @@ from assisted.engine.drafters.lookup import (
     template_ngrams,
     user_span,
 )
+from assisted.engine.events import StepEvent
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 
 # A made-up chat: template 90-92, the user's message 10-19, template 93-95, the output.
@@ -132,7 +133,7 @@ def test_no_draft_of_a_run_holds_template_tokens_and_the_output_is_plains(lookup
     special = set(tokenizer.all_special_ids)
     special |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
     assert {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>")} <= special
-    ids = running.encode_prompt(lookup_pair, prompt)
+    ids = encode_prompt(lookup_pair, prompt)
     plain = [t for e in running.run(lookup_pair, ids, "plain", settings) for t in tokens(e)]
     for lookup in ("suffix", "transformers"):
         draft = DraftSettings(prompt_lookup_num_tokens=4, lookup=lookup)

@@ -14,7 +14,8 @@ from assisted.core.settings import (
     RunSettings,
 )
 from assisted.engine import running
-from assisted.engine.decoding import RunDone, StepEvent
+from assisted.engine.events import RunDone, StepEvent
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from tests.engine.runs import DRAFT, GREEDY, PROMPT, load, records
 from tests.tiny import CORPUS, build_model, build_tokenizer
@@ -99,7 +100,7 @@ def test_each_step_keeps_the_draft_the_target_verified(pair):
 
 
 def test_an_identical_assistant_drafting_eos_has_every_candidate_accepted(self_pair, monkeypatch):
-    ids = running.encode_prompt(self_pair, PROMPT)
+    ids = encode_prompt(self_pair, PROMPT)
     plain = next(e for e in running.run(self_pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
     # Make the target's third token its EOS: the assistant drafts up to it, the target
     # agrees, and the step ends there, with no token of the target's own after the draft.
@@ -170,7 +171,7 @@ def test_a_universal_assistant_samples_and_stays_whole_for_greedy_runs(
 
 def test_sampling_with_a_seed_is_reproducible(pair):
     sampled = RunSettings(max_new_tokens=16, sample=True, temperature=1.0, top_p=0.95, seed=7)
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     first = [e for e in running.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
     second = [e for e in running.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
     assert first[0].record.token_ids == second[0].record.token_ids
@@ -178,7 +179,7 @@ def test_sampling_with_a_seed_is_reproducible(pair):
 
 def test_heuristic_schedule_is_reset_between_runs(self_pair):
     heuristic = DraftSettings(num_assistant_tokens=2, schedule="heuristic", confidence_threshold=0)
-    ids = running.encode_prompt(self_pair, PROMPT)
+    ids = encode_prompt(self_pair, PROMPT)
 
     def drafted_per_step():
         events = running.run(self_pair, ids, "assisted", GREEDY, heuristic)

@@ -14,7 +14,8 @@ from assisted.core.settings import (
 )
 from assisted.engine import calibration as calibrating
 from assisted.engine import prepare, running
-from assisted.engine.decoding import RunDone
+from assisted.engine.events import RunDone
+from assisted.engine.prompt import encode_prompt
 from assisted.models import learnt_store, quantize
 from assisted.models.pairs import LoadedPair
 from tests.engine.runs import AUTO, DRAFT, GREEDY, PROMPT, fresh_copy, load
@@ -50,7 +51,7 @@ def test_a_prepared_run_only_runs(pair, tiny_dirs, monkeypatch, schedule):
         (model_pair, dataclasses.replace(DRAFT, schedule=schedule, assistant_quant="int8")),
         (lookup, DraftSettings(prompt_lookup_num_tokens=4, schedule=schedule)),
     ]
-    ids = running.encode_prompt(model_pair, PROMPT)
+    ids = encode_prompt(model_pair, PROMPT)
     for each, draft in drafts:
         prepare.prepare(each, draft)
     for each, draft in drafts:
@@ -60,7 +61,7 @@ def test_a_prepared_run_only_runs(pair, tiny_dirs, monkeypatch, schedule):
                 e for e in running.run(each, ids, mode, GREEDY, draft) if isinstance(e, RunDone)
             ]
             assert stats.new_tokens(done.record) > 0
-        assert running.generate_bare(each, ids, "assisted", GREEDY, draft)[0]
+        assert running.run_bare(each, ids, "assisted", GREEDY, draft)[0]
 
 
 def test_preparing_is_cached_per_process(pair, monkeypatch):

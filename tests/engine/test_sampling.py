@@ -17,8 +17,9 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import running
-from assisted.engine.decoding import RunDone
+from assisted.engine.events import RunDone
 from assisted.engine.observe import StepObserver
+from assisted.engine.prompt import encode_prompt
 from tests.engine.runs import load
 
 PROMPT = "def add(a, b):"
@@ -34,7 +35,7 @@ def sampled(temperature: float = 0.7, top_p: float = 0.9, seed: int = 3, tokens:
 
 
 def assisted_run(pair, settings, draft=DRAFT, prompt=PROMPT) -> RunRecord:
-    ids = running.encode_prompt(pair, prompt)
+    ids = encode_prompt(pair, prompt)
     events = running.run(pair, ids, "assisted", settings, draft)
     return next(e for e in events if isinstance(e, RunDone)).record
 
@@ -101,7 +102,7 @@ def test_p_is_warped_once_and_the_assistants_q_twice_as_transformers_does(self_p
     record = assisted_run(self_pair, sampled(temperature=temperature, top_p=1.0))
     first = record.steps[0]
     assert first.drafted
-    ids = torch.tensor([running.encode_prompt(self_pair, PROMPT)])
+    ids = torch.tensor([encode_prompt(self_pair, PROMPT)])
     with torch.inference_mode():
         logits = self_pair.target(input_ids=ids).logits[0, -1].float()
     token = first.draft_ids[0]
@@ -204,7 +205,7 @@ def test_a_greedy_run_installs_nothing_and_records_no_probabilities(pair, monkey
 
 
 def test_the_greedy_json_has_no_key_of_sampling(pair):
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     plain = next(e for e in running.run(pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
     result = stats.report("p", "cpu", "float32", plain.record, assisted_run(pair, GREEDY))
     assert "sampling_check" not in result
@@ -224,7 +225,7 @@ def test_the_greedy_json_has_no_key_of_sampling(pair):
 
 
 def test_the_sampled_json_lists_each_draft_and_kind(pair):
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     events = running.run(pair, ids, "plain", sampled())
     plain = next(e for e in events if isinstance(e, RunDone)).record
     record = assisted_run(pair, sampled())

@@ -11,10 +11,10 @@ from transformers.generation.candidate_generator import (
 )
 
 from assisted.core.drafters import DrafterKind
-from assisted.engine import running
 from assisted.engine.drafters import candidates, seam
 from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.static_draft import StaticDrafter
+from assisted.engine.prompt import encode_prompt
 from tests.engine.runs import PROMPT, load
 from tests.scripted import Scripted
 
@@ -25,7 +25,7 @@ def generate_with(pair, policy, prompt=PROMPT, lean=True, **kwargs):
     hook = pair.target.register_forward_pre_hook(
         lambda module, args, kw: rows.append(kw["input_ids"].shape[1]), with_kwargs=True
     )
-    ids = torch.tensor([running.encode_prompt(pair, prompt)])
+    ids = torch.tensor([encode_prompt(pair, prompt)])
     try:
         with seam.drafting_policy(pair.target, policy, lean=lean):
             out = pair.target.generate(ids, max_new_tokens=16, do_sample=False, **kwargs)
@@ -35,7 +35,7 @@ def generate_with(pair, policy, prompt=PROMPT, lean=True, **kwargs):
 
 
 def plain_ids(pair, prompt=PROMPT):
-    ids = torch.tensor([running.encode_prompt(pair, prompt)])
+    ids = torch.tensor([encode_prompt(pair, prompt)])
     out = pair.target.generate(ids, max_new_tokens=16, do_sample=False)
     return out[0, ids.shape[1] :].tolist()
 

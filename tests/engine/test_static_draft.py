@@ -24,7 +24,7 @@ from assisted.analysis import stats
 from assisted.core.bands import GREEDY
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, decoding, learning, plan, running
+from assisted.engine import comparison, events, learning, plan, running
 from assisted.engine.drafters import candidates, draft_graphs, seam
 from assisted.engine.drafters.draft_graphs import self_check
 from assisted.engine.drafters.lean import LeanDrafter
@@ -36,6 +36,7 @@ from assisted.engine.drafters.static_draft import (
     draft_on_device,
 )
 from assisted.engine.prepare import prepare
+from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs
 from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
@@ -68,7 +69,7 @@ def sliding_pair(tiny_dirs):
 
 
 def prompt_ids(pair) -> torch.Tensor:
-    return torch.tensor([running.encode_prompt(pair, PROMPT)])
+    return torch.tensor([encode_prompt(pair, PROMPT)])
 
 
 def graphed(model, cap: int = CAP) -> DraftGraphs:
@@ -202,12 +203,12 @@ def test_greedy_runs_draft_on_the_static_cache_and_say_so(near_pair, monkeypatch
     ran and why, as the JSON does, with the drafting time per token. (The tiny pair's
     costs would make the policy draft nothing: a scripted one drafts.)"""
     pair = near_pair
-    monkeypatch.setattr(plan, "_auto_policy", lambda *_: Scripted([3, 1, 4]))
+    monkeypatch.setattr(plan, "auto_policy", lambda *_: Scripted([3, 1, 4]))
     settings = RunSettings(max_new_tokens=24)
     draft = DraftSettings(schedule="auto", assistant_quant="none")
-    ids = running.encode_prompt(pair, PROMPT)
-    plain = decoding.drain(running.run(pair, ids, "plain", settings))
-    assisted = decoding.drain(running.run(pair, ids, "assisted", settings, draft))
+    ids = encode_prompt(pair, PROMPT)
+    plain = events.drain(running.run(pair, ids, "plain", settings))
+    assisted = events.drain(running.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
     assert assisted.drafting_path == DraftingPath(EAGER, "not on CUDA: eager on a static cache")
     assert plain.drafting_path is None
@@ -323,7 +324,7 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     if on CUDA): the output is plain decoding's, the record says the graphed path ran, and
     the replays were timed as drafting, a token computed at a time."""
     pair = near_pair
-    monkeypatch.setattr(plan, "_auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
+    monkeypatch.setattr(plan, "auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
     prepared = prepare(pair, draft)
     graphs = graphed(prepared.assistant)
@@ -333,9 +334,9 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     replays = []
     graphs.module.register_forward_hook(lambda _, args, out: replays.append(args[0]))
     settings = RunSettings(max_new_tokens=24)
-    ids = running.encode_prompt(pair, PROMPT)
-    plain = decoding.drain(running.run(pair, ids, "plain", settings))
-    assisted = decoding.drain(running.run(pair, ids, "assisted", settings, draft))
+    ids = encode_prompt(pair, PROMPT)
+    plain = events.drain(running.run(pair, ids, "plain", settings))
+    assisted = events.drain(running.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
     assert assisted.drafting_path == DraftingPath(CUDA_GRAPHS, "stand-in replays", 0.0)
     drafted = [step.drafted for step in assisted.steps if step.drafted]

@@ -13,7 +13,7 @@ from transformers.generation.candidate_generator import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerationMixin
 
-from assisted.engine import running
+from assisted.engine.prompt import encode_prompt
 from tests.engine.runs import PROMPT
 
 
@@ -29,7 +29,7 @@ class RecordingStreamer(BaseStreamer):
 
 
 def test_generate_puts_the_prompt_then_one_put_per_step(pair):
-    ids = running.encode_prompt(pair, PROMPT)
+    ids = encode_prompt(pair, PROMPT)
     model_inputs = torch.tensor([ids])
     plain = RecordingStreamer()
     pair.target.generate(model_inputs, max_new_tokens=6, do_sample=False, streamer=plain)
@@ -59,7 +59,7 @@ def test_target_hook_sees_prompt_plus_drafts_then_drafts_plus_one(self_pair):
         cache = kwargs.get("past_key_values")
         seen.append((kwargs["input_ids"].shape[1], cache.get_seq_length() if cache else 0))
 
-    ids = running.encode_prompt(self_pair, PROMPT)
+    ids = encode_prompt(self_pair, PROMPT)
     self_pair.assistant.generation_config.num_assistant_tokens = 3
     self_pair.assistant.generation_config.assistant_confidence_threshold = 0.0
     handle = self_pair.target.register_forward_pre_hook(hook, with_kwargs=True)

@@ -23,7 +23,8 @@ from assisted.core.record import Calibration, RunRecord
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import calibration as calibrating
 from assisted.engine import running
-from assisted.engine.decoding import RunDone
+from assisted.engine.events import RunDone
+from assisted.engine.prompt import encode_prompt
 from assisted.models import learnt_store, loading, pairs
 from assisted.models.learnt_store import LearntFile
 from assisted.policy.learnt import LearntState
@@ -52,7 +53,7 @@ def load(tiny_dirs) -> pairs.LoadedPair:
 
 
 def auto_run(pair: pairs.LoadedPair) -> RunRecord:
-    ids = running.encode_prompt(pair, "def add(a, b):")
+    ids = encode_prompt(pair, "def add(a, b):")
     events = running.run(pair, ids, "assisted", RunSettings(max_new_tokens=12), AUTO)
     return next(event.record for event in events if isinstance(event, RunDone))
 

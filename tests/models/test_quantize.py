@@ -15,7 +15,8 @@ from torch import nn
 from assisted.analysis import stats
 from assisted.core.settings import DraftSettings, RunSettings, SettingsError
 from assisted.engine import comparison, running
-from assisted.engine.decoding import RunDone
+from assisted.engine.events import RunDone
+from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs, quantize
 from assisted.models.pairs import custom_pair, load_pair
 
@@ -300,7 +301,7 @@ def test_drafters_without_a_model_refuse_an_int8_precision(drafter, quant):
 
 def test_a_prompt_lookup_run_refuses_int8_before_generating(tiny_dirs):
     lookup = load_pair(custom_pair(str(tiny_dirs["target"]), None), "cpu", "float32")
-    ids = running.encode_prompt(lookup, PROMPT)
+    ids = encode_prompt(lookup, PROMPT)
     with pytest.raises(SettingsError, match="no separate model"):
         next(running.run(lookup, ids, "assisted", GREEDY, draft("int8")))
     run = list(running.run(lookup, ids, "assisted", GREEDY, draft("auto")))

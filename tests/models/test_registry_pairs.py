@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from assisted.core.settings import RunSettings
-from assisted.engine import comparison, running
-from assisted.engine.decoding import RunDone
+from assisted.engine import comparison
+from assisted.engine.events import RunDone
+from assisted.engine.prompt import encode_prompt
 from assisted.models import machines, pairs
 from assisted.models.architectures import ARCHITECTURES
 from assisted.models.registry import (
@@ -215,7 +216,7 @@ def test_a_padded_pair_samples_with_the_assistant_at_the_target_width(tiny_model
     """Under sampling Transformers subtracts the assistant's probabilities from the
     target's: one width, and q = 0 where the assistant has no row."""
     pair = pairs.load_pair(tiny_spec("qwen2.5-7b", tiny_models), device="cpu", dtype="float32")
-    ids = torch.tensor([running.encode_prompt(pair, "hello")])
+    ids = torch.tensor([encode_prompt(pair, "hello")])
     own_rows = PAIR_FACTS["qwen2.5-7b"][3].vocab_size
     for precision in ("none", "int8"):
         assistant = pair.drafting_assistant(precision)

@@ -10,7 +10,8 @@ import pytest
 from assisted.core.drafters import DrafterKind
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import running
-from assisted.engine.decoding import RunDone
+from assisted.engine.events import RunDone
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.learnt import LearntState
 from tests.engine.runs import priced
@@ -32,7 +33,7 @@ def pair(tiny_dirs):
 
 def auto_run(pair, prompt: str) -> None:
     priced(pair, prefill_s=0.0, draft_s=1e-7, draft=AUTO)
-    ids = running.encode_prompt(pair, prompt)
+    ids = encode_prompt(pair, prompt)
     events = running.run(pair, ids, "assisted", SHORT, AUTO)
     assert any(isinstance(event, RunDone) for event in events)
 

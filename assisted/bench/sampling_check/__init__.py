@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, replace
 from assisted.analysis import two_sample
 from assisted.analysis.sampling_evidence import CheckSettings
 from assisted.core.settings import DraftSettings
+from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PairSpec
 
@@ -83,7 +84,7 @@ def check(
     settings = (settings or CheckSettings()).validate()
     draft = (draft or check_draft(pair.spec, settings.tokens)).validate_for(pair.spec.drafter)
     run = settings.run_settings()
-    ids = running.encode_prompt(pair, settings.prompt)
+    ids = encode_prompt(pair, settings.prompt)
     running.check_length(pair, ids, run)
     n, total = settings.samples, settings.draws()
     yield CheckProgress(0, total, "sampling check: warming up")
