@@ -28,8 +28,8 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord
 from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
-from assisted.engine import events
 from assisted.engine.drafters.lookup import copies_template, template_ngrams
+from assisted.engine.events import drain
 from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntSnapshot
@@ -248,10 +248,10 @@ def _time_prompt(
     learnt = pair.learnt.snapshot()
     yield session.progress(f"{example.label}: warm-up")
     warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
-    events.drain(running.run(pair, ids, "plain", warmup, stop=stop))
+    drain(running.run(pair, ids, "plain", warmup, stop=stop))
     for variant in session.variants:
         drafter = session.drafting[variant.drafter]
-        events.drain(running.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
+        drain(running.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
     for repeat in range(session.repeats):
         for variant in _run_order(session.variants, index, repeat):
             if stop is not None and stop.is_set():
@@ -268,7 +268,7 @@ def _time_prompt(
                     variant.draft,
                     stop,
                 )
-            record = events.drain(events)
+            record = drain(events)
             if record.stopped:
                 return False
             name = variant.name if variant else None
@@ -319,5 +319,5 @@ def _time_per_token(
         tokens, seconds = result[0]
         return seconds / max(1, len(tokens))
     start = time.perf_counter()
-    record = events.drain(running.run(pair, ids, mode, settings, draft))
+    record = drain(running.run(pair, ids, mode, settings, draft))
     return (time.perf_counter() - start) / max(1, stats.new_tokens(record))

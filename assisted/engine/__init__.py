@@ -60,7 +60,21 @@ _EXPORTS = {
     "synchronize": "clock",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "Event",
+    "Phase",
+    "RunDone",
+    "StepEvent",
+    "check",
+    "compare",
+    "drain",
+    "encode_prompt",
+    "report",
+    "run",
+    "run_bare",
+    "synchronize",
+    "warm_up",
+]
 
 if TYPE_CHECKING:
     from assisted.engine.clock import synchronize

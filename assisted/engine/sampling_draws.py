@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import torch
 
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import events, running
+from assisted.engine import running
+from assisted.engine.events import drain
 from assisted.engine.plan import make_plan
 from assisted.models.loading import end_ids
 from assisted.models.pairs import LoadedPair
@@ -78,7 +79,7 @@ def assisted_samples(
             return None
         pair.learnt.restore(learnt)
         seeded = settings.with_(seed=seed)
-        record = events.drain(running.run(pair, prompt_ids, "assisted", seeded, draft, stop))
+        record = drain(running.run(pair, prompt_ids, "assisted", seeded, draft, stop))
         if record.stopped:
             return None
         drawn.samples.append(first_tokens(record.token_ids, eos))

@@ -37,10 +37,11 @@ from assisted.analysis import divergence
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import CUDA_GRAPHS, EAGER
 from assisted.core.settings import RunSettings
-from assisted.engine import comparison, events, plan, running
+from assisted.engine import comparison, plan, running
 from assisted.engine.drafters import draft_graphs
 from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.static_draft import StaticDrafter, StaticState
+from assisted.engine.events import drain
 from assisted.engine.prepare import prepare
 from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair
@@ -218,8 +219,8 @@ def end_to_end(
         with drafting_every_step():
             comparison.warm_up(pair, ("plain", "assisted"), draft)
             replays.clear()
-            plain = events.drain(running.run(pair, ids, "plain", settings))
-            assisted = events.drain(running.run(pair, ids, "assisted", settings, draft))
+            plain = drain(running.run(pair, ids, "plain", settings))
+            assisted = drain(running.run(pair, ids, "assisted", settings, draft))
     finally:
         if handle is not None:
             handle.remove()

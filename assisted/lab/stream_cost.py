@@ -31,6 +31,7 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import RunSettings
 from assisted.engine import comparison
+from assisted.engine.events import RunDone, StepEvent
 from assisted.models.registry import PAIRS
 from assisted.ui import compare_layout
 from assisted.ui.gpu_calls import YIELD_EVERY_S
@@ -116,12 +117,12 @@ def window_cost(plain_tokens: int, assisted_tokens: int, window: int) -> tuple[f
     live = Live(pair, PROMPT_TOKENS, RunSettings(max_new_tokens=1024), threading.Event(), clock)
     plain = made_up_steps("plain", plain_tokens)
     events: list[comparison.Event] = [comparison.Phase("plain")]
-    events += [events.StepEvent("plain", 0, step) for step in plain]
+    events += [StepEvent("plain", 0, step) for step in plain]
     if assisted_tokens:
         record = RunRecord("plain", None, PROMPT_TOKENS, plain, total_s=plain[-1].t_s)
-        events += [events.RunDone(record), comparison.Phase("assisted")]
+        events += [RunDone(record), comparison.Phase("assisted")]
         steps = made_up_steps("assisted", assisted_tokens)
-        events += [events.StepEvent("assisted", 0, step) for step in steps]
+        events += [StepEvent("assisted", 0, step) for step in steps]
     window = min(window, len(steps if assisted_tokens else plain))  # the last run's steps
     head, timed = events[:-window], events[-window:]
     gradio_side = GradioSide()

@@ -25,6 +25,7 @@ from assisted.core.examples import EXAMPLES_DIR
 from assisted.core.settings import RunSettings
 from assisted.engine import comparison, running
 from assisted.engine.draft_probs import DraftProbabilities
+from assisted.engine.events import drain
 from assisted.engine.observe import StepObserver
 from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import load_pair
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
                 watching if way == "watched" else (lambda self: nullcontext())
             )
             events = running.run(pair, ids, "assisted", settings, draft)
-            record = events.drain(events)
+            record = drain(events)
             read_s, spent_s[0] = spent_s[0], 0.0
             if not repeat:
                 continue

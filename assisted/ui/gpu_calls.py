@@ -16,7 +16,8 @@ import gradio as gr
 
 from assisted import bench
 from assisted.core.settings import SettingsError
-from assisted.engine import comparison, events, learning
+from assisted.engine import comparison, learning
+from assisted.engine.events import StepEvent
 from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs, placement
 from assisted.ui.errors import refusal
@@ -57,7 +58,7 @@ def stream_comparison(request: ComparisonRequest) -> Iterator[CompareOutputs | C
             if isinstance(event, comparison.Phase):
                 setup.mark(event.name == "warmup")
             now = time.perf_counter()
-            if not isinstance(event, events.StepEvent) or now - last_yield >= YIELD_EVERY_S:
+            if not isinstance(event, StepEvent) or now - last_yield >= YIELD_EVERY_S:
                 last_yield = now
                 yield live.outputs()
     except SettingsError as error:

@@ -12,7 +12,8 @@ from dataclasses import replace
 from assisted.analysis import faults, stats
 from assisted.core.record import CUDA_GRAPHS, RunRecord, Step
 from assisted.core.settings import RunSettings
-from assisted.engine import comparison, events
+from assisted.engine import comparison
+from assisted.engine.events import RunDone, StepEvent
 from assisted.models import pairs
 from assisted.ui.chunks import Chunk, chunk_of, chunks_of
 from assisted.ui.compare_charts import (
@@ -101,7 +102,7 @@ class Live:
         if isinstance(event, comparison.Phase):
             self.phase = event.name
             self._whole_due = True
-        elif isinstance(event, events.StepEvent):
+        elif isinstance(event, StepEvent):
             mode, step = event.mode, event.step
             steps = self.steps[mode]
             seconds = step.t_s - (steps[-1].t_s if steps else 0.0)
@@ -115,7 +116,7 @@ class Live:
             chunk = chunk_of(step, seconds, draws, texts)
             self.chunks[mode].append(chunk)
             self.parts[mode].append(chunk_html(mode, len(steps), chunk))
-        elif isinstance(event, events.RunDone):
+        elif isinstance(event, RunDone):
             # Its last step may carry text held back for a character split across steps.
             mode = event.record.mode
             self.records[mode] = event.record

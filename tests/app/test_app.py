@@ -14,7 +14,8 @@ import gradio as gr  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 import app  # noqa: E402
-from assisted.engine import comparison, events  # noqa: E402
+from assisted.engine import comparison  # noqa: E402
+from assisted.engine.events import StepEvent  # noqa: E402
 from assisted.models import pairs  # noqa: E402
 from assisted.ui.compare_charts import ORACLE  # noqa: E402
 from assisted.ui.outputs import BenchmarkOutputs, CompareOutputs  # noqa: E402
@@ -157,7 +158,7 @@ def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
 
     def recording(*args, **kwargs):
         for event in compare(*args, **kwargs):
-            if isinstance(event, events.StepEvent) and event.mode == "assisted":
+            if isinstance(event, StepEvent) and event.mode == "assisted":
                 drafts.append((event.step.token_ids, event.step.draft_ids))
             yield event
 

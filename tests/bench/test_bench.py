@@ -21,7 +21,7 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
-from assisted.engine import events
+from assisted.engine.events import RunDone
 from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs
 from tests.tiny import build_model, build_tokenizer
@@ -432,7 +432,7 @@ def test_timed_runs_alternate_order_by_round_and_by_prompt(models, monkeypatch):
         if run_settings.max_new_tokens == settings.max_new_tokens:  # not a warm-up
             name = variant_of[drafter.spec.drafter, draft] if mode == "assisted" else "plain"
             timed.append((prompt_of[tuple(ids)], name))
-        yield events.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+        yield RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
     monkeypatch.setattr(comparison, "warm_up", lambda *args, **kwargs: None)
     monkeypatch.setattr(running, "run", fake_run)
@@ -471,7 +471,7 @@ def test_every_timed_run_of_a_prompt_starts_from_what_the_earlier_prompts_taught
             if run_settings.max_new_tokens == settings.max_new_tokens:  # not a warm-up
                 started_from.append(seen)
             learnt[key] = ([0.0], [seen + 1])  # this run learnt something
-        yield events.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+        yield RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
     monkeypatch.setattr(comparison, "warm_up", lambda *args, **kwargs: None)
     monkeypatch.setattr(running, "run", fake_run)
@@ -508,7 +508,7 @@ def test_the_benchmark_keeps_its_costs_but_never_its_acceptance_in_the_learnt_fi
             drafter.learnt.precision("none").acceptance[key] = ([0.0], [1.0])
             drafter.learnt.verify_s[2] = 0.25
             learnt_store.save(drafter.learnt_file, drafter.learnt)
-        yield events.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+        yield RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
     monkeypatch.setattr(comparison, "warm_up", lambda *args, **kwargs: None)
     monkeypatch.setattr(running, "run", fake_run)
@@ -607,7 +607,7 @@ def test_a_sampled_benchmark_warms_the_sampled_path(models, monkeypatch):
     warmed = []
 
     def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None):
-        yield events.RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
+        yield RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
     def warm_up(pair, modes, draft=None, settings=None):
         warmed.append((modes, settings))

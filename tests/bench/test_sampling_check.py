@@ -17,6 +17,7 @@ from assisted.bench.sampling_check import __main__ as sampling_check_command
 from assisted.core.examples import Example
 from assisted.core.settings import RunSettings, SettingsError
 from assisted.engine import running, sampling_draws
+from assisted.engine.events import RunDone
 from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs
 from assisted.models.loading import end_ids
@@ -159,7 +160,7 @@ def test_batched_plain_samples_follow_one_row_plain_runs(pair):
     single = []
     for seed in range(100, 160):
         events = running.run(pair, ids, "plain", run.with_(seed=seed))
-        record = next(event for event in events if isinstance(event, events.RunDone)).record
+        record = next(event for event in events if isinstance(event, RunDone)).record
         single.append(sampling_draws.first_tokens(record.token_ids, eos))
     assert not two_sample.permutation_test(batched, single, ALPHA).flagged
 

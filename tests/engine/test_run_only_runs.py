@@ -1,6 +1,6 @@
-"""A run only runs: given a ready plan, `decoding.generate_watched` enters few of the project's modules,
-and none that prepares a pair or keeps what it learnt. Recorded with `sys.setprofile` in
-every thread, the run's worker thread included."""
+"""A run only runs: given a ready plan, `decoding.generate_watched` enters few of the
+project's modules, and none that prepares a pair or keeps what it learnt. Recorded with
+`sys.setprofile` in every thread, the run's worker thread included."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import pytest
 
 import assisted
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding, events
+from assisted.engine import decoding
+from assisted.engine.events import drain
 from assisted.engine.observe import StepObserver
 from assisted.engine.plan import make_plan
 from assisted.engine.prepare import prepare
@@ -82,7 +83,7 @@ def run_entering(
     prepared = prepare(pair, draft, settings) if mode == "assisted" else None
     ready = make_plan(pair, ids, mode, settings, prepared)
     with entered() as modules:
-        record = events.drain(decoding.generate_watched(ready))
+        record = drain(decoding.generate_watched(ready))
     assert record.steps
     return modules
 

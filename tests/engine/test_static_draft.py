@@ -24,7 +24,7 @@ from assisted.analysis import stats
 from assisted.core.bands import GREEDY
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, events, learning, plan, running
+from assisted.engine import comparison, learning, plan, running
 from assisted.engine.drafters import candidates, draft_graphs, seam
 from assisted.engine.drafters.draft_graphs import self_check
 from assisted.engine.drafters.lean import LeanDrafter
@@ -35,6 +35,7 @@ from assisted.engine.drafters.static_draft import (
     cut,
     draft_on_device,
 )
+from assisted.engine.events import drain
 from assisted.engine.prepare import prepare
 from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs
@@ -207,8 +208,8 @@ def test_greedy_runs_draft_on_the_static_cache_and_say_so(near_pair, monkeypatch
     settings = RunSettings(max_new_tokens=24)
     draft = DraftSettings(schedule="auto", assistant_quant="none")
     ids = encode_prompt(pair, PROMPT)
-    plain = events.drain(running.run(pair, ids, "plain", settings))
-    assisted = events.drain(running.run(pair, ids, "assisted", settings, draft))
+    plain = drain(running.run(pair, ids, "plain", settings))
+    assisted = drain(running.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
     assert assisted.drafting_path == DraftingPath(EAGER, "not on CUDA: eager on a static cache")
     assert plain.drafting_path is None
@@ -335,8 +336,8 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     graphs.module.register_forward_hook(lambda _, args, out: replays.append(args[0]))
     settings = RunSettings(max_new_tokens=24)
     ids = encode_prompt(pair, PROMPT)
-    plain = events.drain(running.run(pair, ids, "plain", settings))
-    assisted = events.drain(running.run(pair, ids, "assisted", settings, draft))
+    plain = drain(running.run(pair, ids, "plain", settings))
+    assisted = drain(running.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
     assert assisted.drafting_path == DraftingPath(CUDA_GRAPHS, "stand-in replays", 0.0)
     drafted = [step.drafted for step in assisted.steps if step.drafted]

@@ -16,7 +16,7 @@ from assisted.analysis.stats import report
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import Calibration, RunRecord, Step
 from assisted.core.settings import RunSettings
-from assisted.engine import events
+from assisted.engine.events import RunDone
 from assisted.ui import benchmark_format, compare_charts, compare_format
 from assisted.ui import chunks as chunk_view
 from assisted.ui.chunks import Chunk
@@ -393,7 +393,7 @@ def test_a_finished_comparisons_outputs_pickle_across_the_gpu_process_boundary()
     pair = SimpleNamespace(spec=spec, device="cpu", dtype_name="float32")
     live = Live(pair, 5, RunSettings(), threading.Event())
     for record in (plain, assisted):
-        live.add(events.RunDone(record))
+        live.add(RunDone(record))
     outputs = live.outputs(done=True)
     back = pickle.loads(pickle.dumps(outputs))
     assert type(back) is CompareOutputs
@@ -614,7 +614,7 @@ def test_two_sampled_runs_that_part_have_no_token_marked_as_a_divergence():
         plain.sampled = assisted.sampled = sample
         live = Live(pair, 5, RunSettings(sample=sample), threading.Event())
         for record in (plain, assisted):
-            live.add(events.RunDone(record))
+            live.add(RunDone(record))
         outputs = live.outputs(done=True)
         marked = 'class="diverged"' in outputs.plain_text + outputs.assisted_text
         assert marked is not sample  # greedy runs mark where they part; sampled never

@@ -17,7 +17,8 @@ import pytest
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import RunSettings
-from assisted.engine import comparison, events
+from assisted.engine import comparison
+from assisted.engine.events import RunDone, StepEvent
 from assisted.ui import live as live_module
 from assisted.ui.compare_tab import filled_in, skipping_unchanged
 from assisted.ui.live import HELD, WHOLE_SHARE, Live
@@ -82,11 +83,11 @@ def streamed(
     for mode, steps in (("plain", plain), ("assisted", assisted)):
         if mode == "assisted":
             events.append(comparison.Phase("assisted"))
-        events += [events.StepEvent(mode, 0, step) for step in steps]
+        events += [StepEvent(mode, 0, step) for step in steps]
         last = replace(steps[-1], text=steps[-1].text + "!")
         drafter = DrafterKind.ASSISTANT if mode == "assisted" else None
         record = RunRecord(mode, drafter, 7, [*steps[:-1], last], steps[-1].t_s, sampled=sampled)
-        events.append(events.RunDone(record))
+        events.append(RunDone(record))
     return events
 
 
@@ -109,7 +110,7 @@ def test_the_last_update_is_the_comparison_rendered_from_its_records(sample):
     fresh = Live(PAIR, 7, settings, threading.Event())
     fresh.draft_texts = live.draft_texts
     for event in streamed(fresh, plain, assisted, sample):
-        if isinstance(event, events.RunDone):
+        if isinstance(event, RunDone):
             fresh.add(event)
     expected = fresh.outputs(done=True)
     for name, value in last._asdict().items():
@@ -136,9 +137,9 @@ def test_each_update_renders_its_new_steps_only(monkeypatch):
         live.add(event)
         outputs = live.outputs()
         new = len(rendered) - before
-        if isinstance(event, events.StepEvent):
+        if isinstance(event, StepEvent):
             assert new == 1  # this step, once
-        elif isinstance(event, events.RunDone):  # its record's steps, once again
+        elif isinstance(event, RunDone):  # its record's steps, once again
             assert new == len(event.record.steps)
         if live.phase == "plain" and "plain" not in live.records:
             texts.append(outputs.plain_text)
@@ -160,7 +161,7 @@ def test_the_whole_run_outputs_take_a_bounded_share_of_the_stream():
         held = [getattr(outputs, name) is UNCHANGED for name in HELD]
         assert all(held) or not any(held)  # the whole run is built at once, or not at all
         builds += not held[0]
-        if not isinstance(event, events.StepEvent):  # a run starts or ends: built anew
+        if not isinstance(event, StepEvent):  # a run starts or ends: built anew
             assert not held[0]
         assert outputs.plain_stats.startswith('<div class="stat-card">')  # always a card
         assert outputs.status and outputs.race is None
