@@ -235,17 +235,17 @@ def test_the_pass_a_capture_records_traces_whole(near_pair):
     prompt = prompt_ids(near_pair)
     state = StaticState(model, CAPACITY, 3)
     with torch.inference_mode():
-        state.feed(prompt[:, :-1])
-        base = prompt.shape[1] - 1
+        state.feed(prompt[:, :-2])
+        base = prompt.shape[1] - 2
 
         def replay():
             draft_on_device(state, 3)
 
-        draft_graphs.start(state, base, prompt[0, -1])
+        draft_graphs.start(state, base, prompt[0, -2:])
         replay()
         expected = state.out.clone()
         traced = torch.compile(replay, fullgraph=True, backend="eager")
-        draft_graphs.start(state, base, prompt[0, -1])
+        draft_graphs.start(state, base, prompt[0, -2:])
         traced()
         assert torch.equal(state.out[0], expected[0])
         assert torch.allclose(state.out[1], expected[1], rtol=1e-5)
@@ -256,12 +256,12 @@ def test_the_self_check_keeps_a_faithful_replay_and_refuses_a_wrong_one(near_pai
     prompt = prompt_ids(near_pair)
     faithful = graphed(model)
     with torch.inference_mode():
-        faithful.state.feed(prompt[:, :-1])
+        faithful.state.feed(prompt[:, :-2])
     assert self_check(faithful, prompt) is None
 
     wrong = graphed(model)
     with torch.inference_mode():
-        wrong.state.feed(prompt[:, :-1])
+        wrong.state.feed(prompt[:, :-2])
 
     def off_by_one(gamma=CAP):
         draft_on_device(wrong.state, gamma)
@@ -407,7 +407,7 @@ def test_the_capture_s_recorded_includes_the_self_check(near_pair, monkeypatch):
         next(clock)  # a second of capture
         graphs = graphed(model, cap)
         with torch.inference_mode():
-            graphs.state.feed(probe[:, :-1])
+            graphs.state.feed(probe[:, :-2])
         return graphs
 
     def checked(graphs, probe):
@@ -422,3 +422,47 @@ def test_the_capture_s_recorded_includes_the_self_check(near_pair, monkeypatch):
     # Started at 0, then a second each for the capture and the check: read at 3, not 2.
     assert outcome.graphs.capture_s == 3.0
     assert outcome.reason.startswith("captured and self-checked in 3.00 s")
+
+
+def test_a_draft_after_a_fully_accepted_one_replays_with_no_eager_pass(self_pair, monkeypatch):
+    """The target as its own assistant accepts every draft, so each step leaves two ids for
+    the assistant to read (its last candidate and the target's token): the replay's first
+    pass reads both. In a run on the CPU's stand-in as if on CUDA, the assistant's only
+    pass outside a replay is its first read of the prompt."""
+    pair = self_pair
+    assert pair.assistant is not pair.target  # a pass of the assistant is the assistant's
+    policy = Scripted([CAP, 3])
+    monkeypatch.setattr(plan, "_auto_policy", lambda *_: policy)
+    # No threshold: a cut draft leaves its uncut rest in the cache, which the target's
+    # token then matches, and the step leaves one id to read, not two.
+    draft = DraftSettings(
+        schedule="auto", assistant_quant="none", num_assistant_tokens=CAP, confidence_threshold=0.0
+    )
+    prepared = prepare(pair, draft)
+    graphs = graphed(prepared.assistant)
+    captured = draft_graphs._Outcome(os.getpid(), graphs, "stand-in replays")
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    replaying, eager_widths = [], []
+    graphs.module.register_forward_pre_hook(lambda *_: replaying.append(True))
+    graphs.module.register_forward_hook(lambda *_: replaying.pop())
+
+    def eager_pass(module, args, kwargs):
+        if not replaying:
+            eager_widths.append(kwargs["input_ids"].shape[1])
+
+    settings = RunSettings(max_new_tokens=32)
+    ids = running.encode_prompt(pair, PROMPT)
+    # The run alone: its hindsight, once it is done, reads the output with the assistant.
+    ready = running.plan(pair, ids, "assisted", settings, draft)
+    hook = prepared.assistant.register_forward_pre_hook(eager_pass, with_kwargs=True)
+    try:
+        assisted = decoding.drain(decoding.run(ready))
+    finally:
+        hook.remove()
+    plain = decoding.drain(decoding.run(running.plan(pair, ids, "plain", settings, draft)))
+    assert assisted.token_ids == plain.token_ids
+    assert assisted.drafting_path.path == CUDA_GRAPHS
+    assert [drafted for drafted, _ in policy.seen[:4]] == [CAP, 3, CAP, 3]
+    assert all(accepted == drafted > 0 for drafted, accepted in policy.seen), policy.seen
+    assert eager_widths == [len(ids) - 2]  # the prompt, all but the two the replay reads
