@@ -167,8 +167,8 @@ def drafting_every_step() -> Iterator[None]:
     module's note): the policy as built, its choice fixed."""
     built = plan._auto_policy
 
-    def every_step(pair, prepared, band):
-        policy = built(pair, prepared, band)
+    def every_step(pair, prepared, band, max_length):
+        policy = built(pair, prepared, band, max_length)
         if policy is None:
             return None
 

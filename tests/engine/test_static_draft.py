@@ -21,10 +21,9 @@ from transformers import AutoTokenizer, GenerationConfig
 
 from assisted import cli
 from assisted.analysis import stats
-from assisted.core.bands import GREEDY
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, decoding, learning, plan, running
+from assisted.engine import comparison, decoding, plan, running
 from assisted.engine.drafters import candidates, draft_graphs, seam
 from assisted.engine.drafters.draft_graphs import self_check
 from assisted.engine.drafters.lean import LeanDrafter
@@ -296,26 +295,35 @@ def test_the_drafting_path_reads_in_words_with_its_cost_and_reason():
     assert cli.build_parser().parse_args(["a prompt", "--no-cuda-graphs"]).no_cuda_graphs
 
 
-def test_a_greedy_policy_prices_drafting_at_the_graphs_cost_where_they_draft(
-    near_pair, monkeypatch
-):
-    """The calibration times an eager pass; where the assistant's drafts replay captured
-    graphs, their own time per token (timed after the capture) prices the policy's
-    drafting, else it would rarely draft with them."""
+def test_a_greedy_policy_prices_drafting_by_the_path_its_run_takes(near_pair, monkeypatch):
+    """The calibration times an eager pass; where a run's drafts replay captured graphs,
+    their own time per token (timed after the capture) prices the policy's drafting, else
+    it would rarely draft with them. A run longer than the graphs' cache drafts eagerly
+    (`draft_graphs.for_run`), and is priced at the eager cost, as is every run with graphs
+    off. Through the run's plan, on the CPU's stand-in as if on CUDA."""
     pair = near_pair
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
     prepared = prepare(pair, draft)
-    eager = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    eager_s = pair.learnt.precision("none").draft_s
     graphs = graphed(prepared.assistant)
     graphs.draft_s = 1e-6
     captured = draft_graphs._Outcome(os.getpid(), graphs, "captured")
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
-    policy = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
-    assert policy.costs.drafter_s[candidates.ASSISTANT] == 1e-6
-    assert eager.costs.drafter_s[candidates.ASSISTANT] == pair.learnt.precision("none").draft_s
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    ids = running.encode_prompt(pair, PROMPT)
+
+    def priced_at(max_new_tokens: int) -> float:
+        settings = RunSettings(max_new_tokens=max_new_tokens)
+        ready = plan.plan_run(pair, ids, "assisted", settings, prepared)
+        return ready.policy.costs.drafter_s[candidates.ASSISTANT]
+
+    fits = CAPACITY - len(ids)  # the longest answer the graphs' cache holds
+    assert draft_graphs.for_run(prepared.assistant, len(ids) + fits, CAP)[0] is graphs
+    assert priced_at(fits) == 1e-6
+    assert draft_graphs.for_run(prepared.assistant, len(ids) + fits + 1, CAP)[0] is None
+    assert priced_at(fits + 1) == eager_s != 1e-6
     monkeypatch.setenv(draft_graphs.ENV, "0")  # graphs off: the eager cost again
-    off = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
-    assert off.costs.drafter_s[candidates.ASSISTANT] == eager.costs.drafter_s[candidates.ASSISTANT]
+    assert priced_at(fits) == eager_s
 
 
 def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair, monkeypatch):

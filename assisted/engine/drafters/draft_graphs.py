@@ -109,14 +109,14 @@ def pending(model: PreTrainedModel, cap: int) -> bool:
     return found is None or (found.graphs is not None and found.graphs.cap < cap)
 
 
-def draft_s_per_token(model: PreTrainedModel, cap: int) -> float | None:
+def draft_s_per_token(model: PreTrainedModel, max_length: int, cap: int) -> float | None:
     """The seconds per drafted token of `model`'s replays in this process, timed after
-    their capture, where they draft runs of up to `cap` a step; else None. The calibration's
-    drafting time is of an eager pass: a policy priced by it would rarely draft."""
-    found = outcome_of(model)
-    if found is None or found.graphs is None or not enabled():
-        return None
-    return found.graphs.draft_s if found.graphs.cap >= cap else None
+    their capture, where a greedy run of at most `max_length` tokens drafting up to `cap` a
+    step replays them (`for_run`); else None: the run drafts eagerly, at the calibration's
+    time per token, an eager pass's. A policy priced by that where graphs draft would
+    rarely draft; one priced by the graphs where the run drafts eagerly, too often."""
+    graphs, _ = for_run(model, max_length, cap)
+    return graphs.draft_s if graphs is not None else None
 
 
 def replay_module(model: PreTrainedModel) -> Replay | None:
