@@ -33,13 +33,15 @@ def new_policy(
     precision: str,
     band: Band,
     assistant: PreTrainedModel | None = None,
+    max_length: int | None = None,
 ) -> DraftPolicy:
     """A fresh policy for one `auto` run in temperature `band` (`assisted.core.bands`), seeded by
     the pair's costs (calibrated when the pair was prepared, `assisted.engine.prepare`, and refined
     by its runs since) and by the acceptance its earlier runs in `precision` and `band` saw.
-    A sampled run's assistant is priced at its sampled drafting time; a greedy run's, where
-    the `assistant` drafts through captured CUDA graphs, at their time per token
-    (`assisted.engine.drafters.draft_graphs`). Times nothing.
+    A sampled run's assistant is priced at its sampled drafting time; a greedy run's of at
+    most `max_length` tokens (prompt and answer), where the `assistant` drafts through
+    captured CUDA graphs in a run that long, at their time per token
+    (`assisted.engine.drafters.draft_graphs.for_run`), else at its eager one. Times nothing.
 
     A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
     matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
@@ -50,8 +52,10 @@ def new_policy(
         drafter_s, model, prefill_s = {LOOKUP: 0.0}, None, 0.0
     else:
         verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, True, sampled)
-        graphed_s = draft_graphs.draft_s_per_token(assistant, cap) if assistant else None
-        per_token_s = per_token_s if graphed_s is None or sampled else graphed_s
+        graphed_s = None
+        if assistant is not None and max_length is not None and not sampled:
+            graphed_s = draft_graphs.draft_s_per_token(assistant, max_length, cap)
+        per_token_s = per_token_s if graphed_s is None else graphed_s
         drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
     history = pair.learnt.precision(precision).acceptance_in(band)
     return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history)

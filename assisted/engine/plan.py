@@ -80,7 +80,9 @@ def make_plan(
         raise ValueError("an assisted run's plan needs the pair prepared to draft")
     prepared = prepared if mode == "assisted" else None
     band = bands.band(settings)
-    policy = auto_policy(pair, prepared, band)
+    # generate()'s `max_length`, which sizes the assistant's drafting (`draft_graphs.for_run`).
+    max_length = len(prompt_ids) + settings.max_new_tokens
+    policy = auto_policy(pair, prepared, band, max_length)
     lookup = _lookup_for(prompt_ids, settings, prepared)
     # A plain run's passes set the pair's T(1), once something has timed its T(k)
     # (`learning.keep_plain_steps`).
@@ -219,13 +221,17 @@ def _lookup_for(
     return suffix_lookup(prompt_ids, prepared, settings.chat_template)
 
 
-def auto_policy(pair: LoadedPair, prepared: Prepared | None, band: Band) -> DraftPolicy | None:
-    """A fresh policy for one `auto` run in temperature `band`, from the costs and
-    acceptance the pair holds (timing nothing); None for plain runs and the other
-    schedules."""
+def auto_policy(
+    pair: LoadedPair, prepared: Prepared | None, band: Band, max_length: int
+) -> DraftPolicy | None:
+    """A fresh policy for one `auto` run of at most `max_length` tokens in temperature
+    `band`, from the costs and acceptance the pair holds (timing nothing); None for plain
+    runs and the other schedules."""
     if prepared is None or prepared.draft.schedule != "auto":
         return None
-    return learning.new_policy(pair, prepared.draft, prepared.precision, band, prepared.assistant)
+    return learning.new_policy(
+        pair, prepared.draft, prepared.precision, band, prepared.assistant, max_length
+    )
 
 
 def _pad_token_id(pair: LoadedPair) -> int | None:

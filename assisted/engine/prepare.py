@@ -141,7 +141,7 @@ def prepare(
         cap = draft.length_for(pair.spec.drafter)
         if draft_graphs.pending(found.assistant, cap):
             with _lock:
-                draft_graphs.prepare(found.assistant, cap, _warmup_prefix(pair))
+                draft_graphs.capture(found.assistant, cap, _warmup_prefix(pair))
     return found
 
 

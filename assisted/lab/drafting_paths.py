@@ -94,7 +94,7 @@ def time_drafting(model, device: torch.device, context: int, gamma: int, repeats
     static = StaticDrafter(StaticState(model, length, gamma), 0.0, ())
     loop_s = _seconds_per_token(loop, prefix, ids, gamma, repeats)
     static_s = _seconds_per_token(static, prefix, ids, gamma, repeats)
-    draft_graphs.prepare(model, gamma, prefix[:, :PROBE_TOKENS])
+    draft_graphs.capture(model, gamma, prefix[:, :PROBE_TOKENS])
     graphs, reason = draft_graphs.for_run(model, length, gamma)
     graphed_s = graphed_syncs = capture_s = None
     if graphs is not None:
@@ -169,8 +169,8 @@ def drafting_every_step() -> Iterator[None]:
     module's note): the policy as built, its choice fixed."""
     built = plan.auto_policy
 
-    def every_step(pair, prepared, band):
-        policy = built(pair, prepared, band)
+    def every_step(pair, prepared, band, max_length):
+        policy = built(pair, prepared, band, max_length)
         if policy is None:
             return None
 

@@ -35,7 +35,7 @@ def refuse(monkeypatch, pair):
     monkeypatch.setattr(calibrating, "calibrate", refused)
     monkeypatch.setattr(calibrating, "_time_forwards", refused)
     monkeypatch.setattr(prepare, "never_drafted", refused)
-    monkeypatch.setattr(prepare, "_template_ids", refused)
+    monkeypatch.setattr(prepare, "template_ids", refused)
     monkeypatch.setattr(pair.tokenizer, "apply_chat_template", refused)
     monkeypatch.setattr(learnt_store, "load", refused)
     monkeypatch.setattr(learnt_store, "refresh", refused, raising=False)

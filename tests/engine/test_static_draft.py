@@ -21,10 +21,9 @@ from transformers import AutoTokenizer, GenerationConfig
 
 from assisted import cli
 from assisted.analysis import stats
-from assisted.core.bands import GREEDY
 from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, learning, plan, running
+from assisted.engine import comparison, decoding, plan, running
 from assisted.engine.drafters import candidates, draft_graphs, seam
 from assisted.engine.drafters.draft_graphs import self_check
 from assisted.engine.drafters.lean import LeanDrafter
@@ -36,6 +35,7 @@ from assisted.engine.drafters.static_draft import (
     draft_on_device,
 )
 from assisted.engine.events import drain
+from assisted.engine.plan import make_plan
 from assisted.engine.prepare import prepare
 from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs
@@ -237,17 +237,17 @@ def test_the_pass_a_capture_records_traces_whole(near_pair):
     prompt = prompt_ids(near_pair)
     state = StaticState(model, CAPACITY, 3)
     with torch.inference_mode():
-        state.feed(prompt[:, :-1])
-        base = prompt.shape[1] - 1
+        state.feed(prompt[:, :-2])
+        base = prompt.shape[1] - 2
 
         def replay():
             draft_on_device(state, 3)
 
-        draft_graphs.start(state, base, prompt[0, -1])
+        draft_graphs.start(state, base, prompt[0, -2:])
         replay()
         expected = state.out.clone()
         traced = torch.compile(replay, fullgraph=True, backend="eager")
-        draft_graphs.start(state, base, prompt[0, -1])
+        draft_graphs.start(state, base, prompt[0, -2:])
         traced()
         assert torch.equal(state.out[0], expected[0])
         assert torch.allclose(state.out[1], expected[1], rtol=1e-5)
@@ -258,12 +258,12 @@ def test_the_self_check_keeps_a_faithful_replay_and_refuses_a_wrong_one(near_pai
     prompt = prompt_ids(near_pair)
     faithful = graphed(model)
     with torch.inference_mode():
-        faithful.state.feed(prompt[:, :-1])
+        faithful.state.feed(prompt[:, :-2])
     assert self_check(faithful, prompt) is None
 
     wrong = graphed(model)
     with torch.inference_mode():
-        wrong.state.feed(prompt[:, :-1])
+        wrong.state.feed(prompt[:, :-2])
 
     def off_by_one(gamma=CAP):
         draft_on_device(wrong.state, gamma)
@@ -277,7 +277,7 @@ def test_graphs_stay_off_the_cpu_and_off_when_turned_off(near_pair, monkeypatch)
     model = near_pair.assistant
     prompt = prompt_ids(near_pair)
     assert not draft_graphs.pending(model, CAP)
-    assert draft_graphs.prepare(model, CAP, prompt) is None  # nothing captured on a CPU
+    assert draft_graphs.capture(model, CAP, prompt) is None  # nothing captured on a CPU
     assert draft_graphs.for_run(model, 64, CAP)[0] is None
     monkeypatch.setenv(draft_graphs.ENV, "0")
     assert not draft_graphs.enabled()
@@ -298,26 +298,35 @@ def test_the_drafting_path_reads_in_words_with_its_cost_and_reason():
     assert cli.build_parser().parse_args(["a prompt", "--no-cuda-graphs"]).no_cuda_graphs
 
 
-def test_a_greedy_policy_prices_drafting_at_the_graphs_cost_where_they_draft(
-    near_pair, monkeypatch
-):
-    """The calibration times an eager pass; where the assistant's drafts replay captured
-    graphs, their own time per token (timed after the capture) prices the policy's
-    drafting, else it would rarely draft with them."""
+def test_a_greedy_policy_prices_drafting_by_the_path_its_run_takes(near_pair, monkeypatch):
+    """The calibration times an eager pass; where a run's drafts replay captured graphs,
+    their own time per token (timed after the capture) prices the policy's drafting, else
+    it would rarely draft with them. A run longer than the graphs' cache drafts eagerly
+    (`draft_graphs.for_run`), and is priced at the eager cost, as is every run with graphs
+    off. Through the run's plan, on the CPU's stand-in as if on CUDA."""
     pair = near_pair
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
     prepared = prepare(pair, draft)
-    eager = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
+    eager_s = pair.learnt.precision("none").draft_s
     graphs = graphed(prepared.assistant)
     graphs.draft_s = 1e-6
     captured = draft_graphs._Outcome(os.getpid(), graphs, "captured")
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
-    policy = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
-    assert policy.costs.drafter_s[candidates.ASSISTANT] == 1e-6
-    assert eager.costs.drafter_s[candidates.ASSISTANT] == pair.learnt.precision("none").draft_s
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    ids = encode_prompt(pair, PROMPT)
+
+    def priced_at(max_new_tokens: int) -> float:
+        settings = RunSettings(max_new_tokens=max_new_tokens)
+        ready = plan.make_plan(pair, ids, "assisted", settings, prepared)
+        return ready.policy.costs.drafter_s[candidates.ASSISTANT]
+
+    fits = CAPACITY - len(ids)  # the longest answer the graphs' cache holds
+    assert draft_graphs.for_run(prepared.assistant, len(ids) + fits, CAP)[0] is graphs
+    assert priced_at(fits) == 1e-6
+    assert draft_graphs.for_run(prepared.assistant, len(ids) + fits + 1, CAP)[0] is None
+    assert priced_at(fits + 1) == eager_s != 1e-6
     monkeypatch.setenv(draft_graphs.ENV, "0")  # graphs off: the eager cost again
-    off = learning.new_policy(pair, draft, prepared.precision, GREEDY, prepared.assistant)
-    assert off.costs.drafter_s[candidates.ASSISTANT] == eager.costs.drafter_s[candidates.ASSISTANT]
+    assert priced_at(fits) == eager_s
 
 
 def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair, monkeypatch):
@@ -409,7 +418,7 @@ def test_the_capture_s_recorded_includes_the_self_check(near_pair, monkeypatch):
         next(clock)  # a second of capture
         graphs = graphed(model, cap)
         with torch.inference_mode():
-            graphs.state.feed(probe[:, :-1])
+            graphs.state.feed(probe[:, :-2])
         return graphs
 
     def checked(graphs, probe):
@@ -424,3 +433,47 @@ def test_the_capture_s_recorded_includes_the_self_check(near_pair, monkeypatch):
     # Started at 0, then a second each for the capture and the check: read at 3, not 2.
     assert outcome.graphs.capture_s == 3.0
     assert outcome.reason.startswith("captured and self-checked in 3.00 s")
+
+
+def test_a_draft_after_a_fully_accepted_one_replays_with_no_eager_pass(self_pair, monkeypatch):
+    """The target as its own assistant accepts every draft, so each step leaves two ids for
+    the assistant to read (its last candidate and the target's token): the replay's first
+    pass reads both. In a run on the CPU's stand-in as if on CUDA, the assistant's only
+    pass outside a replay is its first read of the prompt."""
+    pair = self_pair
+    assert pair.assistant is not pair.target  # a pass of the assistant is the assistant's
+    policy = Scripted([CAP, 3])
+    monkeypatch.setattr(plan, "auto_policy", lambda *_: policy)
+    # No threshold: a cut draft leaves its uncut rest in the cache, which the target's
+    # token then matches, and the step leaves one id to read, not two.
+    draft = DraftSettings(
+        schedule="auto", assistant_quant="none", num_assistant_tokens=CAP, confidence_threshold=0.0
+    )
+    prepared = prepare(pair, draft)
+    graphs = graphed(prepared.assistant)
+    captured = draft_graphs._Outcome(os.getpid(), graphs, "stand-in replays")
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    replaying, eager_widths = [], []
+    graphs.module.register_forward_pre_hook(lambda *_: replaying.append(True))
+    graphs.module.register_forward_hook(lambda *_: replaying.pop())
+
+    def eager_pass(module, args, kwargs):
+        if not replaying:
+            eager_widths.append(kwargs["input_ids"].shape[1])
+
+    settings = RunSettings(max_new_tokens=32)
+    ids = encode_prompt(pair, PROMPT)
+    # The run alone: its hindsight, once it is done, reads the output with the assistant.
+    ready = make_plan(pair, ids, "assisted", settings, prepared)
+    hook = prepared.assistant.register_forward_pre_hook(eager_pass, with_kwargs=True)
+    try:
+        assisted = drain(decoding.generate_watched(ready))
+    finally:
+        hook.remove()
+    plain = drain(decoding.generate_watched(make_plan(pair, ids, "plain", settings)))
+    assert assisted.token_ids == plain.token_ids
+    assert assisted.drafting_path.path == CUDA_GRAPHS
+    assert [drafted for drafted, _ in policy.seen[:4]] == [CAP, 3, CAP, 3]
+    assert all(accepted == drafted > 0 for drafted, accepted in policy.seen), policy.seen
+    assert eager_widths == [len(ids) - 2]  # the prompt, all but the two the replay reads

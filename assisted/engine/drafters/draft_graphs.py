@@ -7,8 +7,9 @@ costs nearly a target step (docs/space.md). A CUDA graph replays the kernels a p
 when it was captured without Python or launch overhead. ZeroGPU forbids `torch.compile`;
 `torch.cuda.CUDAGraph` compiles nothing: it records the assistant's own eager kernels.
 
-Captured per draft length γ = 1 … cap (`static_draft.draft_on_device`: γ passes, each
-argmax the next pass's input, on the static cache of `static_draft.StaticState`), after
+Captured per draft length γ = 1 … cap (`static_draft.draft_on_device`: γ passes, the
+first of two ids, each argmax the next pass's input, on the static cache of
+`static_draft.StaticState`), after
 warm-up passes on a side stream (cuBLAS picks its kernels there, not inside the capture).
 Transformers treats a stream capture as tracing (`is_tracing`), so its mask code takes the
 path without host reads. Then a self-check drafts on the probe through every graph and
@@ -88,10 +89,10 @@ def outcome_of(model: PreTrainedModel) -> _Outcome | None:
     return found if found is not None and found.pid == os.getpid() else None
 
 
-def prepare(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> float | None:
+def capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> float | None:
     """Capture `model`'s drafts of up to `cap` tokens where it runs on CUDA and graphs are
     on, once per process (again for a longer cap), and self-check them on the `probe` ids
-    (1, n ≥ 2). The seconds capture and check took, where this call did them; else None."""
+    (1, n ≥ 3). The seconds capture and check took, where this call did them; else None."""
     if not pending(model, cap):
         return None
     started = time.perf_counter()
@@ -108,14 +109,14 @@ def pending(model: PreTrainedModel, cap: int) -> bool:
     return found is None or (found.graphs is not None and found.graphs.cap < cap)
 
 
-def draft_s_per_token(model: PreTrainedModel, cap: int) -> float | None:
+def draft_s_per_token(model: PreTrainedModel, max_length: int, cap: int) -> float | None:
     """The seconds per drafted token of `model`'s replays in this process, timed after
-    their capture, where they draft runs of up to `cap` a step; else None. The calibration's
-    drafting time is of an eager pass: a policy priced by it would rarely draft."""
-    found = outcome_of(model)
-    if found is None or found.graphs is None or not enabled():
-        return None
-    return found.graphs.draft_s if found.graphs.cap >= cap else None
+    their capture, where a greedy run of at most `max_length` tokens drafting up to `cap` a
+    step replays them (`for_run`); else None: the run drafts eagerly, at the calibration's
+    time per token, an eager pass's. A policy priced by that where graphs draft would
+    rarely draft; one priced by the graphs where the run drafts eagerly, too often."""
+    graphs, _ = for_run(model, max_length, cap)
+    return graphs.draft_s if graphs is not None else None
 
 
 def replay_module(model: PreTrainedModel) -> Replay | None:
@@ -200,13 +201,13 @@ def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGrap
     capacity = min(CAPACITY, getattr(model.config, "max_position_embeddings", CAPACITY))
     with torch.inference_mode():
         state = StaticState(model, capacity, cap)
-        state.feed(probe[:, :-1])  # allocates the cache's tensors before any capture
-        base = probe.shape[1] - 1
+        state.feed(probe[:, :-2])  # allocates the cache's tensors before any capture
+        base = probe.shape[1] - 2
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
             for _ in range(WARMUP_DRAFTS):
-                start(state, base, probe[0, -1])
+                start(state, base, probe[0, -2:])
                 draft_on_device(state, cap)
         torch.cuda.current_stream(device).wait_stream(side)
         replays = {}
@@ -225,7 +226,7 @@ def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:
     state, seconds = graphs.state, []
     with torch.inference_mode():
         for _ in range(TIMED_REPLAYS):
-            start(state, probe.shape[1] - 1, probe[0, -1])
+            start(state, probe.shape[1] - 2, probe[0, -2:])
             torch.cuda.synchronize(state.token.device)
             started = time.perf_counter()
             graphs.replay(graphs.cap)
@@ -235,19 +236,19 @@ def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:
     return sorted(seconds)[len(seconds) // 2]
 
 
-def start(state: StaticState, length: int, token: torch.Tensor) -> None:
-    """Roll `state` back to `length` positions, `token` (a 0-d tensor on its device) the
-    next input."""
+def start(state: StaticState, length: int, pair: torch.Tensor) -> None:
+    """Roll `state` back to `length` positions, `pair` (two ids on its device) the next
+    draft's first input."""
     state.rewind(length)
-    state.token.copy_(token.view(1, 1))
+    state.pair.copy_(pair.view(1, 2))
 
 
 def self_check(graphs: DraftGraphs, probe: torch.Tensor) -> str | None:
-    """Draft after `probe` (1, n), whose first n − 1 ids the cache holds, through each
+    """Draft after `probe` (1, n), whose first n − 2 ids the cache holds, through each
     replay and through the same passes run eagerly, and again one candidate on (a rollback
     to a position the eager draft wrote); what differed, or None where nothing did."""
     state = graphs.state
-    base, last = probe.shape[1] - 1, probe[0, -1]
+    base, last = probe.shape[1] - 2, probe[0, -2:]
     with torch.inference_mode():
         start(state, base, last)
         draft_on_device(state, graphs.cap)
@@ -260,7 +261,7 @@ def self_check(graphs: DraftGraphs, probe: torch.Tensor) -> str | None:
                 return differs
         if graphs.cap > 1:
             # Rolled back to the first candidate: the next ones are the eager draft's rest.
-            start(state, base + 1, expected[0, 0])
+            start(state, base + 1, torch.cat([last[1:], expected[0, :1].to(last.dtype)]))
             graphs.replay(graphs.cap - 1)
             got = state.out[:, : graphs.cap - 1]
             differs = _differs(got, expected[:, 1:], "after a rollback")

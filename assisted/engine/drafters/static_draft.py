@@ -9,7 +9,10 @@ cumulative_length`), so taking a draft back is a fill of that tensor, and the po
 it are masked by position and overwritten by the next draft. A γ-token draft is then a
 fixed sequence of kernels with the argmax feeding the next pass on the device
 (`draft_on_device`), which `assisted.engine.drafters.draft_graphs` captures as CUDA graphs and
-replays, reading the γ candidates and their probabilities back once.
+replays, reading the γ candidates and their probabilities back once. Its first pass reads
+two ids: a step that accepted a whole draft leaves two for the assistant to read (its last
+candidate, never read, and the target's token), and one that rejected a candidate leaves
+one, read with the id before it again; so a draft after the assistant's replays alone.
 
 The candidates are the loop's exactly: the argmax at each position, cut after an
 end-of-sequence token, a token below the confidence threshold, or once the product of the
@@ -71,7 +74,8 @@ class StaticState:
         self.cap = cap  # the longest draft the device buffers hold
         device = model.device  # its embeddings may be wrapped (`assisted.models.vocab`)
         self.cache = StaticCache(config=model.config, max_cache_len=capacity)
-        self.token = torch.zeros((1, 1), dtype=torch.long, device=device)  # the next input
+        self.pair = torch.zeros((1, 2), dtype=torch.long, device=device)  # a draft's first input
+        self.token = torch.zeros((1, 1), dtype=torch.long, device=device)  # each later one
         # Row 0: the candidates' ids, row 1: their probabilities, one read for both (ids
         # below 2**53 and float32 probabilities are exact in float64).
         self.out = torch.zeros((2, cap), dtype=torch.float64, device=device)
@@ -90,24 +94,26 @@ class StaticState:
             input_ids=ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1
         ).logits[0, -1]
 
-    def step(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Read `token` into the cache: the argmax after it and its probability, on the
-        device. The graphs capture exactly this pass."""
-        logits = self.feed(self.token)
+    def step(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Read `ids` (`pair` or `token`) into the cache: the argmax after the last and its
+        probability, on the device. The graphs capture exactly these passes."""
+        logits = self.feed(ids)
         best = logits.argmax()
         # A gather, not `[best]`: indexing with a tensor reads it back to the host.
         return best, logits.float().softmax(-1).gather(0, best.view(1))[0]
 
 
 def draft_on_device(state: StaticState, gamma: int) -> None:
-    """`gamma` greedy passes from `state.token`, each argmax the next pass's input, the
-    candidates and their probabilities left in `state.out`: no host synchronisation, so
-    a CUDA graph can hold it whole."""
+    """`gamma` greedy passes, the first reading `state.pair`, each later one the argmax
+    before it, the candidates and their probabilities left in `state.out`: no host
+    synchronisation, so a CUDA graph can hold it whole."""
+    ids = state.pair
     for position in range(gamma):
-        best, probability = state.step()
+        best, probability = state.step(ids)
         state.out[0, position].copy_(best)
         state.out[1, position].copy_(probability)
         state.token.copy_(best.view(1, 1))
+        ids = state.token
 
 
 class Replay(torch.nn.Module):
@@ -140,7 +146,7 @@ class DraftGraphs:
         return max(self.replays)
 
     def replay(self, gamma: int) -> None:
-        """Draft `gamma` candidates from `state.token` into `state.out`."""
+        """Draft `gamma` candidates after `state.pair` into `state.out`."""
         self.module(gamma)
 
 
@@ -155,7 +161,7 @@ class DraftCounts:
 
 class StaticDrafter:
     """Greedy drafts from a static cache (the module's note), through `graphs` where given
-    and able to draft the asked length, else eagerly."""
+    and able to draft the asked length after two ids or more, else eagerly."""
 
     def __init__(
         self,
@@ -194,22 +200,24 @@ class StaticDrafter:
         caller may have read already (`ids`): else they are read here."""
         if ids is None:
             ids = input_ids[0].tolist()
-        # At least the last id is read again: its logits give the first candidate.
-        keep = min(common_prefix_length(self.held, ids), len(ids) - 1)
+        replayed = self.graphs is not None and gamma <= self.graphs.cap and len(ids) > 1
+        # At least the last id is read again: its logits give the first candidate. A
+        # replay's first pass reads the last two.
+        keep = min(common_prefix_length(self.held, ids), len(ids) - (2 if replayed else 1))
         feed = input_ids[:, keep:].to(self.state.token.device)
         with torch.inference_mode():
             self.state.rewind(keep)
-            if self.graphs is not None and gamma <= self.graphs.cap:
+            if replayed:
                 return self._replayed(ids, feed, gamma)
             return self._eager(ids, feed, gamma)
 
     def _replayed(self, ids: list[int], feed: torch.Tensor, gamma: int) -> list[int]:
         """The draft as one graph of `gamma` passes, after the committed ids not yet read
-        (an eager pass, usually of none: a step that rejected a candidate leaves only the
-        target's own token to read, and that one the graph reads)."""
-        if feed.shape[1] > 1:
-            self.state.feed(feed[:, :-1])
-        self.state.token.copy_(feed[:, -1:])
+        (an eager pass, of none after an assistant's draft: the graph's first pass reads
+        the two ids that a step leaves, accepting the whole draft or not)."""
+        if feed.shape[1] > 2:
+            self.state.feed(feed[:, :-2])
+        self.state.pair.copy_(feed[:, -2:])
         self.graphs.replay(gamma)
         tokens, probabilities = self.state.out[:, :gamma].tolist()  # the draft's one read
         self.counts.graphed += 1
