@@ -101,7 +101,7 @@ def capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> float | No
 
 
 def pending(model: PreTrainedModel, cap: int) -> bool:
-    """Whether `prepare` would capture `model`'s drafts of up to `cap` tokens: on CUDA with
+    """Whether `capture` would capture `model`'s drafts of up to `cap` tokens: on CUDA with
     graphs on, where this process has not tried a cap as long."""
     if device_of(model).type != "cuda" or not enabled() or has_sliding_layers(model):
         return False  # a sliding-window assistant drafts on a DynamicCache
