@@ -16,6 +16,9 @@ from typing import TextIO
 
 from assisted.analysis import declines, divergence, faults, oracle, sampling, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
+from assisted.bench.shootout import MAX_LANES
+from assisted.bench.shootout import MAX_NEW_TOKENS as SHOOTOUT_TOKENS
+from assisted.bench.shootout import REPEATS as SHOOTOUT_REPEATS
 from assisted.core.drafters import DRAFTER_NAMES
 from assisted.core.examples import ExamplesError
 from assisted.core.record import RunRecord
@@ -101,6 +104,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="on CUDA, draft with eager passes instead of replaying captured graphs, for "
         "measuring (as ASSISTED_CUDA_GRAPHS=0)",
     )
+    shootout = parser.add_argument_group("shoot-out")
+    shootout.add_argument(
+        "--shootout",
+        action="store_true",
+        help="race every drafter this target has on this device against one plain baseline, "
+        f"greedy, and rank them (at most {MAX_LANES} lanes and {SHOOTOUT_TOKENS} new tokens)",
+    )
+    shootout.add_argument(
+        "--repeats", type=int, default=SHOOTOUT_REPEATS, help="shoot-out rounds (default 3)"
+    )
+    shootout.add_argument(
+        "--lanes", help="comma list of the lanes to race (default: every lane that applies)"
+    )
     parser.add_argument("--json", action="store_true", help="end stdout with one JSON line")
     return parser
 
@@ -121,6 +137,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
         validate_prompt(prompt)
         spec = pair_spec(args)
         settings = run_settings(args)
+        if args.shootout:
+            return _shootout(spec, prompt, settings, args, out)
         draft = _draft_settings(args, spec).validate_for(spec.drafter)
         return _compare(spec, prompt, settings, draft, args, out)
     except (PairError, SettingsError, ExamplesError) as error:
@@ -164,6 +182,43 @@ def _compare(
     plain, assisted = records.get("plain"), records.get("assisted")
     result = report(pair, plain, assisted)
     print(format_table(result), file=out)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False), file=out)
+    return 0
+
+
+def _shootout(
+    spec: PairSpec, prompt: str, settings: RunSettings, args: argparse.Namespace, out: TextIO
+) -> int:
+    """Every lane on `prompt` against one plain baseline: a line per timed run as it ends
+    (stderr), then the ranking's card, then its JSON."""
+    from assisted.bench import measuring, shootout
+    from assisted.models.pairs import load_pair
+
+    shootout.check(settings, args.repeats)  # before any model loads
+    pair = load_pair(spec, args.device, args.dtype, progress=_ProgressPrinter(), allow_local=True)
+    every = shootout.lanes(pair)
+    chosen = every
+    if args.lanes:
+        names = [name.strip() for name in args.lanes.split(",") if name.strip()]
+        known = {lane.name: lane for lane in every}
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise SettingsError(
+                f"no lane {', '.join(map(repr, unknown))} here; the lanes: {', '.join(known)}"
+            )
+        chosen = [known[name] for name in names]
+    stop = threading.Event()
+    result = None
+    with _stop_on_first_interrupt(stop):
+        for item in shootout.shootout(pair, prompt, settings, chosen, args.repeats, stop):
+            if isinstance(item, measuring.Progress) and item.run is not None:
+                lane = item.run.drafter or "plain"
+                rate = stats.tokens_per_s(item.run.record)
+                print(f"[{item.done}/{item.total}] {lane}: {rate:.2f} tok/s", file=sys.stderr)
+            elif isinstance(item, dict):
+                result = item
+    print(shootout.render(result), file=out)
     if args.json:
         print(json.dumps(result, ensure_ascii=False), file=out)
     return 0

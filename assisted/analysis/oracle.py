@@ -165,16 +165,26 @@ def best_schedule(h: Hindsight, output: Sequence[int], prompt_tokens: int) -> li
 
 
 def constant_schedule(
-    h: Hindsight, output: Sequence[int], prompt_tokens: int, gamma: int
+    h: Hindsight,
+    output: Sequence[int],
+    prompt_tokens: int,
+    gamma: int,
+    source: DrafterKind = ASSISTANT,
 ) -> list[Move]:
-    """The assistant drafting `gamma` at every step (fewer where the output ends)."""
+    """`source` drafting `gamma` at every step (fewer where the output ends): the
+    assistant, or the lookup's match cut to `gamma` (a plain step where it has none)."""
     costs = Costs(h, prompt_tokens)
     n = len(output)
     moves, i, state = [], 0, Model.UNSTARTED
     while i < n:
-        committed = min(gamma, h.assistant_runs[i], n - i - 1) + 1
-        moves.append(Move(i, ASSISTANT, gamma, committed, costs.step_s(ASSISTANT, gamma, state, i)))
-        i, state = i + committed, after(ASSISTANT, state)
+        if source is ASSISTANT:
+            step, agreed = (ASSISTANT, gamma), h.assistant_runs[i]
+        else:
+            draft = h.lookup_drafts[i][:gamma]
+            step, agreed = (LOOKUP if draft else None, len(draft)), agreement(draft, output, i)
+        committed = min(step[1], agreed, n - i - 1) + 1
+        moves.append(Move(i, *step, committed, costs.step_s(*step, state, i)))
+        i, state = i + committed, after(step[0], state)
     return moves
 
 

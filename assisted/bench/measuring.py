@@ -29,7 +29,7 @@ from assisted.core.examples import Example
 from assisted.core.record import RunRecord
 from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
 from assisted.engine.drafters.lookup import copies_template, template_ngrams
-from assisted.engine.events import drain
+from assisted.engine.events import RunDone, StepEvent, drain
 from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntSnapshot
@@ -41,12 +41,22 @@ REPEATS = 3  # rounds per prompt; medians need at least three to shrug off one o
 class Progress:
     """`done` of `total` timed runs; `label` names the run just finished or the warm-up
     starting, and `record` is the run just finished (None for a warm-up or an overhead
-    measurement)."""
+    measurement), `run` the same as the report keeps it (its variant and repeat)."""
 
     done: int
     total: int
     label: str
     record: RunRecord | None = None
+    run: Run | None = None
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A step of a timed run as it happens, where the benchmark streams them (`steps`):
+    `drafter` names its variant (None: the plain baseline)."""
+
+    drafter: str | None
+    event: StepEvent
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,8 @@ def benchmark(
     acceptance: LearntSnapshot | None = None,
     check: CheckSettings | None = None,
     journal: Journal | None = None,
-) -> Iterator[Progress | Finished]:
+    steps: bool = False,
+) -> Iterator[Progress | Streamed | Finished]:
     """Time every prompt plain and with every variant; yield Progress, then Finished.
 
     Setting `stop` ends the run in flight within one step and the benchmark with it: no
@@ -81,7 +92,9 @@ def benchmark(
     `check`: after the timed runs, the sampling check (`assisted.bench.sampling_check`) with
     the pair's own drafter, whose result the report holds as `sampling_check`; its draws
     count in the progress. `journal`: where each timed run, and all else the report needs,
-    is kept once measured (`assisted.bench.journal`); None keeps them in memory only."""
+    is kept once measured (`assisted.bench.journal`); None keeps them in memory only.
+    `steps`: each timed run's steps are yielded as they happen (`Streamed`), for a caller
+    that shows the runs as they go (the shoot-out)."""
     from assisted.engine import comparison, running
     from assisted.engine.prepare import prepare
 
@@ -100,7 +113,7 @@ def benchmark(
     info = {"pair": pair.spec.name, "device": str(pair.device), "dtype": pair.dtype_name}
     if journal is not None:
         journal.start(info, variants, settings, repeats, timed_runs)
-    session = _Session(pair, variants, drafting, settings, repeats, stop, total, journal)
+    session = _Session(pair, variants, drafting, settings, repeats, stop, total, journal, steps)
     yield session.progress("warming up")
     # Every variant prepared before any run (`assisted.engine.prepare`: copies, calibration, the
     # learnt state read), so that no timed run prepares.
@@ -154,6 +167,7 @@ class _Session:
     stop: threading.Event | None
     total: int  # timed runs, overhead measurements included
     journal: Journal | None = None  # where each timed run is kept as it ends
+    steps: bool = False  # whether timed runs' steps are yielded as they happen
     done: int = 0
     runs: list[Run] = field(default_factory=list)
     # Per variant, the ids it never drafts and the runs of its template's text.
@@ -174,10 +188,12 @@ class _Session:
             for step in record.steps
         )
 
-    def advance(self, label: str, record: RunRecord | None = None) -> Progress:
+    def advance(
+        self, label: str, record: RunRecord | None = None, run: Run | None = None
+    ) -> Progress:
         """One more timed run done: `label` names it."""
         self.done += 1
-        return Progress(self.done, self.total, label, record)
+        return Progress(self.done, self.total, label, record, run)
 
     def note(self, **facts: object) -> None:
         """What the report needs beside the runs, in the journal once measured."""
@@ -236,7 +252,7 @@ def _sampling_check(
 
 def _time_prompt(
     session: _Session, index: int, example: Example, ids: list[int]
-) -> Generator[Progress, None, bool]:
+) -> Generator[Progress | Streamed, None, bool]:
     """Warm the prompt up untimed in every mode, then time its rounds (the `index`th prompt,
     which sets the order). Returns False if the benchmark was stopped."""
     from assisted.engine import running
@@ -268,15 +284,29 @@ def _time_prompt(
                     variant.draft,
                     stop,
                 )
-            record = drain(events)
+            name = variant.name if variant else None
+            if session.steps:
+                record = yield from _streamed(events, name)
+            else:
+                record = drain(events)
             if record.stopped:
                 return False
-            name = variant.name if variant else None
             copies = session.template_drafts(variant, record) if variant else None
             run = Run(example.question_id, example.category, name, repeat, record, copies)
             session.keep(run)
-            yield session.advance(f"{example.label}: {name or 'plain'}", record)
+            yield session.advance(f"{example.label}: {name or 'plain'}", record, run)
     return True
+
+
+def _streamed(
+    events: Iterator[StepEvent | RunDone], drafter: str | None
+) -> Generator[Streamed, None, RunRecord]:
+    """A timed run's steps as they happen; its record."""
+    for event in events:
+        if isinstance(event, RunDone):
+            return event.record
+        yield Streamed(drafter, event)
+    raise RuntimeError("the run ended without a record")
 
 
 def _run_order(variants: Sequence[Variant], index: int, repeat: int) -> list[Variant | None]:

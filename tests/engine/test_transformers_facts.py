@@ -102,3 +102,18 @@ def test_get_candidate_generator_is_the_seam_the_auto_schedule_overrides():
     assert "self.num_output_tokens" in inspect.getsource(
         PromptLookupCandidateGenerator.get_candidates
     )
+
+
+def test_the_shootouts_transformers_defaults_are_the_installed_ones():
+    """The shoot-out's "Transformers' defaults" lane drafts as `generate(assistant_model=...)`
+    does where nothing sets a draft: the defaults GenerationConfig applies."""
+    from transformers import GenerationConfig
+
+    from assisted.bench.shootout import TRANSFORMERS_DEFAULTS
+
+    defaults = GenerationConfig._get_default_generation_params()
+    assert defaults["num_assistant_tokens"] == TRANSFORMERS_DEFAULTS.num_assistant_tokens
+    assert defaults["num_assistant_tokens_schedule"] == TRANSFORMERS_DEFAULTS.schedule
+    assert defaults["assistant_confidence_threshold"] == TRANSFORMERS_DEFAULTS.confidence_threshold
+    assert TRANSFORMERS_DEFAULTS.assistant_quant == "none"  # the pair's own dtype
+    assert TRANSFORMERS_DEFAULTS.cumulative_threshold == 0.0  # no such setting there

@@ -1,0 +1,132 @@
+"""The shoot-out on tiny pairs: every lane that applies, one plain baseline, ranked; each
+greedy lane identical to plain in fp32; the budget's refusals; Stop keeps what finished;
+the CLI's card and JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+
+import pytest
+
+from assisted import cli
+from assisted.bench import shootout
+from assisted.bench.measuring import Progress, Streamed
+from assisted.core.drafters import DrafterKind
+from assisted.core.settings import RunSettings, SettingsError
+from assisted.models.pairs import custom_pair, load_pair
+
+PROMPT = "def add(a, b):"
+SHORT = RunSettings(max_new_tokens=10)
+
+
+@pytest.fixture(scope="module")
+def self_pair(tiny_dirs):
+    """The tiny target as its own assistant: every draft is accepted."""
+    target = str(tiny_dirs["target"])
+    return load_pair(custom_pair(target, target), device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def result(self_pair):
+    """A shoot-out of every lane, 2 rounds, and the steps it streamed, by lane."""
+    streamed: dict[str | None, int] = {}
+    found = None
+    for item in shootout.shootout(self_pair, PROMPT, SHORT, repeats=2):
+        if isinstance(item, Streamed):
+            streamed[item.drafter] = streamed.get(item.drafter, 0) + 1
+        elif isinstance(item, dict):
+            found = item
+    return found, streamed
+
+
+def test_the_lanes_follow_the_pair_and_the_device(self_pair):
+    names = [lane.name for lane in shootout.lanes(self_pair)]
+    assert names[:4] == ["auto", "Transformers' defaults", "heuristic", "γ = 5"]
+    # On a CPU the assistant's other precisions race too (this pair's own is its fp32).
+    assert {"auto (int8)", "auto (int4-wo)"} <= set(names)
+    assert "prompt lookup" in names and len(names) <= shootout.MAX_LANES
+    lookup_only = load_pair(custom_pair(str(self_pair.spec.target), None), "cpu", "float32")
+    assert [lane.drafter for lane in shootout.lanes(lookup_only)] == [DrafterKind.PROMPT_LOOKUP]
+
+
+def test_every_lane_is_ranked_against_one_plain_baseline_and_matches_it(result):
+    found, streamed = result
+    lanes = found["lanes"]
+    assert len(lanes) >= 5
+    speedups = [lane["speedup"] for lane in lanes]
+    assert speedups == sorted(speedups, reverse=True)
+    assert found["winner"] == lanes[0]["lane"] and lanes[0]["lane"] in found["why"]
+    assert found["plain"]["runs"] == 2  # one plain run a round, whatever the lanes
+    for lane in lanes:
+        comparison = lane["comparison"]
+        assert lane["outcome"] == "identical" and comparison["identical"] is True
+        assert comparison["assisted"]["text"] == comparison["plain"]["text"]
+        assert comparison["analysis_errors"] == {}
+    # The self-draft's drafts are all accepted wherever it drafted.
+    drafted = [lane for lane in lanes if lane["acceptance_rate"] is not None]
+    assert drafted and all(lane["acceptance_rate"] == 1.0 for lane in drafted)
+    # Each lane and the baseline streamed their steps as they ran; the race has them all.
+    assert set(streamed) == {None} | {lane["lane"] for lane in lanes}
+    assert set(found["race"]) == {"plain"} | {lane["lane"] for lane in lanes}
+    assert all(points[-1][1] == 10 for points in found["race"].values())
+    assert found["sweep"]["basis"].startswith("replayed") and found["sweep"]["curves"]
+    json.dumps(found)  # the endpoint's and the CLI's JSON
+
+
+@pytest.mark.parametrize(
+    ("settings", "repeats", "message"),
+    [
+        (RunSettings(max_new_tokens=shootout.MAX_NEW_TOKENS + 1), 1, "at most 128 new tokens"),
+        (RunSettings(max_new_tokens=8, sample=True), 1, "greedy"),
+        (SHORT, shootout.MAX_REPEATS + 1, "1 to 5 rounds"),
+    ],
+)
+def test_a_shootout_past_its_budget_is_refused(self_pair, settings, repeats, message):
+    with pytest.raises(SettingsError, match=message):
+        next(shootout.shootout(self_pair, PROMPT, settings, repeats=repeats))
+
+
+def test_more_lanes_than_the_budget_are_refused(self_pair):
+    lanes = shootout.lanes(self_pair)
+    with pytest.raises(SettingsError, match="at most 7 lanes"):
+        next(shootout.shootout(self_pair, PROMPT, SHORT, lanes + lanes[:1]))
+
+
+def test_stop_ends_the_shootout_and_ranks_the_rounds_that_finished(self_pair):
+    stop = threading.Event()
+    chosen = shootout.lanes(self_pair)[:2]
+    timed = 0
+    found = None
+    for item in shootout.shootout(self_pair, PROMPT, SHORT, chosen, repeats=3, stop=stop):
+        if isinstance(item, Progress) and item.run is not None:
+            timed += 1
+            if timed == 4:  # the first round (plain and two lanes) and one run more
+                stop.set()
+        elif isinstance(item, dict):
+            found = item
+    assert found["stopped"] is True
+    assert [lane["repeats"] for lane in found["lanes"]] == [1, 1]
+    assert found["plain"]["runs"] >= 1
+
+
+def test_the_cli_ranks_the_lanes_and_ends_with_their_json(tiny_dirs, capsys):
+    target = str(tiny_dirs["target"])
+    argv = [PROMPT, "--target", target, "--assistant", target, "--dtype", "float32"]
+    argv += ["--shootout", "--repeats", "1", "--max-new-tokens", "8", "--json"]
+    out = io.StringIO()
+    assert cli.main([*argv, "--lanes", "auto,prompt lookup"], out=out) == 0
+    lines = out.getvalue().strip().splitlines()
+    found = json.loads(lines[-1])
+    assert "Shoot-out on" in lines[0] and found["why"] in out.getvalue()
+    assert {lane["lane"] for lane in found["lanes"]} == {"auto", "prompt lookup"}
+    assert cli.main([*argv, "--lanes", "auto,no such lane"], out=io.StringIO()) == 2
+    assert "no lane 'no such lane' here; the lanes: auto, " in capsys.readouterr().err
+
+
+def test_the_cli_refuses_a_shootout_past_its_budget_before_loading(tiny_dirs, capsys):
+    target = str(tiny_dirs["target"])
+    argv = [PROMPT, "--target", target, "--assistant", target, "--shootout"]
+    assert cli.main([*argv, "--max-new-tokens", "200"], out=io.StringIO()) == 2
+    assert "at most 128 new tokens" in capsys.readouterr().err
