@@ -1,11 +1,13 @@
 """The app as a shared Space: a download holds up no one, and the operator's settings.
 
 Custom Hub ids are served by a fake `fetch.hub_files` that hands out a tiny model folder
-slowly, reporting progress; nothing is downloaded."""
+once the test lets it, reporting progress meanwhile; nothing is downloaded."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
 
 import gradio as gr
 import pytest
@@ -18,7 +20,9 @@ from assisted.models.registry import DEFAULT_PAIR, PAIRS  # noqa: E402
 from tests.app.test_app import settings  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
-SLOW_FETCH_S = 6.0
+# How long a test waits for an event before it fails rather than hangs: generous, as a busy
+# 2-core machine can leave a request unserved for seconds.
+WAIT_S = 60.0
 HUB_ID = "tiny-hub/model"
 
 
@@ -36,35 +40,33 @@ def server(registry):
 
 
 class SlowHub:
-    """Stands in for `fetch.hub_files`: the config at once, the weights in SLOW_FETCH_S (or
-    a failure half-way, with `error`)."""
+    """Stands in for `fetch.hub_files`: the config at once; the weights half-way, then
+    whole once the test sets `finish` (or a failure half-way, with `error`)."""
 
     def __init__(self, folder, error: Exception | None = None):
         self.folder = folder
         self.error = error
         self.weight_calls: list[str] = []
-        self.finished_at: float | None = None
+        self.finish = threading.Event()
 
     def __call__(self, repo_id, patterns, progress):
         if patterns == fetch.CONFIG_FILES:
             return self.folder
         self.weight_calls.append(repo_id)
-        start = time.monotonic()
-        while (elapsed := time.monotonic() - start) < SLOW_FETCH_S:
-            progress(int(elapsed * 1e8), int(SLOW_FETCH_S * 1e8))
-            if self.error and elapsed > SLOW_FETCH_S / 2:
-                raise self.error
-            time.sleep(0.1)
-        self.finished_at = time.monotonic()
+        progress(1, 2)
+        if self.error:
+            raise self.error
+        self.finish.wait(WAIT_S)
         return self.folder
 
 
 @pytest.fixture
-def slow_hub(tiny_dirs, monkeypatch) -> SlowHub:
+def slow_hub(tiny_dirs, monkeypatch) -> Iterator[SlowHub]:
     hub = SlowHub(tiny_dirs["other"])
     monkeypatch.setattr(fetch, "hub_files", hub)
     monkeypatch.setattr(fetch, "_fetched", {})
-    return hub
+    yield hub
+    hub.finish.set()  # a download a failed test left waiting
 
 
 def clients(url: str, count: int) -> list:
@@ -85,17 +87,22 @@ def test_a_slow_download_holds_up_no_one_comparing_on_a_loaded_pair(server, slow
     downloads = [client.submit(**custom, api_name="/compare") for client in (first, second)]
     wait_for(lambda: slow_hub.weight_calls)
 
-    result = comparer.predict(**settings(), api_name="/compare")[-1]
-    compared_at = time.monotonic()
-    assert slow_hub.finished_at is None, "the comparison waited for the download"
+    # The download ends only once the comparison has: one that waited for it would not end.
+    comparing = comparer.submit(**settings(), api_name="/compare")
+    result = comparing.result(timeout=WAIT_S)[-1]
     assert result["identical"] is True
+    # A visitor sees the download's progress while it waits for it (every `fetch.POLL_S`).
+    wait_for(lambda: any(map(shows_progress, downloads[0].outputs())))
+    slow_hub.finish.set()
 
     for job in downloads:
-        assert job.result()[-1]["pair"] == f"{HUB_ID} (prompt-lookup)"
-    assert slow_hub.finished_at > compared_at
+        assert job.result(timeout=WAIT_S)[-1]["pair"] == f"{HUB_ID} (prompt-lookup)"
     assert slow_hub.weight_calls == [HUB_ID]  # two visitors, one download
-    statuses = [values[0] for values in downloads[0].outputs()]
-    assert any(f"Downloading {HUB_ID}" in status and "%)" in status for status in statuses)
+
+
+def shows_progress(values: tuple) -> bool:
+    """Whether a /compare update's status tells the custom model's download and how far."""
+    return f"Downloading {HUB_ID}" in values[0] and "%)" in values[0]
 
 
 def test_a_failed_download_is_an_error_and_the_pairs_in_memory_stay_usable(server, slow_hub):

@@ -14,10 +14,13 @@ import pytest
 
 gradio_client = pytest.importorskip("gradio_client")
 
+import gradio.routes  # noqa: E402
+from gradio_client.client import Job  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 import app  # noqa: E402
 from assisted.engine import comparison  # noqa: E402
+from assisted.engine.observe import StepObserver  # noqa: E402
 from assisted.models import pair_checks, pairs  # noqa: E402
 from assisted.ui.shared import YOUR_TURN  # noqa: E402
 from tests.serve import launch  # noqa: E402
@@ -35,6 +38,10 @@ job = Client(url, verbose=False).submit(
 for values in job:
     print(values[0].splitlines()[0], flush=True)
 """
+# How long a test waits for an event before it fails rather than hangs: generous, as a busy
+# 2-core machine can leave a thread or a request unserved for seconds. No test passes by
+# an event coming within it: each asserts what happened, in steps or in order.
+WAIT_S = 60.0
 
 
 def inputs(prompt: str, **changes) -> dict:
@@ -82,7 +89,55 @@ def device_held():
     holder.leave()
 
 
-def wait_for(condition, timeout_s: float = 15.0) -> None:
+@pytest.fixture
+def steps(monkeypatch) -> list[str]:
+    """The name of the thread of each `StepObserver.put`: a run's prompt, then each of its
+    target steps, in order (after `slow_steps`' wait, where a test uses it)."""
+    names: list[str] = []
+    put = StepObserver.put
+
+    def counted_put(self, value):
+        put(self, value)
+        names.append(threading.current_thread().name)
+
+    monkeypatch.setattr(StepObserver, "put", counted_put)
+    return names
+
+
+@pytest.fixture
+def cancel_heard(monkeypatch) -> threading.Event:
+    """Set as the server begins a request's cancel. Gradio's /cancel cancels the request's
+    task (`cancel_tasks`, before its first await), then waits for the request's generator
+    to yield. The event is set in the same stretch of the event loop, so nothing the test
+    does after it (giving the device back) can resume the request before its cancel."""
+    heard = threading.Event()
+    cancel_tasks = gradio.routes.cancel_tasks
+
+    async def heard_then_cancelled(task_ids):
+        heard.set()
+        return await cancel_tasks(task_ids)
+
+    monkeypatch.setattr(gradio.routes, "cancel_tasks", heard_then_cancelled)
+    return heard
+
+
+@pytest.fixture
+def cancelled(monkeypatch) -> threading.Event:
+    """Set once a client's `Job.cancel()` has returned: the server has answered its /cancel,
+    which ends once the request's generator has been closed."""
+    done = threading.Event()
+    cancel = Job.cancel
+
+    def cancel_then_tell(self):
+        result = cancel(self)
+        done.set()
+        return result
+
+    monkeypatch.setattr(Job, "cancel", cancel_then_tell)
+    return done
+
+
+def wait_for(condition, timeout_s: float = WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "timed out"
@@ -134,14 +189,16 @@ def test_a_request_for_a_pair_in_memory_neither_fetches_nor_checks(client, monke
     assert job.result()[-1]["identical"] is True
 
 
-def test_a_request_cancelled_before_its_turn_never_takes_the_device(client, recorded, device_held):
+def test_a_request_cancelled_before_its_turn_never_takes_the_device(
+    client, recorded, device_held, cancel_heard
+):
     job = client.submit(**inputs("cancelled while waiting"), api_name="/compare")
     waiting(job)
     cancelling = threading.Thread(target=job.cancel)
     cancelling.start()
-    time.sleep(0.3)  # the cancel under way while the request waits
+    assert cancel_heard.wait(WAIT_S)  # the cancel under way while the request waits
     device_held.leave()  # its turn comes as it is cancelled
-    cancelling.join(10)
+    cancelling.join(WAIT_S)
     wait_for(lambda: in_line() == 0)
     after = client.predict(**inputs("after the cancelled one"), api_name="/compare")
     assert after[-1]["identical"] is True
@@ -163,28 +220,37 @@ def test_a_request_whose_visitor_went_before_its_turn_never_takes_the_device(
     assert "gone while waiting" not in recorded.started
 
 
-def test_a_cancelled_run_stops_after_its_current_step(client, slow_steps):
+def test_a_cancelled_run_stops_after_its_current_step(client, slow_steps, steps):
     job = client.submit(
         **inputs("cancelled while running", max_new_tokens=200), api_name="/compare"
     )
     for values in job:
         if "Running plain" in values[0]:
             break
+    running = len(steps)  # the steps of the pair's first use, a warm-up, come before
     assert running_generations()
-    job.cancel()
-    wait_for(lambda: not running_generations(), timeout_s=2.0)  # a step is 30 ms here
+    job.cancel()  # returns once the server has closed the request's generator
+    cancelled = len(steps)
+    wait_for(lambda: not running_generations())
+    assert len(steps) - cancelled <= 1  # the step it was in, at most
+    ran = steps[running:]
+    assert set(ran) <= {"generate-plain"} and len(ran) < 200  # stopped mid-run, no assisted
     assert in_line() == 0
     after = client.predict(**inputs("after the cancelled run"), api_name="/compare")
     assert after[-1]["plain"]["new_tokens"] == 24
 
 
-def test_a_run_whose_visitor_went_stops_after_its_current_step(server, client, slow_steps):
+def test_a_run_whose_visitor_went_stops_after_its_current_step(server, client, slow_steps, steps):
     visitor = a_visitor(server, "gone while running", tokens=200)
     until_it_reads(visitor, "Running plain")
+    running = len(steps)
     visitor.kill()
     visitor.wait()
-    # Gradio notices a closed connection as it sends the next update (a few per second).
-    wait_for(lambda: not running_generations(), timeout_s=5.0)
+    # Gradio notices a closed connection as it sends the next update (a few per second, a
+    # few steps apart): the run stops then, long before its 200 steps, and none follows.
+    wait_for(lambda: not running_generations())
+    ran = steps[running:]
+    assert set(ran) <= {"generate-plain"} and len(ran) < 200
     assert in_line() == 0
     after = client.predict(**inputs("after the gone run"), api_name="/compare")
     assert after[-1]["plain"]["new_tokens"] == 24
@@ -219,15 +285,36 @@ def test_a_refused_input_is_one_line_in_the_log_and_a_fault_keeps_its_traceback(
     assert "Traceback" in log and "device on fire" in log
 
 
-def test_the_load_check_tells_each_visitors_outcome_on_loopback_only(server, device_held):
+def test_the_load_check_tells_each_visitors_outcome_on_loopback_only(
+    server, device_held, cancelled
+):
     from assisted.lab import visitors
 
     with pytest.raises(SystemExit, match="loopback only"):
         visitors.loopback_only("https://huggingface.co/spaces/owner/assisted-decoding")
     assert visitors.loopback_only(server.rstrip("/")) == server
-    threading.Timer(5.0, device_held.leave).start()  # the third cancels while it waits
+    waiting_at_turn: list[int] = []
+
+    def give_the_device_back() -> None:
+        # The third cancels while it waits (3–4 s after its submit, `visitors.burst`); then,
+        # with the other two waiting behind the holder, the device is given back.
+        try:
+            cancelled.wait(WAIT_S)
+            wait_for(lambda: in_line() == 3)
+        finally:  # the burst's visitors never wait past this thread
+            waiting_at_turn.append(in_line() - 1)
+            device_held.leave()
+
+    giving_back = threading.Thread(target=give_the_device_back)
+    giving_back.start()
     visits, config_s = visitors.burst(server, 3, 0.1, "tiny", 8, cancel_every=3)
+    giving_back.join(WAIT_S)
     assert [visit.outcome for visit in visits] == ["served", "served", "cancelled"]
-    assert all(visit.place_s is not None and visit.place_s < 5 for visit in visits)
-    assert all(visit.result_s > 4 for visit in visits[:2])  # each waited for the device
+    assert waiting_at_turn == [2]  # each served visitor waited for the device
+    # Each heard its place, which comes in milliseconds: the third in the 3–4 s before its
+    # cancel, the others in the seconds they waited for it, before their results.
+    assert all(visit.place_s is not None for visit in visits)
+    assert all(visit.place_s < visit.result_s for visit in visits[:2])
+    # No /config fetch failed or ran into its timeout (a real client's, the promise itself),
+    # for fetches that take milliseconds.
     assert config_s and max(config_s) < visitors.CONFIG_TIMEOUT_S

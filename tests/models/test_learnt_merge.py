@@ -21,6 +21,9 @@ from assisted.policy.learnt import LearntState
 
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
 KEY = {"pair": "p", "machine": "cpu"}
+# How long a test waits for a thread's event that takes milliseconds, before it fails rather
+# than hangs: generous, as a busy 2-core machine can leave a thread unscheduled for seconds.
+WAIT_S = 60.0
 
 
 @pytest.fixture
@@ -192,15 +195,32 @@ def test_a_save_waits_for_the_lock_and_past_a_hung_holder_saves_without_it(
     monkeypatch.setattr(learnt_store, "LOCK_TIMEOUT_S", 0.3)
     state = learnt_store.load(file)
     state.verify_s[2] = 0.2
+    refused, looked = threading.Event(), threading.Event()
+    flock = fcntl.flock
+
+    def held_until_looked(*args):
+        # The saver's tries at the held lock are refused as ever, but it goes on from its first
+        # refusal only once the test has looked at the file: however late either thread
+        # runs, the saver has tried the lock and not yet saved when the test looks (its
+        # timeout, started before then, may pass meanwhile).
+        try:
+            return flock(*args)
+        except BlockingIOError:
+            refused.set()
+            looked.wait(WAIT_S)
+            raise
+
     with open(f"{file.path}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        monkeypatch.setattr(fcntl, "flock", held_until_looked)
         saver = threading.Thread(target=learnt_store.save, args=(file, state))
         started = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="assisted.models.learnt_store"):
             saver.start()
-            time.sleep(0.1)
+            assert refused.wait(WAIT_S)
             assert learnt_store.load(file).verify_s.get(2) is None  # it waits on the lock
-            saver.join()
+            looked.set()
+            saver.join(WAIT_S)
     assert time.monotonic() - started >= 0.3
     assert f"saving {file.path} without a lock" in caplog.text
     assert learnt_store.load(file).verify_s[2] == 0.2
