@@ -11,13 +11,14 @@ from collections import Counter
 
 import gradio_client
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import app
 from assisted.core.settings import ASSISTANT_QUANTS, MAX_DRAFT_TOKENS, SCHEDULES
 from assisted.models import pairs
 from assisted.ui import errors
+from tests.searched import fixed
 from tests.serve import launch
 from tests.tiny import CORPUS
 
@@ -118,13 +119,7 @@ def test_every_setting_on_the_page_ends_in_a_result_or_a_refusal(client, folders
     monkeypatch.setattr(errors, "log_refused", noted)
     outcomes: Counter[str] = Counter()
 
-    @settings(
-        max_examples=EXAMPLES,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    @fixed(EXAMPLES)
     @given(page=pages, past=st.one_of(st.none(), st.none(), st.sampled_from(PAST_BOUNDS)))
     def finishes(page: dict, past: tuple | None) -> None:
         try:

@@ -18,7 +18,7 @@ from collections import Counter
 from contextlib import contextmanager, nullcontext
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from assisted.cli import format_table
@@ -40,6 +40,7 @@ from assisted.engine import comparison
 from assisted.engine.events import RunDone
 from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair, PairError, custom_pair, load_pair
+from tests.searched import fixed
 from tests.tiny import CORPUS, build_model
 
 EXAMPLES = 240  # at least 200 must run (asserted); each takes a fraction of a second
@@ -293,13 +294,7 @@ def check_report(result: dict, visit: dict) -> None:
 def test_every_setting_ends_in_a_report_or_a_worded_refusal(every_pair):
     outcomes: Counter[str] = Counter()
 
-    @settings(
-        max_examples=EXAMPLES,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
+    @fixed(EXAMPLES)
     @given(visit=visits())
     def finishes(visit: dict) -> None:
         pair = every_pair[visit["pair"]]
