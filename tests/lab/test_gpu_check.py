@@ -8,8 +8,8 @@ import json
 import pytest
 
 from assisted.core.drafters import DrafterKind
-from assisted.lab import gpu_check
-from assisted.lab.gpu_model import acceptance_for, modelled_speedup, per_token_acceptance
+from assisted.lab.gpu_check import __main__ as gpu_check
+from assisted.lab.gpu_check.speedup import acceptance_for, modelled_speedup, per_token_acceptance
 from assisted.models.registry import PAIRS
 
 PAIRS_CHECKED = "embedded,embedded-prompt-lookup,layerskip-llama3.2-1b"

@@ -1,5 +1,5 @@
-"""The GPU check's report (`assisted.lab.gpu_check`): its tables as Markdown, measured then
-modelled, the drafting table by path, the end-to-end runs in a paragraph; and its files.
+"""The GPU check's report: its tables as Markdown, measured then modelled, the drafting
+table by path, the end-to-end runs in a paragraph; and its files.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from assisted.core.drafters import DrafterKind
-from assisted.lab.drafting_paths import GAMMA
-from assisted.lab.gpu_model import (
+from assisted.lab.gpu_check.paths import GAMMA
+from assisted.lab.gpu_check.speedup import (
     ACCEPTANCE,
     Pricing,
     acceptance_for,
@@ -100,7 +100,7 @@ def path_table(results: dict[str, Pricing | None]) -> list[str]:
     """The drafting table: per pair with an assistant model, drafting by path, the capture,
     host synchronisations per draft, and the modelled speedup with each path's cost."""
     lines = [
-        f"Drafting by path, drafts of {GAMMA} (`assisted.lab.drafting_paths`): the lean loop on "
+        f"Drafting by path, drafts of {GAMMA} (`assisted.lab.gpu_check.paths`): the lean loop on "
         "a DynamicCache, the same on a static cache, the draft replayed as CUDA graphs; "
         "modelled speedups (not measured) with the loop's and the graphs' cost, geomean of "
         f"the kinds and of the code kinds ({', '.join(CODE_KINDS)}):",

@@ -1,5 +1,5 @@
-"""The GPU check's model of a speedup (`assisted.lab.gpu_check`): the costs it measured,
-and the per-token acceptance by prompt kind it prices them at, measured on a CPU.
+"""The GPU check's model of a speedup: the costs it measured, and the per-token acceptance
+by prompt kind it prices them at, measured on a CPU.
 
 A step of a constant draft length γ commits E = (1 − α^(γ+1)) / (1 − α) tokens for
 γ·d + T(γ+1) seconds, against T(1) a token plain (`modelled_speedup`).
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assisted.core.drafters import DrafterKind
-from assisted.lab.drafting_paths import Drafting
+from assisted.lab.gpu_check.paths import Drafting
 from assisted.models.registry import PairSpec
 
 # Per-token acceptance α by prompt kind (examples/ categories) and the share of steps that

@@ -1,37 +1,9 @@
 """`python -m assisted.lab.gpu_check`: what each registry pair's models cost on this device,
-and what assisted generation would then gain there, modelled.
+and what assisted generation would then gain there, modelled (the package's note).
 
-Each model is built from its published architecture (`assisted.models.architectures`) with
-random weights, since the device may reach no Hub: the timings are real, the acceptance is
-not. Per model, after a warm-up, the device synchronised around each pass, medians of
-`--repeats` passes taken in turn over the row counts:
-- T(k): its forward pass over k new tokens after a context of `--context` tokens in its KV
-  cache, as a verification of k − 1 drafted tokens sees it (k = 1 to `--max-rows`);
-- its floors under T(1): launch-bound, the same depth at toy widths (the kernels'
-  launches and Python alone), and bandwidth-bound, its bf16 weights' bytes over the
-  device's copy bandwidth (bytes read and written).
-A pair's drafting cost per token is its assistant's T(1) (Transformers drafts a token a
-pass), or for early exit the target's first layers' T(1); prompt lookup drafts on the CPU.
-
-The modelled speedup of a prompt kind takes the per-token acceptance α that the embedded
-pair measured on a CPU for that kind (`gpu_model.ACCEPTANCE`; its own prompt-lookup figures for the
-lookup pairs) and the best constant draft length γ: a step commits
-E = (1 − α^(γ+1)) / (1 − α) tokens for γ·d + T(γ+1) seconds, against T(1) a token plain;
-1.00 where no γ pays, as `auto` then drafts nothing. Every pair with an assistant is priced
-at the embedded pair's acceptance: the figure says what its costs allow, not what its
-models agree on. Early exit has no measured acceptance and no modelled figure.
-
-Per pair with an assistant model, it also times drafting by path (`assisted.lab.
-drafting_paths`): the lean loop on a DynamicCache, the same on a static cache, and the
-draft replayed as CUDA graphs; the graphs' capture time; host synchronisations per draft;
-and the modelled speedup with the loop's and with the graphs' drafting cost, at the same
-acceptance. Then it runs `running.run` end to end on the default GPU pair's shapes, plain
-and assisted, and checks that the output is identical (or where bf16 rounding explains a
-flip, a near-tie) and that the graphed path ran.
-
-It stops starting models after `--budget-s` seconds and says which it left out; it also
-runs on a CPU at toy widths (`--tiny`), as the tests run it. Its figures for an H200 are in
-docs/space.md#the-gpu-check, when a device was lent.
+The command: its options, its parts in order (the pairs' costs, drafting by path, the run
+end to end), and its files; the tables are written before the end-to-end runs, so that
+their failure loses none of them.
 """
 
 from __future__ import annotations
@@ -53,11 +25,11 @@ import transformers
 
 from assisted.core.drafters import DrafterKind
 from assisted.engine.drafters import draft_graphs
-from assisted.lab import drafting_paths
-from assisted.lab.drafting_paths import GAMMA, Drafting
-from assisted.lab.gpu_model import Costs, Pricing, per_token_acceptance
-from assisted.lab.gpu_report import end_to_end_line, tables, write
-from assisted.models.architectures import ARCHITECTURES, Architecture
+from assisted.lab.gpu_check import paths
+from assisted.lab.gpu_check.architectures import ARCHITECTURES, Architecture
+from assisted.lab.gpu_check.paths import GAMMA, Drafting
+from assisted.lab.gpu_check.report import end_to_end_line, tables, write
+from assisted.lab.gpu_check.speedup import Costs, Pricing, per_token_acceptance
 from assisted.models.registry import PAIRS, PairSpec
 
 CONTEXT = 256  # tokens in the cache before the timed pass: a prompt and some answer
@@ -174,13 +146,13 @@ class Timer:
         return self.drafters[architecture]
 
     def drafting(self, architecture: Architecture) -> Drafting | None:
-        """Its drafting by path (`drafting_paths.time_drafting`); None past the deadline."""
+        """Its drafting by path (`paths.time_drafting`); None past the deadline."""
         if architecture not in self.paths:
             if time.monotonic() > self.deadline:
                 return None
             built = toy(architecture) if self.tiny else architecture
             model = build(built, self.device, self.dtype)
-            self.paths[architecture] = drafting_paths.time_drafting(
+            self.paths[architecture] = paths.time_drafting(
                 model, self.device, self.context, GAMMA, self.repeats
             )
             del model
@@ -219,14 +191,14 @@ def price(spec: PairSpec, timer: Timer) -> Pricing | None:
 
 
 def end_to_end(device: torch.device, dtype: torch.dtype, tiny: bool, tokens: int) -> dict:
-    """`drafting_paths.end_to_end` on `END_TO_END_PAIR`'s shapes (toy widths under `tiny`)."""
+    """`paths.end_to_end` on `END_TO_END_PAIR`'s shapes (toy widths under `tiny`)."""
     spec = PAIRS[END_TO_END_PAIR]
     built = []
     for ref in (spec.target, spec.assistant):
         architecture = ARCHITECTURES[ref]
         built.append(build(toy(architecture) if tiny else architecture, device, dtype))
     try:
-        return drafting_paths.end_to_end(spec, *built, device, dtype, tokens)
+        return paths.end_to_end(spec, *built, device, dtype, tokens)
     finally:
         del built
         free(device)
