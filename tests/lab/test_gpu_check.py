@@ -8,7 +8,8 @@ import json
 import pytest
 
 from assisted.core.drafters import DrafterKind
-from assisted.lab.gpu_check import __main__ as gpu_check
+from assisted.lab.gpu_check.__main__ import main
+from assisted.lab.gpu_check.architectures import ARCHITECTURES
 from assisted.lab.gpu_check.speedup import acceptance_for, modelled_speedup, per_token_acceptance
 from assisted.models.registry import PAIRS
 
@@ -19,7 +20,7 @@ def test_the_check_times_each_pair_and_writes_one_table(tmp_path, capsys):
     out = tmp_path / "check"
     arguments = ["--tiny", "--device", "cpu", "--pairs", PAIRS_CHECKED, "--max-rows", "4"]
     arguments += ["--end-to-end-tokens", "12"]
-    gpu_check.main([*arguments, "--repeats", "1", "--context", "16", "--out", str(out)])
+    main([*arguments, "--repeats", "1", "--context", "16", "--out", str(out)])
     printed = capsys.readouterr().out
     assert printed.strip() == (out / "gpu_check.md").read_text().strip()
     assert "random weights at toy widths" in printed and "Modelled speedup" in printed
@@ -54,15 +55,15 @@ def test_the_check_times_each_pair_and_writes_one_table(tmp_path, capsys):
 
 def test_past_its_budget_the_check_starts_no_model_and_says_so(capsys):
     arguments = ["--tiny", "--device", "cpu", "--pairs", "embedded", "--budget-s", "0"]
-    gpu_check.main([*arguments, "--end-to-end-tokens", "0"])
+    main([*arguments, "--end-to-end-tokens", "0"])
     assert "| embedded | not measured: the time budget ran out |" in capsys.readouterr().out
 
 
 def test_every_pair_is_priced_from_an_architecture_of_its_own_models():
     for spec in PAIRS.values():
-        assert spec.target in gpu_check.ARCHITECTURES, spec.name
+        assert spec.target in ARCHITECTURES, spec.name
         if spec.drafter.has_model:
-            assert spec.assistant in gpu_check.ARCHITECTURES, spec.name
+            assert spec.assistant in ARCHITECTURES, spec.name
         assert (acceptance_for(spec) is None) == (spec.drafter is DrafterKind.EARLY_EXIT)
 
 

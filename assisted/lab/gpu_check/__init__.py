@@ -35,8 +35,11 @@ docs/space.md#the-gpu-check, when a device was lent.
 
 - `__main__`: the command, its options and files;
 - `architectures`: each registry model's published architecture, plain data;
+- `models`: random models at those shapes (or at toy widths) on a device;
+- `timing`: each model's T(k), floors and the copy bandwidth, within the budget;
+- `paths`: drafting by path (the lean loop, the static cache, the graphs);
+- `end_to_end`: `running.run` plain then assisted through the path the product takes;
 - `speedup`: the modelled speedup, and the per-token acceptance by prompt kind measured on
   a CPU that it prices at;
-- `paths`: drafting by path, and the run end to end through the path the product takes;
 - `report`: the tables as Markdown, the end-to-end paragraph, the files.
 """
