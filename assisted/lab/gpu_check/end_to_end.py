@@ -23,7 +23,7 @@ from transformers import PreTrainedTokenizerFast
 from assisted.analysis import divergence
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import CUDA_GRAPHS, EAGER
-from assisted.core.settings import RunSettings
+from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison, decoding, plan, running
 from assisted.engine.drafters import draft_graphs
 from assisted.engine.prepare import prepare
@@ -84,12 +84,12 @@ def drafting_every_step() -> Iterator[None]:
         plan._auto_policy = built
 
 
-def run(
-    spec: PairSpec, target, assistant, device: torch.device, dtype: torch.dtype, tokens: int
-) -> dict:
-    """Plain then assisted `running.run` of `tokens` new tokens on `spec`'s shapes built as
-    `target` and `assistant` (random weights), the assistant drafting at every step; what
-    ran, and whether it held (the module's note)."""
+def random_pair(
+    spec: PairSpec, target, assistant, device: torch.device, dtype: torch.dtype
+) -> tuple[LoadedPair, DraftSettings]:
+    """`spec` loaded as `target` and `assistant` (random weights) with a word tokenizer as
+    wide as the target's vocabulary; and its draft settings with no stopping rule but the
+    end of sequence, the assistant unquantized: each draft runs to the length asked."""
     vocab_size = target.config.get_text_config().vocab_size
     fit_vocabulary(assistant, vocab_size)
     tokenizer = word_tokenizer(vocab_size)
@@ -102,6 +102,16 @@ def run(
     draft = replace(
         spec.draft, assistant_quant="none", confidence_threshold=0.0, cumulative_threshold=0.0
     )
+    return pair, draft
+
+
+def run(
+    spec: PairSpec, target, assistant, device: torch.device, dtype: torch.dtype, tokens: int
+) -> dict:
+    """Plain then assisted `running.run` of `tokens` new tokens on `spec`'s shapes built as
+    `target` and `assistant` (random weights), the assistant drafting at every step; what
+    ran, and whether it held (the module's note)."""
+    pair, draft = random_pair(spec, target, assistant, device, dtype)
     settings = RunSettings(max_new_tokens=tokens)
     started = time.perf_counter()
     prepared = prepare(pair, draft)
@@ -152,12 +162,19 @@ def run(
 def check(device: torch.device, dtype: torch.dtype, tiny: bool, tokens: int) -> dict:
     """`run` on `PAIR`'s shapes (toy widths under `tiny`)."""
     spec = PAIRS[PAIR]
-    built = []
-    for ref in (spec.target, spec.assistant):
-        architecture = ARCHITECTURES[ref]
-        built.append(build(toy(architecture) if tiny else architecture, device, dtype))
+    built = built_pair(spec, device, dtype, tiny)
     try:
         return run(spec, *built, device, dtype, tokens)
     finally:
         del built
         free(device)
+
+
+def built_pair(spec: PairSpec, device: torch.device, dtype: torch.dtype, tiny: bool) -> list:
+    """`spec`'s target and assistant built from their architectures (toy widths under
+    `tiny`), random weights."""
+    built = []
+    for ref in (spec.target, spec.assistant):
+        architecture = ARCHITECTURES[ref]
+        built.append(build(toy(architecture) if tiny else architecture, device, dtype))
+    return built
