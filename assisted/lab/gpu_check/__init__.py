@@ -27,7 +27,12 @@ graphs' capture time; host synchronisations per draft; and the modelled speedup 
 loop's and with the graphs' drafting cost, at the same acceptance. Then it runs
 `running.run` end to end on the default GPU pair's shapes, plain and assisted, and checks
 that the output is identical (or where bf16 rounding explains a flip, a near-tie) and that
-the graphed path ran.
+the graphed path ran. Last, it measures the same path at an imposed acceptance (`imposed`):
+the target peaked so that its greedy output is known from a plain run, the assistant
+drafting for real and its draft replaced by that output at each prompt kind's CPU-measured
+α, so that verification, full accepts and rollbacks run as in a real run; plain and
+assisted tokens/s, the speedup, accepted per step, the drafting path and the assistant's
+eager passes, with the measured α beside the imposed one.
 
 It stops starting models after `--budget-s` seconds and says which it left out; it also
 runs on a CPU at toy widths (`--tiny`), as the tests run it. Its figures for an H200 are in
@@ -35,10 +40,12 @@ docs/space.md#the-gpu-check, when a device was lent.
 
 - `__main__`: the command, its options and files;
 - `architectures`: each registry model's published architecture, plain data;
-- `models`: random models at those shapes (or at toy widths) on a device;
+- `models`: random models at those shapes (or at toy widths) on a device, and a target
+  peaked so that rounding cannot flip its greedy output;
 - `timing`: each model's T(k), floors and the copy bandwidth, within the budget;
 - `paths`: drafting by path (the lean loop, the static cache, the graphs);
 - `end_to_end`: `running.run` plain then assisted through the path the product takes;
+- `imposed`: the same runs at an imposed acceptance, by prompt kind;
 - `speedup`: the modelled speedup, and the per-token acceptance by prompt kind measured on
   a CPU that it prices at;
 - `report`: the tables as Markdown, the end-to-end paragraph, the files.
