@@ -8,10 +8,10 @@
 - `stream_cost`: what one streaming update of the Compare tab costs the server;
 - `visitors`: a burst of visitors on a served app, on loopback: who is served, refused,
   or left without an answer, and how long admission and `/config` take meanwhile;
-- `gpu_check` (with `gpu_model`, `gpu_report`, `drafting_paths`): each registry pair's
-  costs on a device, from random weights, and its modelled speedup; its drafting by path
-  (eager, graphed), and a run end to end through the graphed path.
+- `gpu_check`, a package: each registry pair's costs on a device, from random models at
+  its published architectures, and its modelled speedup; its drafting by path (eager,
+  graphed), and a run end to end through the graphed path.
 
-Each is a `python -m assisted.lab.NAME` command (the three beside `gpu_check` serve it).
+Each is a `python -m assisted.lab.NAME` command.
 May import every layer; nothing outside the lab imports it (tests aside).
 """

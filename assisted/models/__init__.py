@@ -1,7 +1,6 @@
 """Models into memory: the named pairs, the checks before loading, loading, quantizing.
 
-- `registry`, `architectures`: the named pairs and their draft settings; each named
-  model's published architecture (to build it with random weights, for timing);
+- `registry`: the named pairs and their draft settings;
 - `pair_checks`, `pairs`: the checks a pair passes before any weights load; loading a pair
   with the device and dtype policy, and keeping at most a few in memory;
 - `loading`, `fetch`, `vocab`: one model into memory; its files onto disk; padded

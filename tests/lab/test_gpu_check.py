@@ -4,12 +4,21 @@ device would run it at full ones; and its model of a speedup, against what must 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
+import torch
 
 from assisted.core.drafters import DrafterKind
-from assisted.lab import gpu_check
-from assisted.lab.gpu_model import acceptance_for, modelled_speedup, per_token_acceptance
+from assisted.lab.gpu_check.__main__ import main
+from assisted.lab.gpu_check.architectures import ARCHITECTURES
+from assisted.lab.gpu_check.imposed import Imposed
+from assisted.lab.gpu_check.speedup import (
+    ACCEPTANCE,
+    acceptance_for,
+    modelled_speedup,
+    per_token_acceptance,
+)
 from assisted.models.registry import PAIRS
 
 PAIRS_CHECKED = "embedded,embedded-prompt-lookup,layerskip-llama3.2-1b"
@@ -19,7 +28,7 @@ def test_the_check_times_each_pair_and_writes_one_table(tmp_path, capsys):
     out = tmp_path / "check"
     arguments = ["--tiny", "--device", "cpu", "--pairs", PAIRS_CHECKED, "--max-rows", "4"]
     arguments += ["--end-to-end-tokens", "12"]
-    gpu_check.main([*arguments, "--repeats", "1", "--context", "16", "--out", str(out)])
+    main([*arguments, "--repeats", "1", "--context", "16", "--out", str(out)])
     printed = capsys.readouterr().out
     assert printed.strip() == (out / "gpu_check.md").read_text().strip()
     assert "random weights at toy widths" in printed and "Modelled speedup" in printed
@@ -54,15 +63,15 @@ def test_the_check_times_each_pair_and_writes_one_table(tmp_path, capsys):
 
 def test_past_its_budget_the_check_starts_no_model_and_says_so(capsys):
     arguments = ["--tiny", "--device", "cpu", "--pairs", "embedded", "--budget-s", "0"]
-    gpu_check.main([*arguments, "--end-to-end-tokens", "0"])
+    main([*arguments, "--end-to-end-tokens", "0"])
     assert "| embedded | not measured: the time budget ran out |" in capsys.readouterr().out
 
 
 def test_every_pair_is_priced_from_an_architecture_of_its_own_models():
     for spec in PAIRS.values():
-        assert spec.target in gpu_check.ARCHITECTURES, spec.name
+        assert spec.target in ARCHITECTURES, spec.name
         if spec.drafter.has_model:
-            assert spec.assistant in gpu_check.ARCHITECTURES, spec.name
+            assert spec.assistant in ARCHITECTURES, spec.name
         assert (acceptance_for(spec) is None) == (spec.drafter is DrafterKind.EARLY_EXIT)
 
 
@@ -111,3 +120,62 @@ def test_acceptance_counts_each_draft_up_to_its_first_wrong_token(tmp_path):
         "assistant": {"chat": (round(10 / 12, 3), 0.75)},
         "prompt-lookup": {"chat": (1.0, 1.0)},
     }
+
+
+def test_at_an_imposed_acceptance_the_run_is_lossless_and_accepts_what_was_imposed(
+    tmp_path, capsys
+):
+    """The product's path at toy widths on the CPU: the target's verification accepts the
+    known output exactly as proposed, and the α counted from the record lies within three
+    standard errors of the imposed one for the positions it counts."""
+    out = tmp_path / "check"
+    arguments = ["--tiny", "--device", "cpu", "--pairs", "embedded", "--budget-s", "0"]
+    arguments += ["--end-to-end-tokens", "0", "--imposed-tokens", "40"]
+    main([*arguments, "--imposed-kinds", "chat,write-code", "--out", str(out)])
+    printed = capsys.readouterr().out
+    result = json.loads((out / "imposed.json").read_text())
+    assert result["held"] and result["new_tokens"] == 40
+    assert result["drafting_path"] == "eager"  # the eager loop on a static cache, on a CPU
+    assert list(result["kinds"]) == ["chat", "write-code"]
+    for kind, run in result["kinds"].items():
+        alpha = ACCEPTANCE["assistant"][kind][0]
+        assert run["imposed_alpha"] == alpha
+        assert run["positions"] >= 30, kind  # 40 tokens: each a position, or a cut draft's
+        assert run["tolerance"] == round(3 * math.sqrt(alpha * (1 - alpha) / run["positions"]), 3)
+        assert abs(run["measured_alpha"] - alpha) <= run["tolerance"], kind
+        assert run["identical"] and run["as_imposed"], kind
+        assert run["eager_assistant_passes"] > 0 and run["graphed_drafts"] == 0
+        assert run["speedup"] > 0 and run["accepted_per_step"] > 0
+    rates = [result["kinds"][kind]["accepted_per_step"] for kind in ("chat", "write-code")]
+    assert rates[0] < rates[1]  # α 0.724 against 0.94, on the same draws
+    assert "Measured at an imposed acceptance (held)" in printed
+    assert f"Plain {result['plain_tokens_per_s']} tok/s" in printed
+    for label in ("α imposed", "α measured", "assisted tok/s", "speedup", "accepted per step"):
+        assert label in printed, label
+    assert "eager assistant passes" in printed and "drafting path eager" in printed
+    assert (out / "gpu_check.md").read_text().strip() == printed.strip()
+
+
+class Drafts:
+    """A lean drafter's face: drafts of `gamma` zeros, and the ids its cache holds."""
+
+    def __init__(self) -> None:
+        self.held: list[int] = []
+
+    def draft(self, input_ids, gamma, ids=None):
+        return [0] * gamma
+
+
+def test_the_imposed_drafter_proposes_the_known_output_and_rolls_back_to_it():
+    expected = list(range(10, 30))  # two prompt ids, then the known output
+    real = Drafts()
+    imposed = Imposed(real, expected, 1.0, 64, seed=0)
+    ids = expected[:2]
+    assert imposed.draft(torch.tensor([ids]), 4, ids) == expected[2:6]
+    # Its cache holds the ids and all but the last candidate, as after its own draft.
+    assert real.held == expected[:5] and imposed.intended == [4]
+    never = Imposed(Drafts(), expected, 0.0, 64, seed=0)
+    assert never.draft(torch.tensor([ids]), 3, ids) == [13, 14, 15]  # each one off
+    assert never.intended == [0]
+    # Past the known output, the assistant's own tokens.
+    assert imposed.draft(torch.tensor([expected]), 2, expected) == [0, 0]

@@ -1,5 +1,6 @@
-"""The GPU check's report (`assisted.lab.gpu_check`): its tables as Markdown, measured then
-modelled, the drafting table by path, the end-to-end runs in a paragraph; and its files.
+"""The GPU check's report: its tables as Markdown, measured then modelled, the drafting
+table by path, the end-to-end runs in a paragraph, the runs at an imposed acceptance; and
+its files.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ import json
 from pathlib import Path
 
 from assisted.core.drafters import DrafterKind
-from assisted.lab.drafting_paths import GAMMA
-from assisted.lab.gpu_model import (
+from assisted.lab.gpu_check.paths import GAMMA
+from assisted.lab.gpu_check.speedup import (
     ACCEPTANCE,
     Pricing,
     acceptance_for,
@@ -100,7 +101,7 @@ def path_table(results: dict[str, Pricing | None]) -> list[str]:
     """The drafting table: per pair with an assistant model, drafting by path, the capture,
     host synchronisations per draft, and the modelled speedup with each path's cost."""
     lines = [
-        f"Drafting by path, drafts of {GAMMA} (`assisted.lab.drafting_paths`): the lean loop on "
+        f"Drafting by path, drafts of {GAMMA} (`assisted.lab.gpu_check.paths`): the lean loop on "
         "a DynamicCache, the same on a static cache, the draft replayed as CUDA graphs; "
         "modelled speedups (not measured) with the loop's and the graphs' cost, geomean of "
         f"the kinds and of the code kinds ({', '.join(CODE_KINDS)}):",
@@ -153,11 +154,47 @@ def end_to_end_line(result: dict) -> str:
     )
 
 
+def imposed_lines(result: dict) -> list[str]:
+    """The runs measured at an imposed acceptance (`imposed`): a paragraph and a table."""
+    verdict = "held" if result["held"] else "FAILED"
+    lines = [
+        f"Measured at an imposed acceptance ({verdict}): `running.run` on {result['pair']}'s "
+        f"shapes, random weights, the target peaked so that its greedy output is known from "
+        f"the plain run, {result['new_tokens']} tokens; the assistant drafts its cap at every "
+        f"step on drafting path {result['drafting_path']} ({result['drafting_path_reason']}) "
+        "and its draft is replaced by the known output at each kind's per-token acceptance "
+        "measured on a CPU (`speedup.ACCEPTANCE`). Plain "
+        f"{result['plain_tokens_per_s']} tok/s; speedup = the tokens/s ratio; measured α "
+        "within 3 standard errors of the imposed one for its positions:",
+        "",
+        "| kind | α imposed | α measured (positions, ± tolerance) | assisted tok/s | speedup |"
+        " accepted per step | tokens per step | eager assistant passes |"
+        " drafts graphed · eager | output |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    for kind, run in result["kinds"].items():
+        output = "identical" if run["identical"] else "DIFFERS"
+        output += ", as imposed" if run["as_imposed"] else ", NOT as imposed"
+        lines.append(
+            f"| {kind} | {run['imposed_alpha']:.3f} | {run['measured_alpha']:.3f} "
+            f"({run['positions']}, ± {run['tolerance']:.3f}) | {run['assisted_tokens_per_s']} | "
+            f"{run['speedup']:.2f}x | {run['accepted_per_step']} | {run['tokens_per_step']} | "
+            f"{run['eager_assistant_passes']} | {run['graphed_drafts']} · {run['eager_drafts']} "
+            f"| {output} |"
+        )
+    return lines
+
+
 def write(
-    out: Path | None, text: str, results: dict[str, Pricing | None], through: dict | None = None
+    out: Path | None,
+    text: str,
+    results: dict[str, Pricing | None],
+    through: dict | None = None,
+    imposed: dict | None = None,
 ) -> None:
     """The check's Markdown and JSON in `out` (none without it): gpu_check.md, .json, and
-    the end-to-end runs' end_to_end.json once they ran."""
+    the end-to-end runs' end_to_end.json and the imposed-acceptance runs' imposed.json
+    once they ran."""
     if out is None:
         return
     out.mkdir(parents=True, exist_ok=True)
@@ -177,3 +214,5 @@ def write(
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     if through is not None:
         (out / "end_to_end.json").write_text(json.dumps(through, indent=1), encoding="utf-8")
+    if imposed is not None:
+        (out / "imposed.json").write_text(json.dumps(imposed, indent=1), encoding="utf-8")

@@ -1,5 +1,5 @@
-"""The GPU check's model of a speedup (`assisted.lab.gpu_check`): the costs it measured,
-and the per-token acceptance by prompt kind it prices them at, measured on a CPU.
+"""The GPU check's model of a speedup: the costs it measured, and the per-token acceptance
+by prompt kind it prices them at, measured on a CPU.
 
 A step of a constant draft length γ commits E = (1 − α^(γ+1)) / (1 − α) tokens for
 γ·d + T(γ+1) seconds, against T(1) a token plain (`modelled_speedup`).
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assisted.core.drafters import DrafterKind
-from assisted.lab.drafting_paths import Drafting
+from assisted.lab.gpu_check.paths import Drafting
 from assisted.models.registry import PairSpec
 
 # Per-token acceptance α by prompt kind (examples/ categories) and the share of steps that
@@ -91,26 +91,33 @@ def modelled_speedup(
 
 def per_token_acceptance(path: Path) -> dict[str, dict[str, tuple[float, float]]]:
     """(α, the share of steps that drafted) by drafter and prompt kind from a benchmark's
-    runs.jsonl (a constant schedule, no confidence cut): α is the accepted tokens over
-    those plus the drafts a wrong token cut."""
-    counts: dict[tuple[str, str], list[int]] = {}
+    runs.jsonl (a constant schedule, no confidence cut), α as `per_token_alpha` counts it."""
+    steps: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for text in path.read_text(encoding="utf-8").splitlines():
         line = json.loads(text) if text else None
         if not line or line["drafter"] is None:
             continue
         key = (line["drafter"], line.get("category") or "-")
-        total = counts.setdefault(key, [0, 0, 0, 0])  # accepted, cut, drafting, steps
-        for step in line["record"]["steps"]:
-            total[3] += 1
-            if step["drafted"]:
-                total[0] += step["accepted"]
-                total[1] += step["accepted"] < step["drafted"]
-                total[2] += 1
+        counts = ((step["drafted"], step["accepted"]) for step in line["record"]["steps"])
+        steps.setdefault(key, []).extend(counts)
     table: dict[str, dict[str, tuple[float, float]]] = {}
-    for (drafter, kind), (accepted, cut, drafting, steps) in sorted(counts.items()):
-        alpha = round(accepted / max(accepted + cut, 1), 3)
-        table.setdefault(drafter, {})[kind] = (alpha, round(drafting / max(steps, 1), 3))
+    for (drafter, kind), counts in sorted(steps.items()):
+        alpha, _ = per_token_alpha(counts)
+        drafting = sum(1 for drafted, _ in counts if drafted) / max(len(counts), 1)
+        table.setdefault(drafter, {})[kind] = (round(alpha, 3), round(drafting, 3))
     return table
+
+
+def per_token_alpha(steps: Iterable[tuple[int, int]]) -> tuple[float, int]:
+    """α from steps given as (drafted, accepted), and the positions it counts: the accepted
+    tokens over those plus the drafts a wrong token cut (a draft kept whole was cut by
+    nothing). Where each position holds with probability α, this is its estimate."""
+    accepted = cut = 0
+    for drafted, kept in steps:
+        if drafted:
+            accepted += kept
+            cut += kept < drafted
+    return accepted / max(accepted + cut, 1), accepted + cut
 
 
 def geomean(values: Iterable[float]) -> float:

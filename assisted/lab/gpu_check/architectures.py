@@ -1,6 +1,6 @@
 """Each registry model's published architecture, from its config.json: enough to build it
-with random weights where its own are out of reach (`assisted.lab.gpu_check` times it on
-a GPU that reaches no Hub), and to count its parameters against its model card's size
+with random weights where its own are out of reach (the GPU check times it on a GPU that
+reaches no Hub), and to count its parameters against its model card's size
 (`registry.Size`, checked in tests/models/test_registry_pairs.py). Plain data, no torch.
 """
 
