@@ -25,9 +25,11 @@ comparison a Transformers user would make.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,6 +57,38 @@ TIMED_REPLAYS = 5  # replays of the longest draft timed after the self-check
 # threshold could then cut a draft one token apart; the candidates must be the same).
 PROBABILITY_TOLERANCE = 1e-3
 EAGER_STATIC = "eager on a static cache"
+
+
+class CudaGraphs:
+    """What a capture asks of CUDA: a side stream for the warm-up, a region of kernels
+    recorded as a graph and replayed, a wait for the device. The tests' CPU stand-in takes
+    its place (`GRAPHS`), so that the rest of `_capture`, its cache, warm-up and buffers,
+    runs there as on a GPU, held to the contract a graph relies on: a replay reads and
+    writes the addresses its capture recorded."""
+
+    @contextmanager
+    def side_stream(self, device: torch.device) -> Iterator[None]:
+        """The body on a side stream, which the current stream then waits for: cuBLAS picks
+        its kernels and allocates its workspace there, not inside a capture."""
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            yield
+        torch.cuda.current_stream(device).wait_stream(side)
+
+    def record(self, region: Callable[[], None]) -> Callable[[], None]:
+        """`region`'s kernels captured as a graph: its replay."""
+        graph = torch.cuda.CUDAGraph()
+        # Thread-local: another thread's CUDA call must not invalidate the capture.
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            region()
+        return graph.replay
+
+    def synchronize(self, device: torch.device) -> None:
+        torch.cuda.synchronize(device)
+
+
+GRAPHS = CudaGraphs()
 
 
 def enabled() -> bool:
@@ -203,21 +237,15 @@ def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGrap
         state = StaticState(model, capacity, cap)
         state.feed(probe[:, :-2])  # allocates the cache's tensors before any capture
         base = probe.shape[1] - 2
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
+        with GRAPHS.side_stream(device):
             for _ in range(WARMUP_DRAFTS):
                 start(state, base, probe[0, -2:])
                 draft_on_device(state, cap)
-        torch.cuda.current_stream(device).wait_stream(side)
-        replays = {}
-        for gamma in range(1, cap + 1):
-            graph = torch.cuda.CUDAGraph()
-            # Thread-local: another thread's CUDA call must not invalidate the capture.
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                draft_on_device(state, gamma)
-            replays[gamma] = graph.replay
-        torch.cuda.synchronize(device)
+        replays = {
+            gamma: GRAPHS.record(functools.partial(draft_on_device, state, gamma))
+            for gamma in range(1, cap + 1)
+        }
+        GRAPHS.synchronize(device)
     return DraftGraphs(state, replays)
 
 
@@ -227,7 +255,7 @@ def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:
     with torch.inference_mode():
         for _ in range(TIMED_REPLAYS):
             start(state, probe.shape[1] - 2, probe[0, -2:])
-            torch.cuda.synchronize(state.token.device)
+            GRAPHS.synchronize(state.token.device)
             started = time.perf_counter()
             graphs.replay(graphs.cap)
             state.out.tolist()  # the draft's one read, which waits for the replay
