@@ -274,6 +274,27 @@ def test_the_self_check_keeps_a_faithful_replay_and_refuses_a_wrong_one(near_pai
     assert "a draft of 5 differed from eager passes at candidate 5" in self_check(wrong, prompt)
 
 
+def test_the_self_check_refuses_a_fault_the_replays_share_with_the_static_cache(
+    near_pair, monkeypatch
+):
+    """A rollback that keeps one position too many (one never written) is wrong in the
+    eager passes on the static cache as in the replays: the loop on a DynamicCache, with
+    its own cache and rollback, drafts otherwise, and the self-check says so."""
+    model = near_pair.assistant
+    prompt = prompt_ids(near_pair)
+    graphs = graphed(model)
+    with torch.inference_mode():
+        graphs.state.feed(prompt[:, :-2])
+
+    def one_too_many(state, length):
+        with torch.inference_mode():
+            for layer in state.cache.layers:
+                layer.cumulative_length.fill_(length + 1)
+
+    monkeypatch.setattr(StaticState, "rewind", one_too_many)
+    assert "differed from eager passes" in self_check(graphs, prompt)
+
+
 def test_graphs_stay_off_the_cpu_and_off_when_turned_off(near_pair, monkeypatch):
     model = near_pair.assistant
     prompt = prompt_ids(near_pair)
