@@ -40,6 +40,7 @@ from assisted.engine.prepare import prepare
 from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs
 from assisted.models.pairs import custom_pair, load_pair
+from tests.engine.graph_stand_in import ContractBroken, StandInGraphs
 from tests.scripted import Scripted
 from tests.tiny import build_model, build_near_model
 
@@ -273,6 +274,27 @@ def test_the_self_check_keeps_a_faithful_replay_and_refuses_a_wrong_one(near_pai
     assert "a draft of 5 differed from eager passes at candidate 5" in self_check(wrong, prompt)
 
 
+def test_the_self_check_refuses_a_fault_the_replays_share_with_the_static_cache(
+    near_pair, monkeypatch
+):
+    """A rollback that keeps one position too many (one never written) is wrong in the
+    eager passes on the static cache as in the replays: the loop on a DynamicCache, with
+    its own cache and rollback, drafts otherwise, and the self-check says so."""
+    model = near_pair.assistant
+    prompt = prompt_ids(near_pair)
+    graphs = graphed(model)
+    with torch.inference_mode():
+        graphs.state.feed(prompt[:, :-2])
+
+    def one_too_many(state, length):
+        with torch.inference_mode():
+            for layer in state.cache.layers:
+                layer.cumulative_length.fill_(length + 1)
+
+    monkeypatch.setattr(StaticState, "rewind", one_too_many)
+    assert "differed from eager passes" in self_check(graphs, prompt)
+
+
 def test_graphs_stay_off_the_cpu_and_off_when_turned_off(near_pair, monkeypatch):
     model = near_pair.assistant
     prompt = prompt_ids(near_pair)
@@ -477,3 +499,68 @@ def test_a_draft_after_a_fully_accepted_one_replays_with_no_eager_pass(self_pair
     assert [drafted for drafted, _ in policy.seen[:4]] == [CAP, 3, CAP, 3]
     assert all(accepted == drafted > 0 for drafted, accepted in policy.seen), policy.seen
     assert eager_widths == [len(ids) - 2]  # the prompt, all but the two the replay reads
+
+
+def test_the_capture_holds_the_graphs_contract_and_its_run_is_plain_decoding(
+    near_pair, monkeypatch
+):
+    """The product's capture, warm-up, buffers, self-check and timing on the stand-in,
+    which raises where a replay would read or write other memory than its capture: they
+    pass, and a run drafting through those replays, as if on CUDA, is plain decoding."""
+    pair = near_pair
+    monkeypatch.setattr(plan, "auto_policy", lambda *_: Scripted([3, 1, 4, 2, CAP]))
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepared = prepare(pair, draft)
+    stand_in = StandInGraphs()
+    monkeypatch.setattr(draft_graphs, "GRAPHS", stand_in)
+    outcome = draft_graphs._captured(prepared.assistant, CAP, prompt_ids(pair))
+    assert outcome.graphs is not None, outcome.reason
+    assert outcome.reason.startswith("captured and self-checked")
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, outcome, raising=False)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    checked = stand_in.replays
+    settings = RunSettings(max_new_tokens=24)
+    ids = encode_prompt(pair, PROMPT)
+    plain = drain(running.run(pair, ids, "plain", settings))
+    assisted = drain(running.run(pair, ids, "assisted", settings, draft))
+    assert assisted.token_ids == plain.token_ids
+    assert assisted.drafting_path.path == CUDA_GRAPHS
+    drafted = [step.drafted for step in assisted.steps if step.drafted]
+    assert stand_in.replays - checked == len(drafted) >= 4
+
+
+def test_the_stand_in_refuses_what_a_graph_would_replay_wrong(near_pair):
+    """The stand-in for CUDA graphs raises where a graph would replay other memory than the
+    eager region reads (a rollback that replaces the cache's length, a tensor made inside a
+    capture and kept), where no warm-up ran the region first, and at a host read."""
+    model = near_pair.assistant
+    prompt = prompt_ids(near_pair)
+    stand_in = StandInGraphs()
+    state = StaticState(model, CAPACITY, 2)
+    region = functools.partial(draft_on_device, state, 2)
+    with torch.inference_mode():
+        state.feed(prompt[:, :-2])
+        with pytest.raises(ContractBroken, match="no warm-up"):
+            stand_in.record(region)
+        with stand_in.side_stream(state.token.device):
+            draft_graphs.start(state, prompt.shape[1] - 2, prompt[0, -2:])
+            region()
+        replay = stand_in.record(region)
+        state.rewind(prompt.shape[1] - 2)
+        replay()  # the same memory, written in place: as a graph replays it
+        for layer in state.cache.layers:
+            layer.cumulative_length = layer.cumulative_length.clone()
+        with pytest.raises(ContractBroken, match="replaced, not written in place"):
+            replay()
+        with pytest.raises(ContractBroken, match="host read"):
+            stand_in.record(lambda: state.out.sum().item())
+        kept: list[torch.Tensor] = []
+
+        def lazily():  # a buffer made at the first call, as a lazy module makes one
+            made = torch.zeros(1)
+            if not kept:
+                kept.append(made)
+            kept[0].add_(1)
+
+        with pytest.raises(ContractBroken, match="its capture made, which outlived it"):
+            stand_in.record(lazily)()

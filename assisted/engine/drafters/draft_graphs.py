@@ -12,11 +12,13 @@ first of two ids, each argmax the next pass's input, on the static cache of
 `static_draft.StaticState`), after
 warm-up passes on a side stream (cuBLAS picks its kernels there, not inside the capture).
 Transformers treats a stream capture as tracing (`is_tracing`), so its mask code takes the
-path without host reads. Then a self-check drafts on the probe through every graph and
-eagerly, the same passes, also after a rollback: where the capture fails, or a candidate
-or a probability differs, the assistant drafts eagerly, and the run's `drafting_path` says
-why. Captured in `assisted.engine.prepare` (off every run's clock) and kept on the assistant
-for the process (on ZeroGPU once per worker), so they go with an evicted pair.
+path without host reads. Then a self-check drafts on the probe through every graph, also
+after a rollback, and against the lean loop on a DynamicCache (`lean.LeanDrafter`): its own
+cache, positions, mask and rollback, so a fault that the replays share with the static
+cache's eager passes shows too. Where the capture fails, or a candidate or a probability
+differs, the assistant drafts eagerly, and the run's `drafting_path` says why. Captured
+in `assisted.engine.prepare` (off every run's clock) and kept on the assistant for the
+process (on ZeroGPU once per worker), so they go with an evicted pair.
 `ASSISTED_CUDA_GRAPHS=0` (the CLI's `--no-cuda-graphs`) turns graphs off, for measuring.
 
 The target is never graphed: it stays Transformers' own eager model in both modes, the
@@ -25,9 +27,11 @@ comparison a Transformers user would make.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,11 +54,46 @@ ENV = "ASSISTED_CUDA_GRAPHS"  # "0" turns graphs off
 CAPACITY = 4096  # positions of the captured cache: a prompt and its answer, at most
 WARMUP_DRAFTS = 3  # eager drafts of the longest length on a side stream before capture
 TIMED_REPLAYS = 5  # replays of the longest draft timed after the self-check
-# Probabilities a replay and an eager pass may differ by: the same kernels give the same
-# bits, so this only forgives a kernel that reduces in another order (a confidence
-# threshold could then cut a draft one token apart; the candidates must be the same).
+# Probabilities a replay and the loop on a DynamicCache may differ by, at least: their
+# attention runs other kernels (a masked static cache against the exact length), which
+# reduce in another order. In a low precision, `EPS_TOLERANCE` of its steps (a heuristic,
+# not measured on a GPU). A confidence threshold could then cut a draft one token apart;
+# the candidates must be the same up to a near-tie, where either path may pick either.
 PROBABILITY_TOLERANCE = 1e-3
+EPS_TOLERANCE = 8
 EAGER_STATIC = "eager on a static cache"
+
+
+class CudaGraphs:
+    """What a capture asks of CUDA: a side stream for the warm-up, a region of kernels
+    recorded as a graph and replayed, a wait for the device. The tests' CPU stand-in takes
+    its place (`GRAPHS`), so that the rest of `_capture`, its cache, warm-up and buffers,
+    runs there as on a GPU, held to the contract a graph relies on: a replay reads and
+    writes the addresses its capture recorded."""
+
+    @contextmanager
+    def side_stream(self, device: torch.device) -> Iterator[None]:
+        """The body on a side stream, which the current stream then waits for: cuBLAS picks
+        its kernels and allocates its workspace there, not inside a capture."""
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            yield
+        torch.cuda.current_stream(device).wait_stream(side)
+
+    def record(self, region: Callable[[], None]) -> Callable[[], None]:
+        """`region`'s kernels captured as a graph: its replay."""
+        graph = torch.cuda.CUDAGraph()
+        # Thread-local: another thread's CUDA call must not invalidate the capture.
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            region()
+        return graph.replay
+
+    def synchronize(self, device: torch.device) -> None:
+        torch.cuda.synchronize(device)
+
+
+GRAPHS = CudaGraphs()
 
 
 def enabled() -> bool:
@@ -203,21 +242,15 @@ def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGrap
         state = StaticState(model, capacity, cap)
         state.feed(probe[:, :-2])  # allocates the cache's tensors before any capture
         base = probe.shape[1] - 2
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
+        with GRAPHS.side_stream(device):
             for _ in range(WARMUP_DRAFTS):
                 start(state, base, probe[0, -2:])
                 draft_on_device(state, cap)
-        torch.cuda.current_stream(device).wait_stream(side)
-        replays = {}
-        for gamma in range(1, cap + 1):
-            graph = torch.cuda.CUDAGraph()
-            # Thread-local: another thread's CUDA call must not invalidate the capture.
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                draft_on_device(state, gamma)
-            replays[gamma] = graph.replay
-        torch.cuda.synchronize(device)
+        replays = {
+            gamma: GRAPHS.record(functools.partial(draft_on_device, state, gamma))
+            for gamma in range(1, cap + 1)
+        }
+        GRAPHS.synchronize(device)
     return DraftGraphs(state, replays)
 
 
@@ -227,7 +260,7 @@ def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:
     with torch.inference_mode():
         for _ in range(TIMED_REPLAYS):
             start(state, probe.shape[1] - 2, probe[0, -2:])
-            torch.cuda.synchronize(state.token.device)
+            GRAPHS.synchronize(state.token.device)
             started = time.perf_counter()
             graphs.replay(graphs.cap)
             state.out.tolist()  # the draft's one read, which waits for the replay
@@ -245,39 +278,72 @@ def start(state: StaticState, length: int, pair: torch.Tensor) -> None:
 
 def self_check(graphs: DraftGraphs, probe: torch.Tensor) -> str | None:
     """Draft after `probe` (1, n), whose first n − 2 ids the cache holds, through each
-    replay and through the same passes run eagerly, and again one candidate on (a rollback
-    to a position the eager draft wrote); what differed, or None where nothing did."""
+    replay and through the loop on a DynamicCache, and again one candidate on (a rollback
+    to a position the replays wrote); what differed, or None where nothing did. Judged up
+    to the loop's first near-tie (`_loop_draft`)."""
     state = graphs.state
     base, last = probe.shape[1] - 2, probe[0, -2:]
+    margin = tolerance(state.model)
+    expected, judged = _loop_draft(state.model, probe, graphs.cap, margin)
     with torch.inference_mode():
-        start(state, base, last)
-        draft_on_device(state, graphs.cap)
-        expected = state.out.clone()
         for gamma in range(1, graphs.cap + 1):
             start(state, base, last)
             graphs.replay(gamma)
-            differs = _differs(state.out[:, :gamma], expected[:, :gamma], f"a draft of {gamma}")
+            kept = min(gamma, judged)
+            differs = _differs(
+                state.out[:, :kept], expected[:, :kept], f"a draft of {gamma}", margin
+            )
             if differs:
                 return differs
         if graphs.cap > 1:
-            # Rolled back to the first candidate: the next ones are the eager draft's rest.
+            # Rolled back to the first candidate: the next ones are the loop's rest.
             start(state, base + 1, torch.cat([last[1:], expected[0, :1].to(last.dtype)]))
             graphs.replay(graphs.cap - 1)
-            got = state.out[:, : graphs.cap - 1]
-            differs = _differs(got, expected[:, 1:], "after a rollback")
+            got = state.out[:, : max(judged - 1, 0)]
+            differs = _differs(got, expected[:, 1:judged], "after a rollback", margin)
             if differs:
                 return differs
         state.rewind(0)
     return None
 
 
-def _differs(got: torch.Tensor, expected: torch.Tensor, what: str) -> str | None:
-    """Where a replay's (ids, probabilities) differ from the eager passes'."""
+def tolerance(model: PreTrainedModel) -> float:
+    """How far a replay's probabilities may be from the loop's (`PROBABILITY_TOLERANCE`)."""
+    return max(PROBABILITY_TOLERANCE, EPS_TOLERANCE * torch.finfo(model.dtype).eps)
+
+
+def _loop_draft(
+    model: PreTrainedModel, probe: torch.Tensor, cap: int, margin: float
+) -> tuple[torch.Tensor, int]:
+    """The lean loop's `cap` candidates after `probe` on a DynamicCache, with the
+    probability it gave each (rows of ids and probabilities, on the probe's device); and
+    how many come before its first near-tie, a candidate whose runner-up is within
+    `margin`: another path may pick either there, and its draft goes elsewhere after."""
+    passes: list[torch.Tensor] = []
+    hook = model.register_forward_hook(
+        lambda _module, _args, output: passes.append(output.logits[0, -1].float().softmax(-1))
+    )
+    try:
+        drafted = LeanDrafter(model, 0.0, ()).draft(probe, cap)
+    finally:
+        hook.remove()
+    top = torch.stack([probabilities.topk(2).values for probabilities in passes])
+    ties = (top[:, 0] - top[:, 1] <= margin).nonzero()
+    judged = int(ties[0, 0]) if len(ties) else cap
+    ids = torch.tensor(drafted, dtype=torch.float64, device=top.device)
+    return torch.stack([ids, top[:, 0].double()]), judged
+
+
+def _differs(got: torch.Tensor, expected: torch.Tensor, what: str, margin: float) -> str | None:
+    """Where a replay's (ids, probabilities) differ from the loop's eager passes', its
+    probabilities by more than `margin`."""
     got, expected = got.cpu(), expected.cpu()
+    if not got.shape[1]:
+        return None
     if not torch.equal(got[0], expected[0]):
         at = int((got[0] != expected[0]).nonzero()[0, 0])
         return f"{what} differed from eager passes at candidate {at + 1}"
     gap = float((got[1] - expected[1]).abs().max())
-    if gap > PROBABILITY_TOLERANCE:
+    if gap > margin:
         return f"{what} gave probabilities {gap:.1e} away from eager passes"
     return None
