@@ -96,7 +96,6 @@ def benchmark(
     `steps`: each timed run's steps are yielded as they happen (`Streamed`), for a caller
     that shows the runs as they go (the shoot-out)."""
     from assisted.engine import comparison, running
-    from assisted.engine.prepare import prepare
 
     settings.validate()
     if repeats < 1:
@@ -115,12 +114,7 @@ def benchmark(
         journal.start(info, variants, settings, repeats, timed_runs)
     session = _Session(pair, variants, drafting, settings, repeats, stop, total, journal, steps)
     yield session.progress("warming up")
-    # Every variant prepared before any run (`assisted.engine.prepare`: copies, calibration, the
-    # learnt state read), so that no timed run prepares.
-    for variant in variants:
-        prepared = prepare(drafting[variant.drafter], variant.draft, settings)
-        special = prepared.never_drafted
-        session.templates[variant.name] = (special, template_ngrams(prepared.template_ids, special))
+    session.prepare_variants()
     # A benchmark starts from no acceptance, so that its figures do not depend on what the
     # pair ran before, in this process or in an earlier one (`assisted.models.learnt_store`), nor
     # on whether this process had to warm up; a part of a split benchmark starts from what
@@ -172,6 +166,20 @@ class _Session:
     runs: list[Run] = field(default_factory=list)
     # Per variant, the ids it never drafts and the runs of its template's text.
     templates: dict[str, tuple[frozenset, frozenset]] = field(default_factory=dict)
+
+    def prepare_variants(self) -> None:
+        """Every variant prepared before any run (`assisted.engine.prepare`: copies,
+        calibration, the learnt state read), so that no timed run prepares; and what each
+        never drafts and its template's text, to count the runs that copy it."""
+        from assisted.engine.prepare import prepare
+
+        for variant in self.variants:
+            prepared = prepare(self.drafting[variant.drafter], variant.draft, self.settings)
+            special = prepared.never_drafted
+            self.templates[variant.name] = (
+                special,
+                template_ngrams(prepared.template_ids, special),
+            )
 
     def progress(self, label: str) -> Progress:
         """Where the benchmark stands as the untimed step `label` starts."""
