@@ -35,14 +35,17 @@ from spaces.config import Config as SpacesConfig
 from assisted.core.examples import Example, load_folder
 from assisted.models import pairs
 from assisted.models.registry import DEFAULT_PAIR, PAIRS, PairSpec, default_pair_for
-from assisted.ui import gpu_calls, page
-from assisted.ui.benchmark_tab import StreamBenchmark, build_benchmark_tab
-from assisted.ui.compare_tab import StreamComparison, build_compare_tab
+from assisted.ui import page
+from assisted.ui.benchmark import gpu as benchmark_gpu
+from assisted.ui.benchmark.request import BenchmarkRequest
+from assisted.ui.benchmark.tab import StreamBenchmark, build_benchmark_tab
+from assisted.ui.compare import gpu as compare_gpu
+from assisted.ui.compare.request import ComparisonRequest
+from assisted.ui.compare.tab import StreamComparison, build_compare_tab
 from assisted.ui.device_queue import DeviceQueue
 from assisted.ui.errors import quiet_component_refusals
 from assisted.ui.gpu_time import GpuTimes
 from assisted.ui.pace import Paces
-from assisted.ui.requests import BenchmarkRequest, ComparisonRequest
 from assisted.ui.shared import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
 from assisted.ui.shared import PairAccess, TabState
 from assisted.ui.stop_flags import StopFlags
@@ -135,10 +138,10 @@ def _bench_gpu_duration(request: BenchmarkRequest) -> int:
     ).seconds
 
 
-# The GPU entry points, at module level as ZeroGPU wants them (`assisted.ui.gpu_calls`):
+# The GPU entry points, at module level as ZeroGPU wants them (each tab's `gpu` module):
 # each takes one request, and so does the function that sizes its duration.
-stream_comparison = spaces.GPU(duration=_gpu_duration)(gpu_calls.stream_comparison)
-stream_benchmark = spaces.GPU(duration=_bench_gpu_duration)(gpu_calls.stream_benchmark)
+stream_comparison = spaces.GPU(duration=_gpu_duration)(compare_gpu.stream_comparison)
+stream_benchmark = spaces.GPU(duration=_bench_gpu_duration)(benchmark_gpu.stream_benchmark)
 
 
 # -- the app -------------------------------------------------------------------------------

@@ -14,7 +14,9 @@ from assisted.core.examples import Example
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 from assisted.policy.learnt import LearntSnapshot
-from assisted.ui.requests import BenchmarkRequest, ComparisonRequest, PairPlace
+from assisted.ui.benchmark.request import BenchmarkRequest
+from assisted.ui.compare.request import ComparisonRequest
+from assisted.ui.requests import PairPlace
 from assisted.ui.stop_flags import StopFlags
 
 ROOT = Path(app.__file__).resolve().parent

@@ -1,7 +1,7 @@
 """The Compare tab: one prompt through plain decoding, then assisted generation, streamed
 side by side with their statistics; Replay race replays both at their recorded pace.
 
-`build_compare_tab` places the tab's components (`compare_layout`) and wires their events.
+`build_compare_tab` places the tab's components (`compare.layout`) and wires their events.
 The handlers that need the app's shared state are `CompareHandlers`' methods; the others
 are plain functions.
 """
@@ -23,16 +23,17 @@ from assisted.core.settings import (
     validate_prompt,
 )
 from assisted.models.pairs import PairSpec
-from assisted.ui import compare_layout as layout
-from assisted.ui.chunks import chunks_from_dicts, race_timeline
-from assisted.ui.compare_format import run_html
-from assisted.ui.compare_layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, draft_length_default
+from assisted.ui.compare import layout
+from assisted.ui.compare.chunks import chunks_from_dicts, race_timeline
+from assisted.ui.compare.format import run_html
+from assisted.ui.compare.layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, draft_length_default
+from assisted.ui.compare.live import MODES, idle_outputs
+from assisted.ui.compare.outputs import UNCHANGED, CompareOutputs, ReplayOutputs
+from assisted.ui.compare.request import ComparisonRequest
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport
-from assisted.ui.live import MODES, idle_outputs
-from assisted.ui.outputs import UNCHANGED, CompareOutputs, ReplayOutputs
 from assisted.ui.refusals import Refused, explained
-from assisted.ui.requests import ComparisonRequest, PairPlace
+from assisted.ui.requests import PairPlace
 from assisted.ui.shared import (
     CUSTOM,
     VISITORS_AT_ONCE,

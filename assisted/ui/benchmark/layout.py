@@ -1,5 +1,5 @@
 """The Benchmark tab's components, laid out: what to benchmark, how much, and the outputs.
-`benchmark_tab.build_benchmark_tab` wires their events."""
+`benchmark.tab.build_benchmark_tab` wires their events."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 
 from assisted.analysis.sampling_evidence import SAMPLES
 from assisted.core.settings import ASSISTANT_QUANTS, MAX_NEW_TOKENS_CAP
-from assisted.ui.benchmark_format import CATEGORY_HEADERS, PROMPT_HEADERS
+from assisted.ui.benchmark.format import CATEGORY_HEADERS, PROMPT_HEADERS
 from assisted.ui.shared import Config
 
 BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens

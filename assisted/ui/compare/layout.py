@@ -1,7 +1,7 @@
 """The Compare tab's layout: the prompt and its buttons, the pair picker, the settings, and
 the outputs (both runs' text and stat cards, the summary, the charts, the JSON result).
 
-The builders only place components and return them; `compare_tab` wires their events.
+The builders only place components and return them; `compare.tab` wires their events.
 """
 
 from dataclasses import dataclass
@@ -18,8 +18,7 @@ from assisted.core.settings import (
     DraftSettings,
 )
 from assisted.models.pairs import PairSpec
-from assisted.ui.chunks import NOTHING_DRAFTED
-from assisted.ui.compare_charts import (
+from assisted.ui.compare.charts import (
     HEADROOM,
     ORACLE,
     draft_length_frame,
@@ -28,8 +27,9 @@ from assisted.ui.compare_charts import (
     step_time_frame,
     timeline_frame,
 )
-from assisted.ui.compare_format import LEGEND_HTML, run_html, stat_card_html
-from assisted.ui.live import MODES
+from assisted.ui.compare.chunks import NOTHING_DRAFTED
+from assisted.ui.compare.format import LEGEND_HTML, run_html, stat_card_html
+from assisted.ui.compare.live import MODES
 from assisted.ui.shared import CUSTOM, PairAccess
 
 DEFAULT_MAX_NEW_TOKENS = 64

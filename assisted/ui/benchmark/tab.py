@@ -18,8 +18,8 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.settings import RunSettings, SettingsError
 from assisted.models.pairs import PairSpec
-from assisted.ui import benchmark_layout as layout
-from assisted.ui.benchmark_format import (
+from assisted.ui.benchmark import layout
+from assisted.ui.benchmark.format import (
     CATEGORY_HEADERS,
     PROMPT_HEADERS,
     bench_category_rows,
@@ -29,12 +29,13 @@ from assisted.ui.benchmark_format import (
     bench_prompt_rows,
     bench_warning,
 )
-from assisted.ui.benchmark_layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS, BENCH_MAX_REPEATS
+from assisted.ui.benchmark.layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS, BENCH_MAX_REPEATS
+from assisted.ui.benchmark.outputs import BenchmarkOutputs
+from assisted.ui.benchmark.request import BenchmarkRequest
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport, benchmark_calls
-from assisted.ui.outputs import BenchmarkOutputs
 from assisted.ui.refusals import Refused, explained
-from assisted.ui.requests import BenchmarkRequest, PairPlace
+from assisted.ui.requests import PairPlace
 from assisted.ui.shared import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
 from assisted.ui.stop_flags import StopFlag
 
