@@ -324,7 +324,7 @@ def test_stop_keeps_what_was_produced_and_marks_it_stopped(client, slow_steps):
     else:
         pytest.fail("the plain run never streamed")
     # What the Stop button does for this session (its handler is not part of the API).
-    app._stops[client.session_hash].set()
+    app._stops[f"{client.session_hash}:compare"].set()
     final = job.result()
     result = final[-1]
     assert result["plain"]["stopped"] is True and 0 < result["plain"]["new_tokens"] < 200

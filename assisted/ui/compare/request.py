@@ -21,3 +21,8 @@ class ComparisonRequest:
     settings: RunSettings
     draft: DraftSettings
     stop: StopFlag
+
+    def timed_tokens(self) -> tuple[int, int]:
+        """The new tokens the call times: up to `max_new_tokens` plain, and as many
+        assisted."""
+        return self.settings.max_new_tokens, self.settings.max_new_tokens
