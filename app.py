@@ -44,10 +44,11 @@ from assisted.ui.device_queue import DeviceQueue
 from assisted.ui.errors import quiet_component_refusals
 from assisted.ui.gpu_time import GpuTimes
 from assisted.ui.pace import Paces
+from assisted.ui.pair_access import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
+from assisted.ui.pair_access import PairAccess
 from assisted.ui.requests import GpuRequest
-from assisted.ui.shared import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
-from assisted.ui.shared import PairAccess, TabState
 from assisted.ui.stop_flags import StopFlags
+from assisted.ui.tabs import TabState
 
 QUEUE_MAX_SIZE = 16  # requests waiting for the device; more are turned away
 # The most one ZeroGPU call asks for. ZeroGPU refuses longer requests ("The requested GPU

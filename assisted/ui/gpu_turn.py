@@ -19,8 +19,8 @@ from assisted.ui.device_queue import Turn
 from assisted.ui.gpu_time import CallReport
 from assisted.ui.refusals import Refused, explained
 from assisted.ui.requests import GpuRequest, PairPlace
-from assisted.ui.shared import Outputs, TabState, updating_only
 from assisted.ui.stop_flags import StopFlag
+from assisted.ui.tabs import Outputs, TabState, updating_only
 
 Request = TypeVar("Request", bound=GpuRequest)
 

@@ -35,7 +35,7 @@ from assisted.ui.benchmark.request import BenchmarkRequest, split
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport
 from assisted.ui.gpu_turn import GpuTurn, gpu_turn, stop_key
-from assisted.ui.shared import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
+from assisted.ui.tabs import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
 
 NOTE = """
 Times the example prompts, category by category: each prompt runs plain and with each chosen

@@ -1,7 +1,7 @@
 """The Compare tab's outputs, by name. Imports neither torch nor gradio.
 
 The NamedTuple is the one place that orders the tab's outputs: the tab lists its components
-for Gradio in the order of the fields (`shared.in_order`), and every handler yields an
+for Gradio in the order of the fields (`assisted.ui.tabs.in_order`), and every handler yields an
 instance built by field name, so adding an output means adding a field. The values are
 plain (strings, data frames, dicts), and the classes are defined at module level, so an
 instance pickles: the values are made in the GPU process on ZeroGPU

@@ -32,14 +32,8 @@ from assisted.ui.compare.request import ComparisonRequest
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport
 from assisted.ui.gpu_turn import gpu_turn, stop_key
-from assisted.ui.shared import (
-    CUSTOM,
-    VISITORS_AT_ONCE,
-    TabState,
-    in_order,
-    int_if_whole,
-    updating_only,
-)
+from assisted.ui.pair_access import CUSTOM
+from assisted.ui.tabs import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
 
 TAB = "compare"  # its requests' Stop key (`gpu_turn.stop_key`)
 REPLAY_EVERY_S = 0.05  # the race replay's update interval
