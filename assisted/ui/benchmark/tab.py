@@ -157,15 +157,9 @@ class BenchmarkHandlers:
             if turn.stopped:
                 yield _no_report("**Stopped** before the timed runs started: no report.")
                 return
+            examples, planned = tuple(chosen), tuple(variants)
             whole = BenchmarkRequest(
-                turn.place,
-                tuple(chosen),
-                tuple(variants),
-                settings,
-                repeats,
-                turn.stop,
-                None,
-                check,
+                turn.place, examples, planned, settings, repeats, turn.stop, check=check
             )
             yield from self._timed(turn, whole)
 
