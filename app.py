@@ -35,17 +35,20 @@ from spaces.config import Config as SpacesConfig
 from assisted.core.examples import Example, load_folder
 from assisted.models import pairs
 from assisted.models.registry import DEFAULT_PAIR, PAIRS, PairSpec, default_pair_for
-from assisted.ui import gpu_calls, page
-from assisted.ui.benchmark_tab import StreamBenchmark, build_benchmark_tab
-from assisted.ui.compare_tab import StreamComparison, build_compare_tab
+from assisted.ui import page
+from assisted.ui.benchmark import gpu as benchmark_gpu
+from assisted.ui.benchmark.tab import StreamBenchmark, build_benchmark_tab
+from assisted.ui.compare import gpu as compare_gpu
+from assisted.ui.compare.tab import StreamComparison, build_compare_tab
 from assisted.ui.device_queue import DeviceQueue
 from assisted.ui.errors import quiet_component_refusals
 from assisted.ui.gpu_time import GpuTimes
 from assisted.ui.pace import Paces
-from assisted.ui.requests import BenchmarkRequest, ComparisonRequest
-from assisted.ui.shared import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
-from assisted.ui.shared import PairAccess, TabState
+from assisted.ui.pair_access import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
+from assisted.ui.pair_access import PairAccess
+from assisted.ui.requests import GpuRequest
 from assisted.ui.stop_flags import StopFlags
+from assisted.ui.tabs import TabState
 
 QUEUE_MAX_SIZE = 16  # requests waiting for the device; more are turned away
 # The most one ZeroGPU call asks for. ZeroGPU refuses longer requests ("The requested GPU
@@ -115,30 +118,15 @@ _gpu_times = GpuTimes(GPU_CALL_MAX_S)
 _preloaded: set[str] = set()
 
 
-def _gpu_duration(request: ComparisonRequest) -> int:
-    """The seconds a comparison's call asks ZeroGPU for (`assisted.ui.gpu_time`)."""
-    name = request.pair.spec.name
-    return _gpu_times.comparison(name, request.settings.max_new_tokens, name in _preloaded).seconds
+def _gpu_duration(request: GpuRequest) -> int:
+    """The seconds a tab's GPU call asks ZeroGPU for (`assisted.ui.gpu_time`)."""
+    return _gpu_times.estimate(request, request.pair.spec.name in _preloaded).seconds
 
 
-def _bench_gpu_duration(request: BenchmarkRequest) -> int:
-    """The seconds one call of a benchmark asks ZeroGPU for (`assisted.ui.gpu_time`)."""
-    name, examples, variants = request.pair.spec.name, request.examples, request.variants
-    return _gpu_times.benchmark(
-        name,
-        len(examples),
-        len(variants),
-        request.settings,
-        request.repeats,
-        name in _preloaded,
-        request.check,
-    ).seconds
-
-
-# The GPU entry points, at module level as ZeroGPU wants them (`assisted.ui.gpu_calls`):
-# each takes one request, and so does the function that sizes its duration.
-stream_comparison = spaces.GPU(duration=_gpu_duration)(gpu_calls.stream_comparison)
-stream_benchmark = spaces.GPU(duration=_bench_gpu_duration)(gpu_calls.stream_benchmark)
+# The GPU entry points, at module level as ZeroGPU wants them (each tab's `gpu` module):
+# each takes one request, and so does the function that sizes its duration, one for all.
+stream_comparison = spaces.GPU(duration=_gpu_duration)(compare_gpu.stream_comparison)
+stream_benchmark = spaces.GPU(duration=_gpu_duration)(benchmark_gpu.stream_benchmark)
 
 
 # -- the app -------------------------------------------------------------------------------

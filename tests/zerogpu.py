@@ -100,7 +100,7 @@ class ZeroGPU:
 
         return app.GpuCalls(
             self.wrap(app.stream_comparison, app._gpu_duration),
-            self.wrap(app.stream_benchmark, app._bench_gpu_duration),
+            self.wrap(app.stream_benchmark, app._gpu_duration),
         )
 
     def wrap(self, task: Callable[..., Iterator], duration: Callable[..., int]) -> Callable:

@@ -1,10 +1,10 @@
 """`python -m assisted.lab.stream_cost`: what one streaming update of the Compare tab costs
 the server, early in a run and late in a long one.
 
-A comparison's events are replayed into `assisted.ui.live.Live` from made-up steps (no
+A comparison's events are replayed into `assisted.ui.compare.live.Live` from made-up steps (no
 model runs: a plain step commits one token, an assisted one three of four drafted), one
 update per step, 80 ms apart on Live's clock as the app yields them
-(`assisted.ui.gpu_calls.YIELD_EVERY_S`).
+(`assisted.ui.compare.gpu.YIELD_EVERY_S`).
 Each update is timed twice: Live's own build, and that with what Gradio then does with
 the values for the page (each component's `postprocess`, the component it rebuilds for a
 skipped output, and the diff against the last update, which it sends: its bytes as JSON
@@ -33,10 +33,10 @@ from assisted.core.settings import RunSettings
 from assisted.engine import comparison
 from assisted.engine.events import RunDone, StepEvent
 from assisted.models.registry import PAIRS
-from assisted.ui import compare_layout
-from assisted.ui.gpu_calls import YIELD_EVERY_S
-from assisted.ui.live import Live
-from assisted.ui.outputs import UNCHANGED, CompareOutputs
+from assisted.ui.compare import layout as compare_layout
+from assisted.ui.compare.gpu import YIELD_EVERY_S
+from assisted.ui.compare.live import Live
+from assisted.ui.compare.outputs import UNCHANGED, CompareOutputs
 
 PROMPT_TOKENS = 40
 

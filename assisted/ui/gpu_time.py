@@ -63,15 +63,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from assisted.analysis import stats
-from assisted.core.examples import Example
 from assisted.core.record import RunRecord
-from assisted.core.settings import RunSettings
 from assisted.models import machines
 from assisted.models.hardware import CUDA_SETUP_S, Device, zerogpu_slice
 from assisted.models.registry import PAIRS, PairSpec, Size
 
 if TYPE_CHECKING:
-    from assisted.analysis.sampling_evidence import CheckSettings
+    from assisted.ui.requests import GpuRequest
 
 MARGIN = 1.5  # the request is this many times the estimate: runs of the same work vary
 ABORT_GROWTH = 2.0  # after an abort, the pair's next request asks this many times more
@@ -257,9 +255,10 @@ class GpuTimes:
         moving_s = self._moved_bytes / self.device.load_bytes_per_s
         return ColdStart(CUDA_SETUP_S + moving_s, measured=False, moved_bytes=self._moved_bytes)
 
-    def comparison(self, pair: str, new_tokens: int, preloaded: bool) -> Estimate:
-        """The request for a comparison of `new_tokens` on `pair` (plain, then assisted)."""
-        return self.runs(pair, new_tokens, new_tokens, preloaded)
+    def estimate(self, request: GpuRequest, preloaded: bool) -> Estimate:
+        """The request for a tab's GPU call (`request`): the tokens it times, plain and
+        assisted, on its pair; `preloaded`: the pair was loaded at start-up."""
+        return self.runs(request.pair.spec.name, *request.timed_tokens(), preloaded)
 
     def runs(self, pair: str, plain_tokens: int, assisted_tokens: int, preloaded: bool) -> Estimate:
         """The request for a call that times `plain_tokens` of plain decoding and
@@ -291,59 +290,10 @@ class GpuTimes:
             seconds = math.floor(self.max_s / factor)
         return dataclasses.replace(unbounded, seconds=seconds)
 
-    def benchmark(
-        self,
-        pair: str,
-        prompts: int,
-        variants: int,
-        settings: RunSettings,
-        repeats: int,
-        preloaded: bool,
-        check: CheckSettings | None = None,
-    ) -> Estimate:
-        """The request for a call that benchmarks `prompts` prompts, each `repeats` times
-        plain and with each of `variants` drafting variants, then runs the sampling
-        `check`, if any."""
-        tokens = prompts * repeats * settings.max_new_tokens
-        checking = check.draws() * CHECK_SAMPLE_TOKENS if check is not None else 0
-        return self.runs(pair, tokens, tokens * variants + checking, preloaded)
-
     def load_s(self, pair: str) -> float | None:
         """Seconds the latest call that loaded `pair` took to load it; None: none did."""
         with self._lock:
             return self._pairs.get(pair, _PairTimes()).load_s
-
-
-def benchmark_calls(
-    examples: list[Example],
-    variants: Sequence[object],
-    settings: RunSettings,
-    repeats: int,
-    times: GpuTimes,
-    pair: str,
-    preloaded: bool,
-    check: CheckSettings | None = None,
-) -> list[list[Example]]:
-    """The prompts of each ZeroGPU call of a benchmark timing `variants` beside plain
-    decoding: as many, in order, as the measured pace lets one call time within the limit
-    (`times.max_s`), and at least one. The sampling `check` runs in the last call: one of
-    its own, with no prompts, where it does not fit beside the last prompts."""
-    calls: list[list[Example]] = []
-
-    def fits(prompts: int, checking: CheckSettings | None = None) -> bool:
-        estimate = times.benchmark(
-            pair, prompts, len(variants), settings, repeats, preloaded, checking
-        )
-        return estimate.asked_s <= times.max_s
-
-    for example in examples:
-        if calls and fits(len(calls[-1]) + 1):
-            calls[-1].append(example)
-        else:
-            calls.append([example])
-    if check is not None and calls and not fits(len(calls[-1]), check):
-        calls.append([])
-    return calls
 
 
 # The process that imported this module, the app's main one: a GPU worker is forked from it.

@@ -61,7 +61,7 @@ CSS = """
 /* "show rejected drafts" unticked: the remainders go (a step's details still name them). */
 body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
 /* A step's details, on hover and keyboard focus: just below the text box, positioned from
-   .run-box so the text's scrolling does not clip them (compare_format.run_html). */
+   .run-box so the text's scrolling does not clip them (compare.format.run_html). */
 .run-box { position: relative; }
 .run-text .tip { display: none; position: absolute; z-index: 30; left: 0; right: 0;
   top: calc(100% + 0.3rem); padding: 0.4rem 0.6rem; font-family: var(--font);
@@ -75,7 +75,7 @@ body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
 @media (max-width: 640px) { .legend { min-height: 0; } }  /* the columns stack */
 .legend .toggle { color: var(--body-text-color); cursor: pointer; }
 .legend .tok { padding: 0 0.3rem; border-radius: 3px; color: var(--body-text-color); }
-/* A running text's cursor, after its last step (compare_format.run_html_of). */
+/* A running text's cursor, after its last step (compare.format.run_html_of). */
 .run-text.running::after { content: "▍"; animation: blink 1s steps(1) infinite;
   color: var(--color-accent); }
 @keyframes blink { 50% { opacity: 0; } }
@@ -97,7 +97,7 @@ body:has(#show-rejected:not(:checked)) #assisted-text .rej { display: none; }
 .stat-empty { color: var(--body-text-color-subdued); font-size: 0.85rem; }
 """
 
-# A roving tabindex over the steps of the assisted text (`compare_format._step_html`): the
+# A roving tabindex over the steps of the assisted text (`compare.format._step_html`): the
 # text is one Tab stop rather than hundreds, the arrow keys (and Home, End) move between its
 # steps, and the focused step shows its details, as on hover. Only the current step has
 # tabindex 0, so Tab leaves the text and Shift+Tab comes back to the step last visited. The

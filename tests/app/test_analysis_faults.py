@@ -15,7 +15,7 @@ import app
 from assisted import cli
 from assisted.bench import __main__ as bench_command
 from assisted.models import pairs
-from assisted.ui.compare_charts import histogram_frame
+from assisted.ui.compare.charts import histogram_frame
 from tests.serve import launch
 
 FORCED = "RuntimeError: forced"
@@ -109,7 +109,7 @@ def test_the_app_keeps_the_runs_when_an_analysis_fails(client, monkeypatch, part
     compare(client, schedule="auto")  # calibrated
     with monkeypatch.context() as patched:
         if part == "charts":
-            patched.setattr("assisted.ui.live.histogram_frame", fail_on_data)
+            patched.setattr("assisted.ui.compare.live.histogram_frame", fail_on_data)
         else:
             patched.setattr(ANALYSES[part], fail)
         summary, result = compare(client)

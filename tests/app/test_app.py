@@ -17,8 +17,9 @@ import app  # noqa: E402
 from assisted.engine import comparison  # noqa: E402
 from assisted.engine.events import StepEvent  # noqa: E402
 from assisted.models import pairs  # noqa: E402
-from assisted.ui.compare_charts import ORACLE  # noqa: E402
-from assisted.ui.outputs import BenchmarkOutputs, CompareOutputs  # noqa: E402
+from assisted.ui.benchmark.outputs import BenchmarkOutputs  # noqa: E402
+from assisted.ui.compare.charts import ORACLE  # noqa: E402
+from assisted.ui.compare.outputs import CompareOutputs  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
 RESULT_KEYS = {
@@ -104,7 +105,7 @@ def test_the_default_app_builds_without_loading_a_model():
 
 def test_the_tab_keeps_the_pairs_cumulative_threshold():
     from assisted.models.registry import PAIRS
-    from assisted.ui.compare_tab import draft_settings
+    from assisted.ui.compare.tab import draft_settings
 
     spec = PAIRS["embedded"]
     draft = draft_settings(spec, 6, "auto", 0.3, "auto")
@@ -323,7 +324,7 @@ def test_stop_keeps_what_was_produced_and_marks_it_stopped(client, slow_steps):
     else:
         pytest.fail("the plain run never streamed")
     # What the Stop button does for this session (its handler is not part of the API).
-    app._stops[client.session_hash].set()
+    app._stops[f"{client.session_hash}:compare"].set()
     final = job.result()
     result = final[-1]
     assert result["plain"]["stopped"] is True and 0 < result["plain"]["new_tokens"] < 200

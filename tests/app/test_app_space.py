@@ -174,7 +174,7 @@ def test_a_request_waiting_for_the_device_sees_its_place_and_can_stop(server):
             if "Waiting for the device" in values[0]:
                 break
         assert "1 request ahead" in values[0]
-        app._stops[client.session_hash].set()  # what the Stop button does for this session
+        app._stops[f"{client.session_hash}:compare"].set()  # what Stop does for this session
         final = job.result()
     finally:
         holder.leave()

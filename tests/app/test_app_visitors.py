@@ -22,7 +22,7 @@ import app  # noqa: E402
 from assisted.engine import comparison  # noqa: E402
 from assisted.engine.observe import StepObserver  # noqa: E402
 from assisted.models import pair_checks, pairs  # noqa: E402
-from assisted.ui.shared import YOUR_TURN  # noqa: E402
+from assisted.ui.pair_access import YOUR_TURN  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
 # A visitor in a process of its own, which the test kills: its connections close as a

@@ -14,7 +14,10 @@ from assisted.core.examples import Example
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 from assisted.policy.learnt import LearntSnapshot
-from assisted.ui.requests import BenchmarkRequest, ComparisonRequest, PairPlace
+from assisted.ui import gpu_time
+from assisted.ui.benchmark.request import BenchmarkRequest
+from assisted.ui.compare.request import ComparisonRequest
+from assisted.ui.requests import PairPlace
 from assisted.ui.stop_flags import StopFlags
 
 ROOT = Path(app.__file__).resolve().parent
@@ -43,12 +46,7 @@ def requests() -> tuple[ComparisonRequest, BenchmarkRequest]:
 
 
 def test_each_gpu_entry_point_and_its_duration_take_one_request():
-    for function in (
-        app.stream_comparison,
-        app.stream_benchmark,
-        app._gpu_duration,
-        app._bench_gpu_duration,
-    ):
+    for function in (app.stream_comparison, app.stream_benchmark, app._gpu_duration):
         assert list(inspect.signature(function).parameters) == ["request"], function
 
 
@@ -64,12 +62,13 @@ def test_a_request_pickles_whole_with_its_stop_flag():
 def test_the_durations_read_the_request_as_the_estimates_do():
     comparison, benchmark = requests()
     preloaded = SPEC.name in app._preloaded
-    asked = app._gpu_times.comparison(SPEC.name, 8, preloaded).seconds
+    asked = app._gpu_times.runs(SPEC.name, 8, 8, preloaded).seconds
     assert app._gpu_duration(comparison) == asked
-    asked = app._gpu_times.benchmark(
-        SPEC.name, 1, len(benchmark.variants), benchmark.settings, 2, preloaded, benchmark.check
-    ).seconds
-    assert app._bench_gpu_duration(benchmark) == asked
+    # 1 prompt × 2 repeats × 8 tokens, plain and per variant; the check's samples assisted.
+    checking = benchmark.check.draws() * gpu_time.CHECK_SAMPLE_TOKENS
+    plain, assisted = 16, 16 * len(benchmark.variants) + checking
+    asked = app._gpu_times.runs(SPEC.name, plain, assisted, preloaded).seconds
+    assert app._gpu_duration(benchmark) == asked
 
 
 def test_app_py_is_a_composition_root_of_at_most_300_lines():

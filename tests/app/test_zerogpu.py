@@ -153,7 +153,7 @@ def test_zerogpu_stop_ends_a_running_comparison_within_one_step(client, zerogpu,
     for values in job:
         if "Running plain" in values[0]:
             break
-    app._stops[client.session_hash].set()  # what the Stop button does
+    app._stops[f"{client.session_hash}:compare"].set()  # what the Stop button does
     final = job.result()
     assert "Stopped" in final[0]
     assert final[-1] is None or final[-1]["plain"]["stopped"]
@@ -187,7 +187,7 @@ def test_zerogpu_a_comparison_asks_for_what_its_pair_was_measured_to_need(client
     zerogpu.reuse = False  # a fresh worker, which times its start and its set-up
     client.predict(**settings(max_new_tokens=tokens), api_name="/compare")
     zerogpu.reuse = True
-    measured = app._gpu_times.comparison(name, tokens, preloaded=True)
+    measured = app._gpu_times.runs(name, tokens, tokens, preloaded=True)
     client.predict(**settings(max_new_tokens=tokens), api_name="/compare")
     first, second = (request.duration_s for request in zerogpu.requests)
     guess = gpu_time.first_guess(None)  # a custom pair: priced at the largest allowed

@@ -6,6 +6,7 @@ false-alarm rate is measured here: at most α = 5% by construction, 2.75% over 4
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,7 +22,10 @@ from assisted.engine.events import RunDone
 from assisted.engine.prompt import encode_prompt
 from assisted.models import pairs
 from assisted.models.loading import end_ids
+from assisted.models.registry import DEFAULT_PAIR, PAIRS
 from assisted.ui import gpu_time
+from assisted.ui.benchmark.request import BenchmarkRequest, split
+from assisted.ui.requests import PairPlace
 from tests.tiny import build_model, build_near_model, build_tokenizer
 
 # At temperature 0.3 the tiny target's first three tokens spread over a few dozen outcomes,
@@ -254,14 +258,17 @@ def test_the_check_gets_a_zerogpu_call_of_its_own_where_it_does_not_fit_beside_p
     prompts = [Example(f"q{index}", "chat", "prompt") for index in range(2)]
     settings, check = RunSettings(max_new_tokens=8), CheckSettings(samples=10)
 
+    place = PairPlace(replace(PAIRS[DEFAULT_PAIR], name="pair"), "cuda", "bfloat16", False)
+    request = BenchmarkRequest(place, tuple(prompts), (None,), settings, 1, None, None, check)
+
     def calls(max_s: int) -> list[list[str]]:
         times.max_s = max_s
-        found = gpu_time.benchmark_calls(prompts, [None], settings, 1, times, "pair", True, check)
-        return [[example.question_id for example in call] for call in found]
+        found = split(request, times, True)
+        return [[example.question_id for example in call.examples] for call in found]
 
     # A prompt: 16 tokens, 1.6 s (× 1.5: 2.4 s); the check: 40 samples of 6 tokens, 24 s.
     assert calls(100) == [["q0", "q1"]]  # (3.2 + 24) × 1.5 = 40.8 s
     assert calls(40) == [["q0", "q1"], []]
     assert calls(3) == [["q0"], ["q1"], []]
-    estimate = times.benchmark("pair", 2, 1, settings, 1, True, check)
+    estimate = times.estimate(request, True)
     assert estimate.estimate_s == pytest.approx(3.2 + 24)

@@ -32,7 +32,7 @@ def test_the_sets_share_no_prompt():
 
 
 def test_the_benchmark_tab_offers_every_prompt_of_the_largest_kind():
-    from assisted.ui.benchmark_tab import BENCH_MAX_PROMPTS
+    from assisted.ui.benchmark.tab import BENCH_MAX_PROMPTS
 
     per_kind = Counter(example.category for example in load_folder())
     assert max(per_kind.values()) == BENCH_MAX_PROMPTS

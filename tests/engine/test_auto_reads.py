@@ -21,7 +21,7 @@ from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.choice import Floor
 from assisted.policy.learnt import LearntState
-from assisted.ui.compare_format import summary_markdown
+from assisted.ui.compare.format import summary_markdown
 from tests.engine.runs import AUTO, PROMPT, priced
 
 SETTINGS = RunSettings(max_new_tokens=16)

@@ -17,11 +17,13 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.record import Calibration, RunRecord, Step
 from assisted.core.settings import RunSettings
 from assisted.engine.events import RunDone
-from assisted.ui import benchmark_format, compare_charts, compare_format
-from assisted.ui import chunks as chunk_view
-from assisted.ui.chunks import Chunk
-from assisted.ui.live import Live
-from assisted.ui.outputs import CompareOutputs, ReplayOutputs
+from assisted.ui.benchmark import format as benchmark_format
+from assisted.ui.compare import charts as compare_charts
+from assisted.ui.compare import chunks as chunk_view
+from assisted.ui.compare import format as compare_format
+from assisted.ui.compare.chunks import Chunk
+from assisted.ui.compare.live import Live
+from assisted.ui.compare.outputs import CompareOutputs, ReplayOutputs
 from assisted.ui.pace import Pace, Paces
 
 
@@ -426,7 +428,14 @@ def packages(names: set[str]) -> set[str]:
 
 
 # What formats and names the tabs' values: plain values, made without a UI or a model.
-FRAMEWORK_FREE = ("compare_format", "compare_charts", "benchmark_format", "numbers", "outputs")
+FRAMEWORK_FREE = (
+    "compare/format",
+    "compare/charts",
+    "benchmark/format",
+    "numbers",
+    "compare/outputs",
+    "benchmark/outputs",
+)
 
 
 def test_ui_modules_import_neither_torch_nor_each_others_frameworks():
@@ -543,8 +552,8 @@ def test_a_targets_pace_comes_from_its_latest_plain_run_else_from_an_auto_runs_o
 
 def test_picking_auto_makes_the_draft_length_its_cap():
     from assisted.core.settings import AUTO_CAP
-    from assisted.ui.compare_layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL
-    from assisted.ui.compare_tab import on_schedule_change
+    from assisted.ui.compare.layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL
+    from assisted.ui.compare.tab import on_schedule_change
 
     auto = on_schedule_change("auto", 3.0)
     assert auto["value"] == AUTO_CAP and auto["label"] == DRAFT_CAP_LABEL

@@ -34,7 +34,7 @@ def test_a_step_costs_its_bytes_over_the_bandwidth_and_its_layers_launches():
 def test_a_never_timed_7b_pair_asks_at_most_120_s_at_the_defaults(preloaded):
     times = GpuTimes(SPACE_MAX_S)
     for name in ("qwen2.5-coder-7b", "qwen2.5-7b", "llama-3.1-8b"):
-        estimate = times.comparison(name, DEFAULT_TOKENS, preloaded)
+        estimate = times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded)
         assert not estimate.measured
         assert gpu_time.FLOOR_S <= estimate.seconds <= 120, name
 
@@ -46,7 +46,7 @@ def test_a_timed_comparison_at_the_defaults_asks_at_most_60_s():
     # The first call measured what the guess said, with drafting at 1.6 times the pace.
     rate = guess.plain_s_per_token
     times.note(CallReport(name, None, guess.setup_s, rate, rate / 1.6))
-    estimate = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    estimate = times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True)
     assert estimate.measured and estimate.seconds <= 60
     expected = gpu_time.MARGIN * (DEFAULT_TOKENS * (rate + rate / 1.6) + guess.setup_s)
     assert estimate.seconds == max(gpu_time.FLOOR_S, math.ceil(expected))
@@ -54,8 +54,10 @@ def test_a_timed_comparison_at_the_defaults_asks_at_most_60_s():
 
 def test_a_pair_of_unknown_size_is_priced_at_the_largest_its_checks_allow():
     times = GpuTimes(SPACE_MAX_S)
-    unknown = times.comparison("owner/custom ← owner/small", DEFAULT_TOKENS, preloaded=False)
-    known = times.comparison("qwen2.5-coder-7b", DEFAULT_TOKENS, preloaded=False)
+    unknown = times.runs(
+        "owner/custom ← owner/small", DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=False
+    )
+    known = times.runs("qwen2.5-coder-7b", DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=False)
     assert known.seconds < unknown.seconds <= SPACE_MAX_S
     assert first_guess(None).load_s > first_guess(PAIRS["qwen2.5-coder-7b"]).load_s
 
@@ -66,14 +68,14 @@ def test_a_request_counts_a_fresh_workers_start_estimated_then_as_measured():
     estimate, until a fresh worker has timed its start."""
     name = "qwen2.5-coder-7b"
     times = GpuTimes(SPACE_MAX_S)
-    before = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    before = times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True)
     times.preloaded(20 * 10**9)
     cold = CUDA_SETUP_S + 20e9 / SLICE.load_bytes_per_s
-    estimated = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    estimated = times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True)
     assert estimated.estimate_s == pytest.approx(before.estimate_s + cold)
     assert "cold start" in estimated.describe() and "20.0 GB moved" in estimated.describe()
     times.note(CallReport(name, None, None, cold_start_s=2.5))
-    measured = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    measured = times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True)
     assert measured.estimate_s == pytest.approx(before.estimate_s + 2.5)
     assert "2 s as measured here" in measured.describe()
     # Off ZeroGPU nothing forks, and nothing preloaded is moved: no term.
@@ -83,17 +85,17 @@ def test_a_request_counts_a_fresh_workers_start_estimated_then_as_measured():
 def test_after_an_abort_the_pairs_next_request_asks_more_up_to_the_cap_until_one_finishes():
     name = "qwen2.5-coder-7b"
     times = GpuTimes(SPACE_MAX_S)
-    first = times.comparison(name, 32, preloaded=True)
+    first = times.runs(name, 32, 32, preloaded=True)
     times.aborted(name)
-    grown = times.comparison(name, 32, preloaded=True)
+    grown = times.runs(name, 32, 32, preloaded=True)
     assert grown.asked_s == pytest.approx(gpu_time.ABORT_GROWTH * first.asked_s)
     assert grown.seconds > first.seconds and "after 1 aborted call" in grown.describe()
-    assert times.comparison("qwen2.5-7b", 32, preloaded=True).aborts == 0  # that pair only
+    assert times.runs("qwen2.5-7b", 32, 32, preloaded=True).aborts == 0  # that pair only
     for _ in range(8):
         times.aborted(name)
-    assert times.comparison(name, 32, preloaded=True).seconds == SPACE_MAX_S
+    assert times.runs(name, 32, 32, preloaded=True).seconds == SPACE_MAX_S
     times.note(CallReport(name, None, None))  # a call on the pair finished
-    assert times.comparison(name, 32, preloaded=True).seconds == first.seconds
+    assert times.runs(name, 32, 32, preloaded=True).seconds == first.seconds
 
 
 def test_a_request_counts_the_capture_a_fresh_worker_makes():
@@ -107,11 +109,11 @@ def test_a_request_counts_the_capture_a_fresh_worker_makes():
     times = GpuTimes(SPACE_MAX_S)
     name = coder.name
     times.note(CallReport(name, None, 12.0, 0.03, 0.02, capture_s=2.0))
-    with_capture = times.comparison(name, DEFAULT_TOKENS, preloaded=True).estimate_s
+    with_capture = times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True).estimate_s
     times.note(CallReport(name, None, 4.0, 0.03, 0.02))  # warmed a mode, captured nothing
-    assert times.comparison(name, DEFAULT_TOKENS, preloaded=True).estimate_s == pytest.approx(
-        with_capture - 12.0 + 4.0 + 2.0
-    )
+    assert times.runs(
+        name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True
+    ).estimate_s == pytest.approx(with_capture - 12.0 + 4.0 + 2.0)
     assert gpu_time.capture_s({"assisted": {"graph_capture_s": 0.4}}) == 0.4
     assert gpu_time.capture_s({"assisted": None}) is None
 
@@ -130,7 +132,7 @@ def test_a_request_is_divided_by_the_factor_spaces_multiplies_it_by(factor, monk
     monkeypatch.setattr(config, "get_config", lambda: named)
     times = GpuTimes(SPACE_MAX_S)
     name = "qwen2.5-coder-7b"
-    estimate = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    estimate = times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True)
     assert estimate.duration_factor == factor
     scheduled = client.get_duration_seconds(timedelta(seconds=estimate.seconds), "large")
     assert scheduled == estimate.scheduled_s
@@ -138,7 +140,7 @@ def test_a_request_is_divided_by_the_factor_spaces_multiplies_it_by(factor, monk
     assert ("on this GPU" in estimate.describe()) == (factor != 1.0)
     for _ in range(8):
         times.aborted(name)
-    capped = times.comparison(name, DEFAULT_TOKENS, preloaded=True)
+    capped = times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True)
     scheduled = client.get_duration_seconds(timedelta(seconds=capped.seconds), "large")
     assert SPACE_MAX_S - factor < scheduled <= SPACE_MAX_S
 
@@ -148,7 +150,7 @@ def test_a_first_guess_follows_the_gpu_a_worker_reports():
     once a worker names its GPU, a pair never timed is guessed on that one."""
     times = GpuTimes(SPACE_MAX_S)
     name = "qwen2.5-coder-7b"
-    slowest = times.comparison(name, DEFAULT_TOKENS, preloaded=True).estimate_s
+    slowest = times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True).estimate_s
     times.note(CallReport("embedded", None, None, gpu="NVIDIA H200 MIG 3g.71gb"))
     assert times.device == zerogpu_slice("NVIDIA H200")
-    assert times.comparison(name, DEFAULT_TOKENS, preloaded=True).estimate_s < slowest
+    assert times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True).estimate_s < slowest

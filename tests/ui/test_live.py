@@ -1,4 +1,4 @@
-"""A comparison as it streams (`assisted.ui.live`): each update renders only its new steps,
+"""A comparison as it streams (`assisted.ui.compare.live`): each update renders only its new steps,
 the whole-run outputs take a bounded share of the stream's time, and the last update is
 the one a comparison rendered from its finished records would give."""
 
@@ -19,10 +19,10 @@ from assisted.core.record import RunRecord, Step
 from assisted.core.settings import RunSettings
 from assisted.engine import comparison
 from assisted.engine.events import RunDone, StepEvent
-from assisted.ui import live as live_module
-from assisted.ui.compare_tab import filled_in, skipping_unchanged
-from assisted.ui.live import HELD, WHOLE_SHARE, Live
-from assisted.ui.outputs import UNCHANGED
+from assisted.ui.compare import live as live_module
+from assisted.ui.compare.live import HELD, WHOLE_SHARE, Live
+from assisted.ui.compare.outputs import UNCHANGED
+from assisted.ui.compare.tab import filled_in, skipping_unchanged
 
 TOKENIZER = SimpleNamespace(decode=lambda ids, **kwargs: "".join(f"<{t}>" for t in ids))
 PAIR = SimpleNamespace(

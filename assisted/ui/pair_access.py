@@ -1,6 +1,6 @@
-"""What both tabs share (`TabState`): the configuration they read, stop requests, the
-paces and GPU times measured, their outputs by name, and the way from a pair's name to a
-pair ready on the device (`PairAccess`).
+"""The way from a pair's name to a pair ready on the device, for every tab (`PairAccess`):
+the spec a request names, its files fetched, its turn in the line for the device, then
+loading; and the page's pair status line.
 
 A request fetches its pair's files first, outside the line for the device, so a download
 holds up no one comparing on a pair in memory. Only then does it take its turn
@@ -15,9 +15,8 @@ that needs it, and the status line says so and what it costs.
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, TypeVar
+from collections.abc import Iterator
+from typing import Protocol
 
 import gradio as gr
 
@@ -27,17 +26,9 @@ from assisted.models.pairs import PairError, PairSpec
 from assisted.ui.device_queue import DeviceQueue, Turn
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import Estimate, GpuTimes
-from assisted.ui.pace import Paces
 from assisted.ui.stop_flags import StopFlag, StopFlags
 
 CUSTOM = "custom"  # the pair dropdown's choice for user-supplied target/assistant ids
-# Requests past Gradio's queue at once. Each fetches its pair's files, then waits for its
-# turn on the device, so a download holds up no one whose pair is in memory.
-VISITORS_AT_ONCE = 8
-
-Stops = StopFlags
-"""Stop requests by key (the session, and the tab): a Stop button sets its request's flag,
-and the backend ends the run within one step, in whichever process it runs."""
 
 
 class Config(Protocol):
@@ -57,30 +48,6 @@ class Config(Protocol):
     def allow_custom(self) -> bool: ...
     @property
     def zerogpu(self) -> bool: ...
-
-
-Outputs = TypeVar("Outputs", bound=NamedTuple)
-
-
-def in_order(
-    outputs: type[NamedTuple], components: Mapping[str, gr.components.Component]
-) -> list[gr.components.Component]:
-    """The components of a tab's outputs (`assisted.ui.outputs`), named by field, in the
-    order of the fields: the order in which Gradio pairs a handler's values with them.
-    `components` may hold more than these."""
-    return [components[name] for name in outputs._fields]
-
-
-def updating_only(outputs: type[Outputs], **values: Any) -> Outputs:
-    """A tab's outputs with `values` for the fields they name and `gr.skip()`, which leaves
-    an output as it is, for every other field."""
-    skipped = outputs._make([gr.skip()] * len(outputs._fields))
-    return skipped._replace(**values)
-
-
-def int_if_whole(value):
-    """Sliders and the client send floats; whole ones become ints, others fail validation."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 YOUR_TURN = "**Your turn:** starting…"
@@ -243,7 +210,7 @@ class PairAccess:
         yield YOUR_TURN
 
     @contextlib.contextmanager
-    def request(self, stops: Stops, key: str) -> Iterator[tuple[Turn, StopFlag]]:
+    def request(self, stops: StopFlags, key: str) -> Iterator[tuple[Turn, StopFlag]]:
         """A request's place in the line for the device and its Stop flag (under `key` in
         `stops`), both given up when the request ends."""
         stop = stops.open(key)
@@ -309,15 +276,3 @@ class PairAccess:
             yield pair_status(pair)
         finally:
             turn.leave()
-
-
-@dataclass(frozen=True)
-class TabState:
-    """What the app hands each tab: the way to a pair on the device, the Stop flags, how
-    fast each pair decoded in the tabs' runs (for the benchmark's estimate), and what the
-    GPU calls measured (for the time the next one asks for)."""
-
-    pairs: PairAccess
-    stops: Stops
-    paces: Paces
-    gpu_times: GpuTimes

@@ -1,12 +1,11 @@
 """The Compare tab: one prompt through plain decoding, then assisted generation, streamed
 side by side with their statistics; Replay race replays both at their recorded pace.
 
-`build_compare_tab` places the tab's components (`compare_layout`) and wires their events.
+`build_compare_tab` places the tab's components (`compare.layout`) and wires their events.
 The handlers that need the app's shared state are `CompareHandlers`' methods; the others
 are plain functions.
 """
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
@@ -23,25 +22,20 @@ from assisted.core.settings import (
     validate_prompt,
 )
 from assisted.models.pairs import PairSpec
-from assisted.ui import compare_layout as layout
-from assisted.ui.chunks import chunks_from_dicts, race_timeline
-from assisted.ui.compare_format import run_html
-from assisted.ui.compare_layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, draft_length_default
+from assisted.ui.compare import layout
+from assisted.ui.compare.chunks import chunks_from_dicts, race_timeline
+from assisted.ui.compare.format import run_html
+from assisted.ui.compare.layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, draft_length_default
+from assisted.ui.compare.live import MODES, idle_outputs
+from assisted.ui.compare.outputs import UNCHANGED, CompareOutputs, ReplayOutputs
+from assisted.ui.compare.request import ComparisonRequest
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport
-from assisted.ui.live import MODES, idle_outputs
-from assisted.ui.outputs import UNCHANGED, CompareOutputs, ReplayOutputs
-from assisted.ui.refusals import Refused, explained
-from assisted.ui.requests import ComparisonRequest, PairPlace
-from assisted.ui.shared import (
-    CUSTOM,
-    VISITORS_AT_ONCE,
-    TabState,
-    in_order,
-    int_if_whole,
-    updating_only,
-)
+from assisted.ui.gpu_turn import gpu_turn, stop_key
+from assisted.ui.pair_access import CUSTOM
+from assisted.ui.tabs import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
 
+TAB = "compare"  # its requests' Stop key (`gpu_turn.stop_key`)
 REPLAY_EVERY_S = 0.05  # the race replay's update interval
 
 StreamComparison = Callable[[ComparisonRequest], Iterator[CompareOutputs | CallReport]]
@@ -142,55 +136,34 @@ class CompareHandlers:
         settings = run_settings(
             prompt, max_new_tokens, decoding_mode, temperature, top_p, seed, chat_template
         )
-        access, gpu_times = self.shared.pairs, self.shared.gpu_times
+        access = self.shared.pairs
         spec, allow_local = access.spec_for(pair, custom_target, custom_assistant)
         draft = draft_settings(spec, draft_length, schedule, confidence_threshold, assistant_quant)
         access.check_for_device(spec, draft)  # before a GPU is asked for
-        key = request.session_hash or str(id(request))
-        with access.request(self.shared.stops, key) as (turn, stop):
-            for status in access.until_ready(spec, allow_local, turn, stop):
-                yield idle_outputs(status)
-            if stop.is_set():
+        key = stop_key(request, TAB)
+        with gpu_turn(self.shared, spec, allow_local, key) as turn:
+            yield from map(idle_outputs, turn.ready(progress))
+            if turn.stopped:
                 yield idle_outputs("**Stopped** before the timed runs started.")
                 return
-            access.load_for_run(spec, allow_local, progress)
-            if access.config.zerogpu:
-                estimate = gpu_times.comparison(
-                    spec.name, settings.max_new_tokens, spec.name in access.preloaded
-                )
-                yield idle_outputs(access.gpu_call_status(spec, estimate))
-            place = PairPlace(spec, access.config.device, access.config.dtype, allow_local)
-            streamed = self.stream(ComparisonRequest(place, prompt, settings, draft, stop))
+            comparison = ComparisonRequest(turn.place, prompt, settings, draft, turn.stop)
             api_call = event.target is None  # it reads each update whole
             outputs = None
-            # Closed before the turn is given up: a request closed mid-run (a cancelled job,
-            # a visitor gone) ends its run after the current step, as Stop does, and the
-            # next request never shares the device with it.
-            with contextlib.closing(streamed):
-                try:
-                    for item in explained(streamed):
-                        if isinstance(item, CallReport):  # for the next call's request
-                            gpu_times.note(item)
-                            continue
-                        if api_call:
-                            outputs = filled_in(item, outputs)
-                            yield outputs
-                        else:
-                            outputs = item
-                            yield skipping_unchanged(outputs)
-                except Refused as refused:
-                    if refused.aborted:  # the next call on the pair asks more
-                        gpu_times.aborted(spec.name)
-                    yield updating_only(CompareOutputs, status=refused.status)
-                    raise
+            for item in turn.call(self.stream, comparison, CompareOutputs, idle_outputs):
+                if api_call:
+                    outputs = filled_in(item, outputs)
+                    yield outputs
+                else:
+                    outputs = item
+                    yield skipping_unchanged(outputs)
             # The pair's pace, for the benchmark's estimate.
             if outputs is not None and isinstance(outputs.result, dict):
                 self.shared.paces.note_comparison(spec.target, spec.name, outputs.result)
 
     def request_stop(self, request: gr.Request) -> None:
-        event = self.shared.stops.get(request.session_hash or "")
-        if event is not None:
-            event.set()
+        flag = self.shared.stops.get(stop_key(request, TAB))
+        if flag is not None:
+            flag.set()
 
     def on_pair_change(self, pair: str) -> tuple:
         """Show the custom inputs for a custom pair; set the draft settings to the pair's."""

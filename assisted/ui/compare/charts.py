@@ -15,7 +15,7 @@ import pandas as pd
 from assisted.analysis import stats
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord
-from assisted.ui.chunks import NOTHING_DRAFTED, Chunk, source_label
+from assisted.ui.compare.chunks import NOTHING_DRAFTED, Chunk, source_label
 from assisted.ui.numbers import number
 
 

@@ -15,22 +15,22 @@ from assisted.core.settings import RunSettings
 from assisted.engine import comparison
 from assisted.engine.events import RunDone, StepEvent
 from assisted.models import pairs
-from assisted.ui.chunks import Chunk, chunk_of, chunks_of
-from assisted.ui.compare_charts import (
+from assisted.ui.compare.charts import (
     draft_length_frame,
     histogram_frame,
     position_frame,
     step_time_frame,
     timeline_frame,
 )
-from assisted.ui.compare_format import (
+from assisted.ui.compare.chunks import Chunk, chunk_of, chunks_of
+from assisted.ui.compare.format import (
     chunk_html,
     run_html,
     run_html_of,
     stat_card_html,
     summary_markdown,
 )
-from assisted.ui.outputs import UNCHANGED, CompareOutputs
+from assisted.ui.compare.outputs import UNCHANGED, CompareOutputs
 
 MODES = ("plain", "assisted")
 WAITING = {
@@ -69,7 +69,7 @@ class Live:
     """The steps and records of one comparison as it streams, rendered to every output.
 
     Each step is rendered once, as it arrives: an update's text joins what is rendered
-    (`compare_format.run_html_of`); the whole-run outputs are rebuilt at most a share of
+    (`compare.format.run_html_of`); the whole-run outputs are rebuilt at most a share of
     the stream's time (`WHOLE_SHARE`), and at each run's start and end. `clock` gives
     seconds (a test's own)."""
 

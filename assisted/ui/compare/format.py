@@ -1,6 +1,6 @@
 """What the Compare tab shows of a comparison, as plain strings: the coloured run text of
-its chunks (`assisted.ui.chunks`), stat cards and the summary.
-Imports neither torch nor gradio; the charts' rows are `compare_charts`'.
+its chunks (`assisted.ui.compare.chunks`), stat cards and the summary.
+Imports neither torch nor gradio; the charts' rows are `compare.charts`'.
 
 Every figure comes from `assisted.analysis.stats` (a `summarize`/`compare`/`report` dict, or its
 functions of a record); this module only formats.
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from assisted.analysis import declines, divergence, faults, oracle, sampling, stats
 from assisted.core.drafters import DrafterKind
 from assisted.models import learnt_store
-from assisted.ui import draws_format
-from assisted.ui.chunks import Chunk, source_label
+from assisted.ui.compare import draws
+from assisted.ui.compare.chunks import Chunk, source_label
 from assisted.ui.numbers import number, percent
 
 # -- run text ------------------------------------------------------------------------------
@@ -30,7 +30,7 @@ LEGEND_HTML = (
     '<span class="tok own">the target\'s own token</span> '
     "— one box per target step; hover over a step for its details, or tab to the text "
     "and move between steps with the arrow keys.<br>"
-    f"{draws_format.LEGEND_HTML}<br>"
+    f"{draws.LEGEND_HTML}<br>"
     '<label class="toggle"><input type="checkbox" id="show-rejected" checked> '
     "show rejected drafts</label>"
     "</div>"
@@ -69,10 +69,10 @@ def step_details(step_number: int, chunk: Chunk) -> list[str]:
     else:
         rejected = chunk.drafted - chunk.accepted
         lines.append(f"rejected {rejected}: “{_visible(chunk.rejected_text)}”")
-    lines += draws_format.draw_lines(chunk.draws, chunk.accepted, _visible)
+    lines += draws.draw_lines(chunk.draws, chunk.accepted, _visible)
     if chunk.own_text:
         own = f"then the target's own token: “{_visible(chunk.own_text)}”"
-        kind = draws_format.OWN_KINDS.get(chunk.own_kind)
+        kind = draws.OWN_KINDS.get(chunk.own_kind)
         lines.append(f"{own}, {kind}" if kind else own)
     if chunk.diverged is not None:
         lines.append(DIVERGED_HERE)
@@ -113,7 +113,7 @@ def _step_html(step_number: int, chunk: Chunk) -> str:
             shown = shown[:REJECTED_SHOWN_CHARS] + "…"
         parts.append(f'<s class="rej">{html.escape(shown)}</s>')
     own = _marked(chunk.own_text, len(chunk.accepted_text), chunk.diverged)
-    parts.append(f'<span class="{draws_format.own_class(chunk.own_kind)}">{own}</span>')
+    parts.append(f'<span class="{draws.own_class(chunk.own_kind)}">{own}</span>')
     details = "<br>".join(html.escape(line) for line in step_details(step_number, chunk))
     parts.append(f'<span class="tip" role="tooltip">{details}</span>')
     tabindex = 0 if step_number == 1 else -1

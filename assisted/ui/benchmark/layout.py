@@ -1,5 +1,5 @@
 """The Benchmark tab's components, laid out: what to benchmark, how much, and the outputs.
-`benchmark_tab.build_benchmark_tab` wires their events."""
+`benchmark.tab.build_benchmark_tab` wires their events."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pandas as pd
 
 from assisted.analysis.sampling_evidence import SAMPLES
 from assisted.core.settings import ASSISTANT_QUANTS, MAX_NEW_TOKENS_CAP
-from assisted.ui.benchmark_format import CATEGORY_HEADERS, PROMPT_HEADERS
-from assisted.ui.shared import Config
+from assisted.ui.benchmark.format import CATEGORY_HEADERS, PROMPT_HEADERS
+from assisted.ui.pair_access import Config
+from assisted.ui.tabs import folded_json, whole_slider
 
 BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens
 BENCH_MAX_PROMPTS = 3  # prompts per category (examples/ has three)
@@ -57,31 +58,14 @@ def choices(
 
 def sizes() -> tuple[gr.Slider, gr.Slider, gr.Slider]:
     """Prompts per category, new tokens per run and repeats."""
-    prompts = gr.Slider(
-        1,
-        BENCH_MAX_PROMPTS,
-        value=1,
-        step=1,
-        precision=0,
-        label="Prompts per category",
-        elem_id="bench-prompts",
+    prompts = whole_slider(BENCH_MAX_PROMPTS, 1, "Prompts per category", elem_id="bench-prompts")
+    max_new_tokens = whole_slider(
+        MAX_NEW_TOKENS_CAP, BENCH_MAX_NEW_TOKENS, "Max new tokens", elem_id="bench-max-new-tokens"
     )
-    max_new_tokens = gr.Slider(
-        1,
-        MAX_NEW_TOKENS_CAP,
-        value=BENCH_MAX_NEW_TOKENS,
-        step=1,
-        precision=0,
-        label="Max new tokens",
-        elem_id="bench-max-new-tokens",
-    )
-    repeats = gr.Slider(
-        1,
+    repeats = whole_slider(
         BENCH_MAX_REPEATS,
-        value=1,
-        step=1,
-        precision=0,
-        label="Repeats (the median of three shrugs off one outlier)",
+        1,
+        "Repeats (the median of three shrugs off one outlier)",
         elem_id="bench-repeats",
     )
     return prompts, max_new_tokens, repeats
@@ -110,8 +94,7 @@ def outputs() -> dict[str, gr.components.Component]:
         column_widths=["13%", "14%", "11%", "8%", "9%", "9%", "9%", "8%", "9%", "10%"],
         elem_id="bench-prompts-table",
     )
-    with gr.Accordion("Report as JSON (python -m assisted.bench's)", open=False):
-        report = gr.JSON(label="report")
+    report = folded_json("Report as JSON (python -m assisted.bench's)", "report")
     return {
         "status": status,
         "categories": categories,

@@ -1,10 +1,10 @@
-"""Each tab's outputs, by name. Imports neither torch nor gradio.
+"""The Compare tab's outputs, by name. Imports neither torch nor gradio.
 
-A tab's NamedTuple is the one place that orders its outputs: the tab lists its components
-for Gradio in the order of the fields (`shared.in_order`), and every handler yields an
+The NamedTuple is the one place that orders the tab's outputs: the tab lists its components
+for Gradio in the order of the fields (`assisted.ui.tabs.in_order`), and every handler yields an
 instance built by field name, so adding an output means adding a field. The values are
 plain (strings, data frames, dicts), and the classes are defined at module level, so an
-instance pickles: the Compare tab's values are made in the GPU process on ZeroGPU
+instance pickles: the values are made in the GPU process on ZeroGPU
 (`app.stream_comparison`) and cross its process boundary.
 """
 
@@ -13,9 +13,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, NamedTuple
 
-if TYPE_CHECKING:  # only the Benchmark tab's chart is a figure, drawn by `assisted.bench`
+if TYPE_CHECKING:
     import pandas as pd
-    from matplotlib.figure import Figure
 
 
 class Held(enum.Enum):
@@ -36,12 +35,12 @@ class CompareOutputs(NamedTuple):
     While the runs stream, the charts and the result may be `UNCHANGED`."""
 
     status: str  # Markdown
-    plain_text: str  # HTML (`compare_format.run_html`)
+    plain_text: str  # HTML (`compare.format.run_html`)
     assisted_text: str
-    plain_stats: str  # HTML (`compare_format.stat_card_html`)
+    plain_stats: str  # HTML (`compare.format.stat_card_html`)
     assisted_stats: str
     summary: str  # Markdown
-    tokens_over_time: pd.DataFrame  # the charts' rows (`compare_charts`)
+    tokens_over_time: pd.DataFrame  # the charts' rows (`compare.charts`)
     accept_histogram: pd.DataFrame
     acceptance_by_position: pd.DataFrame
     time_per_step: pd.DataFrame
@@ -58,15 +57,3 @@ class ReplayOutputs(NamedTuple):
     status: str
     plain_text: str
     assisted_text: str
-
-
-class BenchmarkOutputs(NamedTuple):
-    """The Benchmark tab's outputs: the /benchmark endpoint's, in this order. The tables,
-    headline, chart and report come with the last value; until then only `status` moves."""
-
-    status: str  # Markdown
-    categories: pd.DataFrame  # "Per category" (`benchmark_format.CATEGORY_HEADERS`)
-    prompts: pd.DataFrame  # "Per prompt" (`benchmark_format.PROMPT_HEADERS`)
-    overall: str  # Markdown
-    chart: Figure | None  # "Speedup per category" (`assisted.bench.draw_chart`)
-    report: dict | None  # `assisted.bench.report(...)`, what `python -m assisted.bench` prints

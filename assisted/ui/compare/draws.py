@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from assisted.analysis.sampling import BONUS, CORRECTED, TARGET, accept_prob
-from assisted.ui.chunks import Draw
+from assisted.ui.compare.chunks import Draw
 
 # The kinds of the target's own token that the text marks, each by a class of its own.
 MARKED = (CORRECTED, BONUS)

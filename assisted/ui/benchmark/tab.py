@@ -5,7 +5,7 @@ progress; its last output is the report that `python -m assisted.bench` prints.
 `BenchmarkHandlers`' methods.
 """
 
-import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Generator, Iterator
 
@@ -18,8 +18,8 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.settings import RunSettings, SettingsError
 from assisted.models.pairs import PairSpec
-from assisted.ui import benchmark_layout as layout
-from assisted.ui.benchmark_format import (
+from assisted.ui.benchmark import layout
+from assisted.ui.benchmark.format import (
     CATEGORY_HEADERS,
     PROMPT_HEADERS,
     bench_category_rows,
@@ -29,14 +29,13 @@ from assisted.ui.benchmark_format import (
     bench_prompt_rows,
     bench_warning,
 )
-from assisted.ui.benchmark_layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS, BENCH_MAX_REPEATS
+from assisted.ui.benchmark.layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS, BENCH_MAX_REPEATS
+from assisted.ui.benchmark.outputs import BenchmarkOutputs
+from assisted.ui.benchmark.request import BenchmarkRequest, split
 from assisted.ui.errors import refusal
-from assisted.ui.gpu_time import CallReport, benchmark_calls
-from assisted.ui.outputs import BenchmarkOutputs
-from assisted.ui.refusals import Refused, explained
-from assisted.ui.requests import BenchmarkRequest, PairPlace
-from assisted.ui.shared import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
-from assisted.ui.stop_flags import StopFlag
+from assisted.ui.gpu_time import CallReport
+from assisted.ui.gpu_turn import GpuTurn, gpu_turn, stop_key
+from assisted.ui.tabs import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
 
 NOTE = """
 Times the example prompts, category by category: each prompt runs plain and with each chosen
@@ -46,6 +45,8 @@ are **sequential** on one device, after a short untimed warm-up per prompt, and 
 drift of the machine falls on both sides alike. On this 2-core CPU the full set takes many
 minutes: start with one category. The device is busy for Compare until the benchmark ends.
 """
+
+TAB = "benchmark"  # its requests' Stop key (`gpu_turn.stop_key`)
 
 StreamBenchmark = Callable[
     [BenchmarkRequest], Iterator[bench.Progress | bench.Finished | CallReport]
@@ -151,64 +152,47 @@ class BenchmarkHandlers:
         for variant in variants:  # before a GPU is asked for
             access.check_for_device(spec, variant.draft)
         yield _no_report(f"**Loading** `{spec.name}`…")
-        key = f"{request.session_hash or id(request)}:benchmark"
-        with access.request(self.shared.stops, key) as (turn, stop):
-            for status in access.until_ready(spec, True, turn, stop):
-                yield _no_report(status)
-            if stop.is_set():
+        with gpu_turn(self.shared, spec, True, stop_key(request, TAB)) as turn:
+            yield from map(_no_report, turn.ready(progress))
+            if turn.stopped:
                 yield _no_report("**Stopped** before the timed runs started: no report.")
                 return
-            access.load_for_run(spec, True, progress)
-            yield from self._timed(spec, chosen, variants, settings, repeats, stop, check)
+            examples, planned = tuple(chosen), tuple(variants)
+            whole = BenchmarkRequest(
+                turn.place, examples, planned, settings, repeats, turn.stop, check=check
+            )
+            yield from self._timed(turn, whole)
 
-    def _timed(
-        self,
-        spec: PairSpec,
-        chosen: list[Example],
-        variants: list[bench.Variant],
-        settings: RunSettings,
-        repeats: int,
-        stop: StopFlag,
-        check: CheckSettings | None = None,
-    ) -> Iterator[BenchmarkOutputs]:
+    def _timed(self, turn: GpuTurn, whole: BenchmarkRequest) -> Iterator[BenchmarkOutputs]:
         """The timed runs, in one GPU call, or on ZeroGPU in as many as its limit needs,
         each starting from the acceptance the one before it left; then the report. The
         sampling check, if any, runs in the last call; its samples count as runs."""
-        access, gpu_times = self.shared.pairs, self.shared.gpu_times
-        config = access.config
-        preloaded = spec.name in access.preloaded
-        calls = [chosen]
-        if config.zerogpu:
-            calls = benchmark_calls(
-                chosen, variants, settings, repeats, gpu_times, spec.name, preloaded, check
-            )
-        timed = len(chosen) * repeats * (1 + len(variants))
-        total = timed + (check.draws() if check else 0)
+        access = self.shared.pairs
+        calls = [whole]
+        if access.config.zerogpu:
+            preloaded = whole.pair.spec.name in access.preloaded
+            calls = split(whole, self.shared.gpu_times, preloaded)
+        settings, repeats, variants = whole.settings, whole.repeats, list(whole.variants)
+        timed = len(whole.examples) * repeats * (1 + len(variants))
+        total = timed + (whole.check.draws() if whole.check else 0)
         start = time.perf_counter()
         done, runs, finished = 0, [], None
-        for number, examples in enumerate(calls, 1):
-            checks = check if number == len(calls) else None
-            if config.zerogpu:
-                estimate = gpu_times.benchmark(
-                    spec.name, len(examples), len(variants), settings, repeats, preloaded, checks
-                )
-                status = access.gpu_call_status(spec, estimate)
-                yield updating_only(
+        for number, call in enumerate(calls, 1):
+            acceptance = finished.acceptance if finished else None
+            call = dataclasses.replace(call, acceptance=acceptance)
+
+            def asking(status: str, number: int = number) -> BenchmarkOutputs:
+                return updating_only(
                     BenchmarkOutputs, status=f"Call {number} of {len(calls)}. {status}"
                 )
-            acceptance = finished.acceptance if finished else None
-            place = PairPlace(spec, config.device, config.dtype, allow_local=True)
-            request = BenchmarkRequest(
-                place, tuple(examples), tuple(variants), settings, repeats, stop, acceptance, checks
-            )
-            items = self.stream(request)
-            with contextlib.closing(items):  # its runs end before the turn is given up
-                done, finished = yield from self._followed(items, spec, done, total, start)
+
+            items = turn.call(self.stream, call, BenchmarkOutputs, asking)
+            done, finished = yield from self._followed(items, whole.pair.spec, done, total, start)
             if finished is None:
                 break
             runs += finished.runs
         if finished is None:
-            if stop.is_set():
+            if turn.stopped:
                 yield _no_report(f"**Stopped** after {done} of {total} timed runs: no report.")
             else:
                 yield _no_report("The benchmark ended without a report.")
@@ -225,36 +209,30 @@ class BenchmarkHandlers:
     def _followed(
         self, items: Iterator, spec: PairSpec, before: int, total: int, start: float
     ) -> Generator[BenchmarkOutputs, None, tuple[int, bench.Finished | None]]:
-        """One GPU call's yields as status lines, after `before` of `total` runs done;
-        returns the runs done and the call's Finished (None: it ended without one). A
-        ZeroGPU refusal or abort ends it with a status line and a clear error."""
+        """One GPU call's yields (`GpuTurn.call`) as status lines, after `before` of
+        `total` runs done; returns the runs done and the call's Finished (None: it ended
+        without one)."""
         done, finished = before, None
-        try:
-            for item in explained(items):
-                if isinstance(item, CallReport):  # for the next call's request
-                    self.shared.gpu_times.note(item)
-                elif isinstance(item, bench.Finished):
-                    finished = item
-                elif item.total == 0:  # a status line of the call's own (loading)
-                    yield updating_only(BenchmarkOutputs, status=item.label)
-                else:
-                    done = before + item.done
-                    if item.record is not None:  # the pair's pace, for the next estimate
-                        self.shared.paces.note_plain_run(spec.target, spec.name, item.record)
-                    elapsed = time.perf_counter() - start
-                    status = bench_progress_markdown(done, total, item.label, elapsed)
-                    yield updating_only(BenchmarkOutputs, status=status)
-        except Refused as refused:
-            if refused.aborted:  # the next call on the pair asks more
-                self.shared.gpu_times.aborted(spec.name)
-            yield updating_only(BenchmarkOutputs, status=refused.status)
-            raise
+        for item in items:
+            if isinstance(item, BenchmarkOutputs):  # a status line of the call's turn
+                yield item
+            elif isinstance(item, bench.Finished):
+                finished = item
+            elif item.total == 0:  # a status line of the call's own (loading)
+                yield updating_only(BenchmarkOutputs, status=item.label)
+            else:
+                done = before + item.done
+                if item.record is not None:  # the pair's pace, for the next estimate
+                    self.shared.paces.note_plain_run(spec.target, spec.name, item.record)
+                elapsed = time.perf_counter() - start
+                status = bench_progress_markdown(done, total, item.label, elapsed)
+                yield updating_only(BenchmarkOutputs, status=status)
         return done, finished
 
     def request_stop(self, request: gr.Request) -> None:
-        event = self.shared.stops.get(f"{request.session_hash}:benchmark")
-        if event is not None:
-            event.set()
+        flag = self.shared.stops.get(stop_key(request, TAB))
+        if flag is not None:
+            flag.set()
 
     def drafters_for(self, pair: str) -> tuple[dict, dict]:
         """The pair's own drafter, and prompt lookup beside an assistant model; the

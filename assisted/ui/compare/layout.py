@@ -1,7 +1,7 @@
 """The Compare tab's layout: the prompt and its buttons, the pair picker, the settings, and
 the outputs (both runs' text and stat cards, the summary, the charts, the JSON result).
 
-The builders only place components and return them; `compare_tab` wires their events.
+The builders only place components and return them; `compare.tab` wires their events.
 """
 
 from dataclasses import dataclass
@@ -18,8 +18,7 @@ from assisted.core.settings import (
     DraftSettings,
 )
 from assisted.models.pairs import PairSpec
-from assisted.ui.chunks import NOTHING_DRAFTED
-from assisted.ui.compare_charts import (
+from assisted.ui.compare.charts import (
     HEADROOM,
     ORACLE,
     draft_length_frame,
@@ -28,9 +27,11 @@ from assisted.ui.compare_charts import (
     step_time_frame,
     timeline_frame,
 )
-from assisted.ui.compare_format import LEGEND_HTML, run_html, stat_card_html
-from assisted.ui.live import MODES
-from assisted.ui.shared import CUSTOM, PairAccess
+from assisted.ui.compare.chunks import NOTHING_DRAFTED
+from assisted.ui.compare.format import LEGEND_HTML, run_html, stat_card_html
+from assisted.ui.compare.live import MODES
+from assisted.ui.pair_access import CUSTOM, PairAccess
+from assisted.ui.tabs import folded_json, whole_slider
 
 DEFAULT_MAX_NEW_TOKENS = 64
 DRAFT_LENGTH_LABEL = "Draft length γ (candidates per step)"
@@ -140,27 +141,18 @@ def pair_picker(access: PairAccess) -> PairPicker:
 def settings_accordion(spec: PairSpec) -> Settings:
     """The Settings accordion, set to the pair's own draft settings."""
     with gr.Accordion("Settings", open=False, elem_id="settings"):
-        max_new_tokens = gr.Slider(
-            1,
-            MAX_NEW_TOKENS_CAP,
-            value=DEFAULT_MAX_NEW_TOKENS,
-            step=1,
-            precision=0,
-            label="Max new tokens",
-            elem_id="max-new-tokens",
+        max_new_tokens = whole_slider(
+            MAX_NEW_TOKENS_CAP, DEFAULT_MAX_NEW_TOKENS, "Max new tokens", elem_id="max-new-tokens"
         )
         decoding_mode = gr.Radio(["greedy", "sampling"], value="greedy", label="Decoding")
         with gr.Row(visible=False) as sampling_row:
             temperature = gr.Slider(0.05, 2.0, value=0.7, step=0.05, label="Temperature")
             top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.05, label="Top-p")
             seed = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-        draft_length = gr.Slider(
-            1,
+        draft_length = whole_slider(
             MAX_DRAFT_TOKENS,
-            value=draft_length_default(spec),
-            step=1,
-            precision=0,
-            label=DRAFT_CAP_LABEL if spec.draft.schedule == "auto" else DRAFT_LENGTH_LABEL,
+            draft_length_default(spec),
+            DRAFT_CAP_LABEL if spec.draft.schedule == "auto" else DRAFT_LENGTH_LABEL,
         )
         schedule = gr.Radio(
             list(SCHEDULES),
@@ -234,8 +226,7 @@ def outputs() -> dict[str, gr.components.Component]:
             )
     summary = gr.Markdown(elem_id="summary", label="summary")
     charts = _charts()
-    with gr.Accordion("Result as JSON (the CLI's --json schema)", open=False):
-        result = gr.JSON(label="result")
+    result = folded_json("Result as JSON (the CLI's --json schema)", "result")
     return {
         "status": status,
         "plain_text": plain_text,

@@ -1,0 +1,75 @@
+"""What every tab is built with: the app's state each is handed (`TabState`), how many
+of its visitors run at once, and the helpers its layout and handlers share.
+
+A tab's outputs are a NamedTuple (each tab's `outputs`), the one place that orders them:
+the tab lists its components for Gradio in the order of the fields (`in_order`), and every
+handler yields an instance built by field name, so adding an output means adding a field.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+import gradio as gr
+
+from assisted.ui.gpu_time import GpuTimes
+from assisted.ui.pace import Paces
+from assisted.ui.pair_access import PairAccess
+from assisted.ui.stop_flags import StopFlags
+
+# Requests past Gradio's queue at once. Each fetches its pair's files, then waits for its
+# turn on the device, so a download holds up no one whose pair is in memory.
+VISITORS_AT_ONCE = 8
+
+Stops = StopFlags
+"""Stop requests by key (the session, and the tab): a Stop button sets its request's flag,
+and the backend ends the run within one step, in whichever process it runs."""
+
+
+@dataclass(frozen=True)
+class TabState:
+    """What the app hands each tab: the way to a pair on the device, the Stop flags, how
+    fast each pair decoded in the tabs' runs (for the benchmark's estimate), and what the
+    GPU calls measured (for the time the next one asks for)."""
+
+    pairs: PairAccess
+    stops: Stops
+    paces: Paces
+    gpu_times: GpuTimes
+
+
+Outputs = TypeVar("Outputs", bound=NamedTuple)
+
+
+def in_order(
+    outputs: type[NamedTuple], components: Mapping[str, gr.components.Component]
+) -> list[gr.components.Component]:
+    """The components of a tab's outputs (each tab's `outputs`), named by field, in the
+    order of the fields: the order in which Gradio pairs a handler's values with them.
+    `components` may hold more than these."""
+    return [components[name] for name in outputs._fields]
+
+
+def updating_only(outputs: type[Outputs], **values: Any) -> Outputs:
+    """A tab's outputs with `values` for the fields they name and `gr.skip()`, which leaves
+    an output as it is, for every other field."""
+    skipped = outputs._make([gr.skip()] * len(outputs._fields))
+    return skipped._replace(**values)
+
+
+def int_if_whole(value):
+    """Sliders and the client send floats; whole ones become ints, others fail validation."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def whole_slider(maximum: int, value: int, label: str, **options: Any) -> gr.Slider:
+    """A slider of whole numbers from 1 to `maximum`: a count or a size that a tab's
+    settings take."""
+    return gr.Slider(1, maximum, value=value, step=1, precision=0, label=label, **options)
+
+
+def folded_json(title: str, label: str) -> gr.JSON:
+    """A run's whole result as JSON, folded away under `title`: the page shows it read,
+    and an API caller gets the same value under `label`."""
+    with gr.Accordion(title, open=False):
+        return gr.JSON(label=label)
