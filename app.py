@@ -1,5 +1,6 @@
 """Plain and assisted decoding of one prompt, side by side, streamed live (Gradio app); a
-Benchmark tab times the examples set by category (`assisted.bench`).
+Benchmark tab times the examples set by category (`assisted.bench`), and a Shoot-out tab
+races every drafter on one prompt against one plain baseline (`assisted.bench.shootout`).
 
 `python app.py` loads the embedded pair and serves the app (GRADIO_SERVER_NAME, default
 127.0.0.1; GRADIO_SERVER_PORT). This file is the composition root: the configuration, the
@@ -47,6 +48,8 @@ from assisted.ui.pace import Paces
 from assisted.ui.pair_access import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
 from assisted.ui.pair_access import PairAccess
 from assisted.ui.requests import GpuRequest
+from assisted.ui.shootout import gpu as shootout_gpu
+from assisted.ui.shootout.tab import StreamShootout, build_shootout_tab
 from assisted.ui.stop_flags import StopFlags
 from assisted.ui.tabs import TabState
 
@@ -127,6 +130,7 @@ def _gpu_duration(request: GpuRequest) -> int:
 # each takes one request, and so does the function that sizes its duration, one for all.
 stream_comparison = spaces.GPU(duration=_gpu_duration)(compare_gpu.stream_comparison)
 stream_benchmark = spaces.GPU(duration=_gpu_duration)(benchmark_gpu.stream_benchmark)
+stream_shootout = spaces.GPU(duration=_gpu_duration)(shootout_gpu.stream_shootout)
 
 
 # -- the app -------------------------------------------------------------------------------
@@ -138,6 +142,7 @@ class GpuCalls(NamedTuple):
 
     compare: StreamComparison
     benchmark: StreamBenchmark
+    shootout: StreamShootout = stream_shootout
 
 
 def build_demo(config: AppConfig | None = None, gpu: GpuCalls | None = None) -> gr.Blocks:
@@ -157,6 +162,8 @@ def build_demo(config: AppConfig | None = None, gpu: GpuCalls | None = None) -> 
                 build_compare_tab(demo, shared, gpu.compare, examples)
             with gr.Tab("Benchmark", id="benchmark", elem_id="tab-benchmark") as tab:
                 build_benchmark_tab(tab, shared, gpu.benchmark, examples)
+            with gr.Tab("Shoot-out", id="shootout", elem_id="tab-shootout"):
+                build_shootout_tab(shared, gpu.shootout)
         with gr.Accordion("What is assisted generation?", open=False):
             gr.Markdown(page.EXPLANATION)
     demo.queue(max_size=QUEUE_MAX_SIZE)

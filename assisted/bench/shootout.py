@@ -54,7 +54,15 @@ QUESTION = "prompt"
 
 def lanes(pair: LoadedPair, registry: dict[str, PairSpec] = PAIRS) -> list[Variant]:
     """Every lane that applies to `pair`'s target on its device (the module's note)."""
-    spec, found = pair.spec, []
+    return lanes_for(pair.spec, pair.device.type, pair.dtype_name, registry)
+
+
+def lanes_for(
+    spec: PairSpec, device_type: str, dtype_name: str, registry: dict[str, PairSpec] = PAIRS
+) -> list[Variant]:
+    """`lanes` of a pair not loaded yet, on a device of `device_type` ("cpu", "cuda") in
+    `dtype_name`: what a request counts before its GPU call (the lanes price its time)."""
+    found = []
     if spec.drafter.has_model:
         kind, draft = spec.drafter, spec.draft
         named = "" if kind is DrafterKind.ASSISTANT else f"{kind} "  # the assistant is implied
@@ -65,13 +73,13 @@ def lanes(pair: LoadedPair, registry: dict[str, PairSpec] = PAIRS) -> list[Varia
         found.append(Variant(f"{named}heuristic", kind, heuristic))
         cap = dataclasses.replace(draft, schedule="constant")
         found.append(Variant(f"{named}γ = {draft.num_assistant_tokens}", kind, cap))
-        if kind.auto_capable and pair.device.type == "cpu":
-            chosen = _precision(pair, _auto(draft))
+        if kind.auto_capable and device_type == "cpu":
+            chosen = assistant_precision(draft.assistant_quant, kind, device_type, dtype_name)
             for precision in CPU_PRECISIONS:
                 if precision != chosen:
                     other = dataclasses.replace(_auto(draft), assistant_quant=precision)
-                    name = f"{named}auto ({_name(pair, precision)})"
-                    found.append(Variant(name, kind, other))
+                    shown = dtype_name if precision == "none" else precision
+                    found.append(Variant(f"{named}auto ({shown})", kind, other))
     lookup = _sibling(spec, registry, DrafterKind.PROMPT_LOOKUP)
     lookup_draft = lookup.draft if lookup else DraftSettings(schedule="auto")
     found.append(Variant("prompt lookup", DrafterKind.PROMPT_LOOKUP, lookup_draft))
@@ -304,16 +312,6 @@ def _reason(lane: dict) -> str:
 
 def _auto(draft: DraftSettings) -> DraftSettings:
     return dataclasses.replace(draft, schedule="auto")
-
-
-def _precision(pair: LoadedPair, draft: DraftSettings) -> str:
-    return assistant_precision(
-        draft.assistant_quant, pair.spec.drafter, pair.device.type, pair.dtype_name
-    )
-
-
-def _name(pair: LoadedPair, precision: str) -> str:
-    return pair.dtype_name if precision == "none" else precision
 
 
 def _sibling(spec: PairSpec, registry: dict[str, PairSpec], kind: DrafterKind) -> PairSpec | None:

@@ -1,0 +1,114 @@
+"""The Shoot-out tab's values: its lanes as they run, the ranking as a table, and the
+race and the γ sweep as chart rows. Imports neither torch nor gradio.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+from assisted.ui.numbers import number, percent
+
+RANKING_HEADERS = [
+    "#",
+    "lane",
+    "speedup",
+    "accepted",
+    "tokens / step",
+    "drafting / target step",
+    "oracle",
+    "share of the oracle",
+    "output",
+]
+RACE_COLUMNS = ["seconds", "tokens", "lane"]
+SWEEP_COLUMNS = ["γ", "speedup", "lane"]
+# How much of a lane's text the live view shows: the end, where the tokens arrive.
+SHOWN_CHARS = 600
+
+
+def lanes_markdown(latest: dict[str, str], running: str | None, speeds: dict[str, float]) -> str:
+    """Each lane's latest run: its text so far (the running one's as it streams) and, once
+    a run of it finished, its tokens per second."""
+    if not latest:
+        return "Each lane's run shows here as it streams: plain first, then each lane in turn."
+    parts = []
+    for lane, text in latest.items():
+        state = "running" if lane == running else f"{number(speeds.get(lane), 1)} tok/s"
+        shown = text if len(text) <= SHOWN_CHARS else "…" + text[-SHOWN_CHARS:]
+        parts.append(
+            f"**{html.escape(lane)}** · {state}\n\n```\n{shown.replace('```', '`‵`')}\n```"
+        )
+    return "\n\n".join(parts)
+
+
+def progress_markdown(done: int, total: int, label: str) -> str:
+    return f"**Running** {done} of {total} timed runs · {html.escape(label)}"
+
+
+def ranking_rows(result: dict) -> list[list]:
+    """A row per lane, best first (`RANKING_HEADERS`)."""
+    return [
+        [
+            place,
+            lane["lane"],
+            number(lane["speedup"], 2, "×"),
+            percent(lane["acceptance_rate"]),
+            number(lane["tokens_per_step"], 2),
+            "free"
+            if lane["drafting_s_per_token"] == 0.0
+            else number(lane["drafting_cost_ratio"], 2),
+            number(lane["oracle_speedup"], 2, "×"),
+            percent(lane["measured_share"]),
+            lane["outcome"],
+        ]
+        for place, lane in enumerate(result["lanes"], start=1)
+    ]
+
+
+def ranking_frame(result: dict | None) -> pd.DataFrame:
+    rows = ranking_rows(result) if result else []
+    return pd.DataFrame(rows, columns=RANKING_HEADERS)
+
+
+def why_markdown(result: dict) -> str:
+    """The winner and why, then what the sweep is and how the baseline ran."""
+    plain = result["plain"]
+    lines = [
+        f"**{result['why']}**" if result["why"] else "No lane finished a round.",
+        f"One plain baseline: {plain['runs']} runs at {number(plain['tokens_per_s'], 2)} "
+        f"tokens/s, on {result['device']} in {result['dtype']}; each lane ran alone, in "
+        "turn, the order flipped from round to round.",
+        f"The γ sweep is {result['sweep']['basis']}.",
+    ]
+    if result["stopped"]:
+        lines.insert(0, "**Stopped**: the ranking covers the rounds that finished.")
+    return "\n\n".join(lines)
+
+
+def race_frame(result: dict | None) -> pd.DataFrame:
+    """Tokens over time, a line per lane and plain."""
+    rows = [
+        [seconds, tokens, lane]
+        for lane, points in (result["race"].items() if result else ())
+        for seconds, tokens in [[0.0, 0], *points]
+    ]
+    return pd.DataFrame(rows, columns=RACE_COLUMNS)
+
+
+def sweep_frame(result: dict | None) -> pd.DataFrame:
+    """Modelled speedup by constant γ, a line per lane swept."""
+    curves = result["sweep"]["curves"] if result else {}
+    rows = [
+        [int(gamma), speedup, lane]
+        for lane, by_gamma in curves.items()
+        for gamma, speedup in by_gamma.items()
+    ]
+    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+
+
+def _drafting_cost(lane: dict) -> str:
+    """A drafted token's cost as a share of a plain step; a lookup's search is free."""
+    if lane["drafting_s_per_token"] == 0.0:
+        return "free"
+    return number(lane["drafting_cost_ratio"], 2)

@@ -1,0 +1,31 @@
+"""What the Shoot-out tab hands its GPU call (`shootout.gpu`): one request, a frozen
+dataclass of plain values, as every call's request is (`assisted.ui.requests`). No torch,
+no gradio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from assisted.core.settings import RunSettings
+from assisted.ui.requests import PairPlace
+from assisted.ui.stop_flags import StopFlag
+
+
+@dataclass(frozen=True)
+class ShootoutRequest:
+    """One shoot-out: `prompt` raced `repeats` times, plain once a round and each of the
+    `lanes` that apply (`assisted.bench.shootout.lanes_for`, counted before the call so that
+    its time is priced from them), under `settings`."""
+
+    pair: PairPlace
+    prompt: str
+    settings: RunSettings
+    repeats: int
+    lanes: int
+    stop: StopFlag
+
+    def timed_tokens(self) -> tuple[int, int]:
+        """The new tokens the call times: one plain run and one run a lane, each round."""
+        tokens = self.repeats * self.settings.max_new_tokens
+        return tokens, tokens * self.lanes

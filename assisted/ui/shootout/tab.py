@@ -1,0 +1,199 @@
+"""The Shoot-out tab: every drafter this target has on this device, raced on one prompt
+against one plain baseline, ranked (`assisted.bench.shootout`); its last output is the
+ranking that `python -m assisted PROMPT --shootout --json` prints.
+
+`build_shootout_tab` lays the tab out and wires its events; its handlers are
+`ShootoutHandlers`' methods.
+"""
+
+import time
+from collections.abc import Callable, Iterator
+
+import gradio as gr
+
+from assisted.bench import Progress, shootout
+from assisted.bench.measuring import Streamed
+from assisted.core.settings import RunSettings, SettingsError, validate_prompt
+from assisted.ui.errors import refusal
+from assisted.ui.gpu_time import CallReport
+from assisted.ui.gpu_turn import gpu_turn, stop_key
+from assisted.ui.shootout import layout
+from assisted.ui.shootout.format import (
+    lanes_markdown,
+    progress_markdown,
+    race_frame,
+    ranking_frame,
+    sweep_frame,
+    why_markdown,
+)
+from assisted.ui.shootout.outputs import ShootoutOutputs
+from assisted.ui.shootout.request import ShootoutRequest
+from assisted.ui.tabs import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
+
+NOTE = f"""
+Races every drafter this target has on this device on your prompt: its assistant under
+`auto`, under Transformers' own defaults and heuristic schedule, at a constant γ, at each
+other precision the device runs, and prompt lookup. One **plain baseline** runs each round;
+each lane runs **alone, in turn**, the order flipped from round to round, greedy. Then the
+lanes are **ranked** by speedup over that baseline, with what explains each. At most
+{shootout.MAX_LANES} lanes and {shootout.MAX_NEW_TOKENS} new tokens a lane.
+"""
+
+TAB = "shootout"  # its requests' Stop key (`gpu_turn.stop_key`)
+YIELD_EVERY_S = 0.1  # the live lanes' refresh while steps stream
+
+StreamShootout = Callable[[ShootoutRequest], Iterator[Progress | Streamed | dict | CallReport]]
+"""`app.stream_shootout`, the GPU work: the request → Progress, each run's steps, the
+ranking, then what the call measured."""
+
+
+def _idle(status: str) -> ShootoutOutputs:
+    """Every output's value without a ranking: before one exists, or when none will."""
+    return ShootoutOutputs(
+        status=status,
+        lanes=lanes_markdown({}, None, {}),
+        ranking=ranking_frame(None),
+        why="",
+        race=race_frame(None),
+        sweep=sweep_frame(None),
+        result=None,
+    )
+
+
+class _Lanes:
+    """The lanes' latest runs as they stream: each one's text, the running one, and each
+    finished run's tokens per second."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, str] = {}
+        self.running: str | None = None
+        self.speeds: dict[str, float] = {}
+
+    def step(self, item: Streamed) -> None:
+        lane = item.drafter or "plain"
+        if item.event.index == 0 or lane != self.running:  # a new run of the lane
+            self.latest[lane] = ""
+        self.running = lane
+        self.latest[lane] += item.event.step.text
+
+    def finished(self, item: Progress) -> None:
+        run = item.run
+        self.running = None
+        self.speeds[run.drafter or "plain"] = len(run.record.token_ids) / run.record.total_s
+
+    def markdown(self) -> str:
+        return lanes_markdown(self.latest, self.running, self.speeds)
+
+
+class ShootoutHandlers:
+    """The tab's handlers: run and stop a shoot-out."""
+
+    def __init__(self, shared: TabState, stream: StreamShootout):
+        self.shared = shared
+        self.stream = stream
+
+    def run_shootout(
+        self,
+        prompt: str,
+        pair: str,
+        max_new_tokens: float,
+        repeats: float,
+        request: gr.Request,
+        progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
+    ) -> Iterator[ShootoutOutputs]:
+        """Race every lane on `prompt`; the lanes stream as they run, and the last yield
+        carries the ranking, its charts and the JSON result."""
+        access = self.shared.pairs
+        registry = access.config.registry
+        if pair not in registry:
+            raise refusal(f"Unknown pair {pair!r}; choose one of {', '.join(registry)}.", "Pair")
+        spec = registry[pair]
+        try:
+            validate_prompt(prompt or "")
+            settings = RunSettings(max_new_tokens=int_if_whole(max_new_tokens)).validate()
+            rounds = int_if_whole(repeats)
+            if not isinstance(rounds, int):
+                raise SettingsError(f"rounds must be a whole number, not {repeats}")
+            shootout.check(settings, rounds)
+        except SettingsError as error:
+            raise refusal(str(error), title="Shoot-out") from error
+        lanes = len(shootout.lanes_for(spec, access.device_type(), "float32"))  # counted only
+        yield _idle(f"**Loading** `{spec.name}`…")
+        with gpu_turn(self.shared, spec, True, stop_key(request, TAB)) as turn:
+            yield from map(_idle, turn.ready(progress))
+            if turn.stopped:
+                yield _idle("**Stopped** before the timed runs started: no ranking.")
+                return
+            call = ShootoutRequest(turn.place, prompt, settings, rounds, lanes, turn.stop)
+
+            def asking(status: str) -> ShootoutOutputs:
+                return updating_only(ShootoutOutputs, status=status)
+
+            yield from self._followed(turn.call(self.stream, call, ShootoutOutputs, asking))
+
+    def _followed(self, items: Iterator) -> Iterator[ShootoutOutputs]:
+        """The call's yields as the tab's values: status lines, the lanes as they stream
+        (at most every `YIELD_EVERY_S`), then every output with the ranking."""
+        lanes, status, shown_at, result = _Lanes(), "", 0.0, None
+        for item in items:
+            if isinstance(item, ShootoutOutputs):  # a status line of the call's turn
+                yield item
+            elif isinstance(item, dict):
+                result = item
+            elif isinstance(item, Streamed):
+                lanes.step(item)
+                if time.perf_counter() - shown_at >= YIELD_EVERY_S:
+                    shown_at = time.perf_counter()
+                    yield updating_only(ShootoutOutputs, status=status, lanes=lanes.markdown())
+            elif item.total == 0:  # a status line of the call's own (loading)
+                yield updating_only(ShootoutOutputs, status=item.label)
+            else:
+                if item.run is not None:
+                    lanes.finished(item)
+                status = progress_markdown(item.done, item.total, item.label)
+                yield updating_only(ShootoutOutputs, status=status, lanes=lanes.markdown())
+        if result is None:
+            yield _idle("The shoot-out ended without a ranking.")
+            return
+        done = "**Stopped**" if result["stopped"] else "**Done**"
+        yield ShootoutOutputs(
+            status=f"{done}: {len(result['lanes'])} lanes ranked against one plain baseline.",
+            lanes=lanes.markdown(),
+            ranking=ranking_frame(result),
+            why=why_markdown(result),
+            race=race_frame(result),
+            sweep=sweep_frame(result),
+            result=result,
+        )
+
+    def request_stop(self, request: gr.Request) -> None:
+        flag = self.shared.stops.get(stop_key(request, TAB))
+        if flag is not None:
+            flag.set()
+
+
+def build_shootout_tab(shared: TabState, stream: StreamShootout) -> None:
+    """The tab's components and events, inside the caller's tab."""
+    handlers = ShootoutHandlers(shared, stream)
+    gr.Markdown(NOTE)
+    prompt, pair, max_new_tokens, repeats = layout.inputs(shared.pairs.config)
+    with gr.Row():
+        run = gr.Button("Run shoot-out", variant="primary", elem_id="shootout-run")
+        stop = gr.Button("Stop", variant="stop", elem_id="shootout-stop")
+    outputs = layout.outputs()
+    run.click(
+        handlers.run_shootout,
+        inputs=[prompt, pair, max_new_tokens, repeats],
+        outputs=in_order(ShootoutOutputs, outputs),
+        api_name="shootout",
+        concurrency_limit=VISITORS_AT_ONCE,
+        concurrency_id="visitors",  # like Compare: it takes its turn on the device
+        show_progress="minimal",
+        show_progress_on=outputs["status"],
+    )
+    stop.click(
+        handlers.request_stop,
+        api_visibility="private",
+        concurrency_limit=None,
+        show_progress="hidden",
+    )
