@@ -4,8 +4,6 @@ race and the γ sweep as chart rows. Imports neither torch nor gradio.
 
 from __future__ import annotations
 
-import html
-
 import pandas as pd
 
 from assisted.ui.numbers import number, percent
@@ -36,14 +34,13 @@ def lanes_markdown(latest: dict[str, str], running: str | None, speeds: dict[str
     for lane, text in latest.items():
         state = "running" if lane == running else f"{number(speeds.get(lane), 1)} tok/s"
         shown = text if len(text) <= SHOWN_CHARS else "…" + text[-SHOWN_CHARS:]
-        parts.append(
-            f"**{html.escape(lane)}** · {state}\n\n```\n{shown.replace('```', '`‵`')}\n```"
-        )
+        fenced = shown.replace("```", "`‵`")  # a fence in the text would end the block
+        parts.append(f"**{lane}** · {state}\n\n```\n{fenced}\n```")
     return "\n\n".join(parts)
 
 
 def progress_markdown(done: int, total: int, label: str) -> str:
-    return f"**Running** {done} of {total} timed runs · {html.escape(label)}"
+    return f"**Running** {done} of {total} timed runs · {label}"
 
 
 def ranking_rows(result: dict) -> list[list]:
