@@ -332,6 +332,13 @@ def s_per_token(result: dict | None, mode: str) -> float | None:
     return seconds / tokens if tokens and seconds else None
 
 
+def runs_capture_s(records: Sequence[RunRecord]) -> float | None:
+    """The capture of the assistant's drafts as graphs that `records` (a call's timed
+    runs) drafted through, in seconds; None where none drafted through graphs."""
+    paths = [record.drafting_path for record in records if record.drafting_path is not None]
+    return next((path.capture_s for path in paths if path.capture_s is not None), None)
+
+
 def capture_s(result: dict | None) -> float | None:
     """A comparison result's capture of the assistant's drafts as graphs, in seconds; None
     where none was captured."""

@@ -51,13 +51,13 @@ def client(server):
     return gradio_client.Client(server, verbose=False)
 
 
-def test_the_benchmark_tab_builds_beside_compare_without_loading_a_model():
+def test_the_benchmark_and_shootout_tabs_build_beside_compare_without_loading_a_model():
     before = pairs.loaded_pairs()
     demo = app.build_demo(app.AppConfig())
     tabs = [block.label for block in demo.blocks.values() if isinstance(block, gr.Tab)]
-    assert tabs == ["Compare", "Benchmark"]
+    assert tabs == ["Compare", "Benchmark", "Shoot-out"]
     named = {fn.api_name for fn in demo.fns.values()}
-    assert {"compare", "benchmark"} <= named
+    assert {"compare", "benchmark", "shootout"} <= named
     assert pairs.loaded_pairs() == before
 
 

@@ -454,7 +454,7 @@ def test_the_capture_s_recorded_includes_the_self_check(near_pair, monkeypatch):
     assert outcome.graphs is not None, outcome.reason
     # Started at 0, then a second each for the capture and the check: read at 3, not 2.
     assert outcome.graphs.capture_s == 3.0
-    assert outcome.reason.startswith("captured and self-checked in 3.00 s")
+    assert outcome.reason.startswith("captured and self-checked;")  # the seconds apart
 
 
 def test_a_draft_after_a_fully_accepted_one_replays_with_no_eager_pass(self_pair, monkeypatch):

@@ -154,3 +154,14 @@ def test_a_first_guess_follows_the_gpu_a_worker_reports():
     times.note(CallReport("embedded", None, None, gpu="NVIDIA H200 MIG 3g.71gb"))
     assert times.device == zerogpu_slice("NVIDIA H200")
     assert times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True).estimate_s < slowest
+
+
+def test_a_benchmark_or_shootout_call_reports_the_capture_its_runs_drafted_through():
+    from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath, RunRecord
+    from assisted.ui.gpu_time import runs_capture_s
+
+    plain = RunRecord("plain", None, 5)
+    eager = RunRecord("assisted", None, 5, drafting_path=DraftingPath(EAGER, "on a CPU"))
+    graphed = RunRecord("assisted", None, 5, drafting_path=DraftingPath(CUDA_GRAPHS, "ok", 2.5))
+    assert runs_capture_s([plain, eager]) is None
+    assert runs_capture_s([plain, eager, graphed]) == 2.5

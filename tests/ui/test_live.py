@@ -193,3 +193,31 @@ def live_first_outputs():
     live = Live(PAIR, 7, RunSettings(), threading.Event())
     live.add(comparison.Phase("plain"))
     return live.outputs()
+
+
+def test_the_status_names_a_capture_only_where_this_call_paid_for_it(monkeypatch):
+    """The warm-up says when it captures the assistant's drafts as graphs; the last line
+    names the capture's seconds only for the call that captured (a reused worker paid
+    none)."""
+    from assisted.core.record import CUDA_GRAPHS, DraftingPath
+    from assisted.core.settings import DraftSettings
+
+    auto = DraftSettings(schedule="auto")
+    pair = SimpleNamespace(**vars(PAIR), assistant=object())
+    monkeypatch.setattr(live_module.draft_graphs, "pending", lambda model, cap: True)
+    live = Live(pair, 7, RunSettings(), threading.Event(), draft=auto)
+    events = streamed(live, plain_steps(4), assisted_steps(2))
+    live.add(events[0])  # the warm-up starts
+    assert "capturing the assistant's drafts as CUDA graphs" in live.outputs().status
+    assert "capturing" not in Live(
+        pair, 7, RunSettings(sample=True), threading.Event(), draft=auto
+    )._status(False)
+    for event in events[1:]:
+        if isinstance(event, RunDone) and event.record.mode == "assisted":
+            path = DraftingPath(CUDA_GRAPHS, "captured and self-checked", 1.25)
+            event = RunDone(replace(event.record, drafting_path=path))
+        live.add(event)
+    reused = live.outputs(done=True).status
+    assert "captured and self-checked" in reused and "1.25 s" not in reused
+    live.set_up = True
+    assert "This call captured them first, in 1.25 s" in live.outputs(done=True).status

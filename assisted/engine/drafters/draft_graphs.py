@@ -226,10 +226,9 @@ def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome
     if differs is not None:
         return _Outcome(pid, None, f"self-check: {differs}: {EAGER_STATIC}")
     graphs.draft_s = _replay_s(graphs, probe) / graphs.cap
-    reason = (
-        f"captured and self-checked in {graphs.capture_s:.2f} s; "
-        "the self-check drafted as eager passes do"
-    )
+    # Without its seconds: every run in the process reads this reason, and only the call
+    # that captured paid them (`DraftingPath.capture_s` keeps them).
+    reason = "captured and self-checked; the self-check drafted as eager passes do"
     return _Outcome(pid, graphs, reason)
 
 

@@ -15,11 +15,12 @@ import gradio as gr
 
 from assisted import bench
 from assisted.core.settings import SettingsError
+from assisted.engine import comparison
 from assisted.models import pairs, placement
 from assisted.ui.benchmark.request import BenchmarkRequest
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_calls import gpu_ready, map_yields
-from assisted.ui.gpu_time import CallReport, runs_s_per_token, worker_start_s
+from assisted.ui.gpu_time import CallReport, runs_capture_s, runs_s_per_token, worker_start_s
 
 
 def stream_benchmark(
@@ -42,6 +43,7 @@ def stream_benchmark(
         raise refusal(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
     except Exception as error:  # a failure inside loading: say so, never hang
         raise gr.Error(f"Benchmark failed: {type(error).__name__}: {error}") from error
+    warmed = comparison.warmed_paths(pair)
     events = bench.benchmark(
         pair,
         list(request.examples),
@@ -69,4 +71,6 @@ def stream_benchmark(
         events.close()
     plain, assisted = runs_s_per_token(records)
     gpu = placement.gpu_name(pair.device)
-    yield CallReport(spec.name, load_s, setup_s, plain, assisted, cold_start_s, gpu=gpu)
+    # Only a call that prepared the pair captured its graphs: a reused worker paid none.
+    captured = runs_capture_s(records) if comparison.warmed_paths(pair) > warmed else None
+    yield CallReport(spec.name, load_s, setup_s, plain, assisted, cold_start_s, captured, gpu=gpu)

@@ -42,7 +42,7 @@ def stream_comparison(request: ComparisonRequest) -> Iterator[CompareOutputs | C
         loading = gpu_ready(request.pair)
         pair, load_s = yield from map_yields(idle_outputs, loading)
         prompt_ids = encode_prompt(pair, prompt, settings.chat_template)
-        live = Live(pair, len(prompt_ids), settings, stop)
+        live = Live(pair, len(prompt_ids), settings, stop, draft=draft or pair.spec.draft)
         warmed = comparison.warmed_paths(pair)
         setup = Stopwatch()
         last_yield = 0.0
@@ -60,9 +60,10 @@ def stream_comparison(request: ComparisonRequest) -> Iterator[CompareOutputs | C
         raise refusal(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
     except Exception as error:  # a failure inside generation: say so, never hang
         raise gr.Error(f"Generation failed: {type(error).__name__}: {error}") from error
+    live.set_up = comparison.warmed_paths(pair) > warmed  # this call prepared the pair
     final = live.outputs(done=True)
     yield final
-    set_up = comparison.warmed_paths(pair) > warmed  # this call prepared and warmed up the pair
+    set_up = live.set_up
     yield CallReport(
         spec.name,
         load_s,

@@ -11,8 +11,9 @@ from dataclasses import replace
 
 from assisted.analysis import faults, stats
 from assisted.core.record import CUDA_GRAPHS, RunRecord, Step
-from assisted.core.settings import RunSettings
+from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison
+from assisted.engine.drafters import draft_graphs
 from assisted.engine.events import RunDone, StepEvent
 from assisted.models import pairs
 from assisted.ui.compare.charts import (
@@ -80,11 +81,16 @@ class Live:
         settings: RunSettings,
         stop: threading.Event,
         clock: Callable[[], float] = time.perf_counter,
+        draft: DraftSettings | None = None,
     ):
         self.pair = pair
         self.prompt_tokens = prompt_tokens
         self.settings = settings
+        self.draft = draft  # how the assisted run drafts; None: not known here
         self.stop = stop
+        # Whether this call prepared the pair (its warm-up ran here): only then did it pay
+        # for a capture of the assistant's drafts, which the last status line then names.
+        self.set_up = False
         self.steps: dict[str, list[Step]] = {mode: [] for mode in MODES}
         # The text of each drafted token, a list per step: decoded once, as the step arrives.
         self.draft_texts: dict[str, list[list[str]]] = {mode: [] for mode in MODES}
@@ -241,7 +247,16 @@ class Live:
             drafting = stats.describe_drafting(stats.summarize(assisted)) if assisted else None
             if drafting and assisted.drafting_path.path == CUDA_GRAPHS:
                 drafting += f". {GRAPHED_WHY}"
+                captured = assisted.drafting_path.capture_s
+                if self.set_up and captured is not None:  # a reused worker paid none
+                    drafting += f". This call captured them first, in {captured:.2f} s"
             return f"{status} Drafting: {drafting}." if drafting else status
+        if self.phase == "warmup" and self._captures():
+            return (
+                "**Warming up, and capturing the assistant's drafts as CUDA graphs** (once "
+                "per worker, checked against its eager passes)… Then plain decoding runs "
+                "first and assisted second, one after the other, so each is timed alone."
+            )
         return {
             "warmup": "**Warming up** (one short untimed run per mode, once per pair)… "
             "Then plain decoding runs first and assisted second, one after the other on one "
@@ -250,6 +265,16 @@ class Live:
             "on its own, so the timings stay honest.",
             "assisted": "**Running assisted generation** (2 of 2). Plain decoding has finished.",
         }.get(self.phase, "")
+
+    def _captures(self) -> bool:
+        """Whether this comparison's warm-up may capture the assistant's drafts as graphs:
+        greedy `auto` runs of an assistant model on CUDA, where none were captured yet
+        (`assisted.engine.drafters.draft_graphs`)."""
+        draft = self.draft
+        if draft is None or self.settings.sample or draft.schedule != "auto":
+            return False
+        model = self.pair.assistant if self.pair.spec.drafter.has_model else None
+        return model is not None and draft_graphs.pending(model, draft.num_assistant_tokens)
 
     def _text(self, mode: str, shown: list[Chunk], done: bool) -> str:
         """The run's text: its rendered steps, unless a divergence marks one (`shown` then

@@ -16,10 +16,11 @@ import gradio as gr
 from assisted.bench import Progress, shootout
 from assisted.bench.measuring import Streamed
 from assisted.core.settings import SettingsError
+from assisted.engine import comparison
 from assisted.models import pairs, placement
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_calls import gpu_ready, map_yields
-from assisted.ui.gpu_time import CallReport, runs_s_per_token, worker_start_s
+from assisted.ui.gpu_time import CallReport, runs_capture_s, runs_s_per_token, worker_start_s
 from assisted.ui.shootout.request import ShootoutRequest
 
 
@@ -37,6 +38,7 @@ def stream_shootout(request: ShootoutRequest) -> Iterator[Progress | Streamed | 
         raise refusal(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
     except Exception as error:  # a failure inside loading: say so, never hang
         raise gr.Error(f"Shoot-out failed: {type(error).__name__}: {error}") from error
+    warmed = comparison.warmed_paths(pair)
     events = shootout.shootout(
         pair, request.prompt, request.settings, repeats=request.repeats, stop=request.stop
     )
@@ -57,4 +59,6 @@ def stream_shootout(request: ShootoutRequest) -> Iterator[Progress | Streamed | 
         events.close()
     plain, assisted = runs_s_per_token(records)
     gpu = placement.gpu_name(pair.device)
-    yield CallReport(spec.name, load_s, setup_s, plain, assisted, cold_start_s, gpu=gpu)
+    # Only a call that prepared the pair captured its graphs: a reused worker paid none.
+    captured = runs_capture_s(records) if comparison.warmed_paths(pair) > warmed else None
+    yield CallReport(spec.name, load_s, setup_s, plain, assisted, cold_start_s, captured, gpu=gpu)
