@@ -9,7 +9,7 @@ A tab writes only what is its own: its request, and how its values and status li
 """
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
 import gradio as gr
@@ -30,6 +30,22 @@ def stop_key(request: gr.Request, tab: str) -> str:
     tab's Stop button stops that tab's run only. The Stop button's own request reads the
     same key: it comes from the same session."""
     return f"{request.session_hash or id(request)}:{tab}"
+
+
+class TabHandlers:
+    """What every tab's handlers hold: the app's state and the tab's GPU entry point; and
+    its Stop, which sets the running request's flag under the tab's key (`stop_key`)."""
+
+    tab: str  # the tab's part of its requests' Stop keys
+
+    def __init__(self, shared: TabState, stream: Callable[[Any], Iterator[Any]]):
+        self.shared = shared
+        self.stream = stream
+
+    def request_stop(self, request: gr.Request) -> None:
+        flag = self.shared.stops.get(stop_key(request, self.tab))
+        if flag is not None:
+            flag.set()
 
 
 class GpuTurn:
@@ -56,6 +72,18 @@ class GpuTurn:
         yield from access.until_ready(self.spec, self.allow_local, self.turn, self.stop)
         if not self.stopped:
             access.load_for_run(self.spec, self.allow_local, progress)
+
+    def waited(
+        self, progress: gr.Progress, idle: Callable[[str], Outputs], nothing: str
+    ) -> Generator[Outputs, None, bool]:
+        """`ready`'s status lines as the tab's values (`idle(line)`); whether the runs may
+        start: False where Stop was pressed first, said with what the tab then shows
+        (`nothing`: "no report", "no ranking")."""
+        yield from map(idle, self.ready(progress))
+        if self.stopped:
+            yield idle(f"**Stopped** before the timed runs started: {nothing}.")
+            return False
+        return True
 
     @property
     def stopped(self) -> bool:

@@ -6,7 +6,7 @@ the tab lists its components for Gradio in the order of the fields (`in_order`),
 handler yields an instance built by field name, so adding an output means adding a field.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -73,3 +73,65 @@ def folded_json(title: str, label: str) -> gr.JSON:
     and an API caller gets the same value under `label`."""
     with gr.Accordion(title, open=False):
         return gr.JSON(label=label)
+
+
+def on_device(
+    trigger: Callable,
+    handler: Callable,
+    inputs: list[gr.components.Component],
+    outputs: type[NamedTuple],
+    components: Mapping[str, gr.components.Component],
+    api_name: str,
+) -> Any:
+    """Wire `trigger` (a button's `click`) to a `handler` that takes its turn on the
+    device, as the endpoint `api_name` with `outputs` (each tab's NamedTuple): many at once,
+    each fetching its files and then waiting for its turn, with one progress display, on
+    the status line (ten spinners would be noise, and a browser on the server's own CPU
+    would repaint them while runs are timed). Returns the event, for a `.then`."""
+    return trigger(
+        handler,
+        inputs=inputs,
+        outputs=in_order(outputs, components),
+        api_name=api_name,
+        concurrency_limit=VISITORS_AT_ONCE,
+        concurrency_id="visitors",
+        show_progress="minimal",
+        show_progress_on=components["status"],
+    )
+
+
+def on_stop(button: gr.Button, handler: Callable, cancels: list | None = None) -> None:
+    """Wire a Stop `button` to its tab's `handler`, which sets its running request's flag:
+    at once, beside the runs, and no part of the API."""
+    button.click(
+        handler,
+        cancels=cancels,
+        api_visibility="private",
+        concurrency_limit=None,
+        show_progress="hidden",
+    )
+
+
+def prompt_box(placeholder: str, elem_id: str, lines: int = 6) -> gr.Textbox:
+    """The prompt a tab runs, as every tab asks for it."""
+    return gr.Textbox(
+        label="Prompt", lines=lines, max_lines=16, placeholder=placeholder, elem_id=elem_id
+    )
+
+
+def tokens_and_rounds(
+    most_tokens: int, tokens: int, most_rounds: int, rounds: str, prefix: str
+) -> tuple[gr.Slider, gr.Slider]:
+    """The new tokens a run and the rounds of a tab that times runs (the Benchmark's,
+    the Shoot-out's): one slider each, `rounds` labelling the second; their elements'
+    ids start with `prefix`."""
+    max_new_tokens = whole_slider(
+        most_tokens, tokens, "Max new tokens", elem_id=f"{prefix}-max-new-tokens"
+    )
+    return max_new_tokens, whole_slider(most_rounds, 1, rounds, elem_id=f"{prefix}-repeats")
+
+
+def by_field(outputs: type[NamedTuple], scope: Mapping[str, Any]) -> dict[str, Any]:
+    """The components a layout made for `outputs` (each tab's NamedTuple), from `scope`
+    (its names), by field."""
+    return {name: scope[name] for name in outputs._fields}

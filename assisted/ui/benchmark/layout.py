@@ -9,8 +9,9 @@ import pandas as pd
 from assisted.analysis.sampling_evidence import SAMPLES
 from assisted.core.settings import ASSISTANT_QUANTS, MAX_NEW_TOKENS_CAP
 from assisted.ui.benchmark.format import CATEGORY_HEADERS, PROMPT_HEADERS
+from assisted.ui.benchmark.outputs import BenchmarkOutputs
 from assisted.ui.pair_access import Config
-from assisted.ui.tabs import folded_json, whole_slider
+from assisted.ui.tabs import by_field, folded_json, tokens_and_rounds, whole_slider
 
 BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens
 BENCH_MAX_PROMPTS = 3  # prompts per category (examples/ has three)
@@ -59,16 +60,11 @@ def choices(
 def sizes() -> tuple[gr.Slider, gr.Slider, gr.Slider]:
     """Prompts per category, new tokens per run and repeats."""
     prompts = whole_slider(BENCH_MAX_PROMPTS, 1, "Prompts per category", elem_id="bench-prompts")
-    max_new_tokens = whole_slider(
-        MAX_NEW_TOKENS_CAP, BENCH_MAX_NEW_TOKENS, "Max new tokens", elem_id="bench-max-new-tokens"
+    rounds = "Repeats (the median of three shrugs off one outlier)"
+    sizes = tokens_and_rounds(
+        MAX_NEW_TOKENS_CAP, BENCH_MAX_NEW_TOKENS, BENCH_MAX_REPEATS, rounds, "bench"
     )
-    repeats = whole_slider(
-        BENCH_MAX_REPEATS,
-        1,
-        "Repeats (the median of three shrugs off one outlier)",
-        elem_id="bench-repeats",
-    )
-    return prompts, max_new_tokens, repeats
+    return prompts, *sizes
 
 
 def outputs() -> dict[str, gr.components.Component]:
@@ -95,14 +91,7 @@ def outputs() -> dict[str, gr.components.Component]:
         elem_id="bench-prompts-table",
     )
     report = folded_json("Report as JSON (python -m assisted.bench's)", "report")
-    return {
-        "status": status,
-        "categories": categories,
-        "prompts": prompts,
-        "overall": overall,
-        "chart": chart,
-        "report": report,
-    }
+    return by_field(BenchmarkOutputs, locals())
 
 
 def check_samples() -> gr.Slider:

@@ -34,8 +34,14 @@ from assisted.ui.benchmark.outputs import BenchmarkOutputs
 from assisted.ui.benchmark.request import BenchmarkRequest, split
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport
-from assisted.ui.gpu_turn import GpuTurn, gpu_turn, stop_key
-from assisted.ui.tabs import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
+from assisted.ui.gpu_turn import GpuTurn, TabHandlers, gpu_turn, stop_key
+from assisted.ui.tabs import (
+    TabState,
+    int_if_whole,
+    on_device,
+    on_stop,
+    updating_only,
+)
 
 NOTE = """
 Times the example prompts, category by category: each prompt runs plain and with each chosen
@@ -80,12 +86,13 @@ def _finished(report: dict, total: int, elapsed_s: float) -> BenchmarkOutputs:
     )
 
 
-class BenchmarkHandlers:
+class BenchmarkHandlers(TabHandlers):
     """The tab's handlers: run and stop a benchmark, and keep its choices consistent."""
 
+    tab = TAB
+
     def __init__(self, shared: TabState, stream: StreamBenchmark, examples: list[Example]):
-        self.shared = shared
-        self.stream = stream
+        super().__init__(shared, stream)
         self.examples = examples
 
     def _checked(
@@ -153,9 +160,7 @@ class BenchmarkHandlers:
             access.check_for_device(spec, variant.draft)
         yield _no_report(f"**Loading** `{spec.name}`…")
         with gpu_turn(self.shared, spec, True, stop_key(request, TAB)) as turn:
-            yield from map(_no_report, turn.ready(progress))
-            if turn.stopped:
-                yield _no_report("**Stopped** before the timed runs started: no report.")
+            if not (yield from turn.waited(progress, _no_report, "no report")):
                 return
             examples, planned = tuple(chosen), tuple(variants)
             whole = BenchmarkRequest(
@@ -228,11 +233,6 @@ class BenchmarkHandlers:
                 status = bench_progress_markdown(done, total, item.label, elapsed)
                 yield updating_only(BenchmarkOutputs, status=status)
         return done, finished
-
-    def request_stop(self, request: gr.Request) -> None:
-        flag = self.shared.stops.get(stop_key(request, TAB))
-        if flag is not None:
-            flag.set()
 
     def drafters_for(self, pair: str) -> tuple[dict, dict]:
         """The pair's own drafter, and prompt lookup beside an assistant model; the
@@ -313,23 +313,13 @@ def build_benchmark_tab(
         "queue": False,
         "show_progress": "hidden",
     }
-    run.click(
-        handlers.run_benchmark,
-        # The sampling check last: API users who leave it out get today's benchmark.
-        inputs=[pair, chosen, prompts, max_new_tokens, repeats, drafters, quants, check],
-        outputs=in_order(BenchmarkOutputs, outputs),
-        api_name="benchmark",
-        concurrency_limit=VISITORS_AT_ONCE,
-        concurrency_id="visitors",  # like Compare: it takes its turn on the device
-        show_progress="minimal",
-        show_progress_on=outputs["status"],
-    ).then(handlers.plan, **refresh_plan)  # at the pace the benchmark's plain runs measured
-    stop.click(
-        handlers.request_stop,
-        api_visibility="private",
-        concurrency_limit=None,
-        show_progress="hidden",
+    # The sampling check last: API users who leave it out get today's benchmark.
+    inputs = [pair, chosen, prompts, max_new_tokens, repeats, drafters, quants, check]
+    benchmark = on_device(
+        run.click, handlers.run_benchmark, inputs, BenchmarkOutputs, outputs, "benchmark"
     )
+    benchmark.then(handlers.plan, **refresh_plan)  # at the pace its plain runs measured
+    on_stop(stop, handlers.request_stop)
     pair.change(
         handlers.drafters_for,
         inputs=pair,

@@ -31,7 +31,7 @@ from assisted.ui.compare.chunks import NOTHING_DRAFTED
 from assisted.ui.compare.format import LEGEND_HTML, run_html, stat_card_html
 from assisted.ui.compare.live import MODES
 from assisted.ui.pair_access import CUSTOM, PairAccess
-from assisted.ui.tabs import folded_json, whole_slider
+from assisted.ui.tabs import folded_json, prompt_box, whole_slider
 
 DEFAULT_MAX_NEW_TOKENS = 64
 DRAFT_LENGTH_LABEL = "Draft length γ (candidates per step)"
@@ -88,13 +88,8 @@ class Settings:
 
 
 def prompt_column(examples: list[Example]) -> tuple[gr.Textbox, Buttons]:
-    prompt = gr.Textbox(
-        label="Prompt",
-        lines=6,
-        max_lines=16,
-        placeholder="Ask for code, an edit, a summary, or an answer from a passage…",
-        elem_id="prompt",
-    )
+    placeholder = "Ask for code, an edit, a summary, or an answer from a passage…"
+    prompt = prompt_box(placeholder, "prompt")
     with gr.Row():
         buttons = Buttons(
             compare=gr.Button("Compare", variant="primary", elem_id="compare"),

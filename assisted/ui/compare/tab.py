@@ -31,9 +31,17 @@ from assisted.ui.compare.outputs import UNCHANGED, CompareOutputs, ReplayOutputs
 from assisted.ui.compare.request import ComparisonRequest
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport
-from assisted.ui.gpu_turn import gpu_turn, stop_key
+from assisted.ui.gpu_turn import TabHandlers, gpu_turn, stop_key
 from assisted.ui.pair_access import CUSTOM
-from assisted.ui.tabs import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
+from assisted.ui.tabs import (
+    VISITORS_AT_ONCE,
+    TabState,
+    in_order,
+    int_if_whole,
+    on_device,
+    on_stop,
+    updating_only,
+)
 
 TAB = "compare"  # its requests' Stop key (`gpu_turn.stop_key`)
 REPLAY_EVERY_S = 0.05  # the race replay's update interval
@@ -92,13 +100,11 @@ def draft_settings(
         raise refusal(str(error), title="Settings") from error
 
 
-class CompareHandlers:
+class CompareHandlers(TabHandlers):
     """The tab's handlers that use the app's shared state: its pairs, the line for the
     device, the stop events, the paces and GPU times, and the GPU entry point."""
 
-    def __init__(self, shared: TabState, stream: StreamComparison):
-        self.shared = shared
-        self.stream = stream
+    tab = TAB
 
     def compare(
         self,
@@ -142,9 +148,7 @@ class CompareHandlers:
         access.check_for_device(spec, draft)  # before a GPU is asked for
         key = stop_key(request, TAB)
         with gpu_turn(self.shared, spec, allow_local, key) as turn:
-            yield from map(idle_outputs, turn.ready(progress))
-            if turn.stopped:
-                yield idle_outputs("**Stopped** before the timed runs started.")
+            if not (yield from turn.waited(progress, idle_outputs, "nothing ran")):
                 return
             comparison = ComparisonRequest(turn.place, prompt, settings, draft, turn.stop)
             api_call = event.target is None  # it reads each update whole
@@ -159,11 +163,6 @@ class CompareHandlers:
             # The pair's pace, for the benchmark's estimate.
             if outputs is not None and isinstance(outputs.result, dict):
                 self.shared.paces.note_comparison(spec.target, spec.name, outputs.result)
-
-    def request_stop(self, request: gr.Request) -> None:
-        flag = self.shared.stops.get(stop_key(request, TAB))
-        if flag is not None:
-            flag.set()
 
     def on_pair_change(self, pair: str) -> tuple:
         """Show the custom inputs for a custom pair; set the draft settings to the pair's."""
@@ -291,18 +290,8 @@ def build_compare_tab(
         settings.chat_template,
         settings.assistant_quant,
     ]
-    buttons.compare.click(
-        handlers.compare,
-        inputs=inputs,
-        outputs=in_order(CompareOutputs, outputs),
-        api_name="compare",
-        # Many at once: each fetches its files, then takes its turn on the device.
-        concurrency_limit=VISITORS_AT_ONCE,
-        concurrency_id="visitors",
-        # One progress display, on the status line: ten spinners would be noise, and a
-        # browser on the server's own CPU would repaint them while runs are timed.
-        show_progress="minimal",
-        show_progress_on=outputs["status"],
+    on_device(
+        buttons.compare.click, handlers.compare, inputs, CompareOutputs, outputs, "compare"
     ).then(
         lambda state: gr.update(interactive=bool(state)),
         inputs=outputs["race"],
@@ -317,13 +306,7 @@ def build_compare_tab(
         concurrency_limit=None,
         show_progress="hidden",
     )
-    buttons.stop.click(
-        handlers.request_stop,
-        cancels=[replay_event],
-        api_visibility="private",
-        concurrency_limit=None,
-        show_progress="hidden",
-    )
+    on_stop(buttons.stop, handlers.request_stop, cancels=[replay_event])
     _wire_pair_and_settings(demo, handlers, picker, settings)
 
 

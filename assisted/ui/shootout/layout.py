@@ -4,11 +4,13 @@ outputs. `shootout.tab.build_shootout_tab` wires their events."""
 from __future__ import annotations
 
 import gradio as gr
+import pandas as pd
 
 from assisted.bench.shootout import MAX_NEW_TOKENS, MAX_REPEATS
 from assisted.ui.pair_access import Config
 from assisted.ui.shootout.format import race_frame, ranking_frame, sweep_frame
-from assisted.ui.tabs import folded_json, whole_slider
+from assisted.ui.shootout.outputs import ShootoutOutputs
+from assisted.ui.tabs import by_field, folded_json, prompt_box, tokens_and_rounds
 
 DEFAULT_NEW_TOKENS = 64
 TICKS = ",.0f"
@@ -16,13 +18,7 @@ TICKS = ",.0f"
 
 def inputs(config: Config) -> tuple[gr.Textbox, gr.Dropdown, gr.Slider, gr.Slider]:
     """The prompt, the pair whose target the lanes share, new tokens a lane and rounds."""
-    prompt = gr.Textbox(
-        label="Prompt",
-        lines=4,
-        max_lines=12,
-        placeholder="One prompt every drafter races on…",
-        elem_id="shootout-prompt",
-    )
+    prompt = prompt_box("One prompt every drafter races on…", "shootout-prompt", lines=4)
     with gr.Row():
         pair = gr.Dropdown(
             list(config.registry),
@@ -30,16 +26,11 @@ def inputs(config: Config) -> tuple[gr.Textbox, gr.Dropdown, gr.Slider, gr.Slide
             label="Model pair (its target; the lanes are every drafter it has here)",
             elem_id="shootout-pair",
         )
-        max_new_tokens = whole_slider(
-            MAX_NEW_TOKENS, DEFAULT_NEW_TOKENS, "New tokens a lane", elem_id="shootout-tokens"
+        rounds = "Rounds (a plain run and a run a lane each; three give medians)"
+        sizes = tokens_and_rounds(
+            MAX_NEW_TOKENS, DEFAULT_NEW_TOKENS, MAX_REPEATS, rounds, "shootout"
         )
-        repeats = whole_slider(
-            MAX_REPEATS,
-            1,
-            "Rounds (one plain run and one run a lane each; three give medians)",
-            elem_id="shootout-repeats",
-        )
-    return prompt, pair, max_new_tokens, repeats
+    return prompt, pair, *sizes
 
 
 def outputs() -> dict[str, gr.components.Component]:
@@ -55,39 +46,42 @@ def outputs() -> dict[str, gr.components.Component]:
         wrap=True,
         elem_id="shootout-ranking",
     )
-    common = {"height": 280, "x_axis_format": TICKS}
     with gr.Row():
-        race = gr.LinePlot(
+        race = _lines(
+            "race",
             race_frame(None),
-            x="seconds",
-            y="tokens",
-            color="lane",
-            title="The race: new tokens over time, each lane's median run",
-            label="race",
-            x_title="seconds since the run started",
-            y_title="new tokens",
-            **common,
+            "seconds",
+            "tokens",
+            "The race: new tokens over time, each lane's median run",
+            ("seconds since the run started", "new tokens"),
         )
-        sweep = gr.LinePlot(
+        sweep = _lines(
+            "sweep",
             sweep_frame(None),
-            x="γ",
-            y="speedup",
-            color="lane",
-            title="Speedup at a constant γ, replayed from the runs' own costs (modelled)",
-            label="sweep",
-            x_title="γ, candidates a step",
-            y_title="speedup (modelled)",
-            **common,
+            "γ",
+            "speedup",
+            "Speedup at a constant γ, replayed from the runs' own costs (modelled)",
+            ("γ, candidates a step", "speedup (modelled)"),
         )
     with gr.Accordion("The lanes as they run", open=True):
         lanes = gr.Markdown(elem_id="shootout-lanes", label="lanes")
     result = folded_json("Ranking as JSON (python -m assisted --shootout --json's)", "result")
-    return {
-        "status": status,
-        "lanes": lanes,
-        "ranking": ranking,
-        "why": why,
-        "race": race,
-        "sweep": sweep,
-        "result": result,
-    }
+    return by_field(ShootoutOutputs, locals())
+
+
+def _lines(
+    label: str, frame: pd.DataFrame, x: str, y: str, title: str, axes: tuple[str, str]
+) -> gr.LinePlot:
+    """A chart of a line per lane, labelled with its output's name."""
+    return gr.LinePlot(
+        frame,
+        x=x,
+        y=y,
+        color="lane",
+        title=title,
+        label=label,
+        x_title=axes[0],
+        y_title=axes[1],
+        height=280,
+        x_axis_format=TICKS,
+    )

@@ -16,7 +16,7 @@ from assisted.bench.measuring import Streamed
 from assisted.core.settings import RunSettings, SettingsError, validate_prompt
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport
-from assisted.ui.gpu_turn import gpu_turn, stop_key
+from assisted.ui.gpu_turn import TabHandlers, gpu_turn, stop_key
 from assisted.ui.shootout import layout
 from assisted.ui.shootout.format import (
     lanes_markdown,
@@ -28,7 +28,13 @@ from assisted.ui.shootout.format import (
 )
 from assisted.ui.shootout.outputs import ShootoutOutputs
 from assisted.ui.shootout.request import ShootoutRequest
-from assisted.ui.tabs import VISITORS_AT_ONCE, TabState, in_order, int_if_whole, updating_only
+from assisted.ui.tabs import (
+    TabState,
+    int_if_whole,
+    on_device,
+    on_stop,
+    updating_only,
+)
 
 NOTE = f"""
 Races every drafter this target has on this device on your prompt: its assistant under
@@ -85,12 +91,10 @@ class _Lanes:
         return lanes_markdown(self.latest, self.running, self.speeds)
 
 
-class ShootoutHandlers:
+class ShootoutHandlers(TabHandlers):
     """The tab's handlers: run and stop a shoot-out."""
 
-    def __init__(self, shared: TabState, stream: StreamShootout):
-        self.shared = shared
-        self.stream = stream
+    tab = TAB
 
     def run_shootout(
         self,
@@ -120,9 +124,7 @@ class ShootoutHandlers:
         lanes = len(shootout.lanes_for(spec, access.device_type(), "float32"))  # counted only
         yield _idle(f"**Loading** `{spec.name}`…")
         with gpu_turn(self.shared, spec, True, stop_key(request, TAB)) as turn:
-            yield from map(_idle, turn.ready(progress))
-            if turn.stopped:
-                yield _idle("**Stopped** before the timed runs started: no ranking.")
+            if not (yield from turn.waited(progress, _idle, "no ranking")):
                 return
             call = ShootoutRequest(turn.place, prompt, settings, rounds, lanes, turn.stop)
 
@@ -166,11 +168,6 @@ class ShootoutHandlers:
             result=result,
         )
 
-    def request_stop(self, request: gr.Request) -> None:
-        flag = self.shared.stops.get(stop_key(request, TAB))
-        if flag is not None:
-            flag.set()
-
 
 def build_shootout_tab(shared: TabState, stream: StreamShootout) -> None:
     """The tab's components and events, inside the caller's tab."""
@@ -181,19 +178,6 @@ def build_shootout_tab(shared: TabState, stream: StreamShootout) -> None:
         run = gr.Button("Run shoot-out", variant="primary", elem_id="shootout-run")
         stop = gr.Button("Stop", variant="stop", elem_id="shootout-stop")
     outputs = layout.outputs()
-    run.click(
-        handlers.run_shootout,
-        inputs=[prompt, pair, max_new_tokens, repeats],
-        outputs=in_order(ShootoutOutputs, outputs),
-        api_name="shootout",
-        concurrency_limit=VISITORS_AT_ONCE,
-        concurrency_id="visitors",  # like Compare: it takes its turn on the device
-        show_progress="minimal",
-        show_progress_on=outputs["status"],
-    )
-    stop.click(
-        handlers.request_stop,
-        api_visibility="private",
-        concurrency_limit=None,
-        show_progress="hidden",
-    )
+    inputs = [prompt, pair, max_new_tokens, repeats]
+    on_device(run.click, handlers.run_shootout, inputs, ShootoutOutputs, outputs, "shootout")
+    on_stop(stop, handlers.request_stop)
