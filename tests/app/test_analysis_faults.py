@@ -8,15 +8,11 @@ import io
 import json
 import logging
 
-import gradio_client
 import pytest
 
-import app
 from assisted import cli
 from assisted.bench import __main__ as bench_command
-from assisted.models import pairs
 from assisted.ui.compare.charts import histogram_frame
-from tests.serve import launch
 
 FORCED = "RuntimeError: forced"
 # Each analysis found after the runs, and the function that computes it.
@@ -75,20 +71,6 @@ def test_the_cli_keeps_the_runs_when_an_analysis_fails(tiny_dirs, monkeypatch, c
     assert len(logged) <= 1 and all(r.exc_info for r in logged)  # once, with its traceback
 
 
-@pytest.fixture(scope="module")
-def client(tiny_dirs):
-    target = str(tiny_dirs["target"])
-    config = app.AppConfig(
-        registry={"tiny-self": pairs.custom_pair(target, target)},
-        default_pair="tiny-self",
-        dtype="float32",
-        allow_local=True,
-    )
-    demo, url = launch(config)
-    yield gradio_client.Client(url, verbose=False)
-    demo.close()
-
-
 def compare(client, **changes) -> tuple[str, dict]:
     """The summary and the JSON result of a /compare call on the tiny self-draft."""
     inputs = {"prompt": "def add(a, b):", "pair": "tiny-self", "max_new_tokens": 12}
@@ -105,17 +87,17 @@ def fail_on_data(counts: list[int]):
 
 
 @pytest.mark.parametrize("part", [*ANALYSES, "charts"])
-def test_the_app_keeps_the_runs_when_an_analysis_fails(client, monkeypatch, part):
-    compare(client, schedule="auto")  # calibrated
+def test_the_app_keeps_the_runs_when_an_analysis_fails(self_client, monkeypatch, part):
+    compare(self_client, schedule="auto")  # calibrated
     with monkeypatch.context() as patched:
         if part == "charts":
             patched.setattr("assisted.ui.compare.live.histogram_frame", fail_on_data)
         else:
             patched.setattr(ANALYSES[part], fail)
-        summary, result = compare(client)
+        summary, result = compare(self_client)
     assert_whole(result, part)
     assert f"Could not be computed: the {part} ({FORCED})" in summary
-    _, again = compare(client)  # the loaded pair and the app stay usable
+    _, again = compare(self_client)  # the loaded pair and the app stay usable
     assert again["analysis_errors"] == {} and again["oracle"]["reason"] is None
 
 

@@ -3,31 +3,14 @@ baseline, its budget's refusals, and Stop, which keeps the rounds that finished.
 
 from __future__ import annotations
 
-import gradio_client
 import pytest
 from gradio_client.exceptions import AppError
 
 import app
 from assisted.bench.shootout import MAX_LANES
-from assisted.models import pairs
 from assisted.ui.shootout.format import RANKING_HEADERS
-from tests.serve import launch
 
 PROMPT = "def add(a, b):"
-
-
-@pytest.fixture(scope="module")
-def client(tiny_dirs):
-    target = str(tiny_dirs["target"])
-    config = app.AppConfig(
-        registry={"tiny-self": pairs.custom_pair(target, target)},
-        default_pair="tiny-self",
-        dtype="float32",
-        allow_local=True,
-    )
-    demo, url = launch(config)
-    yield gradio_client.Client(url, verbose=False)
-    demo.close()
 
 
 def shootout(client, **changes):
@@ -35,8 +18,8 @@ def shootout(client, **changes):
     return client.submit(**inputs | changes, api_name="/shootout")
 
 
-def test_the_shootout_streams_the_lanes_then_ranks_them(client):
-    job = shootout(client)
+def test_the_shootout_streams_the_lanes_then_ranks_them(self_client):
+    job = shootout(self_client)
     updates = list(job)
     status, lanes, ranking, why, race, sweep, result = updates[-1]
     assert any("running" in values[1] for values in updates[:-1])  # a lane as it streamed
@@ -56,20 +39,20 @@ def test_the_shootout_streams_the_lanes_then_ranks_them(client):
     ("changes", "message"),
     [({"max_new_tokens": 129}, "128"), ({"repeats": 6}, "5"), ({"prompt": " "}, "prompt")],
 )
-def test_a_shootout_past_its_budget_is_refused_before_it_runs(client, changes, message):
+def test_a_shootout_past_its_budget_is_refused_before_it_runs(self_client, changes, message):
     with pytest.raises(AppError, match=message):
-        shootout(client, **changes).result()
+        shootout(self_client, **changes).result()
 
 
-def test_stop_ends_the_shootout_and_ranks_what_finished(client):
-    job = shootout(client, repeats=3)
+def test_stop_ends_the_shootout_and_ranks_what_finished(self_client):
+    job = shootout(self_client, repeats=3)
     for values in job:
         if "Running" in values[0] and "of" in values[0]:  # a timed run has finished
             break
     else:
         pytest.fail("no timed run finished")
     # What the Stop button does for this session (its handler is not part of the API).
-    app._stops[f"{client.session_hash}:shootout"].set()
+    app._stops[f"{self_client.session_hash}:shootout"].set()
     status, *_, result = job.result()
     assert status.startswith("**Stopped**") and result["stopped"] is True
     assert all(lane["repeats"] < 3 for lane in result["lanes"])
