@@ -17,8 +17,8 @@ found once the run's clock has stopped: the facts `assisted.analysis.oracle` pri
   calibration for the other schedules; none where the pair was never calibrated. Those
   schedules can draft past the cap (Transformers' heuristic grows a fully accepted draft
   by two, without a bound), so the verification of the longest draft a run made is timed
-  too, once per process, up to `TIMED_ROWS` rows; past that the oracle extrapolates, and
-  says so (`assisted.analysis.oracle.Costs`).
+  too where the calibration stops short of it, once per process, up to `TIMED_ROWS` rows;
+  past that the oracle extrapolates, and says so (`assisted.analysis.oracle.Costs`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 from assisted.analysis import oracle
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import Hindsight, RunRecord
+from assisted.core.settings import MAX_DRAFT_TOKENS
 from assisted.engine import calibration, prepare
 from assisted.engine.clock import synchronize
 from assisted.engine.drafters.lookup import Match
@@ -48,10 +49,11 @@ if TYPE_CHECKING:
     from assisted.policy.choice import DraftPolicy
 
 Propose = Callable[[list[int], int], Match]
-# The most rows a verification is timed at after a run: a longer draft takes its
-# heuristic schedule 13 fully accepted steps in a row from γ = 5, and its time is
-# extrapolated (each timed row costs three target passes on the run's hindsight).
-TIMED_ROWS = 32
+# The most rows a verification is timed at after a run: every constant draft's (a cap of
+# `MAX_DRAFT_TOKENS`), and Transformers' heuristic schedule's to 33 (from γ = 5, 14 fully
+# accepted steps in a row); a longer one is extrapolated (each timed row costs three target
+# passes on the run's hindsight).
+TIMED_ROWS = MAX_DRAFT_TOKENS + 1
 
 
 def find(
@@ -165,12 +167,13 @@ def _costs(
             "prefill_s": costs.prefill_s if model else 0.0,
         }
     cap = prepared.draft.length_for(pair.spec.drafter)
-    rows = min(rows, TIMED_ROWS)
-    if rows > cap + 1 and cap + 1 in pair.learnt.verify_s:
+    rows = min(max(rows, cap + 1), TIMED_ROWS)
+    if rows not in pair.learnt.verify_s and 1 in pair.learnt.verify_s:
         prepare.calibrate_rows(pair, rows)
-        cap = rows - 1
     try:
-        verify_s, drafting, prefill = calibration.calibrated(pair, prepared.precision, cap, model)
+        verify_s, drafting, prefill = calibration.calibrated(
+            pair, prepared.precision, rows - 1, model
+        )
     except RuntimeError:
         return None
     return {

@@ -118,3 +118,18 @@ def test_the_benchmark_reports_its_runs_when_an_analysis_fails(
     assert row["speedup"] > 0 and row["new_tokens"] > 0
     assert f"Could not be computed: the {part} ({FORCED})" in stdout
     assert (tmp_path / "out" / "runs.jsonl").read_text().count("\n") == 2
+
+
+def test_a_heuristic_benchmark_prices_every_draft_it_grew(tiny_dirs, tmp_path, capsys):
+    """Transformers' heuristic schedule grows a self-draft past the cap: the benchmark's
+    report still carries every figure, its oracle priced at each length drafted."""
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"category": "code", "turns": ["def add(a, b):"]}) + "\n")
+    argv = ["--prompts", str(prompts), *tiny(tiny_dirs), "--max-new-tokens", "40"]
+    argv += ["--dtype", "float32", "--repeats", "1", "--variant", "schedule=auto"]
+    argv += ["--variant", "schedule=heuristic,num-assistant-tokens=2,confidence-threshold=0"]
+    assert bench_command.main([*argv, "--out", str(tmp_path / "out")]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    heuristic = next(row for row in report["prompts"] if "heuristic" in row["drafter"])
+    assert heuristic["analysis_errors"] == {} and heuristic["oracle_speedup"] is not None
+    assert heuristic["mean_drafted"] > 2  # the draft grew (every candidate is accepted)

@@ -398,3 +398,20 @@ def test_no_rejected_draft_of_a_summary_copies_the_chat_template(browser, url_of
         page.screenshot(path=str(SCREENSHOTS / "browser-embedded-summary.png"), full_page=True)
     finally:
         page.close()
+
+
+def test_the_shootout_tab_streams_the_lanes_and_ranks_them(page):
+    expect = sync_api.expect
+    page.get_by_role("tab", name="Shoot-out").click()
+    page.locator("#shootout-prompt textarea").fill("def add(a, b):")
+    tokens = page.locator("#shootout-max-new-tokens input[type=number]")
+    tokens.fill("8")
+    tokens.press("Enter")
+    page.locator("#shootout-run").click()
+    expect(page.locator("#shootout-lanes")).to_contain_text("tok/s", timeout=TIMEOUT_MS)
+    expect(page.locator("#shootout-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    expect(page.locator("#shootout-why")).to_contain_text(re.compile("won at|No lane beat"))
+    expect(page.locator("#shootout-ranking tbody tr")).not_to_have_count(0)
+    assert page.locator("#shootout-ranking tbody tr").count() >= 5
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.locator("#tab-shootout").screenshot(path=SCREENSHOTS / "shootout.png")
