@@ -148,6 +148,10 @@ def rank(
     from assisted.engine.comparison import report as comparison_report
 
     plain = [r.record for r in runs if r.drafter is None]
+    # A stopped shoot-out can leave a lane's run of a round whose plain run never ran: only
+    # the rounds paired with their plain run count, as in the benchmark's report.
+    rounds = {r.repeat for r in runs if r.drafter is None}
+    runs = [r for r in runs if r.repeat in rounds]
     rows = {row["drafter"]: row for row in result["prompts"]}
     kinds = {variant.name: variant.drafter for variant in chosen}
     schedules = {variant.name: variant.draft.schedule for variant in chosen}
@@ -155,10 +159,8 @@ def rank(
     ranked = []
     for name, row in rows.items():
         mine = [r for r in runs if r.drafter == name]
-        repeats = {r.repeat for r in mine}
-        paired = [p for p in runs if p.drafter is None and p.repeat in repeats]
         median = _median_run(mine)
-        base = next(p.record for p in paired if p.repeat == median.repeat)
+        base = next(r.record for r in runs if r.drafter is None and r.repeat == median.repeat)
         per_token = _median([stats.drafting_s_per_token(r.record) for r in mine])
         if not kinds[name].times_drafting:
             per_token = 0.0  # a lookup's n-gram search runs whatever is chosen
