@@ -90,7 +90,7 @@ def test_only_a_greedy_auto_preparation_captures_graphs(pair, monkeypatch):
     captures = []
     monkeypatch.setattr(prepare.draft_graphs, "pending", lambda model, cap: True)
     monkeypatch.setattr(
-        prepare.draft_graphs, "prepare", lambda model, cap, probe: captures.append(cap)
+        prepare.draft_graphs, "capture", lambda model, cap, probe: captures.append(cap)
     )
     sampled = dataclasses.replace(GREEDY, sample=True)
     first = prepare.prepare(model_pair, AUTO, sampled)
