@@ -397,17 +397,17 @@ def test_the_cost_replay_scores_each_setting_and_lets_plain_steps_refine_t1(tmp_
         (None, False),
         (0.5, True),
     ]
-    alone = cost_fit.fit(loaded, [(0.3, 0.02)], plain=False)["settings"]["level 0.3, shape 0.02"]
+    alone = cost_fit.fit(loaded, [(2, 12)], plain=False)["settings"]["prior 2, window 12"]
     assert alone["error_median"] == 0.0  # every step took what its T(k) said
     assert alone["plain_after"]["median"] == 1.0
     assert alone["plain_before"]["median"] == 0.5  # T(1) never saw the faster plain steps
-    fed = cost_fit.fit(loaded, [(0.3, 0.02)], plain=True)["settings"]["level 0.3, shape 0.02"]
+    fed = cost_fit.fit(loaded, [(2, 12)], plain=True)["settings"]["prior 2, window 12"]
     # The plain run set T(1), and the assisted run's steps, timed as modelled, kept it.
     assert fed["plain_before"]["median"] == pytest.approx(1.0)
     assert fed["error_median"] == 0.0
-    assert cost_fit.main([str(runs), "--level", "0.1,0.3", "--shape", "0.02"]) == 0
+    assert cost_fit.main([str(runs), "--prior", "2,4", "--window", "12"]) == 0
     out = capsys.readouterr().out
-    assert "level 0.1, shape 0.02: step error" in out and "level 0.3, shape 0.02" in out
+    assert "prior 2, window 12: step error" in out and "prior 4, window 12" in out
 
 
 def test_step_prices_set_each_kind_of_step_against_the_oracles_price(tmp_path, capsys):
