@@ -85,9 +85,11 @@ def summarize_prompt(
     plain: Sequence[RunRecord],
     assisted: Sequence[RunRecord],
     template_drafts: Sequence[int | None] = (),
+    pooled: Sequence[RunRecord] = (),
 ) -> dict:
     """One prompt and one drafter over its repeats; `plain[i]` pairs with `assisted[i]`, and
-    `template_drafts[i]` counts the template copies in `assisted[i]`'s drafts (`Run`)."""
+    `template_drafts[i]` counts the template copies in `assisted[i]`'s drafts (`Run`);
+    `pooled` are the prompt's other runs, whose steps price the oracle's T(k) too."""
     counted = [count for count in template_drafts if count is not None]
     plain_rate = stats.median([stats.tokens_per_s(r) for r in plain])
     assisted_rate = stats.median([stats.tokens_per_s(r) for r in assisted])
@@ -130,7 +132,7 @@ def summarize_prompt(
             "verify_cost_s": [[k, rounded(s, 6)] for k, s in curve],
         }
         | declines.prompt_fields(assisted)
-        | shares.prompt_fields(plain, assisted, failures)
+        | shares.prompt_fields(plain, assisted, failures, pooled)
     )
     return summary | {"measured_share": shares.measured_share(summary), "analysis_errors": failures}
 
@@ -199,7 +201,10 @@ def report(
                 row = {"question_id": question_id, "category": category, "drafter": variant.name}
                 records = [r.record for r in plain], [r.record for r in assisted]
                 copies = [r.template_drafts for r in assisted]
-                rows.append(row | summarize_prompt(*records, copies))
+                # The target's costs are the same whatever drafted: every run of the
+                # prompt prices its T(k) (`assisted.analysis.measured_costs`).
+                pooled = [r.record for mine in by_drafter.values() for r in mine]
+                rows.append(row | summarize_prompt(*records, copies, pooled))
     drafters = {}
     for variant in variants:
         mine = [r for r in rows if r["drafter"] == variant.name]

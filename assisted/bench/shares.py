@@ -25,12 +25,18 @@ from assisted.core.record import RunRecord
 
 
 def prompt_fields(
-    plain: Sequence[RunRecord], assisted: Sequence[RunRecord], failures: dict[str, str]
+    plain: Sequence[RunRecord],
+    assisted: Sequence[RunRecord],
+    failures: dict[str, str],
+    pooled: Sequence[RunRecord] = (),
 ) -> dict:
-    """One prompt's oracle figures over its repeats (`plain[i]` pairs with `assisted[i]`);
-    a repeat whose oracle fails is left out, its fault kept in `failures`."""
+    """One prompt's oracle figures over its repeats (`plain[i]` pairs with `assisted[i]`),
+    T(k) priced from the steps of `pooled` too (the prompt's other drafters' runs); a
+    repeat whose oracle fails is left out, its fault kept in `failures`."""
     found = [
-        faults.attempt(faults.ORACLE, lambda p=p, a=a: oracle.report(p, a), oracle.failed, failures)
+        faults.attempt(
+            faults.ORACLE, lambda p=p, a=a: oracle.report(p, a, pooled), oracle.failed, failures
+        )
         for p, a in zip(plain, assisted, strict=True)
     ]
     found = [f for f in found if f["reason"] is None]

@@ -14,9 +14,11 @@ offers it for this target.
 After the runs, `rank` orders the lanes by measured speedup and adds, per lane, what
 explains it: acceptance, tokens per step, drafting cost per token (as a share of a plain
 step), the oracle's best for its drafter and the share reached, and the output's verdict.
-The γ sweep replays a constant γ of 1 to the cap for the two best drafters from their own
-runs' costs (`assisted.analysis.oracle.constant_schedule`): modelled, not measured, and
-labelled so. The runs are the benchmark's; torch is imported where they run.
+The γ sweep replays a constant γ of 1 to the cap for the two best drafters
+(`assisted.analysis.oracle.constant_schedule`), priced as the oracle is by the costs the
+steps measured, the target's T(k) pooled over every lane's runs
+(`assisted.analysis.measured_costs`): modelled, not measured, and labelled so. The runs are
+the benchmark's; torch is imported where they run.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import statistics
 import threading
 from collections.abc import Iterator, Sequence
 
-from assisted.analysis import oracle, stats
+from assisted.analysis import measured_costs, oracle, stats
 from assisted.bench.measuring import Finished, Progress, Streamed, benchmark
 from assisted.bench.planning import Variant
 from assisted.bench.reporting import Run, report
@@ -156,6 +158,7 @@ def rank(
     kinds = {variant.name: variant.drafter for variant in chosen}
     schedules = {variant.name: variant.draft.schedule for variant in chosen}
     step_s = _plain_step_s(plain)
+    pooled = [r.record for r in runs]  # every lane's steps price the target's T(k)
     ranked = []
     for name, row in rows.items():
         mine = [r for r in runs if r.drafter == name]
@@ -180,7 +183,7 @@ def rank(
                 "measured_share": row["measured_share"],
                 "outcome": row["outcome"],
                 "repeats": row["repeats"],
-                "comparison": comparison_report(pair, base, median.record),
+                "comparison": comparison_report(pair, base, median.record, pooled=pooled),
             }
         )
     ranked.sort(key=lambda lane: -(lane["speedup"] or 0.0))
@@ -234,16 +237,21 @@ def race(plain: Sequence[RunRecord], runs: Sequence[Run]) -> dict[str, list[list
 
 def sweep(ranked: Sequence[dict], runs: Sequence[Run]) -> dict:
     """Speedup against a constant γ of 1 to the cap for the two best drafters that a
-    record's hindsight can replay (an assistant or the lookup), from each one's median
-    run's own costs; `auto` beside them as measured."""
+    record's hindsight can replay (an assistant or the lookup), priced by the costs the
+    steps measured (each lane's drafting, every run's T(k): the module's note); `auto`
+    beside them as measured."""
+    pooled = [r.record for r in runs]
     curves = {}
     for lane in ranked:
         if len(curves) == 2:
             break
-        median = _median_run([r for r in runs if r.drafter == lane["lane"]]).record
-        h = median.hindsight
-        if h is None:
+        mine = _median_run([r for r in runs if r.drafter == lane["lane"]])
+        median = mine.record
+        if median.hindsight is None:
             continue
+        paired = (r.record for r in runs if r.drafter is None and r.repeat == mine.repeat)
+        own = [run for run in (next(paired, None), median) if run is not None]
+        h = measured_costs.priced(median.hindsight, own, pooled)
         source = (
             DrafterKind.ASSISTANT if h.assistant_runs is not None else DrafterKind.PROMPT_LOOKUP
         )
@@ -268,7 +276,10 @@ def sweep(ranked: Sequence[dict], runs: Sequence[Run]) -> dict:
         }
     auto = {lane["lane"]: lane["speedup"] for lane in ranked if lane["schedule"] == "auto"}
     return {
-        "basis": "replayed from each lane's own run and costs (modelled, not measured)",
+        "basis": (
+            "replayed from each lane's own run, priced by the costs every lane's steps "
+            "measured (modelled, not measured)"
+        ),
         "curves": curves,
         "auto_measured": auto,
     }

@@ -55,7 +55,7 @@ def test_a_disturbed_calibration_is_timed_again(pair, monkeypatch):
     assert verify_s[1] == 0.01 and verify_s[5] == 0.03  # the fastest of the two attempts
 
 
-def test_a_runs_verifications_refine_the_pairs_calibration(pair):
+def test_a_runs_verifications_refine_the_pairs_calibration(pair, trusted_prices):
     fresh = dataclasses.replace(pair, learnt=LearntState())
     # Transformers' lookup offers a match at every step (the chat template's included), so
     # the run verifies rows of several lengths whatever the random models do.
