@@ -85,8 +85,11 @@ def calibrate(
     any run."""
     timing = pair.learnt.timed_here()
     started = time.perf_counter()
+    # Rows a disturbance left on disk are timed once more: the monotone fit already keeps
+    # them from any decision, and a machine still busy would time them dear again.
     disturbed = cost_curve.dearer_than_fit(pair.learnt.verify_s, DISTURBED)
-    timed = _time_target(pair, prefix, sorted({1, 2, cap + 1, *disturbed}), timing)
+    timed = _time_target(pair, prefix, sorted({1, 2, cap + 1}), timing)
+    timed |= _time_target(pair, prefix, disturbed, timing, attempts=1)
     if assistant is not None and precision not in timing.drafting:
         _time_drafting(pair, prefix, assistant, precision, timing)
         timed = True
@@ -107,16 +110,20 @@ def time_verify_rows(pair: LoadedPair, prefix: torch.Tensor, rows: int) -> None:
 
 
 def _time_target(
-    pair: LoadedPair, prefix: torch.Tensor, wanted: list[int], timing: ProcessTiming
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    wanted: list[int],
+    timing: ProcessTiming,
+    attempts: int = _CALIBRATION_ATTEMPTS,
 ) -> bool:
-    """Time T(k) for each k in `wanted` where this process has not (`calibrate`); whether
-    it did."""
+    """Time T(k) for each k in `wanted` where this process has not (`calibrate`), up to
+    `attempts` times while a row disagrees with the others; whether it timed any."""
     learnt = pair.learnt
     verify_s = learnt.verify_s
     rows = [k for k in wanted if k not in timing.rows]
     before = {k: verify_s[k] for k in rows if k in verify_s}  # from disk, or a run's
     pending = rows
-    for _ in range(_CALIBRATION_ATTEMPTS if rows else 0):
+    for _ in range(attempts if rows else 0):
         for k, seconds in _time_forwards(pair.target, prefix, pending, pair.device).items():
             learnt.keep_verify(k, min(seconds, verify_s.get(k, seconds)), _CALIBRATION_REPEATS)
         disturbed = cost_curve.dearer_than_fit(verify_s, DISTURBED)
