@@ -102,10 +102,3 @@ def sweep_frame(result: dict | None) -> pd.DataFrame:
         for gamma, speedup in by_gamma.items()
     ]
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
-
-
-def _drafting_cost(lane: dict) -> str:
-    """A drafted token's cost as a share of a plain step; a lookup's search is free."""
-    if lane["drafting_s_per_token"] == 0.0:
-        return "free"
-    return number(lane["drafting_cost_ratio"], 2)
