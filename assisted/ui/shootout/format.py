@@ -83,22 +83,24 @@ def why_markdown(result: dict) -> str:
     return "\n\n".join(lines)
 
 
-def race_frame(result: dict | None) -> pd.DataFrame:
-    """Tokens over time, a line per lane and plain."""
+def race_frame(result: dict) -> pd.DataFrame:
+    """Tokens over time, a line per lane and plain. Typed, as the chart takes its axes'
+    types from the columns' (an untyped column is a category, each value a tick)."""
     rows = [
         [seconds, tokens, lane]
-        for lane, points in (result["race"].items() if result else ())
+        for lane, points in result["race"].items()
         for seconds, tokens in [[0.0, 0], *points]
     ]
-    return pd.DataFrame(rows, columns=RACE_COLUMNS)
+    frame = pd.DataFrame(rows, columns=RACE_COLUMNS)
+    return frame.astype({"seconds": float, "tokens": int, "lane": str})
 
 
-def sweep_frame(result: dict | None) -> pd.DataFrame:
-    """Modelled speedup by constant γ, a line per lane swept."""
-    curves = result["sweep"]["curves"] if result else {}
+def sweep_frame(result: dict) -> pd.DataFrame:
+    """Modelled speedup by constant γ, a line per lane swept; typed as `race_frame`."""
     rows = [
         [int(gamma), speedup, lane]
-        for lane, by_gamma in curves.items()
+        for lane, by_gamma in result["sweep"]["curves"].items()
         for gamma, speedup in by_gamma.items()
     ]
-    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+    frame = pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+    return frame.astype({"γ": int, "speedup": float, "lane": str})

@@ -54,14 +54,15 @@ ranking, then what the call measured."""
 
 
 def _idle(status: str) -> ShootoutOutputs:
-    """Every output's value without a ranking: before one exists, or when none will."""
+    """Every output's value without a ranking: before one exists, or when none will. The
+    charts hold nothing, so that the next ranking's are drawn afresh (`layout._lines`)."""
     return ShootoutOutputs(
         status=status,
         lanes=lanes_markdown({}, None, {}),
         ranking=ranking_frame(None),
         why="",
-        race=race_frame(None),
-        sweep=sweep_frame(None),
+        race=None,
+        sweep=None,
         result=None,
     )
 
