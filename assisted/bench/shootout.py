@@ -285,13 +285,14 @@ def render(result: dict) -> str:
         f"{'oracle':>8}{'share':>7}  output",
     ]
     for place, lane in enumerate(result["lanes"], start=1):
+        share = lane["measured_share"]
         lines.append(
             f"{place:<3}{lane['lane'][:29]:30}{_cell(lane['speedup'], '{:.2f}x'):>9}"
             f"{_cell(lane['acceptance_rate'], '{:.0%}'):>10}"
             f"{_cell(lane['tokens_per_step'], '{:.2f}'):>10}"
             f"{_cell(lane['drafting_cost_ratio'], '{:.2f}'):>7}"
             f"{_cell(lane['oracle_speedup'], '{:.2f}x'):>8}"
-            f"{_cell(lane['measured_share'], '{:.0%}'):>7}  {lane['outcome']}"
+            f"{'—' if share is None else oracle.share_text(share):>7}  {lane['outcome']}"
         )
     if result["why"]:
         lines.append(result["why"])

@@ -75,6 +75,13 @@ def test_every_lane_is_ranked_against_one_plain_baseline_and_matches_it(result):
     json.dumps(found)  # the endpoint's and the CLI's JSON
 
 
+def test_a_lane_measured_above_its_oracle_is_ranked_as_above_it(result):
+    found, _ = result
+    lanes = [dict(found["lanes"][0], measured_share=1.28), *found["lanes"][1:]]
+    card = shootout.render(found | {"lanes": lanes})
+    assert "above the oracle (×1.28)" in card and "128%" not in card
+
+
 @pytest.mark.parametrize(
     ("settings", "repeats", "message"),
     [
