@@ -646,3 +646,12 @@ def test_a_lane_measured_above_its_oracle_reads_above_it_in_the_ranking():
     )
     column = shootout_format.RANKING_HEADERS.index("share of the oracle")
     assert [row[column] for row in rows] == ["above the oracle (×1.28)", "90%", "—"]
+
+
+def test_the_benchmark_note_says_what_a_benchmark_costs_on_the_device_it_runs_on():
+    cpu = benchmark_format.device_note("cpu", zerogpu=False)
+    gpu = benchmark_format.device_note("cuda", zerogpu=False)
+    zerogpu = benchmark_format.device_note("cuda", zerogpu=True)
+    assert "many minutes" in cpu and "many minutes" not in gpu + zerogpu
+    assert "one request at a time" in cpu and "one request at a time" in gpu
+    assert "one request at a time" not in zerogpu and "several calls" in zerogpu
