@@ -65,6 +65,15 @@ def outputs() -> dict[str, gr.components.Component]:
     return by_field(ShootoutOutputs, locals())
 
 
+def steps_in_json() -> gr.Checkbox:
+    """Whether the ranking's JSON keeps each lane's runs' steps (`per_step`), under it."""
+    return gr.Checkbox(
+        False,
+        label="Keep each lane's steps in the JSON (per_step: hundreds of kB on long runs)",
+        elem_id="shootout-steps",
+    )
+
+
 def _lines(label: str, x: str, y: str, title: str, axes: tuple[str, str]) -> gr.LinePlot:
     """A chart of a line per lane, empty until a ranking. Its title names it; the label,
     its output's name, stays hidden, as the chart is drawn its full height below it and
