@@ -118,10 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--lanes", help="comma list of the lanes to race (default: every lane that applies)"
     )
     shootout.add_argument(
-        "--steps",
-        action="store_true",
-        help="keep each lane's runs' per_step in the shoot-out's JSON (every step: hundreds "
-        "of kB on long runs)",
+        "--steps", action="store_true", help="keep each lane's runs' per_step in the JSON"
     )
     parser.add_argument("--json", action="store_true", help="end stdout with one JSON line")
     return parser
