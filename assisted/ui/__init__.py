@@ -2,7 +2,8 @@
 
 Each tab's folder (`compare`, `benchmark`, `shootout`) holds its layout, handlers
 (`tab`), request and GPU work (`request`, `gpu`), outputs and formatting; its `__init__`
-says which is which. A new tab is a folder like these, and a few lines in `app.py`.
+says which is which. A new tab is a folder like these, and a few lines in `app.py`. No
+tab's folder imports another's, and what the tabs share imports none of them.
 What the tabs share: `tabs` holds what each is handed (`TabState`) and builds with,
 `pair_access` the way from a pair's name to the pair ready on the device (`PairAccess`),
 `gpu_turn` the GPU sequence every tab's run goes through (its Stop flag and turn, the
