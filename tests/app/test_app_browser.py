@@ -408,14 +408,17 @@ def set_number(page, elem_id: str, value: int) -> None:
 
 
 def run_shootout(page, rounds: int = 1) -> None:
-    """A finished shoot-out of 8 tokens a lane on the Shoot-out tab."""
+    """A finished shoot-out of 8 tokens a lane on the Shoot-out tab: its ranking says how
+    many plain runs it made, which tells it from the one before on the page."""
     page.get_by_role("tab", name="Shoot-out").click()
     page.locator("#shootout-prompt textarea").fill("def add(a, b):")
     set_number(page, "shootout-max-new-tokens", 8)
     set_number(page, "shootout-repeats", rounds)
     sync_api.expect(page.locator("#shootout-repeats input[type=range]")).to_have_value(str(rounds))
     page.locator("#shootout-run").click()
-    sync_api.expect(page.locator("#shootout-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    plain_runs = re.compile(rf"One plain baseline: {rounds} runs? at")
+    sync_api.expect(page.locator("#shootout-why")).to_contain_text(plain_runs, timeout=TIMEOUT_MS)
+    sync_api.expect(page.locator("#shootout-status")).to_contain_text("Done")
 
 
 def test_the_shootout_tab_streams_the_lanes_and_ranks_them(page):

@@ -74,9 +74,10 @@ def why_markdown(result: dict) -> str:
     plain = result["plain"]
     lines = [
         f"**{result['why']}**" if result["why"] else "No lane finished a round.",
-        f"One plain baseline: {plain['runs']} runs at {number(plain['tokens_per_s'], 2)} "
-        f"tokens/s, on {result['device']} in {result['dtype']}; each lane ran alone, in "
-        "turn, the order flipped from round to round.",
+        f"One plain baseline: {plain['runs']} run{'s' * (plain['runs'] != 1)} at "
+        f"{number(plain['tokens_per_s'], 2)} tokens/s, on {result['device']} in "
+        f"{result['dtype']}; each lane ran alone, in turn, the order flipped from round to "
+        "round.",
         f"The γ sweep is {result['sweep']['basis']}.",
     ]
     if result["stopped"]:
