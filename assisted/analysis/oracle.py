@@ -370,7 +370,7 @@ def describe(found: dict | None) -> str:
     )
     if found["measured_share"] is not None:
         share = share_text(found["measured_share"])
-        line += f" The measured speedup's share of the oracle's: {share}."
+        line += f" The measured speedup, as a share of the oracle's: {share}."
     if found["best_constant_gamma"] is not None:
         line += (
             f" The best constant draft length would have been γ = "
