@@ -91,10 +91,14 @@ def overall_line(overall: dict) -> str:
         f"  oracle, in hindsight: {overall['oracle_speedup_geomean']:.2f}x (geomean over "
         f"{overall['oracle_prompts']} prompts, modelled from each run's costs); reached "
         f"{_percent(overall['modelled_share'])} of it modelled (the policy), "
-        f"{_percent(overall['measured_share'])} measured (the policy and its machinery); the "
+        f"{_share(overall['measured_share'])} measured (the policy and its machinery); the "
         f"hindsight reproduced {_percent(overall['oracle_agreement'])} of drafting steps"
     )
 
 
 def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else oracle.share_text(value)

@@ -116,11 +116,12 @@ def shootout(
     chosen: Sequence[Variant] | None = None,
     repeats: int = REPEATS,
     stop: threading.Event | None = None,
+    per_step: bool = False,
 ) -> Iterator[Progress | Streamed | dict]:
     """Race `chosen` (default: every lane) on `prompt` against one plain baseline: the
-    benchmark's Progress and each run's steps as they happen, then the ranking (`rank`).
-    Setting `stop` ends the run in flight after its step, and the ranking covers the rounds
-    that finished."""
+    benchmark's Progress and each run's steps as they happen, then the ranking (`rank`;
+    each lane's runs with their `per_step` only where `per_step` asks). Setting `stop` ends
+    the run in flight after its step, and the ranking covers the rounds that finished."""
     chosen = list(lanes(pair) if chosen is None else chosen)
     check(settings, repeats, chosen)
     example = Example(QUESTION, "shoot-out", prompt)
@@ -138,15 +139,21 @@ def shootout(
         result = report(runs, chosen, info, settings, repeats)
     else:
         result, runs = finished.report, finished.runs
-    yield rank(pair, result, runs, chosen, stopped=finished is None)
+    yield rank(pair, result, runs, chosen, stopped=finished is None, per_step=per_step)
 
 
 def rank(
-    pair: LoadedPair, result: dict, runs: Sequence[Run], chosen: Sequence[Variant], stopped: bool
+    pair: LoadedPair,
+    result: dict,
+    runs: Sequence[Run],
+    chosen: Sequence[Variant],
+    stopped: bool,
+    per_step: bool = False,
 ) -> dict:
     """The shoot-out's JSON: the lanes ranked by measured speedup, each with its figures
-    and its median repeat's comparison (the CLI's `--json` schema), the race, the γ sweep
-    and why the winner won."""
+    and its median repeat's comparison (the CLI's `--json` schema, each run's `per_step`
+    only with `per_step`: hundreds of kB a lane on long runs), the race, the γ sweep and
+    why the winner won."""
     from assisted.engine.comparison import report as comparison_report
 
     plain = [r.record for r in runs if r.drafter is None]
@@ -183,7 +190,9 @@ def rank(
                 "measured_share": row["measured_share"],
                 "outcome": row["outcome"],
                 "repeats": row["repeats"],
-                "comparison": comparison_report(pair, base, median.record, pooled=pooled),
+                "comparison": comparison_report(
+                    pair, base, median.record, steps=per_step, pooled=pooled
+                ),
             }
         )
     ranked.sort(key=lambda lane: -(lane["speedup"] or 0.0))
@@ -296,13 +305,14 @@ def render(result: dict) -> str:
         f"{'oracle':>8}{'share':>7}  output",
     ]
     for place, lane in enumerate(result["lanes"], start=1):
+        share = lane["measured_share"]
         lines.append(
             f"{place:<3}{lane['lane'][:29]:30}{_cell(lane['speedup'], '{:.2f}x'):>9}"
             f"{_cell(lane['acceptance_rate'], '{:.0%}'):>10}"
             f"{_cell(lane['tokens_per_step'], '{:.2f}'):>10}"
             f"{_cell(lane['drafting_cost_ratio'], '{:.2f}'):>7}"
             f"{_cell(lane['oracle_speedup'], '{:.2f}x'):>8}"
-            f"{_cell(lane['measured_share'], '{:.0%}'):>7}  {lane['outcome']}"
+            f"{'—' if share is None else oracle.share_text(share):>7}  {lane['outcome']}"
         )
     if result["why"]:
         lines.append(result["why"])

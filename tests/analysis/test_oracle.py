@@ -262,6 +262,21 @@ def test_the_benchmark_reports_the_share_of_the_oracle_its_runs_reached():
     assert "4.00x" in shares.overall_line(group)
 
 
+def test_a_share_above_the_oracle_never_reads_as_a_share():
+    assert oracle.share_text(0.85) == "85%"
+    assert oracle.share_text(1.0) == "100%"
+    assert oracle.share_text(1.28) == "above the oracle (×1.28)"
+    group = {"oracle_prompts": 1, "oracle_speedup_geomean": 1.0, "modelled_share": 1.0}
+    from assisted.bench import shares
+
+    line = shares.overall_line(group | {"measured_share": 1.28, "oracle_agreement": 1.0})
+    assert "above the oracle (×1.28) measured" in line and "128%" not in line
+    # A run measured at 0.5 s: 16x against the oracle's 8x (modelled), in the run's sentence.
+    found = oracle.report(*hand_made(0.5, [8, 7, 6, 5, 4, 3, 2, 1]))
+    assert found["measured_share"] == pytest.approx(2.0)
+    assert "as a share of the oracle's: above the oracle (×2.00)." in oracle.describe(found)
+
+
 # -- replaying the policy offline ------------------------------------------------------------
 
 
