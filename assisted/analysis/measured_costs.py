@@ -10,8 +10,15 @@ of step cost, the run's machinery in:
   that verified k rows (drafted + 1), the run's first step aside (it holds the target's
   read of the prompt); fitted monotone in k with medians (`assisted.core.cost_curve`), and
   rows no step verified set from the policy's curve at the level the measured rows set.
-  The target's rows are the same whatever drafted them, so a shoot-out pools them across
-  its lanes and their plain runs (`pooled`).
+  A row is priced from the lane's own runs (its assisted run and the plain run of its
+  round) where they verified it: a step's wall time holds the lane's own machinery
+  (Transformers' candidate generator, or the lean loop) and the machine's load in that
+  round, which a pool of other lanes' and rounds' steps would average away (a γ = 8 lane
+  measured at 2.07x was modelled at 1.35x from such a pool, on a 2-core EPYC whose load
+  changed between rounds). The target's rows are the same whatever drafted them, so the
+  rows the lane never verified come from the other runs' steps (`pooled`: a shoot-out's
+  other lanes, a benchmark prompt's other runs): what the oracle needs to price lengths
+  the lane never tried.
 - **drafting**: an assistant's seconds per drafted token, from its steps whose cache was
   current (the step before drafted too): the median of their drafting time per token.
 - **its first read** per token of context: the first assistant step's drafting time beyond
@@ -47,15 +54,19 @@ def step_seconds(records: Iterable[RunRecord]) -> dict[int, list[float]]:
     return rows
 
 
-def together(own: Sequence[RunRecord], pooled: Sequence[RunRecord]) -> list[RunRecord]:
-    """`own` and the records of `pooled` that are not among them."""
-    return [*own, *(r for r in pooled if not any(r is mine for mine in own))]
+def rows_measured(
+    own: Sequence[RunRecord], pooled: Sequence[RunRecord] = ()
+) -> dict[int, list[float]]:
+    """The steps' seconds by rows: `own`'s for each row they verified, else `pooled`'s."""
+    others = [r for r in pooled if not any(r is mine for mine in own)]
+    return step_seconds(others) | step_seconds(own)
 
 
 def priced(h: Hindsight, own: Sequence[RunRecord], pooled: Sequence[RunRecord] = ()) -> Hindsight:
     """`h` with its costs replaced by those the steps of `own` (a lane's plain and assisted
-    runs) measured, T(k) pooled with the steps of `pooled` too (the module's note)."""
-    measured = step_seconds(together(own, pooled))
+    runs) measured, the rows of T(k) they never verified from the steps of `pooled` (the
+    module's note)."""
+    measured = rows_measured(own, pooled)
     if not measured:
         return h
     policy_curve = dict(h.verify_s)

@@ -269,9 +269,7 @@ def report(plain: RunRecord | None, assisted: RunRecord, pooled: Sequence[RunRec
     found["policy_priced"] = {key: by_policy[key] for key in _POLICY_KEYS}
     differ = abs(by_policy["oracle_s"] / found["oracle_s"] - 1.0) if found["oracle_s"] else None
     found["prices_differ"] = differ is not None and differ > PRICES_DIFFER
-    found["measured_rows"] = sorted(
-        measured_costs.step_seconds(measured_costs.together(own, pooled))
-    )
+    found["measured_rows"] = sorted(measured_costs.rows_measured(own, pooled))
     return found
 
 

@@ -16,7 +16,7 @@ explains it: acceptance, tokens per step, drafting cost per token (as a share of
 step), the oracle's best for its drafter and the share reached, and the output's verdict.
 The γ sweep replays a constant γ of 1 to the cap for the two best drafters
 (`assisted.analysis.oracle.constant_schedule`), priced as the oracle is by the costs the
-steps measured, the target's T(k) pooled over every lane's runs
+steps measured, the rows of T(k) a lane never verified from every lane's runs
 (`assisted.analysis.measured_costs`): modelled, not measured, and labelled so. The runs are
 the benchmark's; torch is imported where they run.
 """
@@ -286,8 +286,8 @@ def sweep(ranked: Sequence[dict], runs: Sequence[Run]) -> dict:
     auto = {lane["lane"]: lane["speedup"] for lane in ranked if lane["schedule"] == "auto"}
     return {
         "basis": (
-            "replayed from each lane's own run, priced by the costs every lane's steps "
-            "measured (modelled, not measured)"
+            "replayed from each lane's own run, priced by the costs its steps measured "
+            "(and other lanes' for lengths it never verified): modelled, not measured"
         ),
         "curves": curves,
         "auto_measured": auto,

@@ -83,3 +83,17 @@ def test_a_lanes_rows_are_pooled_with_the_other_lanes_steps():
     other.steps = timed_steps([0, 1, 2, 3], [0, 1, 2, 3])
     found = oracle.report(plain, assisted, pooled=[other, assisted])
     assert found["measured_rows"] == [1, 2, 3, 4, 5]
+
+
+def test_a_row_the_lane_verified_is_priced_from_its_own_steps_not_the_pool():
+    # Another lane's steps at 5 rows ran twice as slow (its machinery, or a busier round):
+    # the lane's own 5-row steps price its T(5), the pool only the rows it never verified.
+    plain, assisted = runs()
+    slow = RunRecord(mode="assisted", drafter=A, prompt_tokens=PROMPT)
+    slow.steps = timed_steps([0, 4, 4, 1], [0, 4, 4, 1])
+    for i, s in enumerate(slow.steps):
+        slow.steps[i] = Step(s.token_ids, "", s.drafted, s.accepted, 2 * s.t_s, draft_s=s.draft_s)
+    h = measured_costs.priced(assisted.hindsight, [plain, assisted], pooled=[slow])
+    curve = dict(h.verify_s)
+    assert curve[CAP + 1] == pytest.approx(FLAT[CAP + 1])
+    assert curve[2] > FLAT[2]  # from the slow lane: no own step verified 2 rows
