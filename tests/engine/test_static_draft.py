@@ -6,6 +6,7 @@ that a capture records traces without a break; the self-check turns a wrong repl
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import gc
@@ -21,7 +22,14 @@ from transformers import AutoTokenizer, GenerationConfig
 
 from assisted import cli
 from assisted.analysis import stats
-from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
+from assisted.core.record import (
+    CUDA_GRAPHS,
+    EAGER,
+    FAILED,
+    INCONCLUSIVE,
+    PASSED,
+    DraftingPath,
+)
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison, decoding, plan, running
 from assisted.engine.drafters import candidates, draft_graphs, seam
@@ -254,24 +262,42 @@ def test_the_pass_a_capture_records_traces_whole(near_pair):
         assert torch.allclose(state.out[1], expected[1], rtol=1e-5)
 
 
-def test_the_self_check_keeps_a_faithful_replay_and_refuses_a_wrong_one(near_pair):
-    model = near_pair.assistant
+def checked_graphs(model, prompt: torch.Tensor, cap: int = CAP) -> DraftGraphs:
+    """The CPU's stand-in for captured graphs (`graphed`), the prompt's ids but the last
+    two in their cache, as a capture leaves it."""
+    graphs = graphed(model, cap)
+    with torch.inference_mode():
+        graphs.state.feed(prompt[:, :-2])
+    return graphs
+
+
+def test_the_self_check_passes_a_faithful_replay_having_judged_enough(near_pair):
+    verdict = self_check(
+        checked_graphs(near_pair.assistant, prompt_ids(near_pair)), prompt_ids(near_pair)
+    )
+    assert verdict.check == PASSED
+    assert verdict.judged >= draft_graphs.MIN_JUDGED
+
+
+def test_a_replay_one_ulp_off_the_eager_passes_fails_the_self_check(near_pair):
+    """A replay whose last probability is one float32 step above what the eager passes on
+    the same cache computed: far inside the DynamicCache comparison's tolerance, yet a
+    replay of the same kernels in the same order cannot differ by a bit."""
     prompt = prompt_ids(near_pair)
-    faithful = graphed(model)
-    with torch.inference_mode():
-        faithful.state.feed(prompt[:, :-2])
-    assert self_check(faithful, prompt) is None
+    graphs = checked_graphs(near_pair.assistant, prompt)
 
-    wrong = graphed(model)
-    with torch.inference_mode():
-        wrong.state.feed(prompt[:, :-2])
+    def one_ulp_off(gamma=CAP):
+        draft_on_device(graphs.state, gamma)
+        out = graphs.state.out
+        nudged = torch.nextafter(out[1, gamma - 1].float(), torch.tensor(2.0))
+        out[1, gamma - 1] = nudged.double()
 
-    def off_by_one(gamma=CAP):
-        draft_on_device(wrong.state, gamma)
-        wrong.state.out[0, gamma - 1] += 1  # its last candidate wrong
-
-    wrong.replays[CAP] = off_by_one
-    assert "a draft of 5 differed from eager passes at candidate 5" in self_check(wrong, prompt)
+    graphs.replays[CAP] = one_ulp_off
+    verdict = self_check(graphs, prompt)
+    assert verdict.check == FAILED
+    assert (
+        "a draft of 5 differed from eager passes on the same cache at candidate 5" in verdict.detail
+    )
 
 
 def test_the_self_check_refuses_a_fault_the_replays_share_with_the_static_cache(
@@ -280,19 +306,87 @@ def test_the_self_check_refuses_a_fault_the_replays_share_with_the_static_cache(
     """A rollback that keeps one position too many (one never written) is wrong in the
     eager passes on the static cache as in the replays: the loop on a DynamicCache, with
     its own cache and rollback, drafts otherwise, and the self-check says so."""
-    model = near_pair.assistant
     prompt = prompt_ids(near_pair)
-    graphs = graphed(model)
-    with torch.inference_mode():
-        graphs.state.feed(prompt[:, :-2])
-
-    def one_too_many(state, length):
-        with torch.inference_mode():
-            for layer in state.cache.layers:
-                layer.cumulative_length.fill_(length + 1)
-
+    graphs = checked_graphs(near_pair.assistant, prompt)
     monkeypatch.setattr(StaticState, "rewind", one_too_many)
-    assert "differed from eager passes" in self_check(graphs, prompt)
+    verdict = self_check(graphs, prompt)
+    assert verdict.check == FAILED
+    assert (
+        "differed from eager passes" in verdict.detail and "on the same cache" not in verdict.detail
+    )
+
+
+def test_near_uniform_logits_leave_the_self_check_inconclusive(flat_assistant, near_pair):
+    """Random weights give near-uniform logits: every candidate of the DynamicCache loop is
+    a near-tie, so it judges no position, and that is no pass."""
+    prompt = prompt_ids(near_pair)
+    verdict = self_check(checked_graphs(flat_assistant, prompt), prompt)
+    assert verdict.check == INCONCLUSIVE
+    assert verdict.judged < draft_graphs.MIN_JUDGED
+    assert f"fewer than {draft_graphs.MIN_JUDGED}" in verdict.detail
+
+
+@pytest.fixture
+def flat_assistant(near_pair):
+    """The near pair's assistant with its output layer scaled down 10⁴ times: its logits
+    nearly uniform, as random weights give."""
+    model = copy.deepcopy(near_pair.assistant)
+    with torch.no_grad():
+        head = model.get_output_embeddings()
+        head.weight = torch.nn.Parameter(head.weight * 1e-4, requires_grad=False)
+    return model
+
+
+def one_too_many(state, length):
+    """A rollback that keeps one position too many: a fault of the static cache's path."""
+    with torch.inference_mode():
+        for layer in state.cache.layers:
+            layer.cumulative_length.fill_(length + 1)
+
+
+@pytest.mark.parametrize("verdict", [FAILED, INCONCLUSIVE])
+def test_after_a_failed_or_inconclusive_self_check_the_dynamic_cache_loop_drafts(
+    near_pair, flat_assistant, monkeypatch, verdict
+):
+    """The product's capture and self-check on the CPU's stand-in, as if on CUDA: where the
+    check fails (a static cache that rolls back wrong) or cannot judge (near-uniform
+    logits), the run drafts with the lean loop on a DynamicCache, not on the static cache
+    the check distrusts; it is priced at that loop's time as the check timed it, and its
+    record, JSON and page say why."""
+    pair = near_pair
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepared = prepare(pair, draft)
+    monkeypatch.setattr(draft_graphs, "GRAPHS", StandInGraphs())
+    prompt = prompt_ids(pair)
+    if verdict == FAILED:
+        with monkeypatch.context() as broken:
+            broken.setattr(StaticState, "rewind", one_too_many)
+            outcome = draft_graphs._captured(prepared.assistant, CAP, prompt)
+    else:
+        outcome = draft_graphs._captured(flat_assistant, CAP, prompt)
+    assert outcome.graphs is None and outcome.verdict.check == verdict
+    assert outcome.reason.startswith(f"self-check {verdict}: ")
+    assert outcome.reason.endswith("the lean loop on a DynamicCache")
+    assert outcome.loop_s > 0
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, outcome, raising=False)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    ids = encode_prompt(pair, PROMPT)
+    built = draft_graphs.drafter_for_run(prepared.assistant, 0.0, (), 0.0, len(ids) + 24, CAP)
+    assert type(built) is LeanDrafter
+    ready = plan.make_plan(pair, ids, "assisted", RunSettings(max_new_tokens=24), prepared)
+    assert ready.policy.costs.drafter_s[candidates.ASSISTANT] == outcome.loop_s
+
+    monkeypatch.setattr(plan, "auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
+    settings = RunSettings(max_new_tokens=24)
+    plain = drain(running.run(pair, ids, "plain", settings))
+    assisted = drain(running.run(pair, ids, "assisted", settings, draft))
+    assert assisted.token_ids == plain.token_ids
+    path = assisted.drafting_path
+    assert (path.path, path.check, path.reason) == (EAGER, verdict, outcome.reason)
+    assert path.judged == outcome.verdict.judged
+    summary = comparison.report(pair, plain, assisted)["assisted"]
+    assert summary["drafting_self_check"] == verdict
+    assert summary["drafting_self_check_judged"] == outcome.verdict.judged
 
 
 def test_graphs_stay_off_the_cpu_and_off_when_turned_off(near_pair, monkeypatch):
@@ -454,7 +548,7 @@ def test_the_capture_s_recorded_includes_the_self_check(near_pair, monkeypatch):
     assert outcome.graphs is not None, outcome.reason
     # Started at 0, then a second each for the capture and the check: read at 3, not 2.
     assert outcome.graphs.capture_s == 3.0
-    assert outcome.reason.startswith("captured and self-checked;")  # the seconds apart
+    assert outcome.reason.startswith("captured and self-checked:")  # the seconds apart
 
 
 def test_a_draft_after_a_fully_accepted_one_replays_with_no_eager_pass(self_pair, monkeypatch):

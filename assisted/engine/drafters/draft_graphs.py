@@ -12,13 +12,21 @@ first of two ids, each argmax the next pass's input, on the static cache of
 `static_draft.StaticState`), after
 warm-up passes on a side stream (cuBLAS picks its kernels there, not inside the capture).
 Transformers treats a stream capture as tracing (`is_tracing`), so its mask code takes the
-path without host reads. Then a self-check drafts on the probe through every graph, also
-after a rollback, and against the lean loop on a DynamicCache (`lean.LeanDrafter`): its own
-cache, positions, mask and rollback, so a fault that the replays share with the static
-cache's eager passes shows too. Where the capture fails, or a candidate or a probability
-differs, the assistant drafts eagerly, and the run's `drafting_path` says why. Captured
-in `assisted.engine.prepare` (off every run's clock) and kept on the assistant for the
-process (on ZeroGPU once per worker), so they go with an evicted pair.
+path without host reads.
+
+Then a self-check that can fail (`self_check`), in two parts. Every replay, also after a
+rollback, must equal eager passes of the same code on the same static cache bit for bit:
+the same kernels in the same order, so no tolerance and no tie rule. That catches a wrong
+replay (a value baked in at capture, a buffer replaced), not a fault the replays share with
+those passes. So the replays are also compared with the lean loop on a DynamicCache
+(`lean.LeanDrafter`): its own cache, positions, mask and rollback. Its attention runs other
+kernels, so it judges each draft only up to the loop's first near-tie, and counts the
+positions it judged: below `MIN_JUDGED` (near-uniform logits, as random weights give) its
+verdict is inconclusive, not a pass. Where the capture fails, or the check fails or is
+inconclusive, the assistant drafts with the lean loop on a DynamicCache, the path the check
+trusts, priced at that loop's cost as the check timed it; the run's `drafting_path` says
+why. Captured in `assisted.engine.prepare` (off every run's clock) and kept on the
+assistant for the process (on ZeroGPU once per worker), so they go with an evicted pair.
 `ASSISTED_CUDA_GRAPHS=0` (the CLI's `--no-cuda-graphs`) turns graphs off, for measuring.
 
 The target is never graphed: it stays Transformers' own eager model in both modes, the
@@ -37,6 +45,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from assisted.core.record import EAGER, FAILED, INCONCLUSIVE, PASSED, DraftingPath
 from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.static_draft import (
     DraftGraphs,
@@ -61,7 +70,13 @@ TIMED_REPLAYS = 5  # replays of the longest draft timed after the self-check
 # the candidates must be the same up to a near-tie, where either path may pick either.
 PROBABILITY_TOLERANCE = 1e-3
 EPS_TOLERANCE = 8
+# The fewest positions the comparison with the DynamicCache loop must judge for a pass: a
+# draft of the usual cap. It drafts after up to `CHECK_CONTEXTS` ends of the probe (its
+# last id, then one before, …) until it has judged as many.
+MIN_JUDGED = 8
+CHECK_CONTEXTS = 4
 EAGER_STATIC = "eager on a static cache"
+DYNAMIC_LOOP = "the lean loop on a DynamicCache"
 
 
 class CudaGraphs:
@@ -105,14 +120,29 @@ def device_of(model: PreTrainedModel) -> torch.device:
     return model.device  # a padded vocabulary wraps the input embedding (`models.vocab`)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """The self-check's outcome (`self_check`): "passed", "failed" or "inconclusive"; the
+    positions its comparison with the DynamicCache loop judged; what differed, or why it
+    could not judge ("" for a pass)."""
+
+    check: str
+    judged: int
+    detail: str = ""
+
+
 @dataclass
 class _Outcome:
     """What capturing an assistant's graphs gave in process `pid`: graphs that passed the
-    self-check, or None and why not."""
+    self-check, or None and why not; the self-check's verdict (None where the capture
+    failed first); the lean loop on a DynamicCache's seconds per drafted token as the
+    check timed it, which prices the drafts that fall back to it (None where not timed)."""
 
     pid: int
     graphs: DraftGraphs | None
     reason: str
+    verdict: Verdict | None = None
+    loop_s: float | None = None
 
 
 # The attribute of an assistant that holds its `_Outcome`. On the assistant itself, as the
@@ -149,13 +179,28 @@ def pending(model: PreTrainedModel, cap: int) -> bool:
 
 
 def draft_s_per_token(model: PreTrainedModel, max_length: int, cap: int) -> float | None:
-    """The seconds per drafted token of `model`'s replays in this process, timed after
-    their capture, where a greedy run of at most `max_length` tokens drafting up to `cap` a
-    step replays them (`for_run`); else None: the run drafts eagerly, at the calibration's
-    time per token, an eager pass's. A policy priced by that where graphs draft would
-    rarely draft; one priced by the graphs where the run drafts eagerly, too often."""
+    """The seconds per drafted token of the path a greedy run of at most `max_length` tokens
+    drafting up to `cap` a step takes in this process: `model`'s replays, timed after their
+    capture (`for_run`), or the lean loop on a DynamicCache after a failed or inconclusive
+    self-check, as the check timed it (`falls_back`); else None: the run drafts eagerly,
+    at the calibration's time per token, an eager pass's. A policy priced by that where
+    graphs draft would rarely draft; one priced by the graphs where the run drafts
+    eagerly, too often."""
     graphs, _ = for_run(model, max_length, cap)
-    return graphs.draft_s if graphs is not None else None
+    if graphs is not None:
+        return graphs.draft_s
+    found = outcome_of(model) if falls_back(model) else None
+    return found.loop_s if found is not None else None
+
+
+def falls_back(model: PreTrainedModel) -> bool:
+    """Whether `model`'s graphs were tried in this process, on CUDA with graphs on, and
+    are not to be trusted: the capture failed, or the self-check failed or was
+    inconclusive. Its drafts then take the lean loop on a DynamicCache (the module's note)."""
+    found = outcome_of(model)
+    return (
+        found is not None and found.graphs is None and device_of(model).type == "cuda" and enabled()
+    )
 
 
 def replay_module(model: PreTrainedModel) -> Replay | None:
@@ -176,11 +221,23 @@ def drafter_for_run(
     cap: int,
 ) -> LeanDrafter | StaticDrafter:
     """The lean drafter of a greedy run of at most `max_length` tokens drafting at most
-    `cap` a step: through the graphs captured for `model` where they serve it (`for_run`),
-    else eager on a static cache sized for the run, or on the dynamic one where the
-    assistant has sliding-window layers (`assisted.engine.drafters.static_draft`)."""
+    `cap` a step: through the graphs captured for `model` where they serve it (`for_run`);
+    the loop on a DynamicCache where the graphs failed their capture or self-check, or
+    were inconclusive (`falls_back`), or where the assistant has sliding-window layers;
+    else eager on a static cache sized for the run (`assisted.engine.drafters.static_draft`)."""
     if has_sliding_layers(model):
         return LeanDrafter(model, threshold, eos_ids, cumulative)
+    if falls_back(model):
+        found = outcome_of(model)
+        verdict = found.verdict
+        path = DraftingPath(
+            EAGER,
+            found.reason,
+            None,
+            verdict.check if verdict else None,
+            verdict.judged if verdict else None,
+        )
+        return LeanDrafter(model, threshold, eos_ids, cumulative, path)
     graphs, reason = for_run(model, max_length, cap)
     state = graphs.state if graphs is not None else StaticState(model, max_length, cap)
     return StaticDrafter(state, threshold, eos_ids, cumulative, graphs, reason)
@@ -215,21 +272,27 @@ def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome
     started = time.perf_counter()
     try:
         graphs = _capture(model, cap, probe)
-    except Exception as error:  # any failure leaves the eager path, which always works
+    except Exception as error:  # any failure leaves the loop on a DynamicCache
         first = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
-        return _Outcome(pid, None, f"capture failed ({type(error).__name__}: {first}): eager")
+        reason = f"capture failed ({type(error).__name__}: {first}): {DYNAMIC_LOOP}"
+        return _Outcome(pid, None, reason)
     try:
-        differs = self_check(graphs, probe)
+        verdict = self_check(graphs, probe)
     except Exception as error:
-        differs = f"the replay failed ({type(error).__name__}: {str(error)[:160]})"
+        verdict = Verdict(FAILED, 0, f"the replay failed ({type(error).__name__}: {error!s:.160})")
     graphs.capture_s = time.perf_counter() - started
-    if differs is not None:
-        return _Outcome(pid, None, f"self-check: {differs}: {EAGER_STATIC}")
+    if verdict.check != PASSED:
+        reason = f"self-check {verdict.check}: {verdict.detail}: {DYNAMIC_LOOP}"
+        return _Outcome(pid, None, reason, verdict, _loop_s(model, probe, cap))
     graphs.draft_s = _replay_s(graphs, probe) / graphs.cap
+    graphs.judged = verdict.judged
     # Without its seconds: every run in the process reads this reason, and only the call
     # that captured paid them (`DraftingPath.capture_s` keeps them).
-    reason = "captured and self-checked; the self-check drafted as eager passes do"
-    return _Outcome(pid, graphs, reason)
+    reason = (
+        "captured and self-checked: every replay as eager passes on its cache, bit for bit, "
+        f"and {verdict.judged} positions as the DynamicCache loop drafts them"
+    )
+    return _Outcome(pid, graphs, reason, verdict)
 
 
 def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGraphs:
@@ -251,6 +314,21 @@ def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGrap
         }
         GRAPHS.synchronize(device)
     return DraftGraphs(state, replays)
+
+
+def _loop_s(model: PreTrainedModel, probe: torch.Tensor, cap: int) -> float:
+    """The median seconds per drafted token of the lean loop on a DynamicCache drafting
+    `cap` after `probe`, its cache holding all but the probe's last id: the path drafts
+    take after a failed or inconclusive self-check, timed as `_replay_s` times a replay."""
+    drafter, seconds = LeanDrafter(model, 0.0, ()), []
+    ids = probe[0].tolist()
+    drafter.draft(probe, cap, ids)  # reads the probe
+    for _ in range(TIMED_REPLAYS):
+        GRAPHS.synchronize(probe.device)
+        started = time.perf_counter()
+        drafter.draft(probe, cap, ids)
+        seconds.append(time.perf_counter() - started)
+    return sorted(seconds)[len(seconds) // 2] / cap
 
 
 def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:
@@ -275,35 +353,83 @@ def start(state: StaticState, length: int, pair: torch.Tensor) -> None:
     state.pair.copy_(pair.view(1, 2))
 
 
-def self_check(graphs: DraftGraphs, probe: torch.Tensor) -> str | None:
-    """Draft after `probe` (1, n), whose first n − 2 ids the cache holds, through each
-    replay and through the loop on a DynamicCache, and again one candidate on (a rollback
-    to a position the replays wrote); what differed, or None where nothing did. Judged up
-    to the loop's first near-tie (`_loop_draft`)."""
+def self_check(graphs: DraftGraphs, probe: torch.Tensor) -> Verdict:
+    """Check the replays on `probe` (1, n), whose first n − 2 ids the cache holds (the
+    module's note): each replay against eager passes on the same cache, bit for bit
+    (`_against_eager`), then against the loop on a DynamicCache (`_against_loop`)."""
+    with torch.inference_mode():
+        differs = _against_eager(graphs, probe)
+    if differs is not None:
+        return Verdict(FAILED, 0, differs)
+    return _against_loop(graphs, probe)
+
+
+def _against_eager(graphs: DraftGraphs, probe: torch.Tensor) -> str | None:
+    """Where a replay after `probe`, of each length and of all but one after a rollback to
+    its first candidate, differs in any bit from the same passes run eagerly on the same
+    cache; None where none does."""
     state = graphs.state
     base, last = probe.shape[1] - 2, probe[0, -2:]
-    margin = tolerance(state.model)
-    expected, judged = _loop_draft(state.model, probe, graphs.cap, margin)
-    with torch.inference_mode():
-        for gamma in range(1, graphs.cap + 1):
-            start(state, base, last)
-            graphs.replay(gamma)
-            kept = min(gamma, judged)
-            differs = _differs(
-                state.out[:, :kept], expected[:, :kept], f"a draft of {gamma}", margin
-            )
-            if differs:
-                return differs
-        if graphs.cap > 1:
-            # Rolled back to the first candidate: the next ones are the loop's rest.
-            start(state, base + 1, torch.cat([last[1:], expected[0, :1].to(last.dtype)]))
-            graphs.replay(graphs.cap - 1)
-            got = state.out[:, : max(judged - 1, 0)]
-            differs = _differs(got, expected[:, 1:judged], "after a rollback", margin)
-            if differs:
-                return differs
-        state.rewind(0)
+    for gamma in range(1, graphs.cap + 1):
+        differs = _replay_against_eager(graphs, base, last, gamma, f"a draft of {gamma}")
+        if differs:
+            return differs
+    if graphs.cap > 1:
+        first = state.out[0, :1].to(last.dtype)  # the last eager pass's first candidate
+        after = torch.cat([last[1:], first])
+        differs = _replay_against_eager(graphs, base + 1, after, graphs.cap - 1, "a rollback")
+        if differs:
+            return differs
+    state.rewind(0)
     return None
+
+
+def _replay_against_eager(
+    graphs: DraftGraphs, length: int, pair: torch.Tensor, gamma: int, what: str
+) -> str | None:
+    """Whether the replay of `gamma` after `length` positions and `pair` leaves in
+    `state.out` exactly what the eager passes of `draft_on_device` leave there."""
+    state = graphs.state
+    start(state, length, pair)
+    draft_on_device(state, gamma)
+    eager = state.out[:, :gamma].clone()
+    start(state, length, pair)
+    graphs.replay(gamma)
+    replayed = state.out[:, :gamma]
+    if torch.equal(replayed, eager):
+        return None
+    at = int((replayed != eager).any(0).nonzero()[0, 0])
+    return f"{what} differed from eager passes on the same cache at candidate {at + 1}"
+
+
+def _against_loop(graphs: DraftGraphs, probe: torch.Tensor) -> Verdict:
+    """The replays of the cap after up to `CHECK_CONTEXTS` ends of `probe` (its last id,
+    then the one before, …) against the loop on a DynamicCache, each judged up to the
+    loop's first near-tie (`_loop_draft`), until `MIN_JUDGED` positions were judged."""
+    state, margin, judged = graphs.state, tolerance(graphs.state.model), 0
+    contexts = range(probe.shape[1], max(probe.shape[1] - CHECK_CONTEXTS, 2), -1)
+    for context in contexts:
+        expected, kept = _loop_draft(state.model, probe[:, :context], graphs.cap, margin)
+        with torch.inference_mode():
+            # Its first n − 2 ids are the probe's: the replays since wrote past them.
+            start(state, context - 2, probe[0, context - 2 : context])
+            graphs.replay(graphs.cap)
+            got = state.out[:, :kept]
+        differs = _differs(got, expected[:, :kept], f"a draft after {context} ids", margin)
+        if differs:
+            state.rewind(0)
+            return Verdict(FAILED, judged, differs)
+        judged += kept
+        if judged >= MIN_JUDGED:
+            break
+    state.rewind(0)
+    if judged < MIN_JUDGED:
+        detail = (
+            f"the DynamicCache loop's near-ties left {judged} positions to judge, "
+            f"fewer than {MIN_JUDGED}"
+        )
+        return Verdict(INCONCLUSIVE, judged, detail)
+    return Verdict(PASSED, judged)
 
 
 def tolerance(model: PreTrainedModel) -> float:
@@ -317,7 +443,8 @@ def _loop_draft(
     """The lean loop's `cap` candidates after `probe` on a DynamicCache, with the
     probability it gave each (rows of ids and probabilities, on the probe's device); and
     how many come before its first near-tie, a candidate whose runner-up is within
-    `margin`: another path may pick either there, and its draft goes elsewhere after."""
+    `margin`: another path may pick either there, and its draft goes elsewhere after. A
+    host read (`nonzero`) is fine here: nothing is being captured."""
     passes: list[torch.Tensor] = []
     hook = model.register_forward_hook(
         lambda _module, _args, output: passes.append(output.logits[0, -1].float().softmax(-1))

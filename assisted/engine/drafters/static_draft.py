@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import StaticCache
 
-from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath, common_prefix_length
+from assisted.core.record import CUDA_GRAPHS, EAGER, PASSED, DraftingPath, common_prefix_length
 from assisted.engine.drafters.lean import DraftEnd, confidence_of
 
 if TYPE_CHECKING:
@@ -137,6 +137,7 @@ class DraftGraphs:
     replays: dict[int, Callable[[], None]]  # γ: the replay of a γ-pass draft
     capture_s: float = 0.0  # the capture and its self-check, set once checked
     draft_s: float | None = None  # seconds per drafted token through the replays
+    judged: int | None = None  # positions the self-check judged, set once it passed
 
     def __post_init__(self) -> None:
         self.module = Replay(self.replays)
@@ -187,10 +188,13 @@ class StaticDrafter:
     def path(self) -> DraftingPath:
         """The path this drafter takes, why, and what its graphs cost to capture."""
         graphed = self.graphs is not None
+        checked = graphed and self.graphs.judged is not None
         return DraftingPath(
             CUDA_GRAPHS if graphed else EAGER,
             self.reason,
             self.graphs.capture_s if graphed else None,
+            PASSED if checked else None,
+            self.graphs.judged if checked else None,
         )
 
     def draft(
