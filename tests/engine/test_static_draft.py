@@ -658,3 +658,50 @@ def test_the_stand_in_refuses_what_a_graph_would_replay_wrong(near_pair):
 
         with pytest.raises(ContractBroken, match="its capture made, which outlived it"):
             stand_in.record(lazily)()
+
+
+def baked_slice(buffer: torch.Tensor, out: torch.Tensor, at: list[int]) -> None:
+    out.copy_(buffer[at[0] : at[0] + 1] * 2)  # an offset read by Python value
+
+
+def baked_arange(buffer: torch.Tensor, out: torch.Tensor, at: list[int]) -> None:
+    out.copy_(torch.arange(at[0], at[0] + 2, dtype=out.dtype).sum())  # positions
+
+
+def baked_fill(buffer: torch.Tensor, out: torch.Tensor, at: list[int]) -> None:
+    out.fill_(at[0])  # a rollback length
+
+
+@pytest.mark.parametrize("region", [baked_slice, baked_arange, baked_fill])
+def test_the_stand_in_refuses_a_python_int_baked_into_the_capture(region):
+    """A Python int read inside a captured region is baked in: a graph replays the value of
+    its capture whatever the int is now (moved from 2 to 7, `buffer[k : k + 1] * 2` gives
+    4.0 on a GPU where eager Python gives 14.0). The stand-in replays the Python, so it
+    must refuse a value that moved rather than compute the eager one."""
+    buffer, out, at = torch.arange(10.0), torch.zeros(1), [2]
+    stand_in = StandInGraphs()
+    with stand_in.side_stream(torch.device("cpu")):
+        region(buffer, out, at)
+    replay = stand_in.record(functools.partial(region, buffer, out, at))
+    replay()  # the value of its capture: as a graph replays it
+    at[0] = 7
+    with pytest.raises(ContractBroken, match="baked in at capture"):
+        replay()
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda t: t.nonzero(),
+        lambda t: t.masked_select(t > 0),
+        lambda t: t.tolist(),
+        lambda t: t.sum().item(),
+    ],
+    ids=["nonzero", "masked_select", "tolist", "item"],
+)
+def test_the_stand_in_refuses_a_host_read_inside_the_capture(read):
+    """Each reads the device's data back to the host (`nonzero` and `masked_select` to size
+    their output), which a capture refuses."""
+    values = torch.arange(4.0)
+    with pytest.raises(ContractBroken, match="host read"):
+        StandInGraphs().record(lambda: read(values))
