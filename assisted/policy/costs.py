@@ -20,7 +20,10 @@ skipped the steps before (its cache then lacks the tokens it did not see). A pla
   set T(1)").
 - drafter_s is a source's time per drafted token, refined the same way. Prompt lookup's is
   0: its n-gram search runs at every step whatever is chosen, so choosing it costs only the
-  verification.
+  verification. Where the model source's drafts were timed by length (replayed CUDA
+  graphs: a short draft pays the launch and the read a long one pays), a draft of γ costs
+  drafter_s·γ·shape(γ), shape(γ) its time per token over the longest draft's, so that it
+  starts at its own timing; the refinements move drafter_s, hence every length alike.
 - call_s is the assistant's time per drafting call outside its forward passes (its own
   generate() loop); catch_up_s what reading the skipped steps' tokens adds to a call.
 - prefill_s is the assistant's time per token of context it reads before its first draft,
@@ -63,12 +66,15 @@ class CostModel:
         drafter_s: dict[DrafterKind, float],
         model_source: DrafterKind | None = None,
         prefill_s: float = 0.0,
+        draft_shape: dict[int, float] | None = None,
     ):
         """`verify_s` maps rows k to the target's seconds to verify them, for k = 1 … cap + 1;
         `drafter_s` maps each source to its seconds per drafted token; `model_source` names
         the source that runs a model with a cache of its own (it pays a call overhead, a
         prefill before its first draft and a catch-up after skipped steps), and `prefill_s`
-        is that model's seconds per token of context it prefills."""
+        is that model's seconds per token of context it prefills. `draft_shape` maps γ to
+        the model source's time per token in a draft of γ over its `drafter_s` (the
+        module's note; None: 1 at every γ)."""
         missing = [k for k in range(1, cap + 2) if k not in verify_s]
         if missing:
             raise ValueError(f"verification times are missing for rows {missing}")
@@ -76,6 +82,7 @@ class CostModel:
         self.drafter_s = dict(drafter_s)
         self.model_source = model_source
         self.prefill_s = prefill_s
+        self.draft_shape = dict(draft_shape or {})
         self.catch_up_s = 0.0
         self.call_s = 0.0  # the model source's seconds per drafting call beyond its passes
         self.verified = False  # a verification refined T(k): its row, and all rows' level
@@ -86,12 +93,19 @@ class CostModel:
         reading the tokens of the steps it skipped where `catch_up`."""
         if source is None or gamma == 0:
             return self.verify_s[1]
-        cost = self.drafter_s[source] * gamma + self.verify_s[gamma + 1]
+        cost = self.drafting_s(source, gamma) + self.verify_s[gamma + 1]
         if source == self.model_source:
             cost += self.call_s
         if catch_up:
             cost += self.catch_up_s
         return cost
+
+    def drafting_s(self, source: DrafterKind, gamma: int) -> float:
+        """Seconds `source` takes to draft `gamma` candidates (the module's note)."""
+        return self.drafter_s[source] * gamma * self._shape(source, gamma)
+
+    def _shape(self, source: DrafterKind, gamma: int) -> float:
+        return self.draft_shape.get(gamma, 1.0) if source == self.model_source else 1.0
 
     def observe_verify(self, rows: int, seconds: float) -> None:
         """The target verified `rows` rows (last committed token + candidates) in `seconds`:
@@ -128,7 +142,8 @@ class CostModel:
             self.call_s += EMA * (max(self.last_call_s - seconds, 0.0) - self.call_s)
             self.last_call_s = 0.0
         per_token = self.drafter_s[self.model_source]
-        extra = max(seconds - per_token * drafted, 0.0)
+        shape = self._shape(self.model_source, drafted)
+        extra = max(seconds - per_token * drafted * shape, 0.0)
         if prefilled is not None:
             measured = extra / max(prefilled, 1)
             weight = READ_EMA * min(1.0, prefilled / FULL_READ) if self.prefill_s else 1.0
@@ -137,7 +152,7 @@ class CostModel:
         if catch_up:
             self.catch_up_s += EMA * (extra - self.catch_up_s)
             return extra
-        self.drafter_s[self.model_source] += EMA * (seconds / drafted - per_token)
+        self.drafter_s[self.model_source] += EMA * (seconds / (drafted * shape) - per_token)
         return 0.0
 
     def verify_curve(self) -> list[tuple[int, float]]:

@@ -126,11 +126,16 @@ def _refused(name: str) -> Callable[..., None]:
 
 class StandInGraphs:
     """`draft_graphs.CudaGraphs` on a CPU, holding a region to a graph's contract (the
-    module's note). `replays` counts the replays it ran."""
+    module's note). `replays` counts the replays it ran, `pools` the memory pool each
+    capture was given (a CPU has none to share: each is a token)."""
 
     def __init__(self) -> None:
         self.warmed: set[tuple[str, Outside]] = set()
         self.replays = 0
+        self.pools: list[object] = []
+
+    def pool(self) -> object:
+        return object()
 
     @contextlib.contextmanager
     def side_stream(self, device: torch.device) -> Iterator[None]:
@@ -138,7 +143,8 @@ class StandInGraphs:
             yield
         self.warmed |= trace.reads()
 
-    def record(self, region: Callable[[], None]) -> Callable[[], None]:
+    def record(self, region: Callable[[], None], pool: object = None) -> Callable[[], None]:
+        self.pools.append(pool)
         with capturing(Trace(capturing=True)) as captured:
             region()
         cold = captured.reads() - self.warmed

@@ -272,9 +272,8 @@ def checked_graphs(model, prompt: torch.Tensor, cap: int = CAP) -> DraftGraphs:
 
 
 def test_the_self_check_passes_a_faithful_replay_having_judged_enough(near_pair):
-    verdict = self_check(
-        checked_graphs(near_pair.assistant, prompt_ids(near_pair)), prompt_ids(near_pair)
-    )
+    prompt = prompt_ids(near_pair)
+    verdict = self_check([checked_graphs(near_pair.assistant, prompt)], prompt)
     assert verdict.check == PASSED
     assert verdict.judged >= draft_graphs.MIN_JUDGED
 
@@ -293,7 +292,7 @@ def test_a_replay_one_ulp_off_the_eager_passes_fails_the_self_check(near_pair):
         out[1, gamma - 1] = nudged.double()
 
     graphs.replays[CAP] = one_ulp_off
-    verdict = self_check(graphs, prompt)
+    verdict = self_check([graphs], prompt)
     assert verdict.check == FAILED
     assert (
         "a draft of 5 differed from eager passes on the same cache at candidate 5" in verdict.detail
@@ -309,7 +308,7 @@ def test_the_self_check_refuses_a_fault_the_replays_share_with_the_static_cache(
     prompt = prompt_ids(near_pair)
     graphs = checked_graphs(near_pair.assistant, prompt)
     monkeypatch.setattr(StaticState, "rewind", one_too_many)
-    verdict = self_check(graphs, prompt)
+    verdict = self_check([graphs], prompt)
     assert verdict.check == FAILED
     assert (
         "differed from eager passes" in verdict.detail and "on the same cache" not in verdict.detail
@@ -320,7 +319,7 @@ def test_near_uniform_logits_leave_the_self_check_inconclusive(flat_assistant, n
     """Random weights give near-uniform logits: every candidate of the DynamicCache loop is
     a near-tie, so it judges no position, and that is no pass."""
     prompt = prompt_ids(near_pair)
-    verdict = self_check(checked_graphs(flat_assistant, prompt), prompt)
+    verdict = self_check([checked_graphs(flat_assistant, prompt)], prompt)
     assert verdict.check == INCONCLUSIVE
     assert verdict.judged < draft_graphs.MIN_JUDGED
     assert f"fewer than {draft_graphs.MIN_JUDGED}" in verdict.detail
@@ -425,8 +424,8 @@ def test_a_greedy_policy_prices_drafting_by_the_path_its_run_takes(near_pair, mo
     prepared = prepare(pair, draft)
     eager_s = pair.learnt.precision("none").draft_s
     graphs = graphed(prepared.assistant)
-    graphs.draft_s = 1e-6
-    captured = draft_graphs._Outcome(os.getpid(), graphs, "captured")
+    graphs.replay_s = {gamma: 1e-6 * gamma for gamma in range(1, CAP + 1)}
+    captured = draft_graphs._Outcome(os.getpid(), (graphs,), "captured")
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
     ids = encode_prompt(pair, PROMPT)
@@ -438,11 +437,72 @@ def test_a_greedy_policy_prices_drafting_by_the_path_its_run_takes(near_pair, mo
 
     fits = CAPACITY - len(ids)  # the longest answer the graphs' cache holds
     assert draft_graphs.for_run(prepared.assistant, len(ids) + fits, CAP)[0] is graphs
-    assert priced_at(fits) == 1e-6
+    assert priced_at(fits) == pytest.approx(1e-6)
     assert draft_graphs.for_run(prepared.assistant, len(ids) + fits + 1, CAP)[0] is None
     assert priced_at(fits + 1) == eager_s != 1e-6
     monkeypatch.setenv(draft_graphs.ENV, "0")  # graphs off: the eager cost again
     assert priced_at(fits) == eager_s
+
+
+def test_each_draft_length_is_priced_from_its_own_replay(near_pair, monkeypatch):
+    """A replay pays its launch and its one read whatever its length, so a draft of 2 costs
+    more than 2/5 of a draft of 5: the policy prices each length at its own replay's time
+    (timed after the capture), not at an even share of the longest's."""
+    pair = near_pair
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepared = prepare(pair, draft)
+    graphs = graphed(prepared.assistant)
+    graphs.replay_s = {1: 4e-6, 2: 5e-6, 3: 6e-6, 4: 7e-6, 5: 8e-6}
+    captured = draft_graphs._Outcome(os.getpid(), (graphs,), "captured")
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    ids = encode_prompt(pair, PROMPT)
+    ready = plan.make_plan(pair, ids, "assisted", RunSettings(max_new_tokens=16), prepared)
+    costs = ready.policy.costs
+    for gamma, seconds in graphs.replay_s.items():
+        assert costs.drafting_s(candidates.ASSISTANT, gamma) == pytest.approx(seconds), gamma
+    assert costs.drafting_s(candidates.ASSISTANT, 2) > 2 / 5 * graphs.replay_s[5]
+    verify = costs.verify_s[3] + costs.call_s
+    assert costs.cost_s(candidates.ASSISTANT, 2) == pytest.approx(5e-6 + verify)
+
+
+@pytest.fixture
+def long_assistant(near_pair):
+    """The near pair's assistant, its positions raised to 4,096 so that every cache size
+    of `draft_graphs.BUCKETS` is captured (its rotary positions are computed, not kept)."""
+    model = copy.deepcopy(near_pair.assistant)
+    model.config.max_position_embeddings = 4096
+    return model
+
+
+def test_a_run_drafts_on_the_smallest_cache_that_holds_it(near_pair, long_assistant, monkeypatch):
+    """Every pass attends over its whole cache, so the product's capture (on the CPU's
+    stand-in) makes a cache of each size of `BUCKETS`, all its graphs in one memory pool
+    and behind one module for the hooks; a run of at most 300 tokens drafts on the 512
+    cache, replaying its graphs, and is priced at that cache's replays."""
+    model = long_assistant
+    stand_in = StandInGraphs()
+    monkeypatch.setattr(draft_graphs, "GRAPHS", stand_in)
+    outcome = draft_graphs._captured(model, CAP, prompt_ids(near_pair))
+    assert outcome.graphs is not None, outcome.reason
+    assert [graphs.state.capacity for graphs in outcome.graphs] == [512, 1024, 2048, 4096]
+    assert len(stand_in.pools) == 4 * CAP and len({id(pool) for pool in stand_in.pools}) == 1
+    assert len({id(graphs.module) for graphs in outcome.graphs}) == 1
+    monkeypatch.setattr(model, draft_graphs.OUTCOME, outcome, raising=False)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    capacity = {
+        length: draft_graphs.for_run(model, length, CAP)[0].state.capacity
+        for length in (300, 512, 513, 2049, 4096)
+    }
+    assert capacity == {300: 512, 512: 512, 513: 1024, 2049: 4096, 4096: 4096}
+    assert draft_graphs.for_run(model, 4097, CAP)[0] is None
+    assert draft_graphs.draft_costs(model, 300, CAP) == outcome.graphs[0].replay_s
+    drafter = draft_graphs.drafter_for_run(model, 0.0, (), 0.0, 300, CAP)
+    assert drafter.graphs is outcome.graphs[0] and "a cache of 512" in drafter.reason
+    replayed = stand_in.replays
+    prompt = prompt_ids(near_pair)
+    assert drafter.draft(prompt, CAP) == LeanDrafter(model, 0.0, ()).draft(prompt, CAP)
+    assert stand_in.replays == replayed + 1 and drafter.counts.graphed == 1
 
 
 def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair, monkeypatch):
@@ -454,7 +514,7 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
     prepared = prepare(pair, draft)
     graphs = graphed(prepared.assistant)
-    captured = draft_graphs._Outcome(os.getpid(), graphs, "stand-in replays")
+    captured = draft_graphs._Outcome(os.getpid(), (graphs,), "stand-in replays")
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
     replays = []
@@ -464,7 +524,8 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     plain = drain(running.run(pair, ids, "plain", settings))
     assisted = drain(running.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
-    assert assisted.drafting_path == DraftingPath(CUDA_GRAPHS, "stand-in replays", 0.0)
+    reason = f"stand-in replays; a cache of {CAPACITY}"
+    assert assisted.drafting_path == DraftingPath(CUDA_GRAPHS, reason, 0.0)
     drafted = [step.drafted for step in assisted.steps if step.drafted]
     assert len(replays) == len(drafted) >= 4  # every draft a replay of the length asked
     # Each replay's time went to the passes as its γ tokens' (the prefill's pass aside).
@@ -505,7 +566,7 @@ def test_an_evicted_pair_takes_its_assistant_and_graphs_with_it(tiny_dirs, monke
     stand_in = draft_graphs._Outcome(os.getpid(), None, "")
 
     def captured(model, cap, probe):
-        return dataclasses.replace(stand_in, graphs=graphed(model, cap), reason="stand-in")
+        return dataclasses.replace(stand_in, graphs=(graphed(model, cap),), reason="stand-in")
 
     monkeypatch.setattr(draft_graphs, "_captured", captured)
     folder = tiny_dirs["target"].parent / "near-evicted"
@@ -535,19 +596,19 @@ def test_the_capture_s_recorded_includes_the_self_check(near_pair, monkeypatch):
         graphs = graphed(model, cap)
         with torch.inference_mode():
             graphs.state.feed(probe[:, :-2])
-        return graphs
+        return (graphs,)
 
-    def checked(graphs, probe):
+    def checked(buckets, probe):
         next(clock)  # a second of self-check
-        return self_check(graphs, probe)
+        return self_check(buckets, probe)
 
     monkeypatch.setattr(draft_graphs, "_capture", captured)
     monkeypatch.setattr(draft_graphs, "self_check", checked)
-    monkeypatch.setattr(draft_graphs, "_replay_s", lambda graphs, probe: 0.01)
+    monkeypatch.setattr(draft_graphs, "_replay_s", lambda graphs, probe: {CAP: 0.01})
     outcome = draft_graphs._captured(near_pair.assistant, CAP, prompt_ids(near_pair))
     assert outcome.graphs is not None, outcome.reason
     # Started at 0, then a second each for the capture and the check: read at 3, not 2.
-    assert outcome.graphs.capture_s == 3.0
+    assert outcome.graphs[0].capture_s == 3.0
     assert outcome.reason.startswith("captured and self-checked:")  # the seconds apart
 
 
@@ -567,7 +628,7 @@ def test_a_draft_after_a_fully_accepted_one_replays_with_no_eager_pass(self_pair
     )
     prepared = prepare(pair, draft)
     graphs = graphed(prepared.assistant)
-    captured = draft_graphs._Outcome(os.getpid(), graphs, "stand-in replays")
+    captured = draft_graphs._Outcome(os.getpid(), (graphs,), "stand-in replays")
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
     replaying, eager_widths = [], []

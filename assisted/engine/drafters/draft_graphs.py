@@ -9,7 +9,12 @@ when it was captured without Python or launch overhead. ZeroGPU forbids `torch.c
 
 Captured per draft length γ = 1 … cap (`static_draft.draft_on_device`: γ passes, the
 first of two ids, each argmax the next pass's input, on the static cache of
-`static_draft.StaticState`), after
+`static_draft.StaticState`), for each of a few cache sizes (`BUCKETS`): every pass
+attends, masked, over its whole cache, so a run drafts on the smallest that holds it
+(`for_run`), and its attention reads what the run has, not 4,096 slots. All of an
+assistant's graphs share one memory pool: no tensor a capture makes outlives it (the
+tests' stand-in holds the capture to that), so their scratch memory is never live between
+replays and any order of replays is safe. Each cache's graphs are captured after
 warm-up passes on a side stream (cuBLAS picks its kernels there, not inside the capture).
 Transformers treats a stream capture as tracing (`is_tracing`), so its mask code takes the
 path without host reads.
@@ -38,7 +43,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -60,9 +65,12 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 ENV = "ASSISTED_CUDA_GRAPHS"  # "0" turns graphs off
-CAPACITY = 4096  # positions of the captured cache: a prompt and its answer, at most
+# Positions of the captured caches: a prompt and its answer, at most the largest (or the
+# assistant's `max_position_embeddings`, where fewer). Each doubles the last: a run's
+# cache is at most twice what it needs, for 4 captures.
+BUCKETS = (512, 1024, 2048, 4096)
 WARMUP_DRAFTS = 3  # eager drafts of the longest length on a side stream before capture
-TIMED_REPLAYS = 5  # replays of the longest draft timed after the self-check
+TIMED_REPLAYS = 5  # replays of each draft length timed after the self-check
 # Probabilities a replay and the loop on a DynamicCache may differ by, at least: their
 # attention runs other kernels (a masked static cache against the exact length), which
 # reduce in another order. In a low precision, `EPS_TOLERANCE` of its steps (a heuristic,
@@ -96,11 +104,16 @@ class CudaGraphs:
             yield
         torch.cuda.current_stream(device).wait_stream(side)
 
-    def record(self, region: Callable[[], None]) -> Callable[[], None]:
-        """`region`'s kernels captured as a graph: its replay."""
+    def pool(self) -> object:
+        """A memory pool that graphs may share (`record`)."""
+        return torch.cuda.graph_pool_handle()
+
+    def record(self, region: Callable[[], None], pool: object = None) -> Callable[[], None]:
+        """`region`'s kernels captured as a graph, its memory from `pool` (None: its own):
+        its replay."""
         graph = torch.cuda.CUDAGraph()
         # Thread-local: another thread's CUDA call must not invalidate the capture.
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
             region()
         return graph.replay
 
@@ -134,12 +147,13 @@ class Verdict:
 @dataclass
 class _Outcome:
     """What capturing an assistant's graphs gave in process `pid`: graphs that passed the
-    self-check, or None and why not; the self-check's verdict (None where the capture
-    failed first); the lean loop on a DynamicCache's seconds per drafted token as the
-    check timed it, which prices the drafts that fall back to it (None where not timed)."""
+    self-check, one per cache size, smallest first, or None and why not; the self-check's
+    verdict (None where the capture failed first); the lean loop on a DynamicCache's
+    seconds per drafted token as the check timed it, which prices the drafts that fall
+    back to it (None where not timed)."""
 
     pid: int
-    graphs: DraftGraphs | None
+    graphs: tuple[DraftGraphs, ...] | None
     reason: str
     verdict: Verdict | None = None
     loop_s: float | None = None
@@ -175,22 +189,24 @@ def pending(model: PreTrainedModel, cap: int) -> bool:
     if device_of(model).type != "cuda" or not enabled() or has_sliding_layers(model):
         return False  # a sliding-window assistant drafts on a DynamicCache
     found = outcome_of(model)
-    return found is None or (found.graphs is not None and found.graphs.cap < cap)
+    return found is None or (found.graphs is not None and found.graphs[0].cap < cap)
 
 
-def draft_s_per_token(model: PreTrainedModel, max_length: int, cap: int) -> float | None:
-    """The seconds per drafted token of the path a greedy run of at most `max_length` tokens
-    drafting up to `cap` a step takes in this process: `model`'s replays, timed after their
-    capture (`for_run`), or the lean loop on a DynamicCache after a failed or inconclusive
-    self-check, as the check timed it (`falls_back`); else None: the run drafts eagerly,
-    at the calibration's time per token, an eager pass's. A policy priced by that where
-    graphs draft would rarely draft; one priced by the graphs where the run drafts
-    eagerly, too often."""
+def draft_costs(model: PreTrainedModel, max_length: int, cap: int) -> dict[int, float] | None:
+    """The seconds of a draft of each length γ = 1 … `cap` on the path a greedy run of at
+    most `max_length` tokens takes in this process: a replay of γ on the cache the run
+    drafts on, each timed after their capture (`for_run`); or γ tokens of the lean loop on
+    a DynamicCache after a failed or inconclusive self-check, as the check timed it
+    (`falls_back`); else None: the run drafts eagerly, at the calibration's time per token,
+    an eager pass's. A policy priced by that where graphs draft would rarely draft; one
+    priced by the graphs where the run drafts eagerly, too often."""
     graphs, _ = for_run(model, max_length, cap)
     if graphs is not None:
-        return graphs.draft_s
+        return graphs.replay_s
     found = outcome_of(model) if falls_back(model) else None
-    return found.loop_s if found is not None else None
+    if found is None or found.loop_s is None:
+        return None
+    return {gamma: found.loop_s * gamma for gamma in range(1, cap + 1)}
 
 
 def falls_back(model: PreTrainedModel) -> bool:
@@ -209,7 +225,7 @@ def replay_module(model: PreTrainedModel) -> Replay | None:
     found = outcome_of(model)
     if found is None or found.graphs is None:
         return None
-    return found.graphs.module
+    return found.graphs[0].module  # shared by the graphs of every cache
 
 
 def drafter_for_run(
@@ -245,7 +261,7 @@ def drafter_for_run(
 
 def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGraphs | None, str]:
     """The graphs a run of at most `max_length` tokens drafting up to `cap` a step replays,
-    or None; and why, in words for the run's report."""
+    on the smallest cache that holds it, or None; and why, in words for the run's report."""
     if device_of(model).type != "cuda":
         return None, f"not on CUDA: {EAGER_STATIC}"
     if not enabled():
@@ -255,12 +271,13 @@ def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGra
         return None, f"no graphs captured in this process: {EAGER_STATIC}"
     if found.graphs is None:
         return None, found.reason
-    if max_length > found.graphs.state.capacity:
-        capacity = found.graphs.state.capacity
+    fits = [graphs for graphs in found.graphs if max_length <= graphs.state.capacity]
+    if not fits:
+        capacity = found.graphs[-1].state.capacity
         return None, f"the run's {max_length} tokens exceed the graphs' {capacity}: {EAGER_STATIC}"
-    if cap > found.graphs.cap:
-        return None, f"drafts of {cap} exceed the graphs' {found.graphs.cap}: {EAGER_STATIC}"
-    return found.graphs, found.reason
+    if cap > fits[0].cap:
+        return None, f"drafts of {cap} exceed the graphs' {fits[0].cap}: {EAGER_STATIC}"
+    return fits[0], f"{found.reason}; a cache of {fits[0].state.capacity}"
 
 
 def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome:
@@ -271,35 +288,54 @@ def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome
     probe = probe.to(device_of(model))
     started = time.perf_counter()
     try:
-        graphs = _capture(model, cap, probe)
+        buckets = _capture(model, cap, probe)
     except Exception as error:  # any failure leaves the loop on a DynamicCache
         first = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
         reason = f"capture failed ({type(error).__name__}: {first}): {DYNAMIC_LOOP}"
         return _Outcome(pid, None, reason)
     try:
-        verdict = self_check(graphs, probe)
+        verdict = self_check(buckets, probe)
     except Exception as error:
         verdict = Verdict(FAILED, 0, f"the replay failed ({type(error).__name__}: {error!s:.160})")
-    graphs.capture_s = time.perf_counter() - started
+    capture_s = time.perf_counter() - started
     if verdict.check != PASSED:
         reason = f"self-check {verdict.check}: {verdict.detail}: {DYNAMIC_LOOP}"
         return _Outcome(pid, None, reason, verdict, _loop_s(model, probe, cap))
-    graphs.draft_s = _replay_s(graphs, probe) / graphs.cap
-    graphs.judged = verdict.judged
+    for graphs in buckets:
+        graphs.capture_s = capture_s
+        graphs.replay_s = _replay_s(graphs, probe)
+        graphs.judged = verdict.judged
     # Without its seconds: every run in the process reads this reason, and only the call
     # that captured paid them (`DraftingPath.capture_s` keeps them).
     reason = (
         "captured and self-checked: every replay as eager passes on its cache, bit for bit, "
         f"and {verdict.judged} positions as the DynamicCache loop drafts them"
     )
-    return _Outcome(pid, graphs, reason, verdict)
+    return _Outcome(pid, buckets, reason, verdict)
 
 
-def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGraphs:
+def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> tuple[DraftGraphs, ...]:
     """`model`'s drafts of 1 … `cap` captured as CUDA graphs after `probe` (on its device),
-    on a static cache (the module's note); raises where the capture fails."""
+    on a static cache of each size of `BUCKETS` that its positions allow, smallest first,
+    all in one memory pool (the module's note); raises where the capture fails."""
+    most = getattr(model.config, "max_position_embeddings", BUCKETS[-1])
+    capacities = sorted({min(bucket, most) for bucket in BUCKETS})
+    pool, module = GRAPHS.pool(), Replay()
+    return tuple(
+        _capture_cache(model, cap, probe, capacity, pool, module) for capacity in capacities
+    )
+
+
+def _capture_cache(
+    model: PreTrainedModel,
+    cap: int,
+    probe: torch.Tensor,
+    capacity: int,
+    pool: object,
+    module: Replay,
+) -> DraftGraphs:
+    """`_capture` on one static cache of `capacity` positions."""
     device = probe.device
-    capacity = min(CAPACITY, getattr(model.config, "max_position_embeddings", CAPACITY))
     with torch.inference_mode():
         state = StaticState(model, capacity, cap)
         state.feed(probe[:, :-2])  # allocates the cache's tensors before any capture
@@ -309,11 +345,11 @@ def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGrap
                 start(state, base, probe[0, -2:])
                 draft_on_device(state, cap)
         replays = {
-            gamma: GRAPHS.record(functools.partial(draft_on_device, state, gamma))
+            gamma: GRAPHS.record(functools.partial(draft_on_device, state, gamma), pool)
             for gamma in range(1, cap + 1)
         }
         GRAPHS.synchronize(device)
-    return DraftGraphs(state, replays)
+    return DraftGraphs(state, replays, module=module)
 
 
 def _loop_s(model: PreTrainedModel, probe: torch.Tensor, cap: int) -> float:
@@ -331,19 +367,22 @@ def _loop_s(model: PreTrainedModel, probe: torch.Tensor, cap: int) -> float:
     return sorted(seconds)[len(seconds) // 2] / cap
 
 
-def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:
-    """The median seconds of a replay of the longest draft after `probe`, read back."""
-    state, seconds = graphs.state, []
+def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> dict[int, float]:
+    """The median seconds of a replay of each draft length after `probe`, read back."""
+    state, timed = graphs.state, {}
     with torch.inference_mode():
-        for _ in range(TIMED_REPLAYS):
-            start(state, probe.shape[1] - 2, probe[0, -2:])
-            GRAPHS.synchronize(state.token.device)
-            started = time.perf_counter()
-            graphs.replay(graphs.cap)
-            state.out.tolist()  # the draft's one read, which waits for the replay
-            seconds.append(time.perf_counter() - started)
+        for gamma in graphs.replays:
+            seconds = []
+            for _ in range(TIMED_REPLAYS):
+                start(state, probe.shape[1] - 2, probe[0, -2:])
+                GRAPHS.synchronize(state.token.device)
+                started = time.perf_counter()
+                graphs.replay(gamma)
+                state.out.tolist()  # the draft's one read, which waits for the replay
+                seconds.append(time.perf_counter() - started)
+            timed[gamma] = sorted(seconds)[len(seconds) // 2]
         state.rewind(0)
-    return sorted(seconds)[len(seconds) // 2]
+    return timed
 
 
 def start(state: StaticState, length: int, pair: torch.Tensor) -> None:
@@ -353,46 +392,56 @@ def start(state: StaticState, length: int, pair: torch.Tensor) -> None:
     state.pair.copy_(pair.view(1, 2))
 
 
-def self_check(graphs: DraftGraphs, probe: torch.Tensor) -> Verdict:
-    """Check the replays on `probe` (1, n), whose first n − 2 ids the cache holds (the
-    module's note): each replay against eager passes on the same cache, bit for bit
-    (`_against_eager`), then against the loop on a DynamicCache (`_against_loop`)."""
+def self_check(buckets: Sequence[DraftGraphs], probe: torch.Tensor) -> Verdict:
+    """Check the replays on every cache of `buckets` on `probe` (1, n), whose first n − 2
+    ids each cache holds (the module's note): each replay against eager passes on its
+    cache, bit for bit (`_against_eager`), then against the loop on a DynamicCache
+    (`_against_loop`)."""
     with torch.inference_mode():
-        differs = _against_eager(graphs, probe)
-    if differs is not None:
-        return Verdict(FAILED, 0, differs)
-    return _against_loop(graphs, probe)
+        for graphs in buckets:
+            differs = _against_eager(graphs, probe)
+            if differs is not None:
+                return Verdict(FAILED, 0, f"{differs} (a cache of {graphs.state.capacity})")
+    return _against_loop(buckets, probe)
 
 
 def _against_eager(graphs: DraftGraphs, probe: torch.Tensor) -> str | None:
     """Where a replay after `probe`, of each length and of all but one after a rollback to
     its first candidate, differs in any bit from the same passes run eagerly on the same
-    cache; None where none does."""
+    cache; None where none does. A replay of γ runs the first γ passes of the longest
+    draft, the same kernels on the same inputs: it is checked against that draft's first γ
+    candidates and probabilities."""
     state = graphs.state
     base, last = probe.shape[1] - 2, probe[0, -2:]
+    eager = _eager_draft(state, base, last, graphs.cap)
     for gamma in range(1, graphs.cap + 1):
-        differs = _replay_against_eager(graphs, base, last, gamma, f"a draft of {gamma}")
+        differs = _replay_against(graphs, base, last, eager[:, :gamma], f"a draft of {gamma}")
         if differs:
             return differs
     if graphs.cap > 1:
-        first = state.out[0, :1].to(last.dtype)  # the last eager pass's first candidate
-        after = torch.cat([last[1:], first])
-        differs = _replay_against_eager(graphs, base + 1, after, graphs.cap - 1, "a rollback")
+        after = torch.cat([last[1:], eager[0, :1].to(last.dtype)])  # its first candidate
+        again = _eager_draft(state, base + 1, after, graphs.cap - 1)
+        differs = _replay_against(graphs, base + 1, after, again, "a rollback")
         if differs:
             return differs
     state.rewind(0)
     return None
 
 
-def _replay_against_eager(
-    graphs: DraftGraphs, length: int, pair: torch.Tensor, gamma: int, what: str
-) -> str | None:
-    """Whether the replay of `gamma` after `length` positions and `pair` leaves in
-    `state.out` exactly what the eager passes of `draft_on_device` leave there."""
-    state = graphs.state
+def _eager_draft(state: StaticState, length: int, pair: torch.Tensor, gamma: int) -> torch.Tensor:
+    """The candidates and probabilities of `gamma` eager passes of `draft_on_device` after
+    `length` positions and `pair`."""
     start(state, length, pair)
     draft_on_device(state, gamma)
-    eager = state.out[:, :gamma].clone()
+    return state.out[:, :gamma].clone()
+
+
+def _replay_against(
+    graphs: DraftGraphs, length: int, pair: torch.Tensor, eager: torch.Tensor, what: str
+) -> str | None:
+    """Where the replay of as many passes as `eager` has after `length` positions and
+    `pair` leaves in `state.out` anything but exactly `eager`."""
+    state, gamma = graphs.state, eager.shape[1]
     start(state, length, pair)
     graphs.replay(gamma)
     replayed = state.out[:, :gamma]
@@ -402,27 +451,30 @@ def _replay_against_eager(
     return f"{what} differed from eager passes on the same cache at candidate {at + 1}"
 
 
-def _against_loop(graphs: DraftGraphs, probe: torch.Tensor) -> Verdict:
-    """The replays of the cap after up to `CHECK_CONTEXTS` ends of `probe` (its last id,
-    then the one before, …) against the loop on a DynamicCache, each judged up to the
-    loop's first near-tie (`_loop_draft`), until `MIN_JUDGED` positions were judged."""
-    state, margin, judged = graphs.state, tolerance(graphs.state.model), 0
-    contexts = range(probe.shape[1], max(probe.shape[1] - CHECK_CONTEXTS, 2), -1)
-    for context in contexts:
-        expected, kept = _loop_draft(state.model, probe[:, :context], graphs.cap, margin)
-        with torch.inference_mode():
-            # Its first n − 2 ids are the probe's: the replays since wrote past them.
-            start(state, context - 2, probe[0, context - 2 : context])
-            graphs.replay(graphs.cap)
-            got = state.out[:, :kept]
-        differs = _differs(got, expected[:, :kept], f"a draft after {context} ids", margin)
-        if differs:
-            state.rewind(0)
-            return Verdict(FAILED, judged, differs)
+def _against_loop(buckets: Sequence[DraftGraphs], probe: torch.Tensor) -> Verdict:
+    """Each cache's replays of the cap after up to `CHECK_CONTEXTS` ends of `probe` (its
+    last id, then the one before, …) against the loop on a DynamicCache, each judged up to
+    the loop's first near-tie (`_loop_draft`), until `MIN_JUDGED` positions were judged."""
+    model, cap = buckets[0].state.model, buckets[0].cap
+    margin, judged = tolerance(model), 0
+    for context in range(probe.shape[1], max(probe.shape[1] - CHECK_CONTEXTS, 2), -1):
+        expected, kept = _loop_draft(model, probe[:, :context], cap, margin)
+        for graphs in buckets:
+            with torch.inference_mode():
+                # Its first n − 2 ids are the probe's: the replays since wrote past them.
+                start(graphs.state, context - 2, probe[0, context - 2 : context])
+                graphs.replay(cap)
+                got = graphs.state.out[:, :kept]
+            capacity = graphs.state.capacity
+            what = f"a draft after {context} ids on a cache of {capacity}"
+            differs = _differs(got, expected[:, :kept], what, margin)
+            if differs:
+                return Verdict(FAILED, judged, differs)
         judged += kept
         if judged >= MIN_JUDGED:
             break
-    state.rewind(0)
+    for graphs in buckets:
+        graphs.state.rewind(0)
     if judged < MIN_JUDGED:
         detail = (
             f"the DynamicCache loop's near-ties left {judged} positions to judge, "

@@ -118,29 +118,30 @@ def draft_on_device(state: StaticState, gamma: int) -> None:
 
 class Replay(torch.nn.Module):
     """A replay called as a module, so that forward hooks time it as they time the
-    assistant's eager passes (`assisted.engine.observe`): one call, `gamma` tokens."""
+    assistant's eager passes (`assisted.engine.observe`): one call, `gamma` tokens. One
+    module for all of an assistant's caches (`DraftGraphs.module`), so one hook sees them."""
 
-    def __init__(self, replays: dict[int, Callable[[], None]]):
-        super().__init__()
-        self.replays = replays
-
-    def forward(self, gamma: int) -> None:
-        self.replays[gamma]()
+    def forward(self, gamma: int, replays: dict[int, Callable[[], None]]) -> None:
+        replays[gamma]()
 
 
 @dataclass
 class DraftGraphs:
     """The replays of one assistant's drafts by length, on the cache of `state`: CUDA
-    graphs (`assisted.engine.drafters.draft_graphs`), or in tests the passes run eagerly."""
+    graphs (`assisted.engine.drafters.draft_graphs`), or in tests the passes run eagerly.
+    `module` may be shared with the graphs of the assistant's other caches."""
 
     state: StaticState
     replays: dict[int, Callable[[], None]]  # γ: the replay of a γ-pass draft
     capture_s: float = 0.0  # the capture and its self-check, set once checked
-    draft_s: float | None = None  # seconds per drafted token through the replays
+    # γ: the seconds of a replay of a γ-pass draft, read back, timed once checked: a short
+    # draft pays the launch and the read a long one pays, so each length its own.
+    replay_s: dict[int, float] | None = None
     judged: int | None = None  # positions the self-check judged, set once it passed
+    module: Replay | None = None
 
     def __post_init__(self) -> None:
-        self.module = Replay(self.replays)
+        self.module = self.module or Replay()
 
     @property
     def cap(self) -> int:
@@ -148,7 +149,7 @@ class DraftGraphs:
 
     def replay(self, gamma: int) -> None:
         """Draft `gamma` candidates after `state.pair` into `state.out`."""
-        self.module(gamma)
+        self.module(gamma, self.replays)
 
 
 @dataclass

@@ -8,7 +8,8 @@ Drafting per token, the assistant drafting `gamma` tokens a draft after a contex
 - the draft replayed as CUDA graphs (`assisted.engine.drafters.draft_graphs`), read back
   once, where they were captured (CUDA, and graphs on); with the capture's seconds, and
   the self-check's verdict and the positions it judged (the caller peaks a random model,
-  else near-uniform logits leave the check inconclusive).
+  else near-uniform logits leave the check inconclusive), and the replay of a draft of
+  `gamma` per token on each cache size (`draft_graphs.BUCKETS`), as the capture timed it.
 Host synchronisations per draft are counted with CUDA's sync debug mode (none to count on a
 CPU), the committed ids given as a run's lookup read them.
 """
@@ -48,6 +49,7 @@ class Drafting:
     graphed_syncs: int | None
     check: str | None = None
     judged: int | None = None
+    by_cache_s: dict[int, float] | None = None  # capacity: a replay's seconds per token
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -69,6 +71,9 @@ def time_drafting(model, device: torch.device, context: int, gamma: int, repeats
     graphs, reason = draft_graphs.for_run(model, length, gamma)
     outcome = draft_graphs.outcome_of(model)
     verdict = outcome.verdict if outcome is not None else None
+    by_cache_s = None
+    if outcome is not None and outcome.graphs is not None:
+        by_cache_s = {g.state.capacity: g.replay_s[gamma] / gamma for g in outcome.graphs}
     graphed_s = graphed_syncs = capture_s = None
     if graphs is not None:
         graphed = StaticDrafter(graphs.state, 0.0, (), 0.0, graphs, reason)
@@ -85,6 +90,7 @@ def time_drafting(model, device: torch.device, context: int, gamma: int, repeats
         graphed_syncs,
         verdict.check if verdict else None,
         verdict.judged if verdict else None,
+        by_cache_s,
     )
 
 

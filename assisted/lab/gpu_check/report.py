@@ -108,8 +108,9 @@ def path_table(results: dict[str, Pricing | None]) -> list[str]:
         "",
         "| pair | drafting ms/token: loop · static · graphed (÷ T(1)) | capture s |"
         " host syncs per draft: loop · graphed | modelled, loop | modelled, graphed |"
-        " code kinds, loop | code kinds, graphed | self-check (positions judged) | graphs |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|---|---|",
+        " code kinds, loop | code kinds, graphed | self-check (positions judged) |"
+        " graphed ms/token by cache | graphs |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|---|---|---|",
     ]
     for name, pricing in results.items():
         drafting = pricing.drafting if pricing else None
@@ -133,9 +134,13 @@ def path_table(results: dict[str, Pricing | None]) -> list[str]:
                 chosen = [v for k, v in speedups.items() if kinds is None or k in kinds]
                 cells.append(f"{geomean(chosen):.2f}x")
         check = "—" if drafting.check is None else f"{drafting.check} ({drafting.judged})"
+        by_cache = " · ".join(
+            f"{capacity}: {ms(seconds)}"
+            for capacity, seconds in (drafting.by_cache_s or {}).items()
+        )
         lines.append(
             f"| {name} | {costs} | {capture} | {syncs} | {' | '.join(cells)} | {check} "
-            f"| {drafting.reason} |"
+            f"| {by_cache or '—'} | {drafting.reason} |"
         )
     return lines
 
