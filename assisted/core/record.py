@@ -89,7 +89,7 @@ CUDA_GRAPHS = "cuda-graphs"
 EAGER = "eager"
 GENERATE = "generate"
 # The graphs' self-check verdicts (`DraftingPath.check`,
-# `assisted.engine.drafters.draft_graphs.self_check`).
+# `assisted.engine.drafters.graph_check.self_check`).
 PASSED = "passed"
 FAILED = "failed"
 INCONCLUSIVE = "inconclusive"

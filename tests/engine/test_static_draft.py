@@ -32,8 +32,8 @@ from assisted.core.record import (
 )
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison, decoding, plan, running
-from assisted.engine.drafters import candidates, draft_graphs, seam
-from assisted.engine.drafters.draft_graphs import self_check
+from assisted.engine.drafters import candidates, draft_graphs, seam, static_draft
+from assisted.engine.drafters.graph_check import MIN_JUDGED, self_check
 from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.static_draft import (
     DraftGraphs,
@@ -252,11 +252,11 @@ def test_the_pass_a_capture_records_traces_whole(near_pair):
         def replay():
             draft_on_device(state, 3)
 
-        draft_graphs.start(state, base, prompt[0, -2:])
+        static_draft.start(state, base, prompt[0, -2:])
         replay()
         expected = state.out.clone()
         traced = torch.compile(replay, fullgraph=True, backend="eager")
-        draft_graphs.start(state, base, prompt[0, -2:])
+        static_draft.start(state, base, prompt[0, -2:])
         traced()
         assert torch.equal(state.out[0], expected[0])
         assert torch.allclose(state.out[1], expected[1], rtol=1e-5)
@@ -275,7 +275,7 @@ def test_the_self_check_passes_a_faithful_replay_having_judged_enough(near_pair)
     prompt = prompt_ids(near_pair)
     verdict = self_check([checked_graphs(near_pair.assistant, prompt)], prompt)
     assert verdict.check == PASSED
-    assert verdict.judged >= draft_graphs.MIN_JUDGED
+    assert verdict.judged >= MIN_JUDGED
 
 
 def test_a_replay_one_ulp_off_the_eager_passes_fails_the_self_check(near_pair):
@@ -321,8 +321,8 @@ def test_near_uniform_logits_leave_the_self_check_inconclusive(flat_assistant, n
     prompt = prompt_ids(near_pair)
     verdict = self_check([checked_graphs(flat_assistant, prompt)], prompt)
     assert verdict.check == INCONCLUSIVE
-    assert verdict.judged < draft_graphs.MIN_JUDGED
-    assert f"fewer than {draft_graphs.MIN_JUDGED}" in verdict.detail
+    assert verdict.judged < MIN_JUDGED
+    assert f"fewer than {MIN_JUDGED}" in verdict.detail
 
 
 @pytest.fixture
@@ -698,7 +698,7 @@ def test_the_stand_in_refuses_what_a_graph_would_replay_wrong(near_pair):
         with pytest.raises(ContractBroken, match="no warm-up"):
             stand_in.record(region)
         with stand_in.side_stream(state.token.device):
-            draft_graphs.start(state, prompt.shape[1] - 2, prompt[0, -2:])
+            static_draft.start(state, prompt.shape[1] - 2, prompt[0, -2:])
             region()
         replay = stand_in.record(region)
         state.rewind(prompt.shape[1] - 2)

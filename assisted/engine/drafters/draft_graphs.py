@@ -19,19 +19,14 @@ warm-up passes on a side stream (cuBLAS picks its kernels there, not inside the 
 Transformers treats a stream capture as tracing (`is_tracing`), so its mask code takes the
 path without host reads.
 
-Then a self-check that can fail (`self_check`), in two parts. Every replay, also after a
-rollback, must equal eager passes of the same code on the same static cache bit for bit:
-the same kernels in the same order, so no tolerance and no tie rule. That catches a wrong
-replay (a value baked in at capture, a buffer replaced), not a fault the replays share with
-those passes. So the replays are also compared with the lean loop on a DynamicCache
-(`lean.LeanDrafter`): its own cache, positions, mask and rollback. Its attention runs other
-kernels, so it judges each draft only up to the loop's first near-tie, and counts the
-positions it judged: below `MIN_JUDGED` (near-uniform logits, as random weights give) its
-verdict is inconclusive, not a pass. Where the capture fails, or the check fails or is
-inconclusive, the assistant drafts with the lean loop on a DynamicCache, the path the check
-trusts, priced at that loop's cost as the check timed it; the run's `drafting_path` says
-why. Captured in `assisted.engine.prepare` (off every run's clock) and kept on the
-assistant for the process (on ZeroGPU once per worker), so they go with an evicted pair.
+Then a self-check that can fail (`graph_check.self_check`): every replay bit for bit
+against eager passes on its cache, and against the lean loop on a DynamicCache, whose
+verdict is inconclusive where it judged too few positions. Where the capture fails, or the
+check fails or is inconclusive, the assistant drafts with the lean loop on a DynamicCache,
+the path the check trusts, priced at that loop's cost as the check timed it; the run's
+`drafting_path` says why. Captured in `assisted.engine.prepare` (off every run's clock)
+and kept on the assistant for the process (on ZeroGPU once per worker), so they go with
+an evicted pair.
 `ASSISTED_CUDA_GRAPHS=0` (the CLI's `--no-cuda-graphs`) turns graphs off, for measuring.
 
 The target is never graphed: it stays Transformers' own eager model in both modes, the
@@ -43,14 +38,15 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
-from assisted.core.record import EAGER, FAILED, INCONCLUSIVE, PASSED, DraftingPath
+from assisted.core.record import EAGER, FAILED, PASSED, DraftingPath
+from assisted.engine.drafters.graph_check import Verdict, self_check
 from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.static_draft import (
     DraftGraphs,
@@ -59,6 +55,7 @@ from assisted.engine.drafters.static_draft import (
     StaticState,
     draft_on_device,
     has_sliding_layers,
+    start,
 )
 
 if TYPE_CHECKING:
@@ -71,18 +68,6 @@ ENV = "ASSISTED_CUDA_GRAPHS"  # "0" turns graphs off
 BUCKETS = (512, 1024, 2048, 4096)
 WARMUP_DRAFTS = 3  # eager drafts of the longest length on a side stream before capture
 TIMED_REPLAYS = 5  # replays of each draft length timed after the self-check
-# Probabilities a replay and the loop on a DynamicCache may differ by, at least: their
-# attention runs other kernels (a masked static cache against the exact length), which
-# reduce in another order. In a low precision, `EPS_TOLERANCE` of its steps (a heuristic,
-# not measured on a GPU). A confidence threshold could then cut a draft one token apart;
-# the candidates must be the same up to a near-tie, where either path may pick either.
-PROBABILITY_TOLERANCE = 1e-3
-EPS_TOLERANCE = 8
-# The fewest positions the comparison with the DynamicCache loop must judge for a pass: a
-# draft of the usual cap. It drafts after up to `CHECK_CONTEXTS` ends of the probe (its
-# last id, then one before, …) until it has judged as many.
-MIN_JUDGED = 8
-CHECK_CONTEXTS = 4
 EAGER_STATIC = "eager on a static cache"
 DYNAMIC_LOOP = "the lean loop on a DynamicCache"
 
@@ -131,17 +116,6 @@ def enabled() -> bool:
 
 def device_of(model: PreTrainedModel) -> torch.device:
     return model.device  # a padded vocabulary wraps the input embedding (`models.vocab`)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The self-check's outcome (`self_check`): "passed", "failed" or "inconclusive"; the
-    positions its comparison with the DynamicCache loop judged; what differed, or why it
-    could not judge ("" for a pass)."""
-
-    check: str
-    judged: int
-    detail: str = ""
 
 
 @dataclass
@@ -383,145 +357,3 @@ def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> dict[int, float]:
             timed[gamma] = sorted(seconds)[len(seconds) // 2]
         state.rewind(0)
     return timed
-
-
-def start(state: StaticState, length: int, pair: torch.Tensor) -> None:
-    """Roll `state` back to `length` positions, `pair` (two ids on its device) the next
-    draft's first input."""
-    state.rewind(length)
-    state.pair.copy_(pair.view(1, 2))
-
-
-def self_check(buckets: Sequence[DraftGraphs], probe: torch.Tensor) -> Verdict:
-    """Check the replays on every cache of `buckets` on `probe` (1, n), whose first n − 2
-    ids each cache holds (the module's note): each replay against eager passes on its
-    cache, bit for bit (`_against_eager`), then against the loop on a DynamicCache
-    (`_against_loop`)."""
-    with torch.inference_mode():
-        for graphs in buckets:
-            differs = _against_eager(graphs, probe)
-            if differs is not None:
-                return Verdict(FAILED, 0, f"{differs} (a cache of {graphs.state.capacity})")
-    return _against_loop(buckets, probe)
-
-
-def _against_eager(graphs: DraftGraphs, probe: torch.Tensor) -> str | None:
-    """Where a replay after `probe`, of each length and of all but one after a rollback to
-    its first candidate, differs in any bit from the same passes run eagerly on the same
-    cache; None where none does. A replay of γ runs the first γ passes of the longest
-    draft, the same kernels on the same inputs: it is checked against that draft's first γ
-    candidates and probabilities."""
-    state = graphs.state
-    base, last = probe.shape[1] - 2, probe[0, -2:]
-    eager = _eager_draft(state, base, last, graphs.cap)
-    for gamma in range(1, graphs.cap + 1):
-        differs = _replay_against(graphs, base, last, eager[:, :gamma], f"a draft of {gamma}")
-        if differs:
-            return differs
-    if graphs.cap > 1:
-        after = torch.cat([last[1:], eager[0, :1].to(last.dtype)])  # its first candidate
-        again = _eager_draft(state, base + 1, after, graphs.cap - 1)
-        differs = _replay_against(graphs, base + 1, after, again, "a rollback")
-        if differs:
-            return differs
-    state.rewind(0)
-    return None
-
-
-def _eager_draft(state: StaticState, length: int, pair: torch.Tensor, gamma: int) -> torch.Tensor:
-    """The candidates and probabilities of `gamma` eager passes of `draft_on_device` after
-    `length` positions and `pair`."""
-    start(state, length, pair)
-    draft_on_device(state, gamma)
-    return state.out[:, :gamma].clone()
-
-
-def _replay_against(
-    graphs: DraftGraphs, length: int, pair: torch.Tensor, eager: torch.Tensor, what: str
-) -> str | None:
-    """Where the replay of as many passes as `eager` has after `length` positions and
-    `pair` leaves in `state.out` anything but exactly `eager`."""
-    state, gamma = graphs.state, eager.shape[1]
-    start(state, length, pair)
-    graphs.replay(gamma)
-    replayed = state.out[:, :gamma]
-    if torch.equal(replayed, eager):
-        return None
-    at = int((replayed != eager).any(0).nonzero()[0, 0])
-    return f"{what} differed from eager passes on the same cache at candidate {at + 1}"
-
-
-def _against_loop(buckets: Sequence[DraftGraphs], probe: torch.Tensor) -> Verdict:
-    """Each cache's replays of the cap after up to `CHECK_CONTEXTS` ends of `probe` (its
-    last id, then the one before, …) against the loop on a DynamicCache, each judged up to
-    the loop's first near-tie (`_loop_draft`), until `MIN_JUDGED` positions were judged."""
-    model, cap = buckets[0].state.model, buckets[0].cap
-    margin, judged = tolerance(model), 0
-    for context in range(probe.shape[1], max(probe.shape[1] - CHECK_CONTEXTS, 2), -1):
-        expected, kept = _loop_draft(model, probe[:, :context], cap, margin)
-        for graphs in buckets:
-            with torch.inference_mode():
-                # Its first n − 2 ids are the probe's: the replays since wrote past them.
-                start(graphs.state, context - 2, probe[0, context - 2 : context])
-                graphs.replay(cap)
-                got = graphs.state.out[:, :kept]
-            capacity = graphs.state.capacity
-            what = f"a draft after {context} ids on a cache of {capacity}"
-            differs = _differs(got, expected[:, :kept], what, margin)
-            if differs:
-                return Verdict(FAILED, judged, differs)
-        judged += kept
-        if judged >= MIN_JUDGED:
-            break
-    for graphs in buckets:
-        graphs.state.rewind(0)
-    if judged < MIN_JUDGED:
-        detail = (
-            f"the DynamicCache loop's near-ties left {judged} positions to judge, "
-            f"fewer than {MIN_JUDGED}"
-        )
-        return Verdict(INCONCLUSIVE, judged, detail)
-    return Verdict(PASSED, judged)
-
-
-def tolerance(model: PreTrainedModel) -> float:
-    """How far a replay's probabilities may be from the loop's (`PROBABILITY_TOLERANCE`)."""
-    return max(PROBABILITY_TOLERANCE, EPS_TOLERANCE * torch.finfo(model.dtype).eps)
-
-
-def _loop_draft(
-    model: PreTrainedModel, probe: torch.Tensor, cap: int, margin: float
-) -> tuple[torch.Tensor, int]:
-    """The lean loop's `cap` candidates after `probe` on a DynamicCache, with the
-    probability it gave each (rows of ids and probabilities, on the probe's device); and
-    how many come before its first near-tie, a candidate whose runner-up is within
-    `margin`: another path may pick either there, and its draft goes elsewhere after. A
-    host read (`nonzero`) is fine here: nothing is being captured."""
-    passes: list[torch.Tensor] = []
-    hook = model.register_forward_hook(
-        lambda _module, _args, output: passes.append(output.logits[0, -1].float().softmax(-1))
-    )
-    try:
-        drafted = LeanDrafter(model, 0.0, ()).draft(probe, cap)
-    finally:
-        hook.remove()
-    top = torch.stack([probabilities.topk(2).values for probabilities in passes])
-    ties = (top[:, 0] - top[:, 1] <= margin).nonzero()
-    judged = int(ties[0, 0]) if len(ties) else cap
-    ids = torch.tensor(drafted, dtype=torch.float64, device=top.device)
-    return torch.stack([ids, top[:, 0].double()]), judged
-
-
-def _differs(got: torch.Tensor, expected: torch.Tensor, what: str, margin: float) -> str | None:
-    """Where a replay's (ids, probabilities) differ from the loop's eager passes', its
-    probabilities by more than `margin`."""
-    got, expected = got.cpu(), expected.cpu()
-    if not got.shape[1]:
-        return None
-    if not torch.equal(got[0], expected[0]):
-        at = int((got[0] != expected[0]).nonzero()[0, 0])
-        return f"{what} differed from eager passes at candidate {at + 1}"
-    gap = float((got[1] - expected[1]).abs().max())
-    if gap > margin:
-        return f"{what} gave probabilities {gap:.1e} away from eager passes"
-    return None

@@ -116,6 +116,13 @@ def draft_on_device(state: StaticState, gamma: int) -> None:
         ids = state.token
 
 
+def start(state: StaticState, length: int, pair: torch.Tensor) -> None:
+    """Roll `state` back to `length` positions, `pair` (two ids on its device) the next
+    draft's first input."""
+    state.rewind(length)
+    state.pair.copy_(pair.view(1, 2))
+
+
 class Replay(torch.nn.Module):
     """A replay called as a module, so that forward hooks time it as they time the
     assistant's eager passes (`assisted.engine.observe`): one call, `gamma` tokens. One
