@@ -766,3 +766,18 @@ def test_the_stand_in_refuses_a_host_read_inside_the_capture(read):
     values = torch.arange(4.0)
     with pytest.raises(ContractBroken, match="host read"):
         StandInGraphs().record(lambda: read(values))
+
+
+def test_the_stand_in_refuses_a_view_moved_along_its_storage():
+    """A view made outside the region and replaced by another of the same storage, shape
+    and dtype at another offset: a graph still reads the capture's offset."""
+    buffer, out = torch.arange(10.0), torch.zeros(1)
+    views = [buffer[2:3]]
+    stand_in = StandInGraphs()
+    with stand_in.side_stream(torch.device("cpu")):
+        out.copy_(views[0] * 2)
+    replay = stand_in.record(lambda: out.copy_(views[0] * 2))
+    replay()
+    views[0] = buffer[7:8]
+    with pytest.raises(ContractBroken, match="replaced, not written in place"):
+        replay()
