@@ -201,3 +201,33 @@ def test_the_imposed_drafter_proposes_the_known_output_and_rolls_back_to_it():
     assert never.intended == [0]
     # Past the known output, the assistant's own tokens.
     assert imposed.draft(torch.tensor([expected]), 2, expected) == [0, 0]
+
+
+def test_the_drafting_table_peaks_the_assistant_so_its_self_check_can_judge(monkeypatch):
+    """Random weights give near-uniform logits, on which the graphs' self-check judges no
+    position (bf16: a near-tie is within 8 of its steps): inconclusive. The check's drafting
+    table peaks the assistant first (costs unchanged), so its self-check judges enough to
+    pass. The default pair's assistant at two small layers, captured through the CPU's
+    stand-in for CUDA graphs as if on CUDA."""
+    from dataclasses import replace
+
+    from assisted.engine.drafters import draft_graphs
+    from assisted.lab.gpu_check import timing
+    from tests.engine.graph_stand_in import StandInGraphs
+
+    monkeypatch.setattr(draft_graphs, "GRAPHS", StandInGraphs())
+    monkeypatch.setattr(draft_graphs, "BUCKETS", (128,))
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    # Two layers, 256 wide: a peak of about √width spreads stands out in bf16 probabilities.
+    small = {"layers": 2, "hidden_size": 256, "intermediate_size": 512, "vocab_size": 512}
+    shallow = replace(ARCHITECTURES[PAIRS["qwen2.5-coder-7b"].assistant], **small)
+    shallow = replace(shallow, heads=4, kv_heads=2, head_dim=64)
+    timer = timing.Timer(torch.device("cpu"), torch.bfloat16, 32, 2, 1, False, math.inf)
+    drafting = timer.drafting(shallow)
+    assert (drafting.check, drafting.graphed_s is not None) == ("passed", True), drafting.reason
+    assert drafting.judged >= 8 and list(drafting.by_cache_s) == [128]
+    monkeypatch.setattr(timing, "peaked", lambda model, never: None)  # random weights as built
+    flat = timing.Timer(torch.device("cpu"), torch.bfloat16, 32, 2, 1, False, math.inf)
+    drafting = flat.drafting(shallow)
+    assert drafting.check == "inconclusive" and drafting.graphed_s is None
+    assert drafting.reason.endswith("the lean loop on a DynamicCache")

@@ -259,7 +259,7 @@ def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome
     seconds recorded for the capture include the self-check: a worker pays both before it
     drafts, and a ZeroGPU call's request counts them (`assisted.ui.gpu_time`)."""
     pid = os.getpid()
-    probe = probe.to(device_of(model))
+    probe = probe.to(model.device)  # where it runs (`device_of` says whether on CUDA)
     started = time.perf_counter()
     try:
         buckets = _capture(model, cap, probe)
