@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     shootout.add_argument(
         "--lanes", help="comma list of the lanes to race (default: every lane that applies)"
     )
+    shootout.add_argument(
+        "--steps", action="store_true", help="keep each lane's runs' per_step in the JSON"
+    )
     parser.add_argument("--json", action="store_true", help="end stdout with one JSON line")
     return parser
 
@@ -211,7 +214,8 @@ def _shootout(
     stop = threading.Event()
     result = None
     with _stop_on_first_interrupt(stop):
-        for item in shootout.shootout(pair, prompt, settings, chosen, args.repeats, stop):
+        races = shootout.shootout(pair, prompt, settings, chosen, args.repeats, stop, args.steps)
+        for item in races:
             if isinstance(item, measuring.Progress) and item.run is not None:
                 lane = item.run.drafter or "plain"
                 rate = stats.tokens_per_s(item.run.record)

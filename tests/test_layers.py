@@ -1,5 +1,7 @@
 """The package's layers: each folder of `assisted/` imports only the layers below it, no
-module imports the lab, and no import cycle joins the project's modules.
+module imports the lab, and no import cycle joins the project's modules. Inside a layer:
+no tab's folder imports another's, and the drafters import nothing of the engine beyond
+themselves.
 
 Every import counts, wherever it stands: at module level, inside a function, or under
 TYPE_CHECKING. A function-level import still ties the two modules' designs together.
@@ -196,3 +198,73 @@ def test_no_two_public_functions_of_the_engine_share_a_name():
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
                 owners.setdefault(node.name, []).append(name)
     assert {n: m for n, m in owners.items() if len(m) > 1} == {}
+
+
+def tab_folders() -> set[str]:
+    """The app's tabs: each folder in `assisted/ui/` is one (`compare`, `benchmark`, ...)."""
+    return {path.parent.name for path in (PACKAGE / "ui").glob("*/__init__.py")}
+
+
+def tab_of(module: str) -> str | None:
+    """The tab folder `module` belongs to, or None outside every tab."""
+    parts = module.split(".")
+    return (
+        parts[2]
+        if parts[:2] == ["assisted", "ui"] and len(parts) > 2 and parts[2] in tab_folders()
+        else None
+    )
+
+
+def tab_crossings(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from one tab's folder into another's, and from what the tabs share in
+    `ui/` into any tab's (through which one tab would reach another)."""
+    crossings = []
+    for module, targets in graph.items():
+        if layer(module) != "ui":
+            continue
+        crossings += [
+            f"{module} -> {target}"
+            for target in sorted(targets)
+            if tab_of(target) is not None and tab_of(target) != tab_of(module)
+        ]
+    return crossings
+
+
+def test_tab_folders_never_import_each_other():
+    graph = {name: targets for name, (_, targets, _) in project().items()}
+    assert tab_crossings(graph) == []
+
+
+DRAFTERS = "assisted.engine.drafters"
+# What the drafters may import besides themselves (`drafters/__init__`): the engine's other
+# modules import them, never the other way round.
+DRAFTERS_MAY_IMPORT = {"core", "policy", "models"}
+
+
+def drafters_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from `engine/drafters/` of the project outside what it may import."""
+    return [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module.startswith(DRAFTERS)
+        for target in sorted(targets)
+        if not target.startswith(DRAFTERS) and layer(target) not in DRAFTERS_MAY_IMPORT
+    ]
+
+
+def test_the_drafters_import_nothing_of_the_engine_beyond_themselves():
+    graph = {name: targets for name, (_, targets, _) in project().items()}
+    assert drafters_imports(graph) == []
+
+
+def test_the_checks_find_a_planted_tab_crossing_and_drafters_import():
+    """The two checks above, on the real graph with one wrong import planted in each."""
+    graph = {name: set(targets) for name, (_, targets, _) in project().items()}
+    graph["assisted.ui.shootout.format"].add("assisted.ui.compare.format")
+    graph["assisted.ui.tabs"].add("assisted.ui.benchmark.layout")
+    graph[f"{DRAFTERS}.lookup"].add("assisted.engine.prepare")
+    assert tab_crossings(graph) == [
+        "assisted.ui.shootout.format -> assisted.ui.compare.format",
+        "assisted.ui.tabs -> assisted.ui.benchmark.layout",
+    ]
+    assert drafters_imports(graph) == [f"{DRAFTERS}.lookup -> assisted.engine.prepare"]

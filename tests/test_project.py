@@ -87,3 +87,25 @@ def test_drafter_kind_names_are_written_only_where_the_kind_is_defined():
 def test_the_readme_stays_within_200_lines():
     # A newcomer reads the first screens; details live in docs/.
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def _listed(name: str, doc: str) -> bool:
+    """Whether a package's docstring names its module `name`: backticked (`name`, `name/`
+    for a folder) or as the module of a name in it (`name.attribute`, as the engine's table
+    of stages writes them)."""
+    named = re.escape(name)
+    return re.search(rf"`{named}/?`|(?<![\w.]){named}\.[A-Za-z_]", doc) is not None
+
+
+def test_every_package_lists_its_modules_in_its_init():
+    """README: each folder's `__init__.py` lists its modules (and its folders)."""
+    unlisted = {}
+    for init in sorted((ROOT / "assisted").rglob("__init__.py")):
+        package = init.parent
+        modules = {path.stem for path in package.glob("*.py")} - {"__init__"}
+        folders = {path.parent.name for path in package.glob("*/__init__.py")}
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        missing = sorted(name for name in modules | folders if not _listed(name, doc))
+        if missing:
+            unlisted[str(package.relative_to(ROOT))] = missing
+    assert not unlisted

@@ -2,8 +2,12 @@
 
 - `stats`: every figure of a run and a comparison (the JSON's terms: docs/json.md);
 - `divergence`: where assisted and plain greedy output differ, and the verdict why;
-- `oracle`: the fastest schedule in hindsight, priced with the run's own costs;
+- `oracle`: the fastest schedule in hindsight, priced with the costs the run's steps
+  measured (`measured_costs` reads them) beside its cost model's;
 - `sampling`: speculative sampling read from a sampled run's record;
+- `declines`: when and why an `auto` run kept its assistant from drafting, in figures and
+  in words;
+- `faults`: an analysis that raises is marked failed, logged once, and never costs the run;
 - `sampling_evidence`, `two_sample`: the sampling check's settings, its permutation test
   and its result in words (the check that draws samples is `assisted.bench.sampling_check`).
 

@@ -7,14 +7,21 @@ is known too (`assisted.engine.hindsight` finds it, off the run's clock):
 - the lookup's proposal at i, `lookup_drafts[i]`, is a pure function of the ids; cut to L
   tokens it commits min(L, its agreement with the output) + 1.
 
-With the costs the run itself measured (`Hindsight`: T(k), the assistant's seconds per
-drafted token, its call overhead, its catch-up after skipped steps, its prefill), a dynamic
-programme over (position, the assistant's state) finds the fastest schedule: at each step
-none, the assistant with γ = 1 … cap, or the lookup's match cut to any length. The same
-costs applied to the choices the run made give its **modelled** time, and the run's clock
-its **measured** time. Together they tell the policy (modelled run ÷ oracle) from the
-machinery (measured − modelled), as the HF blog on dynamic speculation did offline for one
-figure (huggingface.co/blog/dynamic_speculation_lookahead).
+With the costs the run's steps measured (`assisted.analysis.measured_costs`: T(k) from
+the steps' wall times, the assistant's seconds per drafted token, its catch-up after
+skipped steps, its first read), a dynamic programme over (position, the assistant's
+state) finds the fastest schedule: at each step none, the assistant with γ = 1 … cap, or
+the lookup's match cut to any length. The same costs applied to the choices the run made
+give its **modelled** time, and the run's clock its **measured** time.
+
+The oracle is priced twice. **Measured-priced** (the report's figures): what the steps
+cost, so a policy whose cost model is wrong cannot make the oracle wrong with it.
+**Policy-priced** (`policy_priced`): the cost model the run decided by (`Hindsight`'s
+costs), which tells the policy (modelled run ÷ oracle) from the machinery (measured −
+modelled), as the HF blog on dynamic speculation did offline for one figure
+(huggingface.co/blog/dynamic_speculation_lookahead). Where the two oracles differ by more
+than `PRICES_DIFFER` (30%), `prices_differ` flags the run: the policy decided on costs
+the run did not pay.
 
 Every schedule pays the target's prefill of the prompt: all modelled times carry the same
 `prefill_s`, the first plain step's seconds beyond T(1), so modelled speedups compare with
@@ -29,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from assisted.analysis import measured_costs
 from assisted.analysis.faults import HINDSIGHT
 from assisted.core.drafters import DrafterKind
 from assisted.core.figures import rounded
@@ -36,6 +44,9 @@ from assisted.core.record import Hindsight, RunRecord, Step
 
 ASSISTANT = DrafterKind.ASSISTANT
 LOOKUP = DrafterKind.PROMPT_LOOKUP
+# The share by which the policy-priced oracle may differ from the measured-priced one
+# before a run is flagged (the module's note).
+PRICES_DIFFER = 0.30
 
 
 class Model(IntEnum):
@@ -242,14 +253,30 @@ def why_not(record: RunRecord, needs_hindsight: bool = True) -> str | None:
     return None
 
 
-def report(plain: RunRecord | None, assisted: RunRecord) -> dict:
+def report(plain: RunRecord | None, assisted: RunRecord, pooled: Sequence[RunRecord] = ()) -> dict:
     """The JSON's `oracle`: the best schedule in hindsight against the run's choices, both
-    modelled with the run's costs, and the run's clock. Every key is there; where no oracle
-    can be found, the figures are None and `reason` says why."""
+    modelled with the costs the runs' steps measured (T(k) pooled with the steps of
+    `pooled`, a shoot-out's other lanes), and the run's clock; beside it the same priced by
+    the run's cost model (`policy_priced`), and whether the two differ (the module's note).
+    Every key is there; where no oracle can be found, the figures are None and `reason`
+    says why."""
     reason = why_not(assisted)
     if reason is not None:
         return {key: None for key in _KEYS} | {"reason": reason}
-    h = assisted.hindsight
+    own = [run for run in (plain, assisted) if run is not None]
+    found = _priced_by(plain, assisted, measured_costs.priced(assisted.hindsight, own, pooled))
+    by_policy = _priced_by(plain, assisted, assisted.hindsight)
+    found["policy_priced"] = {key: by_policy[key] for key in _POLICY_KEYS}
+    differ = abs(by_policy["oracle_s"] / found["oracle_s"] - 1.0) if found["oracle_s"] else None
+    found["prices_differ"] = differ is not None and differ > PRICES_DIFFER
+    found["measured_rows"] = sorted(
+        measured_costs.step_seconds(measured_costs.together(own, pooled))
+    )
+    return found
+
+
+def _priced_by(plain: RunRecord | None, assisted: RunRecord, h: Hindsight) -> dict:
+    """The oracle's figures with the costs of `h`."""
     output = assisted.token_ids
     best = best_schedule(h, output, assisted.prompt_tokens)
     ran, agreeing, drafting, extrapolated = replay(assisted, h)
@@ -316,6 +343,17 @@ _KEYS = (
     "verify_rows",
     "extrapolated_rows",
     "seconds",
+    "policy_priced",
+    "prices_differ",
+    "measured_rows",
+)
+# What `policy_priced` keeps of the oracle priced by the run's cost model.
+_POLICY_KEYS = (
+    *_KEYS[:5],
+    "overhead_s",
+    "policy_share",
+    "best_constant_gamma",
+    "best_constant_speedup",
 )
 
 
@@ -363,13 +401,21 @@ def describe(found: dict | None) -> str:
     steps = found["steps"]
     line = (
         f"In hindsight the best schedule would take {steps} step{'s' * (steps != 1)} and "
-        f"{found['oracle_s']:.2f} s ({found['speedup_modelled']:.2f}x, modelled from this "
-        f"run's costs). The run's own choices, modelled: {found['auto_modelled_s']:.2f} s "
+        f"{found['oracle_s']:.2f} s ({found['speedup_modelled']:.2f}x, modelled from the "
+        f"costs this run's steps measured). The run's own choices, modelled: "
+        f"{found['auto_modelled_s']:.2f} s "
         f"({found['policy_share']:.0%} of the oracle's speed); measured: "
         f"{found['measured_s']:.2f} s, so {_overhead(found['overhead_s'])}."
     )
     if found["measured_share"] is not None:
-        line += f" The measured speedup is {found['measured_share']:.0%} of the oracle's."
+        share = share_text(found["measured_share"])
+        line += f" The measured speedup, as a share of the oracle's: {share}."
+    if found.get("prices_differ"):
+        line += (
+            f" Priced by the policy's cost model instead, the oracle would be "
+            f"{found['policy_priced']['speedup_modelled']:.2f}x: the policy decided on costs "
+            "the run did not pay."
+        )
     if found["best_constant_gamma"] is not None:
         line += (
             f" The best constant draft length would have been γ = "
@@ -383,6 +429,14 @@ def describe(found: dict | None) -> str:
     else:
         line += " The run drafted nothing to check the hindsight against"
     return line + f"; found in {found['seconds']:.1f} s after the run, off its clock."
+
+
+def share_text(share: float) -> str:
+    """A measured speedup's share of the oracle's, as it reads: a percentage up to 100%.
+    The oracle is modelled from the run's own costs, so a run measured faster than it shows
+    where the model undershot, not a share: it reads "above the oracle", with how many
+    times the oracle's speedup it measured, never as a percentage."""
+    return f"{share:.0%}" if share <= 1.0 else f"above the oracle (×{share:.2f})"
 
 
 def _overhead(seconds: float) -> str:

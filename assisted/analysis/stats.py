@@ -377,9 +377,11 @@ def report(
     plain: RunRecord | None,
     assisted: RunRecord | None,
     steps: bool = True,
+    pooled: Sequence[RunRecord] = (),
 ) -> dict:
     """The comparison as one JSON-ready dict: the CLI's `--json` line and the API's result;
-    each run's `per_step` only with `steps`. `analysis_errors` names each analysis that
+    each run's `per_step` only with `steps`; the oracle's T(k) priced from the steps of
+    `pooled` too (`assisted.analysis.oracle.report`). `analysis_errors` names each analysis that
     failed, with its fault (`assisted.analysis.faults`): the runs' figures are there all
     the same."""
     any_run = plain or assisted
@@ -409,6 +411,6 @@ def report(
         result.update(compare(plain, assisted, failures))
     if assisted:
         result["oracle"] = faults.attempt(
-            faults.ORACLE, lambda: oracle.report(plain, assisted), oracle.failed, failures
+            faults.ORACLE, lambda: oracle.report(plain, assisted, pooled), oracle.failed, failures
         )
     return result

@@ -8,6 +8,8 @@ One job per module:
 - `journal`: a benchmark's files: its `--out` folder kept as it runs and read back to make
   the report again, or written at once (`write_out`);
 - `shares`: each run's share of the oracle, modelled and measured;
+- `shootout`: every drafter the target has on this device, raced on one prompt against
+  one plain baseline, ranked, and why the winner won;
 - `sampling_check/`: sampled assisted output held against plain sampling, in distribution
   (`check`), and its command, `python -m assisted.bench.sampling_check` (its `__main__`);
 - `__main__`: `python -m assisted.bench`, its options and progress bar.

@@ -37,7 +37,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from assisted.analysis import declines, divergence, faults, stats
+from assisted.analysis import declines, divergence, faults, oracle, stats
 from assisted.bench import shares
 from assisted.bench.planning import Variant
 from assisted.core.figures import rounded
@@ -85,9 +85,11 @@ def summarize_prompt(
     plain: Sequence[RunRecord],
     assisted: Sequence[RunRecord],
     template_drafts: Sequence[int | None] = (),
+    pooled: Sequence[RunRecord] = (),
 ) -> dict:
     """One prompt and one drafter over its repeats; `plain[i]` pairs with `assisted[i]`, and
-    `template_drafts[i]` counts the template copies in `assisted[i]`'s drafts (`Run`)."""
+    `template_drafts[i]` counts the template copies in `assisted[i]`'s drafts (`Run`);
+    `pooled` are the prompt's other runs, whose steps price the oracle's T(k) too."""
     counted = [count for count in template_drafts if count is not None]
     plain_rate = stats.median([stats.tokens_per_s(r) for r in plain])
     assisted_rate = stats.median([stats.tokens_per_s(r) for r in assisted])
@@ -130,7 +132,7 @@ def summarize_prompt(
             "verify_cost_s": [[k, rounded(s, 6)] for k, s in curve],
         }
         | declines.prompt_fields(assisted)
-        | shares.prompt_fields(plain, assisted, failures)
+        | shares.prompt_fields(plain, assisted, failures, pooled)
     )
     return summary | {"measured_share": shares.measured_share(summary), "analysis_errors": failures}
 
@@ -199,7 +201,10 @@ def report(
                 row = {"question_id": question_id, "category": category, "drafter": variant.name}
                 records = [r.record for r in plain], [r.record for r in assisted]
                 copies = [r.template_drafts for r in assisted]
-                rows.append(row | summarize_prompt(*records, copies))
+                # The target's costs are the same whatever drafted: every run of the
+                # prompt prices its T(k) (`assisted.analysis.measured_costs`).
+                pooled = [r.record for mine in by_drafter.values() for r in mine]
+                rows.append(row | summarize_prompt(*records, copies, pooled))
     drafters = {}
     for variant in variants:
         mine = [r for r in rows if r["drafter"] == variant.name]
@@ -271,7 +276,7 @@ _COLUMNS = (
     ("template runs", "template_draft_runs", "{}"),  # runs whose drafts copied the template
     ("oracle", "oracle_speedup", "{:.2f}x"),  # the best schedule in hindsight, modelled
     ("policy", "modelled_share", "{:.0%}"),  # the run's choices' share of it, modelled
-    ("reached", "measured_share", "{:.0%}"),  # the measured speedup's share of it
+    ("reached", "measured_share", oracle.share_text),  # the measured speedup's share of it
 )
 
 
@@ -412,5 +417,8 @@ def _not_judged(group: dict) -> str:
     return f", not judged {count}" if count else ""
 
 
-def _cell(value: float | None, fmt: str) -> str:
-    return "–" if value is None else fmt.format(value)
+def _cell(value: float | None, fmt: str | Callable[[float], str]) -> str:
+    """A figure as `fmt` (a format string, or a function) writes it; a dash for none."""
+    if value is None:
+        return "–"
+    return fmt(value) if callable(fmt) else fmt.format(value)

@@ -25,12 +25,18 @@ from assisted.core.record import RunRecord
 
 
 def prompt_fields(
-    plain: Sequence[RunRecord], assisted: Sequence[RunRecord], failures: dict[str, str]
+    plain: Sequence[RunRecord],
+    assisted: Sequence[RunRecord],
+    failures: dict[str, str],
+    pooled: Sequence[RunRecord] = (),
 ) -> dict:
-    """One prompt's oracle figures over its repeats (`plain[i]` pairs with `assisted[i]`);
-    a repeat whose oracle fails is left out, its fault kept in `failures`."""
+    """One prompt's oracle figures over its repeats (`plain[i]` pairs with `assisted[i]`),
+    T(k) priced from the steps of `pooled` too (the prompt's other drafters' runs); a
+    repeat whose oracle fails is left out, its fault kept in `failures`."""
     found = [
-        faults.attempt(faults.ORACLE, lambda p=p, a=a: oracle.report(p, a), oracle.failed, failures)
+        faults.attempt(
+            faults.ORACLE, lambda p=p, a=a: oracle.report(p, a, pooled), oracle.failed, failures
+        )
         for p, a in zip(plain, assisted, strict=True)
     ]
     found = [f for f in found if f["reason"] is None]
@@ -85,10 +91,14 @@ def overall_line(overall: dict) -> str:
         f"  oracle, in hindsight: {overall['oracle_speedup_geomean']:.2f}x (geomean over "
         f"{overall['oracle_prompts']} prompts, modelled from each run's costs); reached "
         f"{_percent(overall['modelled_share'])} of it modelled (the policy), "
-        f"{_percent(overall['measured_share'])} measured (the policy and its machinery); the "
+        f"{_share(overall['measured_share'])} measured (the policy and its machinery); the "
         f"hindsight reproduced {_percent(overall['oracle_agreement'])} of drafting steps"
     )
 
 
 def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0%}"
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else oracle.share_text(value)

@@ -14,9 +14,11 @@ offers it for this target.
 After the runs, `rank` orders the lanes by measured speedup and adds, per lane, what
 explains it: acceptance, tokens per step, drafting cost per token (as a share of a plain
 step), the oracle's best for its drafter and the share reached, and the output's verdict.
-The γ sweep replays a constant γ of 1 to the cap for the two best drafters from their own
-runs' costs (`assisted.analysis.oracle.constant_schedule`): modelled, not measured, and
-labelled so. The runs are the benchmark's; torch is imported where they run.
+The γ sweep replays a constant γ of 1 to the cap for the two best drafters
+(`assisted.analysis.oracle.constant_schedule`), priced as the oracle is by the costs the
+steps measured, the target's T(k) pooled over every lane's runs
+(`assisted.analysis.measured_costs`): modelled, not measured, and labelled so. The runs are
+the benchmark's; torch is imported where they run.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import statistics
 import threading
 from collections.abc import Iterator, Sequence
 
-from assisted.analysis import oracle, stats
+from assisted.analysis import measured_costs, oracle, stats
 from assisted.bench.measuring import Finished, Progress, Streamed, benchmark
 from assisted.bench.planning import Variant
 from assisted.bench.reporting import Run, report
@@ -114,11 +116,12 @@ def shootout(
     chosen: Sequence[Variant] | None = None,
     repeats: int = REPEATS,
     stop: threading.Event | None = None,
+    per_step: bool = False,
 ) -> Iterator[Progress | Streamed | dict]:
     """Race `chosen` (default: every lane) on `prompt` against one plain baseline: the
-    benchmark's Progress and each run's steps as they happen, then the ranking (`rank`).
-    Setting `stop` ends the run in flight after its step, and the ranking covers the rounds
-    that finished."""
+    benchmark's Progress and each run's steps as they happen, then the ranking (`rank`;
+    each lane's runs with their `per_step` only where `per_step` asks). Setting `stop` ends
+    the run in flight after its step, and the ranking covers the rounds that finished."""
     chosen = list(lanes(pair) if chosen is None else chosen)
     check(settings, repeats, chosen)
     example = Example(QUESTION, "shoot-out", prompt)
@@ -136,15 +139,21 @@ def shootout(
         result = report(runs, chosen, info, settings, repeats)
     else:
         result, runs = finished.report, finished.runs
-    yield rank(pair, result, runs, chosen, stopped=finished is None)
+    yield rank(pair, result, runs, chosen, stopped=finished is None, per_step=per_step)
 
 
 def rank(
-    pair: LoadedPair, result: dict, runs: Sequence[Run], chosen: Sequence[Variant], stopped: bool
+    pair: LoadedPair,
+    result: dict,
+    runs: Sequence[Run],
+    chosen: Sequence[Variant],
+    stopped: bool,
+    per_step: bool = False,
 ) -> dict:
     """The shoot-out's JSON: the lanes ranked by measured speedup, each with its figures
-    and its median repeat's comparison (the CLI's `--json` schema), the race, the γ sweep
-    and why the winner won."""
+    and its median repeat's comparison (the CLI's `--json` schema, each run's `per_step`
+    only with `per_step`: hundreds of kB a lane on long runs), the race, the γ sweep and
+    why the winner won."""
     from assisted.engine.comparison import report as comparison_report
 
     plain = [r.record for r in runs if r.drafter is None]
@@ -156,6 +165,7 @@ def rank(
     kinds = {variant.name: variant.drafter for variant in chosen}
     schedules = {variant.name: variant.draft.schedule for variant in chosen}
     step_s = _plain_step_s(plain)
+    pooled = [r.record for r in runs]  # every lane's steps price the target's T(k)
     ranked = []
     for name, row in rows.items():
         mine = [r for r in runs if r.drafter == name]
@@ -180,7 +190,9 @@ def rank(
                 "measured_share": row["measured_share"],
                 "outcome": row["outcome"],
                 "repeats": row["repeats"],
-                "comparison": comparison_report(pair, base, median.record),
+                "comparison": comparison_report(
+                    pair, base, median.record, steps=per_step, pooled=pooled
+                ),
             }
         )
     ranked.sort(key=lambda lane: -(lane["speedup"] or 0.0))
@@ -234,16 +246,21 @@ def race(plain: Sequence[RunRecord], runs: Sequence[Run]) -> dict[str, list[list
 
 def sweep(ranked: Sequence[dict], runs: Sequence[Run]) -> dict:
     """Speedup against a constant γ of 1 to the cap for the two best drafters that a
-    record's hindsight can replay (an assistant or the lookup), from each one's median
-    run's own costs; `auto` beside them as measured."""
+    record's hindsight can replay (an assistant or the lookup), priced by the costs the
+    steps measured (each lane's drafting, every run's T(k): the module's note); `auto`
+    beside them as measured."""
+    pooled = [r.record for r in runs]
     curves = {}
     for lane in ranked:
         if len(curves) == 2:
             break
-        median = _median_run([r for r in runs if r.drafter == lane["lane"]]).record
-        h = median.hindsight
-        if h is None:
+        mine = _median_run([r for r in runs if r.drafter == lane["lane"]])
+        median = mine.record
+        if median.hindsight is None:
             continue
+        paired = (r.record for r in runs if r.drafter is None and r.repeat == mine.repeat)
+        own = [run for run in (next(paired, None), median) if run is not None]
+        h = measured_costs.priced(median.hindsight, own, pooled)
         source = (
             DrafterKind.ASSISTANT if h.assistant_runs is not None else DrafterKind.PROMPT_LOOKUP
         )
@@ -268,7 +285,10 @@ def sweep(ranked: Sequence[dict], runs: Sequence[Run]) -> dict:
         }
     auto = {lane["lane"]: lane["speedup"] for lane in ranked if lane["schedule"] == "auto"}
     return {
-        "basis": "replayed from each lane's own run and costs (modelled, not measured)",
+        "basis": (
+            "replayed from each lane's own run, priced by the costs every lane's steps "
+            "measured (modelled, not measured)"
+        ),
         "curves": curves,
         "auto_measured": auto,
     }
@@ -285,13 +305,14 @@ def render(result: dict) -> str:
         f"{'oracle':>8}{'share':>7}  output",
     ]
     for place, lane in enumerate(result["lanes"], start=1):
+        share = lane["measured_share"]
         lines.append(
             f"{place:<3}{lane['lane'][:29]:30}{_cell(lane['speedup'], '{:.2f}x'):>9}"
             f"{_cell(lane['acceptance_rate'], '{:.0%}'):>10}"
             f"{_cell(lane['tokens_per_step'], '{:.2f}'):>10}"
             f"{_cell(lane['drafting_cost_ratio'], '{:.2f}'):>7}"
             f"{_cell(lane['oracle_speedup'], '{:.2f}x'):>8}"
-            f"{_cell(lane['measured_share'], '{:.0%}'):>7}  {lane['outcome']}"
+            f"{'—' if share is None else oracle.share_text(share):>7}  {lane['outcome']}"
         )
     if result["why"]:
         lines.append(result["why"])

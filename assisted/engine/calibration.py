@@ -3,15 +3,21 @@ assistant's drafting and prefill times, timed once per pair, machine and dtype, 
 run's clock starts (`assisted.engine.prepare` calls it), and read back without timing
 (`calibrated`).
 
-The calibration times T(1), T(2) and T(cap + 1) and interpolates between them, plus the
-assistant's row, in a fraction of the time every row of the cap would take
+The calibration times T(1), T(2) and T(cap + 1) and fits the rows between them
+(`assisted.core.cost_curve`: monotone, never above a larger row), plus the assistant's
+row and its read of a block of context, in a fraction of the time every row of the cap
+would take
 (docs/auto-policy.md says how long, and on what). T(2) because the curve bends there: one
 row is a matrix-vector product, two rows take the matrix-matrix kernels, and on a CPU
 without bf16 ones (AVX2, fp32) two rows cost 1.8 plain steps and nine 3.0, so a line from
 T(1) to T(cap + 1) put T(2) 29% and T(3) 16% below what the runs learnt, and short lookup
 drafts on long passages looked cheaper than they were (docs/benchmarks.md). Costs an
-earlier process left on disk are checked, once per process; a sampled run's drafting
-through the assistant's generator is timed apart (`calibrate_sampled`).
+earlier process left on disk are checked, once per process: the timed rows, the
+drafting and its read, and any row the runs kept that disagrees with the others by more
+than timing noise (`DISTURBED`: dearer than a larger row, which no machine makes so).
+The calibration is the runs' prior, worth a few of their steps (`assisted.policy.costs`).
+A sampled run's drafting through the assistant's generator is timed apart
+(`calibrate_sampled`).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from assisted.core import cost_curve
 from assisted.core.settings import RunSettings
 from assisted.engine.clock import synchronize
 
@@ -42,6 +49,10 @@ _CALIBRATION_REPEATS = 3  # timings of each pass, on a cache holding the warm-up
 _CALIBRATION_ATTEMPTS = 3  # timings of a cost, while they look disturbed
 _PREFILL_ROWS = 64  # the block whose time per token estimates an assistant's prefill
 _SAMPLED_TOKENS = 4  # tokens beyond the first whose sampled drafting is timed
+# A row dearer than the monotone fit of all rows by more than this share was disturbed, and
+# is timed again: a plain step's time varies by about 15% around T(1) from the 10th to the
+# 90th percentile (docs/benchmarks.md), a minimum of three timings by less.
+DISTURBED = 0.25
 
 
 def calibrate(
@@ -55,25 +66,30 @@ def calibrate(
     seconds per drafted token; and its seconds per token of a prefill (both 0 without an
     assistant model). Timed on a cache holding `prefix`, each at most once per process.
 
-    Only T(1), T(2) and T(cap + 1) are timed, and the rows between are interpolated
-    linearly (the module's note). Runs then refine each T(k) they use, and keep it for the pair's
-    next runs (`keep_learnt`), as they do the prefill time.
+    Only T(1), T(2) and T(cap + 1) are timed, and the rows between are fitted (the
+    module's note). Runs then time each T(k) they verify, and keep the rows they measured
+    for the pair's next runs (`keep_learnt`), as they do the read time.
 
-    A pass disturbed by other work on the machine reads slow, and a slow T(cap + 1) would
-    keep the policy from ever drafting long enough to correct it; so verifying k rows
-    timed slower than k separate one-row passes is taken as disturbed and timed again, as
-    is a first drafting time dearer than T(1) (`_time_drafting`).
+    A pass disturbed by other work on the machine reads slow, and a slow row would keep
+    the policy from drafting that long until its runs correct it; so a row dearer than
+    the fit of all rows by more than `DISTURBED` is timed again, as is a first drafting
+    time dearer than T(1) (`_time_drafting`).
 
     Costs an earlier process left on disk (`assisted.models.learnt_store`) are checked: the
-    timed rows of T(k) and the drafting time are timed again, once per process, and the smaller of
+    timed rows of T(k), any kept row that disagrees with the others (`DISTURBED`), the
+    drafting time and the read time are timed again, once per process, and the smaller of
     the two times stands, as other work on the machine only ever adds time. A slow value
-    on disk is corrected; a slow timing in this process leaves a good one on disk as it is. The
-    prefill time is not checked: every run that prefills refines and keeps it. What this
-    process timed, and how long it took, is in the pair's `LearntState.timed_here`, for the
-    report. `assisted.engine.prepare` calls it, before any run."""
+    on disk is corrected; a slow timing in this process leaves a good one on disk as it
+    is. What this process timed, and how long it took, is in the pair's
+    `LearntState.timed_here`, for the report. `assisted.engine.prepare` calls it, before
+    any run."""
     timing = pair.learnt.timed_here()
     started = time.perf_counter()
+    # Rows a disturbance left on disk are timed once more: the monotone fit already keeps
+    # them from any decision, and a machine still busy would time them dear again.
+    disturbed = cost_curve.dearer_than_fit(pair.learnt.verify_s, DISTURBED)
     timed = _time_target(pair, prefix, sorted({1, 2, cap + 1}), timing)
+    timed |= _time_target(pair, prefix, disturbed, timing, attempts=1)
     if assistant is not None and precision not in timing.drafting:
         _time_drafting(pair, prefix, assistant, precision, timing)
         timed = True
@@ -86,7 +102,7 @@ def time_verify_rows(pair: LoadedPair, prefix: torch.Tensor, rows: int) -> None:
     """Time T(`rows`) too, where this process has not, by `calibrate`'s rules, on a cache
     holding `prefix`: for a run that verified more rows than its cap + 1, once its clock
     has stopped (Transformers' heuristic schedule grows a fully accepted draft by two,
-    without a bound). `calibrated` then interpolates the rows between."""
+    without a bound). `calibrated` then fits the rows between."""
     timing = pair.learnt.timed_here()
     started = time.perf_counter()
     if _time_target(pair, prefix, [rows], timing):
@@ -94,17 +110,25 @@ def time_verify_rows(pair: LoadedPair, prefix: torch.Tensor, rows: int) -> None:
 
 
 def _time_target(
-    pair: LoadedPair, prefix: torch.Tensor, wanted: list[int], timing: ProcessTiming
+    pair: LoadedPair,
+    prefix: torch.Tensor,
+    wanted: list[int],
+    timing: ProcessTiming,
+    attempts: int = _CALIBRATION_ATTEMPTS,
 ) -> bool:
-    """Time T(k) for each k in `wanted` where this process has not (`calibrate`); whether
-    it did."""
-    verify_s = pair.learnt.verify_s
+    """Time T(k) for each k in `wanted` where this process has not (`calibrate`), up to
+    `attempts` times while a row disagrees with the others; whether it timed any."""
+    learnt = pair.learnt
+    verify_s = learnt.verify_s
     rows = [k for k in wanted if k not in timing.rows]
     before = {k: verify_s[k] for k in rows if k in verify_s}  # from disk, or a run's
-    for _ in range(_CALIBRATION_ATTEMPTS if rows else 0):
-        for k, seconds in _time_forwards(pair.target, prefix, rows, pair.device).items():
-            verify_s[k] = min(seconds, verify_s.get(k, seconds))
-        if all(verify_s[k] <= k * verify_s[1] for k in rows):
+    pending = rows
+    for _ in range(attempts if rows else 0):
+        for k, seconds in _time_forwards(pair.target, prefix, pending, pair.device).items():
+            learnt.keep_verify(k, min(seconds, verify_s.get(k, seconds)), _CALIBRATION_REPEATS)
+        disturbed = cost_curve.dearer_than_fit(verify_s, DISTURBED)
+        pending = [k for k in rows if k in disturbed]
+        if not pending:
             break
     timing.rows.update(rows)
     timing.fresh |= len(before) < len(rows)
@@ -120,33 +144,39 @@ def _time_drafting(
     precision: str,
     timing: ProcessTiming,
 ) -> None:
-    """Time the assistant's seconds per drafted token in `precision`, and where missing its
-    prefill's per token (`calibrate`)."""
+    """Time the assistant's seconds per drafted token in `precision`, and its read's per
+    token of context (`calibrate`)."""
     drafting = pair.learnt.precision(precision)
     timing.drafting.add(precision)
-    kept = drafting.draft_s
+    kept, kept_read = drafting.draft_s, drafting.prefill_s
     # A first timing of a drafted token dearer than the target's one-row step is taken as
     # disturbed: the assistant is the smaller model, and a policy priced so would never
     # draft, so never learn otherwise (on a GPU at batch 1 both passes are launch-bound,
     # so nearly as dear, still no dearer). A learnt time needs no such check: the smaller
     # of it and the new one stands.
     ceiling = pair.learnt.verify_s.get(1, math.inf) if kept is None else math.inf
-    # One row, as the assistant drafts one token per forward pass; where missing, a block
-    # of rows for the prefill, whose time per token is flatter than a single row's.
-    rows = [1] if kept is not None else [1, _PREFILL_ROWS]
+    # One row, as the assistant drafts one token per forward pass, and a block of rows for
+    # the read of the context, whose time per token is flatter than a single row's. The
+    # read is timed whenever drafting is: a read priced 3× too dear on disk kept the
+    # assistant from starting, and only a first draft, which it then never made, would have
+    # corrected it (docs/auto-policy.md).
     for _ in range(_CALIBRATION_ATTEMPTS):
-        timed = _time_forwards(assistant, prefix, rows, pair.device)
+        timed = _time_forwards(assistant, prefix, [1, _PREFILL_ROWS], pair.device)
         drafting.draft_s = min(timed[1], drafting.draft_s or timed[1])
-        if drafting.prefill_s is None and _PREFILL_ROWS in timed:
-            drafting.prefill_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+        read_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+        drafting.prefill_s = min(read_s, drafting.prefill_s or read_s)
         if timed[1] <= ceiling:
             break
     if kept is None:
         timing.fresh = True
         return
-    timing.checked.append(f"drafting {precision}")
-    if drafting.draft_s < kept:
-        timing.corrected.append(f"drafting {precision}")
+    for name, was, now in (
+        (f"drafting {precision}", kept, drafting.draft_s),
+        (f"read {precision}", kept_read, drafting.prefill_s),
+    ):
+        timing.checked.append(name)
+        if was is not None and now < was:
+            timing.corrected.append(name)
 
 
 def calibrated(
@@ -165,7 +195,7 @@ def calibrated(
             f"{pair.spec.name} has no {kind}calibration for {precision!r} and a cap of {cap}: "
             "prepare the pair first (assisted.engine.prepare)"
         )
-    curve = {k: _interpolate(verify_s, k) for k in range(1, cap + 2)}
+    curve = cost_curve.fit({k: [t] for k, t in verify_s.items()}, range(1, cap + 2))
     if not model:
         return curve, 0.0, 0.0
     return curve, draft_s, drafting.prefill_s
@@ -257,15 +287,6 @@ def _time_sampled_drafting(
             for tokens in (1, 1 + _SAMPLED_TOKENS)
         )
     return max(more - one, 0.0) / _SAMPLED_TOKENS
-
-
-def _interpolate(points: dict[int, float], k: int) -> float:
-    """The value at `k`, linear between the nearest points around it."""
-    low = max(x for x in points if x <= k)
-    high = min(x for x in points if x >= k)
-    if low == high:
-        return points[k]
-    return points[low] + (points[high] - points[low]) * (k - low) / (high - low)
 
 
 def _time_forwards(

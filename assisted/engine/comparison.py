@@ -113,13 +113,17 @@ def warmed_paths(pair: LoadedPair) -> int:
 
 
 def report(
-    pair: LoadedPair, plain: RunRecord | None, assisted: RunRecord | None, steps: bool = True
+    pair: LoadedPair,
+    plain: RunRecord | None,
+    assisted: RunRecord | None,
+    steps: bool = True,
+    pooled: Sequence[RunRecord] = (),
 ) -> dict:
-    """`stats.report` of a comparison on `pair` (`per_step` only with `steps`), with the
-    text of the tokens where the runs diverged (`divergence`'s `plain_text` and
-    `assisted_text`)."""
+    """`stats.report` of a comparison on `pair` (`per_step` only with `steps`, the oracle's
+    T(k) priced from `pooled`'s steps too), with the text of the tokens where the runs
+    diverged (`divergence`'s `plain_text` and `assisted_text`)."""
     device, dtype = str(pair.device), pair.dtype_name
-    result = stats.report(pair.spec.name, device, dtype, plain, assisted, steps)
+    result = stats.report(pair.spec.name, device, dtype, plain, assisted, steps, pooled)
     found = result["divergence"]
     if found is not None:
         for run in ("plain", "assisted"):

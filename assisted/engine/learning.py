@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from assisted.core.bands import GREEDY, Band
-from assisted.core.settings import DraftSettings
+from assisted.core.record import RunRecord
+from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
 from assisted.engine.calibration import calibrated
 from assisted.engine.drafters import draft_graphs
 from assisted.engine.drafters.candidates import ASSISTANT, LOOKUP
 from assisted.models import learnt_store
+from assisted.policy.answers import Answer
 from assisted.policy.choice import DraftPolicy
 from assisted.policy.costs import PlainSteps
 
@@ -64,20 +66,36 @@ def new_policy(
             shape = {gamma: seconds / (gamma * per_token_s) for gamma, seconds in timed.items()}
         drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
     history = pair.learnt.precision(precision).acceptance_in(band)
-    return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history, shape)
+    answers = pair.learnt.answers
+    return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history, answers, shape)
 
 
-def keep_learnt(pair: LoadedPair, precision: str, policy: DraftPolicy, band: Band) -> None:
+def keep_learnt(
+    pair: LoadedPair,
+    precision: str,
+    policy: DraftPolicy,
+    band: Band,
+    record: RunRecord,
+    settings: RunSettings,
+) -> None:
     """What an `auto` run in temperature `band` learnt, for the pair's next runs: acceptance
-    per source (for runs in the same band), T(k) for the rows it verified, and the
-    assistant's prefill time per token. Kept in memory, and in the pair's learnt file for
-    the next process: a small write, made once the run's clock has stopped."""
+    per source (for runs in the same band), T(k) for the rows it verified (each the median
+    of its timings, never a row fitted between them), the assistant's time per token of the
+    reads it timed, and the length of its answer (`record`, under `settings`; not a
+    stopped run's, nor a warm-up's, cut short by design). Kept in memory, and in the pair's
+    learnt file for the next process: a small write, made once the run's clock has
+    stopped."""
     learnt = pair.learnt
     drafting = learnt.precision(precision)
     drafting.keep_acceptance(band, policy.acceptance.counts())
-    learnt.verify_s.update(policy.costs.observed_verify_s())
-    if policy.model_source is not None:
-        drafting.prefill_s = policy.costs.prefill_s
+    for rows, (seconds, timings) in policy.costs.measured_verify().items():
+        learnt.keep_verify(rows, seconds, timings)
+    read_s = policy.costs.measured_read_s()
+    if policy.model_source is not None and read_s is not None:
+        drafting.prefill_s = read_s
+    tokens = len(record.token_ids)
+    if not record.stopped and tokens and settings.max_new_tokens > WARMUP_TOKENS:
+        learnt.keep_answer(Answer(tokens, ended=tokens < settings.max_new_tokens))
     learnt_store.save(pair.learnt_file, learnt)
 
 
@@ -89,7 +107,7 @@ def keep_plain_steps(pair: LoadedPair, steps: PlainSteps | None) -> None:
     weigh (`assisted.policy.costs`)."""
     t1_s = steps.t1_s() if steps is not None else None
     if t1_s is not None:
-        pair.learnt.verify_s[1] = t1_s
+        pair.learnt.keep_verify(1, t1_s, len(steps.seconds))
         learnt_store.save(pair.learnt_file, pair.learnt)
 
 

@@ -92,7 +92,9 @@ def keep(ready: Plan, record: RunRecord) -> None:
         )
         if policy is not None:
             record.verify_cost_s = policy.costs.verify_curve()
-            learning.keep_learnt(pair, prepared.precision, policy, ready.band)
+            learning.keep_learnt(
+                pair, prepared.precision, policy, ready.band, record, ready.settings
+            )
     learning.keep_plain_steps(pair, ready.plain_steps)
 
 

@@ -6,6 +6,8 @@
 - `lean_timing`, `watch_cost`: what the lean loop saves, and what watching a run costs;
 - `precisions`, `memory`: the assistant's precisions compared; where a pair's memory goes;
 - `stream_cost`: what one streaming update of the Compare tab costs the server;
+- `bad_machine`: a CLI or benchmark run from another machine's learnt file, or beside a
+  neighbour spinning on one core;
 - `visitors`: a burst of visitors on a served app, on loopback: who is served, refused,
   or left without an answer, and how long admission and `/config` take meanwhile;
 - `gpu_check`, a package: each registry pair's costs on a device, from random models at

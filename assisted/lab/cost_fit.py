@@ -1,13 +1,15 @@
 """Replay the `auto` policy's T(k) offline over a benchmark's recorded steps: how well would
-other weights of its level and shape (`assisted.policy.costs`) have predicted each step's time,
-and how near T(1) stays to the plain steps?
+other weights of its prior and windows (`assisted.policy.costs`: `PRIOR_STEPS`, `WINDOW`)
+have predicted each step's time, and how near T(1) stays to the plain steps?
 
-The benchmark runs its `auto` runs in one process, and each run starts from the T(k) the
-runs before it left (`assisted.engine.learning.keep_learnt`). So the real `CostModel` is stepped
-through every assisted run's steps in the order they ran, from the first run's final T(k)
-(the records keep no earlier curve), and fed each step's time as a verification of its
-rows (drafted + 1); with `--plain`, each plain run's steps set T(1) between them, as the
-product's plain runs do (`assisted.engine.learning.keep_plain_steps`). For each setting it reports:
+The benchmark runs its `auto` runs in one process, and each run starts from the rows the
+runs before it measured and kept (`assisted.engine.learning.keep_learnt`). So a real
+`CostModel` is made for every assisted run in the order they ran, its prior the rows kept
+so far (at first the first run's final T(k): the records keep no earlier curve), and fed
+each step's time as a verification of its rows (drafted + 1), and what it measured is kept
+for the next; with `--plain`, each plain run's steps set T(1) between them, as the
+product's plain runs do (`assisted.engine.learning.keep_plain_steps`). For each setting it
+reports:
 - the error of each assisted step's prediction before its timing is fed:
   |log(time ÷ T(rows))|;
 - per assisted run, the paired plain run's median step over the run's final T(1), the
@@ -20,7 +22,7 @@ the product times: the step's bookkeeping and the assistant's call overhead are 
 the figures rank settings, and the absolute errors are a little high.
 
     python -m assisted.bench --out bench-out
-    python -m assisted.lab.cost_fit bench-out/runs.jsonl --level 0.1,0.3 --shape 0.1 --plain
+    python -m assisted.lab.cost_fit bench-out/runs.jsonl --prior 2,4 --window 12 --plain
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from assisted.analysis import stats
+from assisted.core import cost_curve
 from assisted.core.record import RunRecord
 from assisted.lab import recorded
 from assisted.policy import costs
@@ -54,25 +57,29 @@ class Run:
 
 
 def replay(
-    runs: Sequence[Run], level: float, shape: float, plain: bool = False
+    runs: Sequence[Run], prior: int, window: int, plain: bool = False
 ) -> tuple[list[float], list[float], list[float]]:
     """The step errors and the assisted runs' plain-step-over-T(1) ratios (the module's
-    note), split by whether the paired plain run ran before or after, with `level` and
-    `shape` as T(k)'s weights; where `plain`, each plain run's median step becomes T(1)."""
-    saved = costs.LEVEL_EMA, costs.SHAPE_EMA
-    costs.LEVEL_EMA, costs.SHAPE_EMA = level, shape
+    note), split by whether the paired plain run ran before or after, with the prior worth
+    `prior` timings and windows of `window`; where `plain`, each plain run's median step
+    becomes T(1)."""
+    saved = costs.PRIOR_STEPS, costs.WINDOW
+    costs.PRIOR_STEPS, costs.WINDOW = prior, window
     try:
-        model, errors, before, after = None, [], [], []
+        kept: dict[int, float] = {}  # the rows measured so far, as the learnt file holds them
+        cap, errors, before, after = 0, [], [], []
         for run in runs:
             assisted = run.paired is not None
-            if model is None and assisted:
+            if not kept and assisted:
                 h = run.record.hindsight
-                model = CostModel(h.cap, dict(h.verify_s), {})
-            if model is None or not (assisted or plain):
+                cap, kept = h.cap, dict(h.verify_s)
+            if not kept or not (assisted or plain):
                 continue
             if not assisted:  # as `assisted.engine.learning.keep_plain_steps` does
-                model.verify_s[1] = run.plain_steps.t1_s() or model.verify_s[1]
+                kept[1] = run.plain_steps.t1_s() or kept[1]
                 continue
+            curve = cost_curve.fit({k: [t] for k, t in kept.items()}, range(1, cap + 2))
+            model = CostModel(cap, curve, {})
             for earlier, step in pairwise(run.record.steps):
                 rows = step.drafted + 1
                 seconds = step.t_s - earlier.t_s - (step.draft_s or 0.0)
@@ -82,9 +89,10 @@ def replay(
                 model.observe_verify(rows, seconds)
             ratio = run.paired / model.verify_s[1]
             (before if run.plain_before else after).append(ratio)
+            kept |= {k: seconds for k, (seconds, _) in model.measured_verify().items()}
         return errors, before, after
     finally:
-        costs.LEVEL_EMA, costs.SHAPE_EMA = saved
+        costs.PRIOR_STEPS, costs.WINDOW = saved
 
 
 def load(path: Path) -> list[Run]:
@@ -109,14 +117,14 @@ def load(path: Path) -> list[Run]:
     return loaded
 
 
-def fit(runs: Sequence[Run], settings: Sequence[tuple[float, float]], plain: bool) -> dict:
-    """Per (level, shape) setting, the step errors' median and mean, and the plain-step-over-
+def fit(runs: Sequence[Run], settings: Sequence[tuple[int, int]], plain: bool) -> dict:
+    """Per (prior, window) setting, the step errors' median and mean, and the plain-step-over-
     T(1) ratios' median and 10th and 90th percentiles, where the paired plain run ran
     before the assisted one and where it ran after."""
     rows = {}
-    for level, shape in settings:
-        errors, before, after = replay(runs, level, shape, plain)
-        rows[f"level {level:g}, shape {shape:g}"] = {
+    for prior, window in settings:
+        errors, before, after = replay(runs, prior, window, plain)
+        rows[f"prior {prior}, window {window}"] = {
             "error_median": round(stats.median(errors), 4),
             "error_mean": round(sum(errors) / len(errors), 4),
             "plain_before": _spread(before),
@@ -140,14 +148,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m assisted.lab.cost_fit")
     parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
     parser.add_argument(
-        "--level",
-        default=f"{costs.LEVEL_EMA:g},0.3",
-        help="weights of a timing in the level of every T(k)",
+        "--prior",
+        default=f"{costs.PRIOR_STEPS},4",
+        help="what the prior curve is worth, in timings (a comma list)",
     )
     parser.add_argument(
-        "--shape",
-        default=f"{costs.SHAPE_EMA:g}",
-        help="weights of a timing in its own row beyond the level",
+        "--window",
+        default=f"{costs.WINDOW}",
+        help="how many of a row's latest timings its median is taken over (a comma list)",
     )
     parser.add_argument(
         "--plain",
@@ -160,9 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no greedy assisted runs with their hindsight in {args.runs}", file=sys.stderr)
         return 2
     settings = [
-        (float(level), float(shape))
-        for level in args.level.split(",")
-        for shape in args.shape.split(",")
+        (int(prior), int(window))
+        for prior in args.prior.split(",")
+        for window in args.window.split(",")
     ]
     result = fit(runs, settings, args.plain)
     fed = "and the plain runs' " if args.plain else ""

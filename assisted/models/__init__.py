@@ -1,6 +1,7 @@
 """Models into memory: the named pairs, the checks before loading, loading, quantizing.
 
 - `registry`: the named pairs and their draft settings;
+- `placement`: where a pair runs and in what precision (the device and dtype policy);
 - `pair_checks`, `pairs`: the checks a pair passes before any weights load; loading a pair
   with the device and dtype policy, and keeping at most a few in memory;
 - `loading`, `fetch`, `vocab`: one model into memory; its files onto disk; padded

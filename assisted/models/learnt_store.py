@@ -29,7 +29,10 @@ A file that cannot be read, holds another key or another format version is ignor
 warning, and the next save replaces it: it costs a calibration, never the loaded models.
 Format 3, written without the temperature bands (`assisted.core.bands`), is read: its costs
 hold, and its acceptance, which greedy and sampled runs shared, is read as greedy's (most
-runs are greedy); the next save writes format 4.
+runs are greedy). Formats 3 and 4 hold T(k) without counts or times, interpolated rows
+among them, and no answers: their rows are read as measured, count unknown, and the
+calibration retimes those that disagree with the others (`assisted.engine.calibration`).
+The next save writes format 5.
 
 Several processes write one file, each holding a copy read earlier, so a save never writes
 its copy whole (the last writer would undo the others): holding a lock on `<file>.lock`
@@ -71,8 +74,8 @@ if TYPE_CHECKING:
 
     from assisted.models.registry import PairSpec
 
-FORMAT_VERSION = 4  # raised when the file's shape changes: older files are then ignored,
-_READS = (3, FORMAT_VERSION)  # except these, which `LearntState.from_dict` still reads
+FORMAT_VERSION = 5  # raised when the file's shape changes: older files are then ignored,
+_READS = (3, 4, FORMAT_VERSION)  # except these, which `LearntState.from_dict` still reads
 _OFF = ("", "off")  # ASSISTED_LEARNT_DIR values that keep nothing on disk
 # A writer holds the lock for one small read and write (milliseconds): one that holds it
 # longer has hung, and waiting on it would hold the run's result back.

@@ -3,7 +3,9 @@
 - `choice`: the policy, choosing each step's drafter and γ from the costs and acceptance;
 - `costs`: its cost model (T(k) for k verified rows, drafting cost per token);
 - `acceptance`: its acceptance model, per drafter and band;
-- `learnt`: what a pair learnt, merged across runs and processes.
+- `learnt`: what a pair learnt, merged across runs and processes;
+- `answers`: how long an answer can be expected to run on, from a scale-free prior and the
+  pair's record of answers.
 
 May import: `core`.
 """

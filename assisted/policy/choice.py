@@ -23,26 +23,26 @@ and nobody knows in advance how long the answer will be: the run's remaining bud
 tokens) is only an upper bound. So the prefill is weighed as in the ski-rental problem. The
 assistant never starts if the time it can be expected to save over the tokens the run can
 expect to commit yet cannot repay the prefill: not the whole remaining budget, which a short
-answer never uses, but what a scale-free prior on where answers end expects, given how far
-this one has run (`expected_tokens_left`). Nor does that bet rest on its acceptance being
-high: the read buys a look at it, so it is weighed as a probe's (`_first_read_value`), over
-the prior's acceptances (uniform, as `assisted.policy.acceptance`'s Beta(1, 1)): the saving
-the choice would expect at the prior (optimistically) counts only as often as the assistant
-would pay at all, and where it would not, its first draft's step is lost before it stops.
-Otherwise it starts once the time it would save at the prior, optimistically, on the tokens
-committed so far (plus the next step's) reaches half the prefill's cost (`START_SHARE`):
-when to start is the wait's question, whether at all the probe's, and a wait scaled down by
-the chance that the assistant pays started it one to three steps later on prompts of 90 to
-250 tokens, where it pays (docs/auto-policy.md). A 20-token answer
-after a 700-token passage (a read of about 4 s for the int4 assistant on a 2-core CPU, more
-than plain decoding spends on the answer) thus ends before the assistant starts, drafting
-from prompt-lookup matches or not at all, while a long answer after a short prompt starts at
-once. Waiting for the whole cost, the classic rule, bounds the worst case at twice what the
-better choice in hindsight would have cost, against three times for half; but the oracle
-(`assisted.analysis.oracle`) starts the assistant at the first step of nearly every example
-where the runs wait plain steps, and replayed offline on recorded runs (`python -m
-assisted.lab.policy_fit`) half the cost comes nearer the oracle's modelled speed on both
-prompt sets (docs/lab-notes.md).
+answer never uses, but what the pair's record of answers and a scale-free prior on where
+answers end expect, given how far this one has run (`assisted.policy.answers`). Nor does
+that bet rest on its acceptance being high: the read buys a look at it, so it is weighed as
+a probe's (`_first_read_value`), over the prior's acceptances (uniform, as
+`assisted.policy.acceptance`'s Beta(1, 1)): the saving the choice would expect at the prior
+(optimistically) counts only as often as the assistant would pay at all, and where it would
+not, its first draft's step is lost before it stops. Otherwise it starts once the time it
+would save at the prior, optimistically, on the tokens committed so far (plus the next
+step's) reaches half the prefill's cost (`START_SHARE`): when to start is the wait's
+question, whether at all the probe's, and a wait scaled down by the chance that the
+assistant pays started it one to three steps later on prompts of 90 to 250 tokens, where it
+pays (docs/auto-policy.md). A 20-token answer after a 700-token passage (a read of about 4 s
+for the int4 assistant on a 2-core CPU, more than plain decoding spends on the answer) thus
+ends before the assistant starts, drafting from prompt-lookup matches or not at all, while a
+long answer after a short prompt starts at once. Waiting for the whole cost, the classic
+rule, bounds the worst case at twice what the better choice in hindsight would have cost,
+against three times for half; but the oracle (`assisted.analysis.oracle`) starts the
+assistant at the first step of nearly every example where the runs wait plain steps, and
+replayed offline on recorded runs (`python -m assisted.lab.policy_fit`) half the cost comes
+nearer the oracle's modelled speed on both prompt sets (docs/lab-notes.md).
 
 Resuming the assistant after steps it skipped is the same bet on a smaller read: the tokens of
 those steps (its catch-up). It resumes only where drafting can repay that read over the
@@ -62,6 +62,14 @@ After `PROBE_AFTER` γ = 0 steps in a row the policy drafts one candidate, so th
 resumes when the text becomes predictable again; and an assistant model left unused for
 `PROBE_AFTER` steps drafts once at its best length, since nothing else tells how well it
 would do now (a lookup match is scored whether chosen or not; the assistant cannot be).
+No hold is permanent: an assistant held back by the floor or by a read it must make first
+(its first read, or a catch-up) is probed so too. Every hold rests on costs and an
+acceptance that may be wrong on this machine now, and a probe measures both; but a probe
+that finds them right loses time, so every probe is paid from one exploration budget:
+what it can lose (its step beyond the one token it surely commits, and a first read)
+must fit what is left of `PROBE_SHARE` of the time plain decoding would spend on the
+answer the policy expects (the tokens committed and those expected yet). A run whose
+probes all find nothing is so kept within that margin of plain's time.
 Neither probes within `PROBE_AFTER` tokens of the end: too few steps would be left to use
 what it learns.
 
@@ -78,15 +86,19 @@ No torch here: numbers in, a choice out.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
 from assisted.policy.acceptance import Acceptance, AcceptanceCounts, AcceptanceModel
+from assisted.policy.answers import Answer, expected_tokens_left
 from assisted.policy.costs import CostModel
 
 PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
+# The share of plain decoding's time on the expected answer that probes of a held-back
+# assistant may lose in one run (the module's note).
+PROBE_SHARE = 0.05
 # The share of the assistant's prefill that the time it would have saved must reach before
 # it starts (the ski-rental rule of the module's note: 1 waits until the wait has cost as
 # much as the prefill).
@@ -134,23 +146,6 @@ class Expectation:
     plain_step_s: float
 
 
-def expected_tokens_left(committed: int, tokens_left: int) -> float:
-    """The tokens a run that has committed `committed` and may commit `tokens_left` more can
-    expect to commit yet, not knowing where its answer ends: answer lengths are taken as
-    log-uniform between one token and the run's budget (a scale-free prior: an answer is as
-    likely to run 2 to 4 tokens as 20 to 40), so the longer an answer has run, the longer
-    it is expected to run on, up to the budget. With P(L > x) = ln(B / x) / ln(B) for a
-    budget B and c tokens committed, E[min(L, B) − c | L > c] = (B − c − c·ln(B / c)) /
-    ln(B / c). A 64-token budget expects 14 tokens at the start and at most 19 at any point:
-    a read that 19 tokens of savings cannot repay is never started."""
-    budget = committed + tokens_left
-    done = max(committed, 1)  # the step under way commits a token whatever happens
-    if done >= budget:
-        return float(max(tokens_left, 0))
-    span = math.log(budget / done)
-    return (budget - done - done * span) / span
-
-
 class Floor:
     """The seconds per committed token of the steps the assistant drafted in a run, recent
     steps weighing most, against a plain step's (the module's note)."""
@@ -186,6 +181,7 @@ class DraftPolicy:
         model_source: DrafterKind | None = None,
         prefill_s: float = 0.0,
         history: AcceptanceCounts | None = None,
+        answers: Sequence[Answer] = (),
         draft_shape: dict[int, float] | None = None,
     ):
         """`verify_s`, `drafter_s`, `model_source`, `prefill_s` and `draft_shape` seed the
@@ -193,7 +189,8 @@ class DraftPolicy:
         drafted token, the source that runs a model with a cache of its own, its prefill
         seconds per token, and its time per token by draft length over that.
         `history` holds acceptance counts per source and streak from the pair's earlier
-        runs; the sources are those of `drafter_s`."""
+        runs; the sources are those of `drafter_s`. `answers` are the pair's latest
+        answers (`assisted.policy.answers`)."""
         self.cap = cap
         self.costs = CostModel(cap, verify_s, drafter_s, model_source, prefill_s, draft_shape)
         self.acceptance = AcceptanceModel(cap, drafter_s, history)
@@ -209,6 +206,8 @@ class DraftPolicy:
         self.seen = 0  # the context the model source has read (after its latest draft)
         self.floor = Floor()
         self.read_s = 0.0  # seconds the latest draft spent reading the context first
+        self.answers = tuple(answers)
+        self.explored_s = 0.0  # what the run's probes of a held-back assistant could lose
 
     def choose(
         self,
@@ -246,16 +245,13 @@ class DraftPolicy:
         probing = tokens_left > PROBE_AFTER
         if choice.gamma == 0 and self.zero_steps >= PROBE_AFTER and offers and probing:
             source = max(offers, key=lambda name: self.rate(name, 1))
-            choice = self._choice(source, 1)
-        elif (
-            self.started
-            and probing
-            and self.idle >= PROBE_AFTER
-            and choice.source != model
-            and room
-            and held_back in (None, HeldBack.FLOOR)  # the probe is how the floor turns
-        ):
-            choice, held_back = self._choice(model, self.best(model, room)[0]), None
+            if self._probe_fits(source, 1, tokens_left):
+                choice = self._choice(source, 1)
+        elif probing and self.idle >= PROBE_AFTER and choice.source != model and room:
+            # Also how the floor turns, and how a hold on a read is tested.
+            gamma = self.best(model, room)[0]
+            if self._probe_fits(model, gamma, tokens_left):
+                choice, held_back = self._choice(model, gamma), None
         if held_back is not None:
             choice = replace(choice, held_back=held_back)
         self.zero_steps = self.zero_steps + 1 if choice.gamma == 0 else 0
@@ -313,7 +309,7 @@ class DraftPolicy:
             + [self.best(name, most)[1] for name, most in offers.items() if name != model]
         )
         read_s = self.costs.read_s(self.context - self.seen)
-        tokens = expected_tokens_left(self.committed, tokens_left)
+        tokens = expected_tokens_left(self.committed, tokens_left, self.answers)
         if self.started:
             _, with_model = self.best(model, offers[model], optimistic=True, steady=True)
             if with_model <= without:
@@ -328,6 +324,19 @@ class DraftPolicy:
         if (self.committed + 1) * saved_per_token_s < START_SHARE * read_s:
             return HeldBack.WAITING
         return None
+
+    def _probe_fits(self, source: DrafterKind, gamma: int, tokens_left: int) -> bool:
+        """Whether a probe of `source` at `gamma` fits the run's exploration budget (the
+        module's note); if it does, it is spent."""
+        one_row_s = self.costs.verify_s[1]
+        first = source == self.model_source and not self.started
+        read_s = self.costs.read_s(self.context) if first else 0.0
+        loss_s = max(read_s + self.cost_s(source, gamma) - one_row_s, 0.0)
+        answer = self.committed + expected_tokens_left(self.committed, tokens_left, self.answers)
+        if self.explored_s + loss_s > PROBE_SHARE * one_row_s * answer:
+            return False
+        self.explored_s += loss_s
+        return True
 
     def _first_read_value(self, most: int, without: float) -> tuple[float, float, float]:
         """What the model source's first read buys, before it has drafted in this run: the

@@ -1,39 +1,41 @@
-"""The `auto` policy's cost model: how long a step takes, by source and draft length.
+"""The `auto` policy's cost model: how long a step takes, by source and draft length, as the
+run is paying it.
 
 cost(γ) = call_s + drafter_s·γ + T(γ + 1), plus catch_up_s for an assistant model that
 skipped the steps before (its cache then lacks the tokens it did not see). A plain step
 (γ = 0) costs T(1).
 - T(k) is the target's time to verify k rows (the last committed token + k − 1
-  candidates). It is seeded by a calibration (`assisted.engine.calibration.calibrate`: T(1),
-  T(2) and T(cap + 1) timed, linear between) and refined by the timed verifications, each in two
-  ways: its own row moves toward it (an exponential moving average), and every row moves
-  by the share the timing says the level of all moved. Other work on a shared machine
-  slows every row alike, and most rows are seldom verified: an `auto` run rarely takes a
-  plain step, so T(1), refined only by its own row, would keep for dozens of runs what one
-  slow patch left, and every plain step and modelled speedup is priced from it. The level
-  cannot fix the curve's shape, though: a few slow plain steps can lift T(1) above the
-  cheapest multi-row row for the rest of a benchmark. So a plain run's own steps set T(1),
-  the median of its passes (`PlainSteps`); `python -m assisted.lab.cost_fit --plain`
-  replays recorded steps to check it. Both weights (`LEVEL_EMA`, `SHAPE_EMA`) are 0.1: a
-  faster level moves every row alike, so it hardly moves the policy's choices, and it lets
-  T(1) swing wider between plain runs (docs/lab-notes.md: "T(k) kept level", "Plain runs
-  set T(1)").
-- drafter_s is a source's time per drafted token, refined the same way. Prompt lookup's is
-  0: its n-gram search runs at every step whatever is chosen, so choosing it costs only the
-  verification. Where the model source's drafts were timed by length (replayed CUDA
-  graphs: a short draft pays the launch and the read a long one pays), a draft of γ costs
+  candidates), fitted monotone in k from the run's own timed verifications, robustly
+  (`assisted.core.cost_curve`: medians, the level of the rows not yet verified set by the
+  ratios of those verified, every row at most any larger row's).
+- drafter_s is a source's time per drafted token. Prompt lookup's is 0: its n-gram search
+  runs at every step whatever is chosen, so choosing it costs only the verification.
+  Where the model source's drafts were timed by length (replayed CUDA graphs: a short
+  draft pays the launch and the read a long one pays), a draft of γ costs
   drafter_s·γ·shape(γ), shape(γ) its time per token over the longest draft's, so that it
-  starts at its own timing; the refinements move drafter_s, hence every length alike.
+  starts at its own timing; each draft is a timing of drafter_s once divided by its
+  shape, so every length moves alike.
 - call_s is the assistant's time per drafting call outside its forward passes (its own
   generate() loop); catch_up_s what reading the skipped steps' tokens adds to a call.
 - prefill_s is the assistant's time per token of context it reads before its first draft,
   and prices any read of tokens it has not seen (`read_s`: its first read of the prompt,
   its catch-up after skipped steps); the policy weighs that read before starting or
-  resuming the assistant at all (`assisted.policy.choice`). It is calibrated, then learnt
-  as T(k) is, by a moving average: each first draft moves it toward its own time per
-  token, a long read more than a short one (`READ_EMA`, `FULL_READ`). One read is a noisy
-  timing on a shared machine (5–11 ms a token for the same work, seen on one 2-core CPU),
-  and the next run's decision to start the assistant rests on it.
+  resuming the assistant at all (`assisted.policy.choice`).
+
+**The costs a decision uses are the costs the run is paying.** Each figure starts from a
+prior (the calibration, refined by earlier runs: `assisted.policy.learnt`) that counts as
+`PRIOR_STEPS` timings, and each of the run's own timings joins a window of the latest
+`WINDOW`; the figure is the median of the window and the prior's copies. Three timings of
+the run overrule any prior, however wrong: a learnt file written while another job shared
+the cores once priced the first read 3× and T(3)…T(8) 2.5× above what the machine paid,
+and an average that moved 4% a timing (the model this replaced) kept the assistant from
+drafting for dozens of runs (docs/auto-policy.md). A median also ignores the odd slow
+pass, which an average carries for many steps. A plain run's own steps set T(1) for the
+pair's next runs, the median of its passes (`PlainSteps`).
+
+What a run keeps is only what it measured (`measured_verify`): the median and count of
+each row it verified, never a row fitted between them, so the next calibration sees
+measurements, not its own interpolation.
 
 No torch here: seconds in, seconds out.
 """
@@ -41,23 +43,43 @@ No torch here: seconds in, seconds out.
 from __future__ import annotations
 
 import statistics
+from collections import deque
+from dataclasses import dataclass, field
 
+from assisted.core import cost_curve
 from assisted.core.drafters import DrafterKind
+from assisted.core.figures import median
 
-EMA = 0.1  # weight of a new timing in the moving averages
-LEVEL_EMA = SHAPE_EMA = EMA  # ... of T(k)'s level and of a T(k)'s own row (the note)
-# A first draft's read of `FULL_READ` tokens or more moves the prefill time per token by
-# `READ_EMA` of its distance from its own; a shorter read by that share of it, as its
-# time holds more of the call's fixed costs.
-READ_EMA = 0.25
-FULL_READ = 256
+# What the prior is worth, in timings of the run (the module's note) ...
+PRIOR_STEPS = 2
+# ... and how many of the run's latest timings of one figure the median is taken over:
+# enough to ride out a few slow passes, few enough to follow a neighbour that starts or
+# stops mid-run within a dozen steps.
+WINDOW = 12
 # The fewest one-row passes whose median may stand for T(1): a stopped run's few do not,
 # nor a warm-up run's (`assisted.core.settings.WARMUP_TOKENS`, one pass fewer), paying first calls.
 PLAIN_STEPS = 8
 
 
+@dataclass
+class Estimate:
+    """One cost: the median of the run's latest `WINDOW` timings and `PRIOR_STEPS` copies of
+    its prior (the module's note). A prior of None counts for nothing."""
+
+    prior: float | None
+    timings: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+
+    def observe(self, seconds: float) -> None:
+        self.timings.append(seconds)
+
+    @property
+    def value(self) -> float:
+        copies = [self.prior] * PRIOR_STEPS if self.prior is not None else []
+        return median([*self.timings, *copies]) or 0.0
+
+
 class CostModel:
-    """Seconds per step by source and γ, refined by the timings of the run's steps."""
+    """Seconds per step by source and γ, as the run's own steps time them."""
 
     def __init__(
         self,
@@ -74,18 +96,24 @@ class CostModel:
         prefill before its first draft and a catch-up after skipped steps), and `prefill_s`
         is that model's seconds per token of context it prefills. `draft_shape` maps γ to
         the model source's time per token in a draft of γ over its `drafter_s` (the
-        module's note; None: 1 at every γ)."""
+        module's note; None: 1 at every γ). All are the priors."""
         missing = [k for k in range(1, cap + 2) if k not in verify_s]
         if missing:
             raise ValueError(f"verification times are missing for rows {missing}")
-        self.verify_s = dict(verify_s)
+        self.prior_verify_s = dict(verify_s)
+        self.verify_timings: dict[int, deque[float]] = {}
+        self.verify_counts: dict[int, int] = {}
+        self.verify_s = cost_curve.fit({}, verify_s, self.prior_verify_s, PRIOR_STEPS)
         self.drafter_s = dict(drafter_s)
         self.model_source = model_source
+        self.drafting = Estimate(drafter_s.get(model_source))
+        self.prefill = Estimate(prefill_s or None)  # 0: never timed
         self.prefill_s = prefill_s
         self.draft_shape = dict(draft_shape or {})
+        self.catch_up = Estimate(None)
         self.catch_up_s = 0.0
+        self.call = Estimate(None)
         self.call_s = 0.0  # the model source's seconds per drafting call beyond its passes
-        self.verified = False  # a verification refined T(k): its row, and all rows' level
         self.last_call_s = 0.0  # the wall time of the latest drafting call
 
     def cost_s(self, source: DrafterKind | None, gamma: int, catch_up: bool = False) -> float:
@@ -109,15 +137,14 @@ class CostModel:
 
     def observe_verify(self, rows: int, seconds: float) -> None:
         """The target verified `rows` rows (last committed token + candidates) in `seconds`:
-        every T(k) moves by the share `LEVEL_EMA` of the timing's ratio to T(rows) (the
-        level), then T(rows) by `SHAPE_EMA` toward the timing (its own row)."""
+        the row's window takes it, and T(k) is fitted again (the module's note)."""
         if rows not in self.verify_s:
             return
-        level = 1.0 + LEVEL_EMA * (seconds / self.verify_s[rows] - 1.0)
-        for k in self.verify_s:
-            self.verify_s[k] *= level
-        self.verify_s[rows] += SHAPE_EMA * (seconds - self.verify_s[rows])
-        self.verified = True
+        self.verify_timings.setdefault(rows, deque(maxlen=WINDOW)).append(seconds)
+        self.verify_counts[rows] = self.verify_counts.get(rows, 0) + 1
+        self.verify_s = cost_curve.fit(
+            self.verify_timings, self.verify_s, self.prior_verify_s, PRIOR_STEPS
+        )
 
     def read_s(self, tokens: int) -> float:
         """Seconds the model source takes to read `tokens` tokens it has not seen."""
@@ -131,38 +158,48 @@ class CostModel:
     def observe_draft(
         self, drafted: int, seconds: float, prefilled: int | None = None, catch_up: bool = False
     ) -> float:
-        """The model source drafted `drafted` (at least one) candidates in `seconds` of
-        forward passes; the rest of its call's wall time refines `call_s`. Where the call
-        first prefilled `prefilled` tokens of context, the excess over the drafting refines
-        the prefill time per token (for this run and the pair's next ones: the module's
-        note); a catch-up's excess refines `catch_up_s`; any other draft refines the time
-        per drafted token. Returns that excess: the seconds the call spent reading tokens
-        it had not seen (0 for a draft that read none)."""
+        """The model source drafted `drafted` (at least one) candidates in `seconds` of forward
+        passes; the rest of its call's wall time is a timing of `call_s`. Where the call
+        first prefilled `prefilled` tokens of context, the excess over the drafting is a
+        timing of the prefill time per token; a catch-up's excess one of `catch_up_s`; any
+        other draft one of the time per drafted token. Returns that excess: the seconds the
+        call spent reading tokens it had not seen (0 for a draft that read none)."""
         if self.last_call_s:
-            self.call_s += EMA * (max(self.last_call_s - seconds, 0.0) - self.call_s)
+            self.call.observe(max(self.last_call_s - seconds, 0.0))
+            self.call_s = self.call.value
             self.last_call_s = 0.0
         per_token = self.drafter_s[self.model_source]
         shape = self._shape(self.model_source, drafted)
         extra = max(seconds - per_token * drafted * shape, 0.0)
         if prefilled is not None:
-            measured = extra / max(prefilled, 1)
-            weight = READ_EMA * min(1.0, prefilled / FULL_READ) if self.prefill_s else 1.0
-            self.prefill_s += weight * (measured - self.prefill_s)
+            self.prefill.observe(extra / max(prefilled, 1))
+            self.prefill_s = self.prefill.value
             return extra
         if catch_up:
-            self.catch_up_s += EMA * (extra - self.catch_up_s)
+            self.catch_up.observe(extra)
+            self.catch_up_s = self.catch_up.value
             return extra
-        self.drafter_s[self.model_source] += EMA * (seconds / (drafted * shape) - per_token)
+        self.drafting.observe(seconds / (drafted * shape))
+        self.drafter_s[self.model_source] = self.drafting.value
         return 0.0
 
     def verify_curve(self) -> list[tuple[int, float]]:
         """T(k) as (rows, seconds), rows ascending."""
         return sorted(self.verify_s.items())
 
-    def observed_verify_s(self) -> dict[int, float]:
-        """T(k) as this run's verifications refined it: every row once one was timed (each
-        moves the level of all), none before."""
-        return dict(self.verify_curve()) if self.verified else {}
+    def measured_read_s(self) -> float | None:
+        """The median seconds per token of the reads of context this run timed (its first
+        draft's, usually one), or None where it made none: what the pair keeps as the
+        prior of its next runs' first read."""
+        return median(list(self.prefill.timings))
+
+    def measured_verify(self) -> dict[int, tuple[float, int]]:
+        """The rows this run verified, each with the median of its latest timings and how
+        many it timed: what the pair keeps (never a fitted row: the module's note)."""
+        return {
+            k: (statistics.median(times), self.verify_counts[k])
+            for k, times in sorted(self.verify_timings.items())
+        }
 
 
 class PlainSteps:

@@ -8,6 +8,13 @@ Two kinds of knowledge, kept apart because they age differently:
   drafts through its own `generate()`, warping and sampling each token, so its time per
   drafted token is timed apart (`sampled_draft_s`), once a process first prepares a
   sampled `auto` run.
+  T(k) holds measured rows only, each with how many timings stand behind it and when it
+  was last measured (`verify_timed`): a row fitted between measured ones is never kept,
+  so a calibration checks measurements, not its own interpolation
+  (`assisted.engine.calibration`).
+- **answers**, a fact about the prompts seen: the lengths of the pair's latest answers
+  (`answers`: tokens, and whether the answer ended or its budget cut it), from which the
+  policy expects how long an answer runs on (`assisted.policy.answers`).
 - **acceptance**, a fact about the text seen: per assistant precision and temperature band
   (`assisted.core.bands`: greedy, or sampled at one of three temperatures), (accepted, tried)
   counts per source and streak. Each run starts from the latest counts of its band,
@@ -46,6 +53,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -54,6 +62,7 @@ from typing import TypeVar
 from assisted.core.bands import GREEDY, SAMPLED_BANDS, Band
 from assisted.core.drafters import DrafterKind
 from assisted.policy.acceptance import LONG_MATCH, AcceptanceCounts, Counts, EstimateKey
+from assisted.policy.answers import MAX_ANSWERS, Answer
 
 _T = TypeVar("_T")
 
@@ -125,6 +134,11 @@ class LearntState:
     # T(k): rows k -> the target's seconds to verify them, for the rows timed or verified.
     verify_s: dict[int, float] = field(default_factory=dict)
     precisions: dict[str, PrecisionLearnt] = field(default_factory=dict)
+    # Per row of `verify_s`: how many timings stand behind it, and when (Unix seconds) it
+    # was last measured; none for a row whose timings are unknown (a format-4 file's).
+    verify_timed: dict[int, tuple[int, float]] = field(default_factory=dict)
+    # The pair's latest answers, oldest first, at most `MAX_ANSWERS`.
+    answers: list[Answer] = field(default_factory=list)
     # What this process timed (`timed_here`). Not kept on disk.
     timing: ProcessTiming = field(default_factory=ProcessTiming, compare=False, repr=False)
     # The learnt file's state when this process last read or wrote it (`merge`); None
@@ -152,6 +166,16 @@ class LearntState:
         """Seconds this process spent timing the costs, checks included: 0 where it timed
         nothing, every cost coming from an earlier process unchecked."""
         return self.timed_here().seconds
+
+    def keep_verify(self, rows: int, seconds: float, timings: int) -> None:
+        """T(`rows`) measured at `seconds`, the median of `timings` timings, now."""
+        self.verify_s[rows] = seconds
+        count = self.verify_timed.get(rows, (0, 0.0))[0]
+        self.verify_timed[rows] = (count + timings, round(time.time(), 1))
+
+    def keep_answer(self, answer: Answer) -> None:
+        """One more answer of the pair, the oldest dropped past `MAX_ANSWERS`."""
+        self.answers = [*self.answers, answer][-MAX_ANSWERS:]
 
     def precision(self, name: str) -> PrecisionLearnt:
         """What was learnt in precision `name` ("none", "int8", ...), empty at first."""
@@ -192,6 +216,8 @@ class LearntState:
         return LearntState(
             dict(self.verify_s),
             {name: learnt.copy() for name, learnt in self.precisions.items()},
+            dict(self.verify_timed),
+            list(self.answers),
         )
 
     def adopt(self, merged: LearntState, synced: LearntState) -> None:
@@ -199,6 +225,8 @@ class LearntState:
         acceptance is apart, it stays as it is, and so does the file's copy of it."""
         self.verify_s.clear()
         self.verify_s.update(merged.verify_s)
+        self.verify_timed = dict(merged.verify_timed)
+        self.answers = list(merged.answers)
         for name, theirs in merged.precisions.items():
             mine = self.precision(name)
             mine.draft_s, mine.prefill_s = theirs.draft_s, theirs.prefill_s
@@ -215,11 +243,16 @@ class LearntState:
         self.synced = seen
 
     def to_dict(self) -> dict:
-        """The state as JSON-ready data: T(k) as [k, seconds] pairs, and each acceptance
+        """The state as JSON-ready data: T(k) as [k, seconds, timings, measured at] rows,
+        the answers as [tokens, ended] pairs, and each acceptance
         key, a (source, streak, match bucket) tuple, as three fields of its entry; greedy's
         acceptance under `acceptance`, the sampled bands' under `sampled`."""
         return {
-            "verify_s": [[k, seconds] for k, seconds in sorted(self.verify_s.items())],
+            "verify_s": [
+                [k, seconds, *self.verify_timed.get(k, ())]
+                for k, seconds in sorted(self.verify_s.items())
+            ],
+            "answers": [[answer.tokens, answer.ended] for answer in self.answers],
             "precisions": {
                 name: {
                     "draft_s": learnt.draft_s,
@@ -238,8 +271,12 @@ class LearntState:
         could not use (negative, infinite, not a number), raises ValueError, TypeError,
         KeyError or AttributeError. Data in format 3 (`assisted.models.learnt_store`), which has
         no sampled bands, has no `sampled_draft_s` nor `sampled`: its acceptance, left by
-        greedy and sampled runs alike, is read as greedy's."""
-        verify_s = {_rows(k): _seconds(seconds) for k, seconds in data["verify_s"]}
+        greedy and sampled runs alike, is read as greedy's. Formats 3 and 4 hold T(k) as
+        [k, seconds] pairs, with no count nor time, and no answers."""
+        rows = [_verify_row(row) for row in data["verify_s"]]
+        verify_s = {k: seconds for k, seconds, _ in rows}
+        verify_timed = {k: timed for k, _, timed in rows if timed is not None}
+        answers = [_answer(entry) for entry in data.get("answers", [])][-MAX_ANSWERS:]
         precisions = {
             name: PrecisionLearnt(
                 _optional(learnt["draft_s"]),
@@ -253,15 +290,15 @@ class LearntState:
             )
             for name, learnt in data["precisions"].items()
         }
-        return cls(verify_s, precisions)
+        return cls(verify_s, precisions, verify_timed, answers)
 
 
 def merge(disk: LearntState, state: LearntState) -> LearntState:
     """What the file should hold: `disk`, what it holds now, with what `state` learnt since
     it last read or wrote the file (its `synced` copy), value by value.
 
-    - T(k), per row k, and each precision's drafting (greedy and sampled) and prefill
-      seconds: this process's
+    - T(k), per row k (with its count and time), the answers (as one list), and each
+      precision's drafting (greedy and sampled) and prefill seconds: this process's
       value where it timed or refined it since (it differs from its copy of the file), or
       where the file has none; the file's otherwise. Two measurements of one machine are
       both honest, so the later writer's stands.
@@ -277,7 +314,12 @@ def merge(disk: LearntState, state: LearntState) -> LearntState:
     synced = state.synced or LearntState()
     merged = disk.copy()
     for k, seconds in state.verify_s.items():
-        merged.verify_s[k] = _newer(seconds, synced.verify_s.get(k), disk.verify_s.get(k))
+        if seconds != synced.verify_s.get(k) or k not in disk.verify_s:
+            merged.verify_s[k] = seconds
+            if k in state.verify_timed:
+                merged.verify_timed[k] = state.verify_timed[k]
+    if state.answers != synced.answers or not disk.answers:
+        merged.answers = list(state.answers)
     for name, mine in state.precisions.items():
         was = synced.precisions.get(name, PrecisionLearnt())
         theirs = merged.precision(name)
@@ -356,6 +398,24 @@ def _seconds(value: object) -> float:
     if _number(value) == 0:
         raise ValueError("a verification that took no time")
     return float(value)
+
+
+def _verify_row(row: list) -> tuple[int, float, tuple[int, float] | None]:
+    """One row of T(k): [k, seconds, timings, measured at], or [k, seconds] where its
+    timings are unknown (format 4, or a row set by hand)."""
+    if len(row) == 2:
+        return _rows(row[0]), _seconds(row[1]), None
+    k, seconds, timings, at = row
+    if isinstance(timings, bool) or not isinstance(timings, int) or timings < 0:
+        raise ValueError(f"{timings!r} is not a count of timings")
+    return _rows(k), _seconds(seconds), (timings, _number(at))
+
+
+def _answer(entry: list) -> Answer:
+    tokens, ended = entry
+    if not isinstance(ended, bool):
+        raise ValueError(f"{ended!r} is not true or false")
+    return Answer(_rows(tokens), ended)
 
 
 def _optional(value: object) -> float | None:

@@ -1,8 +1,9 @@
 """The web app's parts, assembled by `app.py`: a folder per tab, and what the tabs share.
 
-Each tab's folder (`compare`, `benchmark`) holds its layout, handlers (`tab`), request and
-GPU work (`request`, `gpu`), outputs and formatting; its `__init__` says which is which. A
-new tab is a folder like these, and a few lines in `app.py`.
+Each tab's folder (`compare`, `benchmark`, `shootout`) holds its layout, handlers
+(`tab`), request and GPU work (`request`, `gpu`), outputs and formatting; its `__init__`
+says which is which. A new tab is a folder like these, and a few lines in `app.py`. No
+tab's folder imports another's, and what the tabs share imports none of them.
 What the tabs share: `tabs` holds what each is handed (`TabState`) and builds with,
 `pair_access` the way from a pair's name to the pair ready on the device (`PairAccess`),
 `gpu_turn` the GPU sequence every tab's run goes through (its Stop flag and turn, the
@@ -16,6 +17,7 @@ device), `stop_flags` (Stop requests a forked GPU worker can see), and `errors` 
 chart, outputs, request, pace, numbers, requests and gpu_time modules import neither
 gradio nor torch.
 
-May import every layer but the lab. Nothing else in `assisted` imports this package, so
-the CLI and the benchmark never load Gradio.
+May import every layer but the lab. In `assisted` only the lab imports this package
+(`lab.stream_cost` times the Compare tab's updates), so the CLI and the benchmark never
+load Gradio.
 """

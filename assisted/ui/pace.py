@@ -1,10 +1,10 @@
 """How fast each pair decodes here, as this app process has measured it: seconds per plain
 token, for the Benchmark tab's time estimate. Imports neither torch nor gradio.
 
-Both tabs make plain runs, and the latest one on a pair sets its pace: the run's seconds per
-token after its first step (`stats.target_s_per_token`; the first step holds the prefill).
-Plain decoding runs the target alone, so paces are kept by target: pairs that share one
-(`embedded` and `embedded-prompt-lookup`) share a pace.
+A comparison and a benchmark make plain runs, and the latest one on a pair sets its pace:
+the run's seconds per token after its first step (`stats.target_s_per_token`; the first
+step holds the prefill). Plain decoding runs the target alone, so paces are kept by
+target: pairs that share one (`embedded` and `embedded-prompt-lookup`) share a pace.
 Until a pair has that figure (a comparison stopped within two steps of plain decoding), an
 `auto` run's T(1), the target's measured time to verify one row (`verify_cost_s`, the
 policy's calibration refined by the run), stands in for it. Before either, the pair has no

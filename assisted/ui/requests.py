@@ -31,7 +31,7 @@ class PairPlace:
 
 class GpuRequest(Protocol):
     """What every tab's request for a GPU call holds (`compare.request`,
-    `benchmark.request`)."""
+    `benchmark.request`, `shootout.request`)."""
 
     @property
     def pair(self) -> PairPlace: ...

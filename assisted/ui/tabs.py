@@ -25,6 +25,13 @@ Stops = StopFlags
 """Stop requests by key (the session, and the tab): a Stop button sets its request's flag,
 and the backend ends the run within one step, in whichever process it runs."""
 
+# A chart's axis ticks as Vega's default (",f" to as many decimals as the tick step needs),
+# less trailing zeros ("~"): a chart with nothing to show yet has axes that span nothing, no
+# step to take the decimals from, and the default then labels its one tick "0.000000"; and
+# a fixed ",.0f" labels ticks 0.1 s apart "0", half a γ apart "1", "2", "2".
+# Not "~g", which takes significant digits from the step: ticks of 20 read "2e+1".
+TICKS = ",~f"
+
 
 @dataclass(frozen=True)
 class TabState:

@@ -262,6 +262,21 @@ def test_the_benchmark_reports_the_share_of_the_oracle_its_runs_reached():
     assert "4.00x" in shares.overall_line(group)
 
 
+def test_a_share_above_the_oracle_never_reads_as_a_share():
+    assert oracle.share_text(0.85) == "85%"
+    assert oracle.share_text(1.0) == "100%"
+    assert oracle.share_text(1.28) == "above the oracle (×1.28)"
+    group = {"oracle_prompts": 1, "oracle_speedup_geomean": 1.0, "modelled_share": 1.0}
+    from assisted.bench import shares
+
+    line = shares.overall_line(group | {"measured_share": 1.28, "oracle_agreement": 1.0})
+    assert "above the oracle (×1.28) measured" in line and "128%" not in line
+    # A run measured at 0.5 s: 16x against the oracle's 8x (modelled), in the run's sentence.
+    found = oracle.report(*hand_made(0.5, [8, 7, 6, 5, 4, 3, 2, 1]))
+    assert found["measured_share"] == pytest.approx(2.0)
+    assert "as a share of the oracle's: above the oracle (×2.00)." in oracle.describe(found)
+
+
 # -- replaying the policy offline ------------------------------------------------------------
 
 
@@ -397,17 +412,17 @@ def test_the_cost_replay_scores_each_setting_and_lets_plain_steps_refine_t1(tmp_
         (None, False),
         (0.5, True),
     ]
-    alone = cost_fit.fit(loaded, [(0.3, 0.02)], plain=False)["settings"]["level 0.3, shape 0.02"]
+    alone = cost_fit.fit(loaded, [(2, 12)], plain=False)["settings"]["prior 2, window 12"]
     assert alone["error_median"] == 0.0  # every step took what its T(k) said
     assert alone["plain_after"]["median"] == 1.0
     assert alone["plain_before"]["median"] == 0.5  # T(1) never saw the faster plain steps
-    fed = cost_fit.fit(loaded, [(0.3, 0.02)], plain=True)["settings"]["level 0.3, shape 0.02"]
+    fed = cost_fit.fit(loaded, [(2, 12)], plain=True)["settings"]["prior 2, window 12"]
     # The plain run set T(1), and the assisted run's steps, timed as modelled, kept it.
     assert fed["plain_before"]["median"] == pytest.approx(1.0)
     assert fed["error_median"] == 0.0
-    assert cost_fit.main([str(runs), "--level", "0.1,0.3", "--shape", "0.02"]) == 0
+    assert cost_fit.main([str(runs), "--prior", "2,4", "--window", "12"]) == 0
     out = capsys.readouterr().out
-    assert "level 0.1, shape 0.02: step error" in out and "level 0.3, shape 0.02" in out
+    assert "prior 2, window 12: step error" in out and "prior 4, window 12" in out
 
 
 def test_step_prices_set_each_kind_of_step_against_the_oracles_price(tmp_path, capsys):

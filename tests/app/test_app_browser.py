@@ -400,16 +400,31 @@ def test_no_rejected_draft_of_a_summary_copies_the_chat_template(browser, url_of
         page.close()
 
 
-def test_the_shootout_tab_streams_the_lanes_and_ranks_them(page):
-    expect = sync_api.expect
+def set_number(page, elem_id: str, value: int) -> None:
+    """A slider's number box set to `value`, as a visitor types it."""
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def run_shootout(page, rounds: int = 1) -> None:
+    """A finished shoot-out of 8 tokens a lane on the Shoot-out tab: its ranking says how
+    many plain runs it made, which tells it from the one before on the page."""
     page.get_by_role("tab", name="Shoot-out").click()
     page.locator("#shootout-prompt textarea").fill("def add(a, b):")
-    tokens = page.locator("#shootout-max-new-tokens input[type=number]")
-    tokens.fill("8")
-    tokens.press("Enter")
+    set_number(page, "shootout-max-new-tokens", 8)
+    set_number(page, "shootout-repeats", rounds)
+    sync_api.expect(page.locator("#shootout-repeats input[type=range]")).to_have_value(str(rounds))
     page.locator("#shootout-run").click()
-    expect(page.locator("#shootout-lanes")).to_contain_text("tok/s", timeout=TIMEOUT_MS)
-    expect(page.locator("#shootout-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    plain_runs = re.compile(rf"One plain baseline: {rounds} runs? at")
+    sync_api.expect(page.locator("#shootout-why")).to_contain_text(plain_runs, timeout=TIMEOUT_MS)
+    sync_api.expect(page.locator("#shootout-status")).to_contain_text("Done")
+
+
+def test_the_shootout_tab_streams_the_lanes_and_ranks_them(page):
+    expect = sync_api.expect
+    run_shootout(page)
+    expect(page.locator("#shootout-lanes")).to_contain_text("tok/s")
     expect(page.locator("#shootout-why")).to_contain_text(re.compile("won at|No lane beat"))
     ranking = page.locator("#shootout-ranking")
     for lane in ("auto", "Transformers' defaults", "heuristic", "auto (int4-wo)", "prompt lookup"):
@@ -417,3 +432,161 @@ def test_the_shootout_tab_streams_the_lanes_and_ranks_them(page):
     expect(ranking).to_contain_text("identical")
     SCREENSHOTS.mkdir(exist_ok=True)
     page.locator("#tab-shootout").screenshot(path=SCREENSHOTS / "shootout.png")
+
+
+# Every Vega chart inside an element as the browser drew it (Gradio draws its charts as
+# SVG): its title, its axes' and legends' descriptions, the legend's entries that show
+# (inside the chart's block, which cuts off what overflows it), and each of its marks (a
+# line, a bar, a point) with its description, which names the values it stands for, and
+# its size.
+VEGA_CHARTS_JS = """
+root => Array.from(root.querySelectorAll("svg.marks")).map(svg => {
+    const block = svg.closest(".block").getBoundingClientRect();
+    const inside = node => {
+        const box = node.getBoundingClientRect();
+        return box.left >= block.left && box.right <= block.right
+            && box.top >= block.top && box.bottom <= block.bottom;
+    };
+    const label = node => node.getAttribute("aria-label") || "";
+    const described = kind =>
+        Array.from(svg.querySelectorAll(`[aria-roledescription="${kind}"]`)).map(label);
+    const furniture = ["axis", "legend", "title"];
+    const marks = Array.from(svg.querySelectorAll('[role="graphics-symbol"]')).filter(
+        node => !furniture.includes(node.getAttribute("aria-roledescription")));
+    return {
+        title: described("title").join(" "),
+        axes: described("axis"),
+        legends: described("legend"),
+        legend_shown: Array.from(svg.querySelectorAll(".role-legend-label text"))
+            .filter(inside).map(node => node.textContent),
+        marks: marks.map(node => {
+            const box = node.getBBox();
+            return {kind: node.getAttribute("aria-roledescription"), label: label(node),
+                    size: box.width + box.height};
+        }),
+    };
+})
+"""
+
+
+def drawn_marks(chart: dict, kind: str) -> list[dict]:
+    """The chart's marks of `kind` that the browser drew: a shape with a size, standing for
+    values that all exist (a value missing from the chart's axes reads "undefined")."""
+    return [
+        mark
+        for mark in chart["marks"]
+        if mark["kind"] == kind
+        and mark["size"] > 0
+        and "undefined" not in mark["label"]
+        and "NaN" not in mark["label"]
+    ]
+
+
+def drawn_charts(page, scope: str, kinds: dict[str, str]) -> dict[str, dict]:
+    """The charts inside `scope` by title, once each one titled in `kinds` (a part of its
+    title: the kind of mark it draws) has drawn a mark of its kind (Vega draws a new value
+    a moment after it arrives), or after 10 s without."""
+    for _ in range(50):
+        charts = page.locator(scope).evaluate(VEGA_CHARTS_JS)
+        found = {
+            part: next((chart for chart in charts if part in chart["title"]), None)
+            for part in kinds
+        }
+        if all(chart and drawn_marks(chart, kinds[part]) for part, chart in found.items()):
+            break
+        page.wait_for_timeout(200)
+    missing = [part for part, chart in found.items() if chart is None]
+    assert not missing, f"no chart titled {missing} in {scope}"
+    return found
+
+
+def assert_lines_per_lane(chart: dict, lanes: int) -> None:
+    """A line drawn per lane on two continuous axes, and a legend that shows each lane."""
+    assert all("linear scale" in axis for axis in chart["axes"]), chart["axes"]
+    assert len(drawn_marks(chart, "line mark")) == lanes, chart["marks"]
+    assert [f"with {lanes} values" in legend for legend in chart["legends"]] == [True]
+    assert len(chart["legend_shown"]) == lanes, chart["legend_shown"]
+
+
+SHOOTOUT_CHARTS = {"The race": "line mark", "Speedup at a constant γ": "line mark"}
+
+
+def assert_shootout_charts_drawn(page) -> None:
+    """The race draws a line for plain and one per ranked lane; the sweep one for each of
+    the two best lanes (on the tiny pair drafting for itself, every lane's run replays)."""
+    status = page.locator("#shootout-status").inner_text()
+    ranked = int(re.search(r"(\d+) lanes ranked", status).group(1))
+    charts = drawn_charts(page, "#tab-shootout", SHOOTOUT_CHARTS)
+    assert_lines_per_lane(charts["The race"], ranked + 1)
+    assert_lines_per_lane(charts["Speedup at a constant γ"], 2)
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_the_shootout_charts_draw_a_line_per_lane_from_a_fresh_page(page, rounds):
+    run_shootout(page, rounds)
+    assert_shootout_charts_drawn(page)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.locator("#tab-shootout").screenshot(path=SCREENSHOTS / f"shootout-{rounds}-rounds.png")
+
+
+def test_a_second_shootout_on_the_same_page_draws_its_own_lines(page):
+    run_shootout(page, 1)
+    run_shootout(page, 2)
+    assert_shootout_charts_drawn(page)
+
+
+COMPARE_CHARTS = {
+    "New tokens over time": "line mark",
+    "Accepted candidates per step": "bar",
+    "Acceptance by draft position": "bar",
+    "Time per step": "bar",
+    "Draft length per step": "point",
+}
+
+
+def test_the_compare_charts_draw_their_marks(page):
+    set_max_new_tokens(page, 24)
+    # A constant γ: every step drafts (`auto` may draft nothing on the tiny pair), so every
+    # chart has something to draw.
+    page.locator("#schedule").get_by_label("constant").check()
+    page.locator("#prompt textarea").fill("def add(a, b):")
+    page.locator("#compare").click()
+    sync_api.expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    charts = drawn_charts(page, "#tab-compare", COMPARE_CHARTS)
+    for part, kind in COMPARE_CHARTS.items():
+        assert drawn_marks(charts[part], kind), (part, charts[part]["marks"])
+    assert_lines_per_lane(charts["New tokens over time"], 2)  # plain and assisted
+
+
+# The share of an image's pixels in the benchmark chart's first drafter's colour (#1f77b4,
+# `assisted.bench.chart`), its measured bars.
+FIRST_DRAFTER_PIXELS_JS = """
+img => {
+    const canvas = document.createElement("canvas");
+    [canvas.width, canvas.height] = [img.naturalWidth, img.naturalHeight];
+    const context = canvas.getContext("2d");
+    context.drawImage(img, 0, 0);
+    const pixels = context.getImageData(0, 0, canvas.width, canvas.height).data;
+    let found = 0;
+    for (let i = 0; i < pixels.length; i += 4) {
+        const [r, g, b] = [pixels[i], pixels[i + 1], pixels[i + 2]];
+        if (Math.abs(r - 31) < 8 && Math.abs(g - 119) < 8 && Math.abs(b - 180) < 8) found++;
+    }
+    return found / (pixels.length / 4);
+}
+"""
+
+
+def test_the_benchmark_chart_draws_its_bars(page):
+    page.get_by_role("tab", name="Benchmark").click()
+    for choice in page.locator("#bench-categories label").all():
+        choice.locator("input").set_checked(choice.inner_text().strip() == "chat")
+    set_number(page, "bench-max-new-tokens", 8)
+    page.locator("#bench-run").click()
+    sync_api.expect(page.locator("#bench-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    image = page.locator("#bench-chart img")
+    sync_api.expect(image).to_be_visible()
+    assert image.evaluate("img => img.complete && img.naturalWidth") > 0
+    assert image.evaluate(FIRST_DRAFTER_PIXELS_JS) > 0.001
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.locator("#bench-chart").screenshot(path=SCREENSHOTS / "benchmark-chart.png")

@@ -33,6 +33,12 @@ def test_the_shootout_streams_the_lanes_then_ranks_them(self_client):
     assert {row[2] for row in race["data"]} == {"plain"} | names
     assert {row[2] for row in sweep["data"]} == set(result["sweep"]["curves"])
     assert all(name in lanes for name in names)  # each lane's latest run, with its speed
+    assert not any("per_step" in lane["comparison"]["assisted"] for lane in result["lanes"])
+
+
+def test_the_shootout_keeps_each_lanes_steps_where_asked(self_client):
+    *_, result = shootout(self_client, per_step=True).result()
+    assert all(lane["comparison"]["assisted"]["per_step"] for lane in result["lanes"])
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,13 @@ def test_every_lane_is_ranked_against_one_plain_baseline_and_matches_it(result):
     json.dumps(found)  # the endpoint's and the CLI's JSON
 
 
+def test_a_lane_measured_above_its_oracle_is_ranked_as_above_it(result):
+    found, _ = result
+    lanes = [dict(found["lanes"][0], measured_share=1.28), *found["lanes"][1:]]
+    card = shootout.render(found | {"lanes": lanes})
+    assert "above the oracle (×1.28)" in card and "128%" not in card
+
+
 @pytest.mark.parametrize(
     ("settings", "repeats", "message"),
     [
@@ -111,6 +118,25 @@ def test_stop_ends_the_shootout_and_ranks_the_rounds_that_finished(self_pair):
     assert found["plain"]["runs"] >= 1
 
 
+def per_step_kept(found: dict) -> list[bool]:
+    """Whether each lane's comparison keeps its runs' steps."""
+    return [
+        "per_step" in lane["comparison"][run]
+        for lane in found["lanes"]
+        for run in ("plain", "assisted")
+    ]
+
+
+def test_each_lane_keeps_its_runs_steps_only_where_asked(self_pair, result):
+    found, _ = result
+    assert per_step_kept(found) == [False] * 2 * len(found["lanes"])
+    lane = shootout.lanes(self_pair)[:1]
+    races = shootout.shootout(self_pair, PROMPT, SHORT, lane, repeats=1, per_step=True)
+    asked = [item for item in races if isinstance(item, dict)][-1]
+    assert per_step_kept(asked) == [True, True]
+    assert len(asked["lanes"][0]["comparison"]["assisted"]["per_step"]) >= 1
+
+
 def test_the_cli_ranks_the_lanes_and_ends_with_their_json(tiny_dirs, capsys):
     target = str(tiny_dirs["target"])
     argv = [PROMPT, "--target", target, "--assistant", target, "--dtype", "float32"]
@@ -121,6 +147,10 @@ def test_the_cli_ranks_the_lanes_and_ends_with_their_json(tiny_dirs, capsys):
     found = json.loads(lines[-1])
     assert "Shoot-out on" in lines[0] and found["why"] in out.getvalue()
     assert {lane["lane"] for lane in found["lanes"]} == {"auto", "prompt lookup"}
+    assert not any(per_step_kept(found))
+    out = io.StringIO()
+    assert cli.main([*argv, "--lanes", "auto", "--steps"], out=out) == 0
+    assert all(per_step_kept(json.loads(out.getvalue().strip().splitlines()[-1])))
     assert cli.main([*argv, "--lanes", "auto,no such lane"], out=io.StringIO()) == 2
     assert "no lane 'no such lane' here; the lanes: auto, " in capsys.readouterr().err
 

@@ -26,13 +26,19 @@ def load(dirs, assistant="other", drafter=None) -> LoadedPair:
     return load_pair(spec, device="cpu", dtype="float32")
 
 
-def priced(pair, prefill_s: float, draft_s: float | None = None, draft=AUTO) -> None:
+def priced(
+    pair, prefill_s: float, draft_s: float | None = None, draft=AUTO, verify_s: float | None = None
+) -> None:
     """Prepare `pair` for `draft` (its calibration timed), then price the assistant's reads,
-    and its drafted tokens where given."""
+    its drafted tokens where given, and every verification at `verify_s` where given (the
+    rows its earlier runs measured on a tiny model, noisy, can make drafting never pay)."""
     prepared = prepare.prepare(pair, draft)
     drafting = pair.learnt.precision(prepared.precision)
     drafting.prefill_s = prefill_s
     drafting.draft_s = draft_s or drafting.draft_s
+    if verify_s is not None:
+        rows = range(1, draft.length_for(pair.spec.drafter) + 2)
+        pair.learnt.verify_s.update(dict.fromkeys(rows, verify_s))
 
 
 def records(pair, prompt=PROMPT, settings=GREEDY, draft=DRAFT, **kwargs) -> dict[str, RunRecord]:

@@ -60,10 +60,10 @@ def test_a_read_that_cannot_pay_keeps_the_assistant_off_and_says_so(pair):
     assert f"**Policy:** {said}" in summary_markdown(result)
 
 
-def test_a_read_that_pays_at_once_starts_the_assistant_at_the_first_step(pair):
+def test_a_read_that_pays_at_once_starts_the_assistant_at_the_first_step(pair, trusted_prices):
     # Reads and drafts all but free: the tiny assistant is the target's size, so only its
     # price makes it worth drafting from.
-    priced(pair, prefill_s=0.0, draft_s=1e-7)
+    priced(pair, prefill_s=0.0, draft_s=1e-7, verify_s=1e-3)
     assisted = run(pair, "assisted")
     assert assisted.steps[0].source == "assistant" and assisted.steps[0].held_back is None
     summary = stats.summarize(assisted)
@@ -130,7 +130,7 @@ def test_the_benchmark_says_per_prompt_where_the_first_draft_rule_declined_or_wa
 
 
 def test_the_floor_weighs_each_assistant_step_by_the_tokens_that_step_committed(
-    tiny_dirs, monkeypatch
+    tiny_dirs, monkeypatch, trusted_prices
 ):
     # The target drafting for itself: every candidate is accepted, so each step commits
     # γ + 1 tokens, and the last, which the length limit shortens, fewer than the one
@@ -140,7 +140,7 @@ def test_the_floor_weighs_each_assistant_step_by_the_tokens_that_step_committed(
     self_pair = dataclasses.replace(
         load_pair(spec, device="cpu", dtype="float32"), learnt=LearntState(), learnt_file=None
     )
-    priced(self_pair, prefill_s=0.0, draft_s=1e-7)
+    priced(self_pair, prefill_s=0.0, draft_s=1e-7, verify_s=1e-3)
     weighed = []
     observe = Floor.observe
 

@@ -59,7 +59,7 @@ def sampled_timings(monkeypatch) -> list:
 
 
 @pytest.fixture
-def free_run(pair, monkeypatch):
+def free_run(pair, monkeypatch, trusted_prices):
     """An `auto` run of `pair` whose assistant is priced nearly free, greedy and sampled, so
     that it drafts and leaves counts in every run (a pair carries the assistant's
     acceptance, not a lookup's); priced again before each run, whose first read teaches
@@ -67,7 +67,7 @@ def free_run(pair, monkeypatch):
     monkeypatch.setattr(calibrating, "_time_sampled_drafting", lambda *args: 1e-7)
 
     def run(settings: RunSettings):
-        priced(pair, prefill_s=0.0, draft_s=1e-7, draft=AUTO)
+        priced(pair, prefill_s=0.0, draft_s=1e-7, draft=AUTO, verify_s=1e-3)
         return auto_run(pair, settings)
 
     return run

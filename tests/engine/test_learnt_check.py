@@ -22,6 +22,7 @@ from assisted.policy.learnt import LearntState
 CAP = 8
 QUIET = {1: 0.010, 2: 0.011, CAP + 1: 0.015}  # T(1), T(2) and T(9) on a quiet machine
 DRAFT_S = 0.002
+READ_S = DRAFT_S / calibrating._PREFILL_ROWS  # the stand-in times every block as one row
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +36,12 @@ def file(tmp_path) -> LearntFile:
     return LearntFile(tmp_path / "p.json", {"pair": "p"})
 
 
-def earlier_process(file: LearntFile, verify_s: dict[int, float], draft_s=DRAFT_S) -> None:
+def earlier_process(
+    file: LearntFile, verify_s: dict[int, float], draft_s=DRAFT_S, read_s=READ_S
+) -> None:
     """What an earlier process timed and kept in `file`."""
     earlier = LearntState(verify_s=dict(verify_s))
-    earlier.precision("none").draft_s, earlier.precision("none").prefill_s = draft_s, 1e-4
+    earlier.precision("none").draft_s, earlier.precision("none").prefill_s = draft_s, read_s
     learnt_store.save(file, earlier)
 
 
@@ -77,7 +80,7 @@ def test_a_slow_t_cap_plus_one_on_disk_is_corrected_by_the_next_process(pair, fi
     assert verify_s[5] == pytest.approx(QUIET[2] + (QUIET[CAP + 1] - QUIET[2]) * 3 / 7)
     calibration = learnt_store.calibration(checking.learnt, file)
     assert calibration.source == "disk"
-    assert calibration.checked == ("T(1)", "T(2)", "T(9)", "drafting none")
+    assert calibration.checked == ("T(1)", "T(2)", "T(9)", "drafting none", "read none")
     assert calibration.corrected == ("T(9)",)
     learnt_store.save(file, checking.learnt)  # as its first run does, after its clock stops
     assert learnt_store.load(file).verify_s == QUIET  # the next process reads it corrected
@@ -103,7 +106,7 @@ def test_a_slow_drafting_time_on_disk_is_corrected_too(pair, file, monkeypatch):
     _, draft_s, prefill_s = calibrating.calibrate(
         checking, torch.tensor([[1, 2, 3]]), pair.assistant, "none", CAP
     )
-    assert draft_s == DRAFT_S and prefill_s == 1e-4  # the prefill is the runs' to refine
+    assert draft_s == DRAFT_S and prefill_s == READ_S  # the read is checked with the drafting
     assert learnt_store.calibration(checking.learnt, file).corrected == ("drafting none",)
 
 
@@ -113,13 +116,13 @@ def test_costs_all_read_from_disk_are_checked_exactly_once_per_process(pair, fil
     calls = timings_now(monkeypatch, pair, QUIET)
     for _ in range(3):  # as several preparations in one process would
         calibrate(checking)
-    assert calls == [("target", [1, 2, CAP + 1]), ("assistant", [1])]
+    assert calls == [("target", [1, 2, CAP + 1]), ("assistant", [1, calibrating._PREFILL_ROWS])]
     assert checking.learnt.timed_s > 0
     calibration = learnt_store.calibration(checking.learnt, file)
     assert calibration.source == "disk" and calibration.seconds == checking.learnt.timed_s
     assert learnt_store.describe(
         {**dataclasses.asdict(calibration), "checked": list(calibration.checked)}
-    ).startswith("Costs loaded from an earlier run on this machine, T(1), T(2), T(9) and drafting")
+    ).startswith("Costs loaded from an earlier run on this machine, T(1), T(2), T(9), drafting")
 
 
 def test_a_disturbed_check_is_timed_again(pair, file, monkeypatch):
@@ -129,7 +132,7 @@ def test_a_disturbed_check_is_timed_again(pair, file, monkeypatch):
     monkeypatch.setattr(
         calibrating,
         "_time_forwards",
-        lambda m, p, rows, d: next(readings) if len(rows) > 1 else {1: DRAFT_S},
+        lambda m, p, rows, d: next(readings) if m is pair.target else dict.fromkeys(rows, DRAFT_S),
     )
     assert calibrate(checking)[CAP + 1] == QUIET[CAP + 1]
 
@@ -184,3 +187,30 @@ def test_a_calibration_under_load_does_not_stop_the_next_visitors_drafting(pair,
     busy = new_process(pair, file)
     busy.learnt.precision("none").draft_s = 5 * QUIET[1]  # as kept without the second timing
     assert not drafts_first(busy)
+
+
+def test_a_slow_read_on_disk_is_corrected_by_the_next_process(pair, file, monkeypatch):
+    # The read priced 3x too dear (shared/fixtures): only a first draft ever timed it, and
+    # the policy, priced so, never made one.
+    earlier_process(file, QUIET, read_s=3 * READ_S)
+    checking = new_process(pair, file)
+    timings_now(monkeypatch, pair, QUIET)
+    _, _, prefill_s = calibrating.calibrate(
+        checking, torch.tensor([[1, 2, 3]]), pair.assistant, "none", CAP
+    )
+    assert prefill_s == READ_S
+    assert learnt_store.calibration(checking.learnt, file).corrected == ("read none",)
+
+
+def test_a_hump_of_kept_rows_on_disk_is_timed_again(pair, file, monkeypatch):
+    # Rows 3 to 8 kept while another job shared the cores: dearer than T(9), which no
+    # machine makes so. Each is timed again; the rows that agree are not.
+    quiet = {k: 0.010 + 0.0006 * k for k in range(1, CAP + 2)}
+    hump = quiet | {k: 3 * quiet[k] for k in range(3, CAP + 1)}
+    earlier_process(file, hump)
+    checking = new_process(pair, file)
+    calls = timings_now(monkeypatch, pair, quiet)
+    verify_s = calibrate(checking)
+    assert calls[:2] == [("target", [1, 2, CAP + 1]), ("target", list(range(3, CAP + 1)))]
+    assert verify_s == pytest.approx(quiet)
+    assert checking.learnt.verify_s == pytest.approx(quiet)

@@ -27,6 +27,7 @@ from assisted.engine.events import RunDone
 from assisted.engine.prompt import encode_prompt
 from assisted.models import learnt_store, loading, pairs
 from assisted.models.learnt_store import LearntFile
+from assisted.policy.answers import MAX_ANSWERS, Answer
 from assisted.policy.learnt import LearntState
 
 AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
@@ -115,9 +116,9 @@ def test_a_new_process_reads_the_costs_an_earlier_one_timed_and_checks_two_of_th
     monkeypatch.setattr(calibrating, "_time_forwards", timing)
     record = auto_run(second)
     record = auto_run(second)  # prepared already: nothing timed again
-    # T(1), T(2) and T(cap + 1) of the target, the assistant's drafting row: each once.
-    assert timed == [(True, [1, 2, 5]), (False, [1])]
-    checked = ("T(1)", "T(2)", "T(5)", "drafting none")
+    # T(1), T(2) and T(cap + 1) of the target, the assistant's drafting row and read: each once.
+    assert timed == [(True, [1, 2, 5]), (False, [1, calibrating._PREFILL_ROWS])]
+    checked = ("T(1)", "T(2)", "T(5)", "drafting none", "read none")
     seconds = second.learnt.timed_s
     assert record.calibration == Calibration("disk", seconds, str(path), checked, ())
     assert stats.summarize(record)["calibration"] == {
@@ -366,5 +367,25 @@ def test_a_format_3_file_is_read_with_its_acceptance_as_greedys(folder):
         assert got.acceptance == expected.acceptance and got.acceptance
         assert got.sampled == {} and got.sampled_draft_s is None
     learnt_store.save(file, read)
-    assert json.loads(file.path.read_text())["version"] == learnt_store.FORMAT_VERSION == 4
+    assert json.loads(file.path.read_text())["version"] == learnt_store.FORMAT_VERSION == 5
     assert learnt_store.load(file) == read
+
+
+def test_measured_rows_keep_their_count_and_time_and_the_answers_come_back():
+    state = LearntState()
+    state.keep_verify(3, 0.2, timings=5)
+    state.keep_verify(3, 0.21, timings=2)  # a later run: the count adds up
+    state.keep_answer(stats_answer := Answer(31, ended=True))
+    back = LearntState.from_dict(json.loads(json.dumps(state.to_dict())))
+    assert back.verify_s == {3: 0.21} and back.verify_timed[3][0] == 7
+    assert back.verify_timed[3][1] > 0 and back.answers == [stats_answer]
+    for _ in range(MAX_ANSWERS + 3):
+        state.keep_answer(Answer(8, ended=False))
+    assert len(state.answers) == MAX_ANSWERS  # the latest only
+
+
+def test_a_format_4_file_is_read_its_rows_without_counts():
+    data = {"verify_s": [[1, 0.1], [9, 0.2]], "precisions": {}}
+    state = LearntState.from_dict(data)
+    assert state.verify_s == {1: 0.1, 9: 0.2} and state.verify_timed == {}
+    assert state.answers == []

@@ -50,7 +50,9 @@ def costs(learnt: LearntState) -> tuple:
     return dict(learnt.verify_s), by_precision
 
 
-def test_a_restore_brings_back_the_acceptance_a_run_changed_and_keeps_the_costs(pair):
+def test_a_restore_brings_back_the_acceptance_a_run_changed_and_keeps_the_costs(
+    pair, trusted_prices
+):
     auto_run(pair, "def add(a, b):")
     taught = acceptance(pair.learnt)
     assert taught["none"]  # the run left its counts
@@ -63,7 +65,7 @@ def test_a_restore_brings_back_the_acceptance_a_run_changed_and_keeps_the_costs(
     assert costs(pair.learnt) == refined  # the costs the second run refined stay
 
 
-def test_a_restore_works_in_place_and_siblings_see_it(pair):
+def test_a_restore_works_in_place_and_siblings_see_it(pair, trusted_prices):
     # As the benchmark makes its drafter variants: a shallow copy sharing the state.
     sibling = dataclasses.replace(pair)
     state = pair.learnt

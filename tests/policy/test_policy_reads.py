@@ -13,15 +13,16 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
 from assisted.policy import choice as policy_module
 from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel
+from assisted.policy.answers import expected_tokens_left
 from assisted.policy.choice import (
     FLOOR_MARGIN,
     FLOOR_STEPS,
     PROBE_AFTER,
+    PROBE_SHARE,
     Choice,
     DraftPolicy,
-    expected_tokens_left,
 )
-from assisted.policy.costs import FULL_READ, READ_EMA, CostModel
+from assisted.policy.costs import CostModel
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
@@ -150,17 +151,13 @@ def test_a_first_drafts_read_is_left_out_of_the_floor():
     assert p.floor.seconds == pytest.approx(0.030 * choice.gamma + T1)
 
 
-def test_the_prefill_time_is_learnt_as_a_moving_average_long_reads_weighing_most():
+def test_the_read_time_is_the_median_of_the_runs_reads_and_its_prior():
     costs = CostModel(CAP, {k: T1 for k in range(1, CAP + 2)}, {A: 0.03}, A, prefill_s=0.007)
-    assert costs.observe_draft(1, 0.03 + FULL_READ * 0.011, prefilled=FULL_READ) == pytest.approx(
-        FULL_READ * 0.011
-    )
-    assert costs.prefill_s == pytest.approx(0.007 + READ_EMA * 0.004)
-    before = costs.prefill_s
-    costs.observe_draft(1, 0.03 + 16 * 0.050, prefilled=16)  # a short read: mostly fixed costs
-    assert costs.prefill_s - before == pytest.approx(READ_EMA * 16 / FULL_READ * (0.050 - before))
+    assert costs.observe_draft(1, 0.03 + 256 * 0.011, prefilled=256) == pytest.approx(256 * 0.011)
+    assert costs.prefill_s == pytest.approx(0.007)  # one read against the prior's two
+    assert costs.measured_read_s() == pytest.approx(0.011)  # ... but it is what the run kept
     fresh = CostModel(CAP, {k: T1 for k in range(1, CAP + 2)}, {A: 0.03}, A)
-    fresh.observe_draft(1, 0.03 + 64 * 0.006, prefilled=64)  # nothing to average with
+    fresh.observe_draft(1, 0.03 + 64 * 0.006, prefilled=64)  # no prior: its own time stands
     assert fresh.prefill_s == pytest.approx(0.006)
 
 
@@ -231,6 +228,16 @@ def optimistic_saving_s(p: DraftPolicy) -> float:
     return 1 / p.rate(None, 0) - 1 / optimistic
 
 
+def assert_read_only_as_a_bounded_probe(p: DraftPolicy, choices: list[Choice]) -> None:
+    """The first read was held back as a bet that cannot pay, and made, if at all, only
+    as a probe within the run's exploration budget (`PROBE_SHARE` of plain's time)."""
+    first = next((i for i, choice in enumerate(choices) if choice.prefill), len(choices))
+    assert first >= PROBE_AFTER
+    assert {choice.held_back for choice in choices[:first]} == {HeldBack.FIRST_DRAFT}
+    plain_s = p.costs.verify_s[1] * sum(choice.gamma + 1 for choice in choices)
+    assert 0 <= p.explored_s <= PROBE_SHARE * plain_s
+
+
 def test_where_verifying_is_steep_a_passage_is_not_read_on_an_optimistic_bet():
     # At the prior's optimistic acceptance alone, the 19 tokens a 64-token run can expect
     # at most would repay the 0.87 s read of a 581-token passage; but the assistant pays
@@ -239,8 +246,7 @@ def test_where_verifying_is_steep_a_passage_is_not_read_on_an_optimistic_bet():
     p = steep_cpu_pair()
     assert 19 * optimistic_saving_s(p) > p.costs.read_s(581)
     choices = run_steps(p, tokens_left=64, context=581)
-    assert all(choice.source is None for choice in choices)
-    assert HeldBack.FIRST_DRAFT in {choice.held_back for choice in choices}
+    assert_read_only_as_a_bounded_probe(p, choices)
     # The same costs start it on a short prompt, whose read is cheap.
     assert any(choice.prefill for choice in run_steps(steep_cpu_pair(), 64, context=40)[:3])
 
@@ -263,8 +269,7 @@ def test_a_first_read_is_weighed_at_what_each_acceptance_saves_not_at_the_optimi
     p = less_steep_cpu_pair()
     assert 19 * optimistic_saving_s(p) * 13 / 20 > p.costs.read_s(600)
     choices = run_steps(p, tokens_left=64, context=600)
-    assert all(choice.source is None for choice in choices)
-    assert HeldBack.FIRST_DRAFT in {choice.held_back for choice in choices}
+    assert_read_only_as_a_bounded_probe(p, choices)
     # The same costs start it on a prompt of 100 tokens, whose read is cheap.
     assert any(choice.prefill for choice in run_steps(less_steep_cpu_pair(), 64, 100)[:3])
 

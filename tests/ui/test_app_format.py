@@ -25,6 +25,7 @@ from assisted.ui.compare.chunks import Chunk
 from assisted.ui.compare.live import Live
 from assisted.ui.compare.outputs import CompareOutputs, ReplayOutputs
 from assisted.ui.pace import Pace, Paces
+from assisted.ui.shootout import format as shootout_format
 
 
 def test_a_chunk_splits_its_step_where_the_accepted_candidates_end():
@@ -627,3 +628,30 @@ def test_two_sampled_runs_that_part_have_no_token_marked_as_a_divergence():
         outputs = live.outputs(done=True)
         marked = 'class="diverged"' in outputs.plain_text + outputs.assisted_text
         assert marked is not sample  # greedy runs mark where they part; sampled never
+
+
+def test_a_lane_measured_above_its_oracle_reads_above_it_in_the_ranking():
+    lane = {
+        "lane": "prompt lookup",
+        "speedup": 1.4,
+        "acceptance_rate": 0.5,
+        "tokens_per_step": 1.6,
+        "drafting_s_per_token": 0.0,
+        "drafting_cost_ratio": 0.0,
+        "oracle_speedup": 1.09,
+        "outcome": "identical",
+    }
+    rows = shootout_format.ranking_rows(
+        {"lanes": [lane | {"measured_share": share} for share in (1.28, 0.9, None)]}
+    )
+    column = shootout_format.RANKING_HEADERS.index("share of the oracle")
+    assert [row[column] for row in rows] == ["above the oracle (×1.28)", "90%", "—"]
+
+
+def test_the_benchmark_note_says_what_a_benchmark_costs_on_the_device_it_runs_on():
+    cpu = benchmark_format.device_note("cpu", zerogpu=False)
+    gpu = benchmark_format.device_note("cuda", zerogpu=False)
+    zerogpu = benchmark_format.device_note("cuda", zerogpu=True)
+    assert "many minutes" in cpu and "many minutes" not in gpu + zerogpu
+    assert "one request at a time" in cpu and "one request at a time" in gpu
+    assert "one request at a time" not in zerogpu and "several calls" in zerogpu

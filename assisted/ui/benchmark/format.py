@@ -1,6 +1,6 @@
-"""What the Benchmark tab shows, as plain strings and rows: the plan and its time estimate
-before a run, the progress line, and the report's tables and headline. Imports neither
-torch nor gradio.
+"""What the Benchmark tab shows, as plain strings and rows: what a benchmark costs on
+the device, the plan and its time estimate before a run, the progress line, and the
+report's tables and headline. Imports neither torch nor gradio.
 
 Every figure comes from `assisted.bench.report(...)`; this module only formats.
 """
@@ -38,6 +38,18 @@ PROMPT_HEADERS = [
     "predicted / fitted speedup",
     "identical",
 ]
+
+
+def device_note(device_type: str, zerogpu: bool) -> str:
+    """What the benchmark costs where the app runs: the time on a CPU, and who waits."""
+    if zerogpu:
+        return (
+            "On ZeroGPU each GPU call has a time limit, so a long benchmark runs as several "
+            "calls, one after the other; other visitors' requests get GPUs of their own."
+        )
+    slow = "On a CPU the full set takes many minutes: start with one category. "
+    busy = "The device runs one request at a time: the other tabs wait until it ends."
+    return (slow if device_type == "cpu" else "") + busy
 
 
 def bench_runs(prompts: int, drafters: int, repeats: int) -> int:

@@ -28,6 +28,7 @@ from assisted.ui.benchmark.format import (
     bench_progress_markdown,
     bench_prompt_rows,
     bench_warning,
+    device_note,
 )
 from assisted.ui.benchmark.layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS, BENCH_MAX_REPEATS
 from assisted.ui.benchmark.outputs import BenchmarkOutputs
@@ -48,8 +49,7 @@ Times the example prompts, category by category: each prompt runs plain and with
 drafter, and the **speedup** is assisted tokens/s ÷ plain tokens/s (greedy decoding). Runs
 are **sequential** on one device, after a short untimed warm-up per prompt, and they
 **alternate** which goes first (plain then the drafters, next time the reverse), so a slow
-drift of the machine falls on both sides alike. On this 2-core CPU the full set takes many
-minutes: start with one category. The device is busy for Compare until the benchmark ends.
+drift of the machine falls on both sides alike.
 """
 
 TAB = "benchmark"  # its requests' Stop key (`gpu_turn.stop_key`)
@@ -277,12 +277,13 @@ def build_benchmark_tab(
     examples: list[Example],
 ) -> None:
     """The tab's components and events, inside the caller's `tab`. Opening the tab updates
-    the time estimate, from the runs measured since (on either tab)."""
+    the time estimate, from the plain runs measured since (a comparison's or a
+    benchmark's)."""
     handlers = BenchmarkHandlers(shared, stream, examples)
     config = shared.pairs.config
     categories = list(dict.fromkeys(example.category for example in examples))
     spec = config.registry[config.default_pair]
-    gr.Markdown(NOTE)
+    gr.Markdown(NOTE + device_note(shared.pairs.device_type(), config.zerogpu))
     with gr.Row(equal_height=False):
         with gr.Column():
             default_drafters = handlers.drafters_for(config.default_pair)[0]["choices"]

@@ -31,7 +31,7 @@ from assisted.ui.compare.chunks import NOTHING_DRAFTED
 from assisted.ui.compare.format import LEGEND_HTML, run_html, stat_card_html
 from assisted.ui.compare.live import MODES
 from assisted.ui.pair_access import CUSTOM, PairAccess
-from assisted.ui.tabs import folded_json, prompt_box, whole_slider
+from assisted.ui.tabs import TICKS, folded_json, prompt_box, whole_slider
 
 DEFAULT_MAX_NEW_TOKENS = 64
 DRAFT_LENGTH_LABEL = "Draft length γ (candidates per step)"
@@ -238,11 +238,6 @@ def outputs() -> dict[str, gr.components.Component]:
 # The charts' colours, as in the text: green for the assisted run and its drafting, lilac
 # for plain decoding and the target's own work.
 RUN_COLORS = {"plain": "#6366f1", "assisted": "#10b981"}
-# Axis ticks as Vega's default (",f" to as many decimals as the tick step needs), less
-# trailing zeros ("~"): a chart with nothing to show yet has axes that span nothing, no
-# step to take the decimals from, and the default then labels its one tick "0.000000".
-# Not "~g", which takes significant digits from the step: ticks of 20 read "2e+1".
-TICKS = ",~f"
 
 
 def _charts() -> dict[str, gr.LinePlot | gr.BarPlot | gr.ScatterPlot]:

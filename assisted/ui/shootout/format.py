@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from assisted.analysis import oracle
 from assisted.ui.numbers import number, percent
 
 RANKING_HEADERS = [
@@ -56,7 +57,7 @@ def ranking_rows(result: dict) -> list[list]:
             if lane["drafting_s_per_token"] == 0.0
             else number(lane["drafting_cost_ratio"], 2),
             number(lane["oracle_speedup"], 2, "×"),
-            percent(lane["measured_share"]),
+            "—" if lane["measured_share"] is None else oracle.share_text(lane["measured_share"]),
             lane["outcome"],
         ]
         for place, lane in enumerate(result["lanes"], start=1)
@@ -73,9 +74,10 @@ def why_markdown(result: dict) -> str:
     plain = result["plain"]
     lines = [
         f"**{result['why']}**" if result["why"] else "No lane finished a round.",
-        f"One plain baseline: {plain['runs']} runs at {number(plain['tokens_per_s'], 2)} "
-        f"tokens/s, on {result['device']} in {result['dtype']}; each lane ran alone, in "
-        "turn, the order flipped from round to round.",
+        f"One plain baseline: {plain['runs']} run{'s' * (plain['runs'] != 1)} at "
+        f"{number(plain['tokens_per_s'], 2)} tokens/s, on {result['device']} in "
+        f"{result['dtype']}; each lane ran alone, in turn, the order flipped from round to "
+        "round.",
         f"The γ sweep is {result['sweep']['basis']}.",
     ]
     if result["stopped"]:
@@ -83,29 +85,24 @@ def why_markdown(result: dict) -> str:
     return "\n\n".join(lines)
 
 
-def race_frame(result: dict | None) -> pd.DataFrame:
-    """Tokens over time, a line per lane and plain."""
+def race_frame(result: dict) -> pd.DataFrame:
+    """Tokens over time, a line per lane and plain. Typed, as the chart takes its axes'
+    types from the columns' (an untyped column is a category, each value a tick)."""
     rows = [
         [seconds, tokens, lane]
-        for lane, points in (result["race"].items() if result else ())
+        for lane, points in result["race"].items()
         for seconds, tokens in [[0.0, 0], *points]
     ]
-    return pd.DataFrame(rows, columns=RACE_COLUMNS)
+    frame = pd.DataFrame(rows, columns=RACE_COLUMNS)
+    return frame.astype({"seconds": float, "tokens": int, "lane": str})
 
 
-def sweep_frame(result: dict | None) -> pd.DataFrame:
-    """Modelled speedup by constant γ, a line per lane swept."""
-    curves = result["sweep"]["curves"] if result else {}
+def sweep_frame(result: dict) -> pd.DataFrame:
+    """Modelled speedup by constant γ, a line per lane swept; typed as `race_frame`."""
     rows = [
         [int(gamma), speedup, lane]
-        for lane, by_gamma in curves.items()
+        for lane, by_gamma in result["sweep"]["curves"].items()
         for gamma, speedup in by_gamma.items()
     ]
-    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
-
-
-def _drafting_cost(lane: dict) -> str:
-    """A drafted token's cost as a share of a plain step; a lookup's search is free."""
-    if lane["drafting_s_per_token"] == 0.0:
-        return "free"
-    return number(lane["drafting_cost_ratio"], 2)
+    frame = pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+    return frame.astype({"γ": int, "speedup": float, "lane": str})

@@ -25,7 +25,12 @@ def stream_shootout(request: ShootoutRequest) -> Iterator[Progress | Streamed | 
 
     def runs(pair: LoadedPair) -> Iterator[Progress | Streamed | dict]:
         return shootout.shootout(
-            pair, request.prompt, request.settings, repeats=request.repeats, stop=request.stop
+            pair,
+            request.prompt,
+            request.settings,
+            repeats=request.repeats,
+            stop=request.stop,
+            per_step=request.per_step,
         )
 
     yield from timed_runs(request, "Shoot-out", runs)

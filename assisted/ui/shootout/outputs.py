@@ -19,6 +19,6 @@ class ShootoutOutputs(NamedTuple):
     lanes: str  # Markdown: each lane's latest run, the one running as it streams
     ranking: pd.DataFrame  # `format.RANKING_HEADERS`
     why: str  # Markdown: why the winner won
-    race: pd.DataFrame  # tokens over time, a line per lane: seconds, tokens, lane
-    sweep: pd.DataFrame  # modelled speedup by constant γ: gamma, speedup, lane
+    race: pd.DataFrame | None  # tokens over time, a line per lane: seconds, tokens, lane
+    sweep: pd.DataFrame | None  # modelled speedup by constant γ: γ, speedup, lane
     result: dict | None  # `assisted.bench.shootout.rank(...)`, what the CLI's --json prints

@@ -16,7 +16,8 @@ from assisted.ui.stop_flags import StopFlag
 class ShootoutRequest:
     """One shoot-out: `prompt` raced `repeats` times, plain once a round and each of the
     `lanes` that apply (`assisted.bench.shootout.lanes_for`, counted before the call so that
-    its time is priced from them), under `settings`."""
+    its time is priced from them), under `settings`; the ranking keeps each lane's runs'
+    `per_step` only where `per_step` asks."""
 
     pair: PairPlace
     prompt: str
@@ -24,6 +25,7 @@ class ShootoutRequest:
     repeats: int
     lanes: int
     stop: StopFlag
+    per_step: bool = False
 
     def timed_tokens(self) -> tuple[int, int]:
         """The new tokens the call times: one plain run and one run a lane, each round."""

@@ -54,14 +54,15 @@ ranking, then what the call measured."""
 
 
 def _idle(status: str) -> ShootoutOutputs:
-    """Every output's value without a ranking: before one exists, or when none will."""
+    """Every output's value without a ranking: before one exists, or when none will. The
+    charts hold nothing, so that the next ranking's are drawn afresh (`layout._lines`)."""
     return ShootoutOutputs(
         status=status,
         lanes=lanes_markdown({}, None, {}),
         ranking=ranking_frame(None),
         why="",
-        race=race_frame(None),
-        sweep=sweep_frame(None),
+        race=None,
+        sweep=None,
         result=None,
     )
 
@@ -103,10 +104,12 @@ class ShootoutHandlers(TabHandlers):
         max_new_tokens: float,
         repeats: float,
         request: gr.Request,
+        per_step: bool = False,
         progress: gr.Progress = gr.Progress(),  # noqa: B008 (Gradio's injection idiom)
     ) -> Iterator[ShootoutOutputs]:
         """Race every lane on `prompt`; the lanes stream as they run, and the last yield
-        carries the ranking, its charts and the JSON result."""
+        carries the ranking, its charts and the JSON result (each lane's runs with their
+        `per_step` only where `per_step` asks)."""
         access = self.shared.pairs
         registry = access.config.registry
         if pair not in registry:
@@ -126,7 +129,9 @@ class ShootoutHandlers(TabHandlers):
         with gpu_turn(self.shared, spec, True, stop_key(request, TAB)) as turn:
             if not (yield from turn.waited(progress, _idle, "no ranking")):
                 return
-            call = ShootoutRequest(turn.place, prompt, settings, rounds, lanes, turn.stop)
+            call = ShootoutRequest(
+                turn.place, prompt, settings, rounds, lanes, turn.stop, bool(per_step)
+            )
 
             def asking(status: str) -> ShootoutOutputs:
                 return updating_only(ShootoutOutputs, status=status)
@@ -178,6 +183,7 @@ def build_shootout_tab(shared: TabState, stream: StreamShootout) -> None:
         run = gr.Button("Run shoot-out", variant="primary", elem_id="shootout-run")
         stop = gr.Button("Stop", variant="stop", elem_id="shootout-stop")
     outputs = layout.outputs()
-    inputs = [prompt, pair, max_new_tokens, repeats]
+    # The steps last: API users who leave them out get the ranking without them.
+    inputs = [prompt, pair, max_new_tokens, repeats, layout.steps_in_json()]
     on_device(run.click, handlers.run_shootout, inputs, ShootoutOutputs, outputs, "shootout")
     on_stop(stop, handlers.request_stop)

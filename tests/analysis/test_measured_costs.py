@@ -1,0 +1,85 @@
+"""The oracle priced by the costs the run's steps measured (`assisted.analysis.measured_costs`),
+beside the one priced by the policy's cost model, and flagged where they differ."""
+
+from __future__ import annotations
+
+import pytest
+
+from assisted.analysis import measured_costs, oracle
+from assisted.core.drafters import DrafterKind
+from assisted.core.record import Hindsight, RunRecord, Step
+
+A = DrafterKind.ASSISTANT
+CAP = 4
+FLAT = {k: 0.20 + 0.01 * (k - 1) for k in range(1, CAP + 2)}  # what the machine charges
+HUMP = FLAT | {k: 3 * FLAT[k] for k in range(2, CAP + 1)}  # what a disturbed policy believed
+DRAFT_S = 0.02  # a drafted token
+READ_S = 0.005  # a token of context read
+PROMPT = 40
+
+
+def timed_steps(drafts: list[int], accepted: list[int]) -> list[Step]:
+    """Steps whose wall times are what `FLAT` and the drafting charge; the first the target's
+    read of the prompt and the assistant's of the context."""
+    steps, t_s, position = [], 0.0, 0
+    for i, (gamma, kept) in enumerate(zip(drafts, accepted, strict=True)):
+        draft_s = DRAFT_S * gamma + (READ_S * (PROMPT + position) if i == 1 else 0.0)
+        t_s += FLAT[gamma + 1] + (draft_s if gamma else 0.0) + (1.0 if i == 0 else 0.0)
+        ids = tuple(range(position, position + kept + 1))
+        source = A if gamma else None
+        steps.append(
+            Step(ids, "", gamma, kept, t_s, ids[:kept], draft_s=draft_s or None, source=source)
+        )
+        position += kept + 1
+    return steps
+
+
+def runs() -> tuple[RunRecord, RunRecord]:
+    plain = RunRecord(mode="plain", drafter=None, prompt_tokens=PROMPT)
+    plain.steps = timed_steps([0] * 20, [0] * 20)
+    plain.total_s = plain.steps[-1].t_s
+    assisted = RunRecord(mode="assisted", drafter=A, prompt_tokens=PROMPT)
+    assisted.steps = timed_steps([0, 4, 4, 4, 4], [0, 4, 4, 4, 4])[:5]
+    assisted.total_s = assisted.steps[-1].t_s
+    n = len(assisted.token_ids)
+    assisted.hindsight = Hindsight(
+        assistant_runs=tuple(range(n, 0, -1)),
+        lookup_drafts=((),) * n,
+        verify_s=tuple(sorted(HUMP.items())),
+        cap=CAP,
+        drafting_s=4 * DRAFT_S,  # drafting believed 4x dearer too
+        prefill_s=3 * READ_S,
+    )
+    return plain, assisted
+
+
+def test_the_steps_price_each_cost_as_the_machine_charged_it():
+    plain, assisted = runs()
+    h = measured_costs.priced(assisted.hindsight, [plain, assisted])
+    curve = dict(h.verify_s)
+    assert (curve[1], curve[CAP + 1]) == pytest.approx((FLAT[1], FLAT[CAP + 1]))  # measured
+    # The rows no step verified: the policy's hump, cut down to the larger row's cost.
+    assert all(FLAT[k] <= curve[k] <= FLAT[CAP + 1] for k in range(2, CAP + 1))
+    assert h.drafting_s == pytest.approx(DRAFT_S)
+    assert h.prefill_s == pytest.approx(READ_S)
+
+
+def test_a_policy_priced_oracle_far_from_the_measured_one_is_flagged():
+    plain, assisted = runs()
+    found = oracle.report(plain, assisted)
+    by_policy = found["policy_priced"]
+    assert found["speedup_modelled"] > 1.3 * by_policy["speedup_modelled"]
+    assert found["prices_differ"] is True
+    assert found["measured_rows"] == [1, CAP + 1]
+    assert "did not pay" in oracle.describe(found)
+    # Priced as it paid, nothing is flagged.
+    assisted.hindsight = measured_costs.priced(assisted.hindsight, [plain, assisted])
+    assert oracle.report(plain, assisted)["prices_differ"] is False
+
+
+def test_a_lanes_rows_are_pooled_with_the_other_lanes_steps():
+    plain, assisted = runs()
+    other = RunRecord(mode="assisted", drafter=A, prompt_tokens=PROMPT)
+    other.steps = timed_steps([0, 1, 2, 3], [0, 1, 2, 3])
+    found = oracle.report(plain, assisted, pooled=[other, assisted])
+    assert found["measured_rows"] == [1, 2, 3, 4, 5]
