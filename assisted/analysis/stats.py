@@ -248,6 +248,8 @@ def summarize(record: RunRecord, steps: bool = True) -> dict:
             summary.update(
                 drafting_path=path.path,
                 drafting_path_reason=path.reason,
+                drafting_self_check=path.check,
+                drafting_self_check_judged=path.judged,
                 graph_capture_s=rounded(path.capture_s, 3),
                 drafting_s_per_token=rounded(drafting_s_per_token(record), 6),
             )

@@ -88,6 +88,11 @@ class Step:
 CUDA_GRAPHS = "cuda-graphs"
 EAGER = "eager"
 GENERATE = "generate"
+# The graphs' self-check verdicts (`DraftingPath.check`,
+# `assisted.engine.drafters.graph_check.self_check`).
+PASSED = "passed"
+FAILED = "failed"
+INCONCLUSIVE = "inconclusive"
 
 
 @dataclass(frozen=True)
@@ -97,11 +102,15 @@ class DraftingPath:
     (the lean loop, a pass and a read a token) or "generate" (the assistant's own
     `generate()` through Transformers' generator). `capture_s`: what capturing the graphs
     and their self-check took, once per process and assistant; None where none were
-    captured."""
+    captured. `check`: the graphs' self-check verdict, "passed", "failed" or
+    "inconclusive", and `judged` the positions its comparison with the DynamicCache loop
+    judged; None where no self-check ran."""
 
     path: str
     reason: str
     capture_s: float | None = None
+    check: str | None = None
+    judged: int | None = None
 
 
 @dataclass(frozen=True)

@@ -42,25 +42,32 @@ def new_policy(
     by its runs since) and by the acceptance its earlier runs in `precision` and `band` saw.
     A sampled run's assistant is priced at its sampled drafting time; a greedy run's of at
     most `max_length` tokens (prompt and answer), where the `assistant` drafts through
-    captured CUDA graphs in a run that long, at their time per token
-    (`assisted.engine.drafters.draft_graphs.for_run`), else at its eager one. Times nothing.
+    captured CUDA graphs in a run that long, each draft length at its own replay's time
+    (`assisted.engine.drafters.draft_graphs.draft_costs`), or on the loop on a
+    DynamicCache after their self-check failed, at that loop's; else at its eager time
+    per token. Times nothing.
 
     A pair with an assistant drafts from two sources: the assistant, and prompt-lookup
     matches, which cost no drafting. A prompt-lookup pair drafts from matches only."""
     cap = draft.length_for(pair.spec.drafter)
     sampled = band != GREEDY
+    shape = None  # the assistant's time per token by draft length, where timed by length
     if pair.spec.drafter is LOOKUP:
         verify_s, _, _ = calibrated(pair, precision, cap, model=False)
         drafter_s, model, prefill_s = {LOOKUP: 0.0}, None, 0.0
     else:
         verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, True, sampled)
-        graphed_s = None
+        timed = None
         if assistant is not None and max_length is not None and not sampled:
-            graphed_s = draft_graphs.draft_s_per_token(assistant, max_length, cap)
-        per_token_s = per_token_s if graphed_s is None else graphed_s
+            timed = draft_graphs.draft_costs(assistant, max_length, cap)
+        if timed is not None:
+            # Priced per token at the longest draft, each length shaped to its own time.
+            per_token_s = timed[cap] / cap
+            shape = {gamma: seconds / (gamma * per_token_s) for gamma, seconds in timed.items()}
         drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
     history = pair.learnt.precision(precision).acceptance_in(band)
-    return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history, pair.learnt.answers)
+    answers = pair.learnt.answers
+    return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history, answers, shape)
 
 
 def keep_learnt(

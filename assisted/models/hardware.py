@@ -17,7 +17,9 @@ from assisted.models.registry import Size
 class Device:
     """What a step costs on a device before anything has been timed on it: its memory
     bandwidth, the launch cost of one decoder layer's kernels in eager mode at batch 1, and
-    the bandwidth at which a call moves weights onto it."""
+    the bandwidth at which a call moves weights onto it. A step costs the larger of its
+    weights' bytes over the bandwidth and its layers' launches, not their sum: the host
+    launches the next kernels while the device runs the last ones, so the two overlap."""
 
     name: str
     bytes_per_s: float
@@ -25,7 +27,7 @@ class Device:
     load_bytes_per_s: float
 
     def step_s(self, size: Size) -> float:
-        return size.weight_bytes() / self.bytes_per_s + size.layers * self.launch_s_per_layer
+        return max(size.weight_bytes() / self.bytes_per_s, size.layers * self.launch_s_per_layer)
 
 
 # Memory bandwidth of each GPU model `spaces` names, the whole card.

@@ -6,8 +6,9 @@ so the app follows `spaces` when ZeroGPU's hardware changes. No torch.
 6000 Blackwell Server Edition (the whole card). On the Blackwell a call is `large` by
 default, half the card; `spaces` makes every call `xlarge`, the whole card at twice the
 quota, once the weights packed at the launch exceed `xlarge_threshold`
-(`spaces/zero/__init__.py`, `startup`), and it multiplies a `large` call's requested
-duration by `duration_factor` (`spaces/zero/client.py`, `get_duration_seconds`).
+(`spaces/zero/__init__.py`, `startup`, which sets `spaces.zero.default_gpu_size()`), and
+it multiplies the requested duration of a call that is not `xlarge` by `duration_factor`
+(`spaces/zero/client.py`, `get_duration_seconds`).
 """
 
 from __future__ import annotations
@@ -59,12 +60,16 @@ def machines() -> tuple[Machine, ...]:
 
 
 def duration_factor() -> float:
-    """What `spaces` multiplies a `large` call's requested duration by in this process: the
-    factor of the machine it names (`spaces.zero.config.get_config`, as
-    `get_duration_seconds` reads it), the driver's GPU where the process sees one, else
-    the first machine of its file."""
+    """What `spaces` multiplies this app's calls' requested duration by in this process, as
+    `get_duration_seconds` does: 1.0 where the default size is `xlarge` (the app's calls
+    name no size, so they take the default, `spaces.zero.default_gpu_size()`), else the
+    factor of the machine it names (`spaces.zero.config.get_config`), the driver's GPU
+    where the process sees one, else the first machine of its file."""
+    from spaces import zero
     from spaces.zero import config
 
+    if zero.default_gpu_size() == "xlarge":
+        return 1.0
     with warnings.catch_warnings():
         # Its complaint that no driver is there: off ZeroGPU, and in tests, always so.
         warnings.simplefilter("ignore", UserWarning)

@@ -161,12 +161,14 @@ PAIRS: dict[str, PairSpec] = {
 }
 DEFAULT_PAIR = "embedded"  # on a CPU, and wherever no GPU pair qualifies
 
-# A GPU pair pays where drafting a token costs a small share of a target step. In eager
-# mode at batch 1 a step costs about its kernel launches, so roughly its layers: a 24-layer
-# 0.5B drafting eagerly costs most of a 28-layer target's step, 1.5B or 7B alike. Replayed
-# as CUDA graphs (`assisted.engine.drafters.draft_graphs`) it cost about a fifth of one,
-# measured on an H200, and the default is the 7B, whose steps also move 15 times the bytes
-# (docs/space.md).
+# A GPU pair pays where drafting a token costs a small share of a target step. On the
+# Space's `large` call, half an RTX PRO 6000 Blackwell (about 0.9 TB/s, an estimate), an
+# eager step at batch 1 costs the larger of its weights' bytes and its layers' launches: a
+# 1.5B target's 28 layers' launches (about 10 ms), which a 24-layer 0.5B drafting eagerly
+# nearly matches; the 7B's 15 GB (about 17 ms). Replayed as CUDA graphs
+# (`assisted.engine.drafters.draft_graphs`) the 0.5B's draft cost 4.2 ms a token on an
+# H200, the one card measured (docs/space.md): a small share of the 7B's step on the
+# slice, a large one of the 1.5B's. So the default is the 7B.
 GPU_TARGET_BILLIONS = 7.0
 SLICE_SHARE = 0.8  # of the slice the weights may hold: the rest for caches and activations
 

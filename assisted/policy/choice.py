@@ -182,15 +182,17 @@ class DraftPolicy:
         prefill_s: float = 0.0,
         history: AcceptanceCounts | None = None,
         answers: Sequence[Answer] = (),
+        draft_shape: dict[int, float] | None = None,
     ):
-        """`verify_s`, `drafter_s`, `model_source` and `prefill_s` seed the cost model (see
-        `CostModel`): T(k) for k = 1 … cap + 1, each source's seconds per drafted token, the
-        source that runs a model with a cache of its own, and its prefill seconds per token.
+        """`verify_s`, `drafter_s`, `model_source`, `prefill_s` and `draft_shape` seed the
+        cost model (see `CostModel`): T(k) for k = 1 … cap + 1, each source's seconds per
+        drafted token, the source that runs a model with a cache of its own, its prefill
+        seconds per token, and its time per token by draft length over that.
         `history` holds acceptance counts per source and streak from the pair's earlier
         runs; the sources are those of `drafter_s`. `answers` are the pair's latest
         answers (`assisted.policy.answers`)."""
         self.cap = cap
-        self.costs = CostModel(cap, verify_s, drafter_s, model_source, prefill_s)
+        self.costs = CostModel(cap, verify_s, drafter_s, model_source, prefill_s, draft_shape)
         self.acceptance = AcceptanceModel(cap, drafter_s, history)
         self.model_source = model_source
         self.started = False  # the model source has drafted, so it has a cache

@@ -10,6 +10,11 @@ skipped the steps before (its cache then lacks the tokens it did not see). A pla
   ratios of those verified, every row at most any larger row's).
 - drafter_s is a source's time per drafted token. Prompt lookup's is 0: its n-gram search
   runs at every step whatever is chosen, so choosing it costs only the verification.
+  Where the model source's drafts were timed by length (replayed CUDA graphs: a short
+  draft pays the launch and the read a long one pays), a draft of γ costs
+  drafter_s·γ·shape(γ), shape(γ) its time per token over the longest draft's, so that it
+  starts at its own timing; each draft is a timing of drafter_s once divided by its
+  shape, so every length moves alike.
 - call_s is the assistant's time per drafting call outside its forward passes (its own
   generate() loop); catch_up_s what reading the skipped steps' tokens adds to a call.
 - prefill_s is the assistant's time per token of context it reads before its first draft,
@@ -83,12 +88,15 @@ class CostModel:
         drafter_s: dict[DrafterKind, float],
         model_source: DrafterKind | None = None,
         prefill_s: float = 0.0,
+        draft_shape: dict[int, float] | None = None,
     ):
         """`verify_s` maps rows k to the target's seconds to verify them, for k = 1 … cap + 1;
         `drafter_s` maps each source to its seconds per drafted token; `model_source` names
         the source that runs a model with a cache of its own (it pays a call overhead, a
         prefill before its first draft and a catch-up after skipped steps), and `prefill_s`
-        is that model's seconds per token of context it prefills. All are the priors."""
+        is that model's seconds per token of context it prefills. `draft_shape` maps γ to
+        the model source's time per token in a draft of γ over its `drafter_s` (the
+        module's note; None: 1 at every γ). All are the priors."""
         missing = [k for k in range(1, cap + 2) if k not in verify_s]
         if missing:
             raise ValueError(f"verification times are missing for rows {missing}")
@@ -101,6 +109,7 @@ class CostModel:
         self.drafting = Estimate(drafter_s.get(model_source))
         self.prefill = Estimate(prefill_s or None)  # 0: never timed
         self.prefill_s = prefill_s
+        self.draft_shape = dict(draft_shape or {})
         self.catch_up = Estimate(None)
         self.catch_up_s = 0.0
         self.call = Estimate(None)
@@ -112,12 +121,19 @@ class CostModel:
         reading the tokens of the steps it skipped where `catch_up`."""
         if source is None or gamma == 0:
             return self.verify_s[1]
-        cost = self.drafter_s[source] * gamma + self.verify_s[gamma + 1]
+        cost = self.drafting_s(source, gamma) + self.verify_s[gamma + 1]
         if source == self.model_source:
             cost += self.call_s
         if catch_up:
             cost += self.catch_up_s
         return cost
+
+    def drafting_s(self, source: DrafterKind, gamma: int) -> float:
+        """Seconds `source` takes to draft `gamma` candidates (the module's note)."""
+        return self.drafter_s[source] * gamma * self._shape(source, gamma)
+
+    def _shape(self, source: DrafterKind, gamma: int) -> float:
+        return self.draft_shape.get(gamma, 1.0) if source == self.model_source else 1.0
 
     def observe_verify(self, rows: int, seconds: float) -> None:
         """The target verified `rows` rows (last committed token + candidates) in `seconds`:
@@ -152,7 +168,9 @@ class CostModel:
             self.call.observe(max(self.last_call_s - seconds, 0.0))
             self.call_s = self.call.value
             self.last_call_s = 0.0
-        extra = max(seconds - self.drafter_s[self.model_source] * drafted, 0.0)
+        per_token = self.drafter_s[self.model_source]
+        shape = self._shape(self.model_source, drafted)
+        extra = max(seconds - per_token * drafted * shape, 0.0)
         if prefilled is not None:
             self.prefill.observe(extra / max(prefilled, 1))
             self.prefill_s = self.prefill.value
@@ -161,7 +179,7 @@ class CostModel:
             self.catch_up.observe(extra)
             self.catch_up_s = self.catch_up.value
             return extra
-        self.drafting.observe(seconds / drafted)
+        self.drafting.observe(seconds / (drafted * shape))
         self.drafter_s[self.model_source] = self.drafting.value
         return 0.0
 

@@ -30,9 +30,11 @@ MARGIN:
   same and could be aborted again. A call that finishes ends the growth;
 - a pair not measured yet: what its published size says on the device (`first_guess`),
   before any call has timed it. A step at batch 1 moves every weight once and launches
-  each layer's kernels in eager mode, so its seconds are the weights' bytes over the
-  device's bandwidth plus its layers times a launch cost (the sum, not the larger: a first
-  guess should not fall short). The set-up is a fixed start plus a number of such steps;
+  each layer's kernels in eager mode, and the host launches while the device computes, so
+  its seconds are the larger of the weights' bytes over the device's bandwidth and its
+  layers times a launch cost (`assisted.models.hardware.Device.step_s`; MARGIN covers a
+  guess that falls short). The set-up is a fixed start plus a number of the target's
+  steps, and the capture of the assistant's drafts a number of the assistant's own passes;
   loading inside a call moves the weights from the start-up's copy in memory or on disk.
   A custom pair, whose size is not known before it loads, is priced at the largest that
   its checks let load.
@@ -80,11 +82,14 @@ FLOOR_S = 20  # never schedule less: scheduling and the fork's start cost second
 # kernels) that no step count covers.
 SETUP_STEPS = 200
 SETUP_START_S = 10.0
-# The capture of an assistant's drafts, in its own eager passes: warm-up drafts of the cap
-# (3 × 8), one graph per length (1 + … + 8 = 36 passes) and the self-check's eager draft
-# and replays; doubled for the first call's one-off costs. A drafted token's eager pass
-# costs nearly a target step on a GPU (docs/space.md), so a pass is priced as one.
-CAPTURE_STEPS = 2 * (3 * 8 + 36 + 8)
+# The capture of an assistant's drafts, in its own eager passes
+# (`assisted.engine.drafters.draft_graphs`): on each of its caches, warm-up drafts of the
+# cap (3 × 8), one graph per length (1 + … + 8 = 36 passes) and the self-check's eager
+# passes on that cache (8, then 7 after a rollback); once, the DynamicCache loop's drafts
+# after up to 4 ends of the probe (4 × 8); doubled for the first call's one-off costs.
+# Priced at the assistant's pass, not the target's step.
+CAPTURED_CACHES = 4  # `draft_graphs.BUCKETS`
+CAPTURE_PASSES = 2 * (CAPTURED_CACHES * (3 * 8 + 36 + 8 + 7) + 4 * 8)
 # A custom pair: as large as its checks let it be (ASSISTED_MAX_MODEL_GB's 40 GB in bf16),
 # at the depth of the deepest offered target and more.
 UNKNOWN_SIZE = Size(20.0, 64)
@@ -115,19 +120,22 @@ class ColdStart:
 def first_guess(spec: PairSpec | None, device: Device | None = None) -> _PairTimes:
     """The times of a pair never timed on `device` (default: the ZeroGPU slice of
     `zerogpu_slice`), from its published size (the module's note); a pair of unknown size
-    (custom, or None) at `UNKNOWN_SIZE`. The assistant's runs are priced as plain ones:
-    where drafting would cost more, `auto` stops drafting."""
+    (custom, or None) at `UNKNOWN_SIZE`, its assistant too. The assistant's runs are priced
+    as plain ones: where drafting would cost more, `auto` stops drafting."""
     device = device or zerogpu_slice()
     target = spec.target_size if spec is not None and spec.target_size else UNKNOWN_SIZE
     step_s = device.step_s(target)
+    capture_s = 0.0
     # Only a pair whose assistant is a model of its own captures its drafts.
-    captures = spec is None or spec.drafter.has_model
+    if spec is None or spec.drafter.has_model:
+        assistant = spec.assistant_size if spec is not None and spec.assistant_size else None
+        capture_s = CAPTURE_PASSES * device.step_s(assistant or UNKNOWN_SIZE)
     weights = spec.weight_bytes() if spec is not None else None
     if weights is None:
         weights = 2 * UNKNOWN_SIZE.weight_bytes()
     return _PairTimes(
         load_s=weights / device.load_bytes_per_s,
-        setup_s=SETUP_START_S + (SETUP_STEPS + CAPTURE_STEPS * captures) * step_s,
+        setup_s=SETUP_START_S + SETUP_STEPS * step_s + capture_s,
         plain_s_per_token=step_s,
         assisted_s_per_token=step_s,
     )

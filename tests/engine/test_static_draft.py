@@ -6,6 +6,7 @@ that a capture records traces without a break; the self-check turns a wrong repl
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import gc
@@ -17,15 +18,22 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import AutoTokenizer, GenerationConfig
+from transformers import AutoTokenizer, DynamicCache, GenerationConfig
 
 from assisted import cli
 from assisted.analysis import stats
-from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath
+from assisted.core.record import (
+    CUDA_GRAPHS,
+    EAGER,
+    FAILED,
+    INCONCLUSIVE,
+    PASSED,
+    DraftingPath,
+)
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison, decoding, plan, running
-from assisted.engine.drafters import candidates, draft_graphs, seam
-from assisted.engine.drafters.draft_graphs import self_check
+from assisted.engine.drafters import candidates, draft_graphs, seam, static_draft
+from assisted.engine.drafters.graph_check import MIN_JUDGED, self_check
 from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.static_draft import (
     DraftGraphs,
@@ -244,34 +252,51 @@ def test_the_pass_a_capture_records_traces_whole(near_pair):
         def replay():
             draft_on_device(state, 3)
 
-        draft_graphs.start(state, base, prompt[0, -2:])
+        static_draft.start(state, base, prompt[0, -2:])
         replay()
         expected = state.out.clone()
         traced = torch.compile(replay, fullgraph=True, backend="eager")
-        draft_graphs.start(state, base, prompt[0, -2:])
+        static_draft.start(state, base, prompt[0, -2:])
         traced()
         assert torch.equal(state.out[0], expected[0])
         assert torch.allclose(state.out[1], expected[1], rtol=1e-5)
 
 
-def test_the_self_check_keeps_a_faithful_replay_and_refuses_a_wrong_one(near_pair):
-    model = near_pair.assistant
+def checked_graphs(model, prompt: torch.Tensor, cap: int = CAP) -> DraftGraphs:
+    """The CPU's stand-in for captured graphs (`graphed`), the prompt's ids but the last
+    two in their cache, as a capture leaves it."""
+    graphs = graphed(model, cap)
+    with torch.inference_mode():
+        graphs.state.feed(prompt[:, :-2])
+    return graphs
+
+
+def test_the_self_check_passes_a_faithful_replay_having_judged_enough(near_pair):
     prompt = prompt_ids(near_pair)
-    faithful = graphed(model)
-    with torch.inference_mode():
-        faithful.state.feed(prompt[:, :-2])
-    assert self_check(faithful, prompt) is None
+    verdict = self_check([checked_graphs(near_pair.assistant, prompt)], prompt)
+    assert verdict.check == PASSED
+    assert verdict.judged >= MIN_JUDGED
 
-    wrong = graphed(model)
-    with torch.inference_mode():
-        wrong.state.feed(prompt[:, :-2])
 
-    def off_by_one(gamma=CAP):
-        draft_on_device(wrong.state, gamma)
-        wrong.state.out[0, gamma - 1] += 1  # its last candidate wrong
+def test_a_replay_one_ulp_off_the_eager_passes_fails_the_self_check(near_pair):
+    """A replay whose last probability is one float32 step above what the eager passes on
+    the same cache computed: far inside the DynamicCache comparison's tolerance, yet a
+    replay of the same kernels in the same order cannot differ by a bit."""
+    prompt = prompt_ids(near_pair)
+    graphs = checked_graphs(near_pair.assistant, prompt)
 
-    wrong.replays[CAP] = off_by_one
-    assert "a draft of 5 differed from eager passes at candidate 5" in self_check(wrong, prompt)
+    def one_ulp_off(gamma=CAP):
+        draft_on_device(graphs.state, gamma)
+        out = graphs.state.out
+        nudged = torch.nextafter(out[1, gamma - 1].float(), torch.tensor(2.0))
+        out[1, gamma - 1] = nudged.double()
+
+    graphs.replays[CAP] = one_ulp_off
+    verdict = self_check([graphs], prompt)
+    assert verdict.check == FAILED
+    assert (
+        "a draft of 5 differed from eager passes on the same cache at candidate 5" in verdict.detail
+    )
 
 
 def test_the_self_check_refuses_a_fault_the_replays_share_with_the_static_cache(
@@ -280,19 +305,107 @@ def test_the_self_check_refuses_a_fault_the_replays_share_with_the_static_cache(
     """A rollback that keeps one position too many (one never written) is wrong in the
     eager passes on the static cache as in the replays: the loop on a DynamicCache, with
     its own cache and rollback, drafts otherwise, and the self-check says so."""
+    prompt = prompt_ids(near_pair)
+    graphs = checked_graphs(near_pair.assistant, prompt)
+    monkeypatch.setattr(StaticState, "rewind", one_too_many)
+    verdict = self_check([graphs], prompt)
+    assert verdict.check == FAILED
+    assert "differed from the DynamicCache loop at candidate" in verdict.detail
+
+
+def test_the_self_check_passes_a_faithful_replay_the_dynamic_loop_rounds_otherwise(near_pair):
+    """The DynamicCache loop's attention runs other kernels, which round otherwise: here its
+    logits are 5% sharper, so its probabilities differ by far more than rounding, its
+    candidates not at all. A faithful replay still passes: the loop judges candidates, and
+    probabilities are held bit for bit to the eager passes on the same cache."""
     model = near_pair.assistant
     prompt = prompt_ids(near_pair)
-    graphs = graphed(model)
+    graphs = checked_graphs(model, prompt)
+
+    def sharper_on_a_dynamic_cache(module, args, kwargs, output):
+        if isinstance(kwargs.get("past_key_values"), DynamicCache):
+            output.logits = output.logits * 1.05
+        return output
+
+    hook = model.register_forward_hook(sharper_on_a_dynamic_cache, with_kwargs=True)
+    try:
+        verdict = self_check([graphs], prompt)
+    finally:
+        hook.remove()
+    assert verdict.check == PASSED, verdict.detail
+
+
+def test_near_uniform_logits_leave_the_self_check_inconclusive(flat_assistant, near_pair):
+    """Random weights give near-uniform logits: every candidate of the DynamicCache loop is
+    a near-tie, so it judges no position, and that is no pass."""
+    prompt = prompt_ids(near_pair)
+    verdict = self_check([checked_graphs(flat_assistant, prompt)], prompt)
+    assert verdict.check == INCONCLUSIVE
+    assert verdict.judged < MIN_JUDGED
+    assert f"fewer than {MIN_JUDGED}" in verdict.detail
+
+
+@pytest.fixture
+def flat_assistant(near_pair):
+    """The near pair's assistant with its output layer scaled down 10⁴ times: its logits
+    nearly uniform, as random weights give."""
+    model = copy.deepcopy(near_pair.assistant)
+    with torch.no_grad():
+        head = model.get_output_embeddings()
+        head.weight = torch.nn.Parameter(head.weight * 1e-4, requires_grad=False)
+    return model
+
+
+def one_too_many(state, length):
+    """A rollback that keeps one position too many: a fault of the static cache's path."""
     with torch.inference_mode():
-        graphs.state.feed(prompt[:, :-2])
+        for layer in state.cache.layers:
+            layer.cumulative_length.fill_(length + 1)
 
-    def one_too_many(state, length):
-        with torch.inference_mode():
-            for layer in state.cache.layers:
-                layer.cumulative_length.fill_(length + 1)
 
-    monkeypatch.setattr(StaticState, "rewind", one_too_many)
-    assert "differed from eager passes" in self_check(graphs, prompt)
+@pytest.mark.parametrize("verdict", [FAILED, INCONCLUSIVE])
+def test_after_a_failed_or_inconclusive_self_check_the_dynamic_cache_loop_drafts(
+    near_pair, flat_assistant, monkeypatch, verdict
+):
+    """The product's capture and self-check on the CPU's stand-in, as if on CUDA: where the
+    check fails (a static cache that rolls back wrong) or cannot judge (near-uniform
+    logits), the run drafts with the lean loop on a DynamicCache, not on the static cache
+    the check distrusts; it is priced at that loop's time as the check timed it, and its
+    record, JSON and page say why."""
+    pair = near_pair
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepared = prepare(pair, draft)
+    monkeypatch.setattr(draft_graphs, "GRAPHS", StandInGraphs())
+    prompt = prompt_ids(pair)
+    if verdict == FAILED:
+        with monkeypatch.context() as broken:
+            broken.setattr(StaticState, "rewind", one_too_many)
+            outcome = draft_graphs._captured(prepared.assistant, CAP, prompt)
+    else:
+        outcome = draft_graphs._captured(flat_assistant, CAP, prompt)
+    assert outcome.graphs is None and outcome.verdict.check == verdict
+    assert outcome.reason.startswith(f"self-check {verdict}: ")
+    assert outcome.reason.endswith("the lean loop on a DynamicCache")
+    assert outcome.loop_s > 0
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, outcome, raising=False)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    ids = encode_prompt(pair, PROMPT)
+    built = draft_graphs.drafter_for_run(prepared.assistant, 0.0, (), 0.0, len(ids) + 24, CAP)
+    assert type(built) is LeanDrafter
+    ready = plan.make_plan(pair, ids, "assisted", RunSettings(max_new_tokens=24), prepared)
+    assert ready.policy.costs.drafter_s[candidates.ASSISTANT] == outcome.loop_s
+
+    monkeypatch.setattr(plan, "auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
+    settings = RunSettings(max_new_tokens=24)
+    plain = drain(running.run(pair, ids, "plain", settings))
+    assisted = drain(running.run(pair, ids, "assisted", settings, draft))
+    assert assisted.token_ids == plain.token_ids
+    path = assisted.drafting_path
+    assert (path.path, path.check, path.reason) == (EAGER, verdict, outcome.reason)
+    assert path.judged == outcome.verdict.judged
+    summary = comparison.report(pair, plain, assisted)["assisted"]
+    assert summary["drafting_self_check"] == verdict
+    assert summary["drafting_self_check_judged"] == outcome.verdict.judged
 
 
 def test_graphs_stay_off_the_cpu_and_off_when_turned_off(near_pair, monkeypatch):
@@ -331,8 +444,8 @@ def test_a_greedy_policy_prices_drafting_by_the_path_its_run_takes(near_pair, mo
     prepared = prepare(pair, draft)
     eager_s = pair.learnt.precision("none").draft_s
     graphs = graphed(prepared.assistant)
-    graphs.draft_s = 1e-6
-    captured = draft_graphs._Outcome(os.getpid(), graphs, "captured")
+    graphs.replay_s = {gamma: 1e-6 * gamma for gamma in range(1, CAP + 1)}
+    captured = draft_graphs._Outcome(os.getpid(), (graphs,), "captured")
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
     ids = encode_prompt(pair, PROMPT)
@@ -344,11 +457,72 @@ def test_a_greedy_policy_prices_drafting_by_the_path_its_run_takes(near_pair, mo
 
     fits = CAPACITY - len(ids)  # the longest answer the graphs' cache holds
     assert draft_graphs.for_run(prepared.assistant, len(ids) + fits, CAP)[0] is graphs
-    assert priced_at(fits) == 1e-6
+    assert priced_at(fits) == pytest.approx(1e-6)
     assert draft_graphs.for_run(prepared.assistant, len(ids) + fits + 1, CAP)[0] is None
     assert priced_at(fits + 1) == eager_s != 1e-6
     monkeypatch.setenv(draft_graphs.ENV, "0")  # graphs off: the eager cost again
     assert priced_at(fits) == eager_s
+
+
+def test_each_draft_length_is_priced_from_its_own_replay(near_pair, monkeypatch):
+    """A replay pays its launch and its one read whatever its length, so a draft of 2 costs
+    more than 2/5 of a draft of 5: the policy prices each length at its own replay's time
+    (timed after the capture), not at an even share of the longest's."""
+    pair = near_pair
+    draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
+    prepared = prepare(pair, draft)
+    graphs = graphed(prepared.assistant)
+    graphs.replay_s = {1: 4e-6, 2: 5e-6, 3: 6e-6, 4: 7e-6, 5: 8e-6}
+    captured = draft_graphs._Outcome(os.getpid(), (graphs,), "captured")
+    monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    ids = encode_prompt(pair, PROMPT)
+    ready = plan.make_plan(pair, ids, "assisted", RunSettings(max_new_tokens=16), prepared)
+    costs = ready.policy.costs
+    for gamma, seconds in graphs.replay_s.items():
+        assert costs.drafting_s(candidates.ASSISTANT, gamma) == pytest.approx(seconds), gamma
+    assert costs.drafting_s(candidates.ASSISTANT, 2) > 2 / 5 * graphs.replay_s[5]
+    verify = costs.verify_s[3] + costs.call_s
+    assert costs.cost_s(candidates.ASSISTANT, 2) == pytest.approx(5e-6 + verify)
+
+
+@pytest.fixture
+def long_assistant(near_pair):
+    """The near pair's assistant, its positions raised to 4,096 so that every cache size
+    of `draft_graphs.BUCKETS` is captured (its rotary positions are computed, not kept)."""
+    model = copy.deepcopy(near_pair.assistant)
+    model.config.max_position_embeddings = 4096
+    return model
+
+
+def test_a_run_drafts_on_the_smallest_cache_that_holds_it(near_pair, long_assistant, monkeypatch):
+    """Every pass attends over its whole cache, so the product's capture (on the CPU's
+    stand-in) makes a cache of each size of `BUCKETS`, all its graphs in one memory pool
+    and behind one module for the hooks; a run of at most 300 tokens drafts on the 512
+    cache, replaying its graphs, and is priced at that cache's replays."""
+    model = long_assistant
+    stand_in = StandInGraphs()
+    monkeypatch.setattr(draft_graphs, "GRAPHS", stand_in)
+    outcome = draft_graphs._captured(model, CAP, prompt_ids(near_pair))
+    assert outcome.graphs is not None, outcome.reason
+    assert [graphs.state.capacity for graphs in outcome.graphs] == [512, 1024, 2048, 4096]
+    assert len(stand_in.pools) == 4 * CAP and len({id(pool) for pool in stand_in.pools}) == 1
+    assert len({id(graphs.module) for graphs in outcome.graphs}) == 1
+    monkeypatch.setattr(model, draft_graphs.OUTCOME, outcome, raising=False)
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    capacity = {
+        length: draft_graphs.for_run(model, length, CAP)[0].state.capacity
+        for length in (300, 512, 513, 2049, 4096)
+    }
+    assert capacity == {300: 512, 512: 512, 513: 1024, 2049: 4096, 4096: 4096}
+    assert draft_graphs.for_run(model, 4097, CAP)[0] is None
+    assert draft_graphs.draft_costs(model, 300, CAP) == outcome.graphs[0].replay_s
+    drafter = draft_graphs.drafter_for_run(model, 0.0, (), 0.0, 300, CAP)
+    assert drafter.graphs is outcome.graphs[0] and "a cache of 512" in drafter.reason
+    replayed = stand_in.replays
+    prompt = prompt_ids(near_pair)
+    assert drafter.draft(prompt, CAP) == LeanDrafter(model, 0.0, ()).draft(prompt, CAP)
+    assert stand_in.replays == replayed + 1 and drafter.counts.graphed == 1
 
 
 def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair, monkeypatch):
@@ -360,7 +534,7 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
     prepared = prepare(pair, draft)
     graphs = graphed(prepared.assistant)
-    captured = draft_graphs._Outcome(os.getpid(), graphs, "stand-in replays")
+    captured = draft_graphs._Outcome(os.getpid(), (graphs,), "stand-in replays")
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
     replays = []
@@ -370,7 +544,8 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     plain = drain(running.run(pair, ids, "plain", settings))
     assisted = drain(running.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
-    assert assisted.drafting_path == DraftingPath(CUDA_GRAPHS, "stand-in replays", 0.0)
+    reason = f"stand-in replays; a cache of {CAPACITY}"
+    assert assisted.drafting_path == DraftingPath(CUDA_GRAPHS, reason, 0.0)
     drafted = [step.drafted for step in assisted.steps if step.drafted]
     assert len(replays) == len(drafted) >= 4  # every draft a replay of the length asked
     # Each replay's time went to the passes as its γ tokens' (the prefill's pass aside).
@@ -411,7 +586,7 @@ def test_an_evicted_pair_takes_its_assistant_and_graphs_with_it(tiny_dirs, monke
     stand_in = draft_graphs._Outcome(os.getpid(), None, "")
 
     def captured(model, cap, probe):
-        return dataclasses.replace(stand_in, graphs=graphed(model, cap), reason="stand-in")
+        return dataclasses.replace(stand_in, graphs=(graphed(model, cap),), reason="stand-in")
 
     monkeypatch.setattr(draft_graphs, "_captured", captured)
     folder = tiny_dirs["target"].parent / "near-evicted"
@@ -441,20 +616,20 @@ def test_the_capture_s_recorded_includes_the_self_check(near_pair, monkeypatch):
         graphs = graphed(model, cap)
         with torch.inference_mode():
             graphs.state.feed(probe[:, :-2])
-        return graphs
+        return (graphs,)
 
-    def checked(graphs, probe):
+    def checked(buckets, probe):
         next(clock)  # a second of self-check
-        return self_check(graphs, probe)
+        return self_check(buckets, probe)
 
     monkeypatch.setattr(draft_graphs, "_capture", captured)
     monkeypatch.setattr(draft_graphs, "self_check", checked)
-    monkeypatch.setattr(draft_graphs, "_replay_s", lambda graphs, probe: 0.01)
+    monkeypatch.setattr(draft_graphs, "_replay_s", lambda graphs, probe: {CAP: 0.01})
     outcome = draft_graphs._captured(near_pair.assistant, CAP, prompt_ids(near_pair))
     assert outcome.graphs is not None, outcome.reason
     # Started at 0, then a second each for the capture and the check: read at 3, not 2.
-    assert outcome.graphs.capture_s == 3.0
-    assert outcome.reason.startswith("captured and self-checked;")  # the seconds apart
+    assert outcome.graphs[0].capture_s == 3.0
+    assert outcome.reason.startswith("captured and self-checked:")  # the seconds apart
 
 
 def test_a_draft_after_a_fully_accepted_one_replays_with_no_eager_pass(self_pair, monkeypatch):
@@ -473,7 +648,7 @@ def test_a_draft_after_a_fully_accepted_one_replays_with_no_eager_pass(self_pair
     )
     prepared = prepare(pair, draft)
     graphs = graphed(prepared.assistant)
-    captured = draft_graphs._Outcome(os.getpid(), graphs, "stand-in replays")
+    captured = draft_graphs._Outcome(os.getpid(), (graphs,), "stand-in replays")
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
     replaying, eager_widths = [], []
@@ -543,7 +718,7 @@ def test_the_stand_in_refuses_what_a_graph_would_replay_wrong(near_pair):
         with pytest.raises(ContractBroken, match="no warm-up"):
             stand_in.record(region)
         with stand_in.side_stream(state.token.device):
-            draft_graphs.start(state, prompt.shape[1] - 2, prompt[0, -2:])
+            static_draft.start(state, prompt.shape[1] - 2, prompt[0, -2:])
             region()
         replay = stand_in.record(region)
         state.rewind(prompt.shape[1] - 2)
@@ -564,3 +739,65 @@ def test_the_stand_in_refuses_what_a_graph_would_replay_wrong(near_pair):
 
         with pytest.raises(ContractBroken, match="its capture made, which outlived it"):
             stand_in.record(lazily)()
+
+
+def baked_slice(buffer: torch.Tensor, out: torch.Tensor, at: list[int]) -> None:
+    out.copy_(buffer[at[0] : at[0] + 1] * 2)  # an offset read by Python value
+
+
+def baked_arange(buffer: torch.Tensor, out: torch.Tensor, at: list[int]) -> None:
+    out.copy_(torch.arange(at[0], at[0] + 2, dtype=out.dtype).sum())  # positions
+
+
+def baked_fill(buffer: torch.Tensor, out: torch.Tensor, at: list[int]) -> None:
+    out.fill_(at[0])  # a rollback length
+
+
+@pytest.mark.parametrize("region", [baked_slice, baked_arange, baked_fill])
+def test_the_stand_in_refuses_a_python_int_baked_into_the_capture(region):
+    """A Python int read inside a captured region is baked in: a graph replays the value of
+    its capture whatever the int is now (moved from 2 to 7, `buffer[k : k + 1] * 2` gives
+    4.0 on a GPU where eager Python gives 14.0). The stand-in replays the Python, so it
+    must refuse a value that moved rather than compute the eager one."""
+    buffer, out, at = torch.arange(10.0), torch.zeros(1), [2]
+    stand_in = StandInGraphs()
+    with stand_in.side_stream(torch.device("cpu")):
+        region(buffer, out, at)
+    replay = stand_in.record(functools.partial(region, buffer, out, at))
+    replay()  # the value of its capture: as a graph replays it
+    at[0] = 7
+    with pytest.raises(ContractBroken, match="baked in at capture"):
+        replay()
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda t: t.nonzero(),
+        lambda t: t.masked_select(t > 0),
+        lambda t: t.tolist(),
+        lambda t: t.sum().item(),
+    ],
+    ids=["nonzero", "masked_select", "tolist", "item"],
+)
+def test_the_stand_in_refuses_a_host_read_inside_the_capture(read):
+    """Each reads the device's data back to the host (`nonzero` and `masked_select` to size
+    their output), which a capture refuses."""
+    values = torch.arange(4.0)
+    with pytest.raises(ContractBroken, match="host read"):
+        StandInGraphs().record(lambda: read(values))
+
+
+def test_the_stand_in_refuses_a_view_moved_along_its_storage():
+    """A view made outside the region and replaced by another of the same storage, shape
+    and dtype at another offset: a graph still reads the capture's offset."""
+    buffer, out = torch.arange(10.0), torch.zeros(1)
+    views = [buffer[2:3]]
+    stand_in = StandInGraphs()
+    with stand_in.side_stream(torch.device("cpu")):
+        out.copy_(views[0] * 2)
+    replay = stand_in.record(lambda: out.copy_(views[0] * 2))
+    replay()
+    views[0] = buffer[7:8]
+    with pytest.raises(ContractBroken, match="replaced, not written in place"):
+        replay()

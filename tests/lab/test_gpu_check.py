@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from assisted.core.drafters import DrafterKind
+from assisted.core.record import CUDA_GRAPHS, EAGER, INCONCLUSIVE, PASSED, DraftingPath
+from assisted.lab.gpu_check import end_to_end, imposed
 from assisted.lab.gpu_check.__main__ import main
 from assisted.lab.gpu_check.architectures import ARCHITECTURES
 from assisted.lab.gpu_check.imposed import Imposed
@@ -58,7 +60,8 @@ def test_the_check_times_each_pair_and_writes_one_table(tmp_path, capsys):
     through = json.loads((out / "end_to_end.json").read_text())
     assert through["identical"] and through["held"] and through["drafted"] > 0
     assert through["drafting_path"] == through["expected_path"] == "eager"
-    assert "End to end (held)" in printed
+    assert through["self_check"] is None  # no graphs, no self-check on a CPU
+    assert "End to end (held)" in printed and "no self-check ran" in printed
 
 
 def test_past_its_budget_the_check_starts_no_model_and_says_so(capsys):
@@ -135,7 +138,9 @@ def test_at_an_imposed_acceptance_the_run_is_lossless_and_accepts_what_was_impos
     printed = capsys.readouterr().out
     result = json.loads((out / "imposed.json").read_text())
     assert result["held"] and result["new_tokens"] == 40
-    assert result["drafting_path"] == "eager"  # the eager loop on a static cache, on a CPU
+    assert result["drafting_path"] == result["expected_path"] == "eager"  # on a CPU
+    assert result["measures"] == "cost at an imposed acceptance: the drafts are replaced"
+    assert "this measures cost at a stated acceptance, not correctness" in printed
     assert list(result["kinds"]) == ["chat", "write-code"]
     for kind, run in result["kinds"].items():
         alpha = ACCEPTANCE["assistant"][kind][0]
@@ -154,6 +159,23 @@ def test_at_an_imposed_acceptance_the_run_is_lossless_and_accepts_what_was_impos
         assert label in printed, label
     assert "eager assistant passes" in printed and "drafting path eager" in printed
     assert (out / "gpu_check.md").read_text().strip() == printed.strip()
+
+
+def test_an_imposed_run_holds_on_cuda_only_through_the_graphs():
+    """Its drafts are replaced, so a failed capture or self-check cannot show in its output:
+    on CUDA it holds only where the graphs whose cost it measures drafted."""
+    figures = {"chat": {"identical": True, "as_imposed": True, "measured_alpha": 0.7}}
+    figures["chat"] |= {"imposed_alpha": 0.72, "tolerance": 0.05}
+    on_cuda = end_to_end.expected_path(torch.device("cuda"))
+    assert on_cuda == CUDA_GRAPHS
+    graphed = DraftingPath(CUDA_GRAPHS, "captured and self-checked", 1.0, PASSED, 12)
+    fell_back = DraftingPath(EAGER, "self-check inconclusive: …", None, INCONCLUSIVE, 0)
+    assert imposed.held(figures, graphed, on_cuda)
+    assert not imposed.held(figures, fell_back, on_cuda)
+    assert imposed.held(figures, fell_back, end_to_end.expected_path(torch.device("cpu")))
+    assert not imposed.held(
+        figures | {"x": {**figures["chat"], "identical": False}}, graphed, on_cuda
+    )
 
 
 class Drafts:
@@ -179,3 +201,33 @@ def test_the_imposed_drafter_proposes_the_known_output_and_rolls_back_to_it():
     assert never.intended == [0]
     # Past the known output, the assistant's own tokens.
     assert imposed.draft(torch.tensor([expected]), 2, expected) == [0, 0]
+
+
+def test_the_drafting_table_peaks_the_assistant_so_its_self_check_can_judge(monkeypatch):
+    """Random weights give near-uniform logits, on which the graphs' self-check judges no
+    position (bf16: a near-tie is within 8 of its steps): inconclusive. The check's drafting
+    table peaks the assistant first (costs unchanged), so its self-check judges enough to
+    pass. The default pair's assistant at two small layers, captured through the CPU's
+    stand-in for CUDA graphs as if on CUDA."""
+    from dataclasses import replace
+
+    from assisted.engine.drafters import draft_graphs
+    from assisted.lab.gpu_check import timing
+    from tests.engine.graph_stand_in import StandInGraphs
+
+    monkeypatch.setattr(draft_graphs, "GRAPHS", StandInGraphs())
+    monkeypatch.setattr(draft_graphs, "BUCKETS", (128,))
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    # Two layers, 256 wide: a peak of about √width spreads stands out in bf16 probabilities.
+    small = {"layers": 2, "hidden_size": 256, "intermediate_size": 512, "vocab_size": 512}
+    shallow = replace(ARCHITECTURES[PAIRS["qwen2.5-coder-7b"].assistant], **small)
+    shallow = replace(shallow, heads=4, kv_heads=2, head_dim=64)
+    timer = timing.Timer(torch.device("cpu"), torch.bfloat16, 32, 2, 1, False, math.inf)
+    drafting = timer.drafting(shallow)
+    assert (drafting.check, drafting.graphed_s is not None) == ("passed", True), drafting.reason
+    assert drafting.judged >= 8 and list(drafting.by_cache_s) == [128]
+    monkeypatch.setattr(timing, "peaked", lambda model, never: None)  # random weights as built
+    flat = timing.Timer(torch.device("cpu"), torch.bfloat16, 32, 2, 1, False, math.inf)
+    drafting = flat.drafting(shallow)
+    assert drafting.check == "inconclusive" and drafting.graphed_s is None
+    assert drafting.reason.endswith("the lean loop on a DynamicCache")

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from importlib.resources import files
 
 import pytest
@@ -50,3 +51,26 @@ def test_the_preloaded_default_pair_keeps_every_call_large():
     for device in ("cuda", "cpu"):
         weights = PAIRS[default_pair_for(device)].weight_bytes()
         assert weights is not None and weights < threshold, device
+
+
+@pytest.mark.parametrize("model", [machine.model for machine in machines.machines()])
+@pytest.mark.parametrize("size", [None, "large", "xlarge"])
+def test_the_duration_factor_is_what_spaces_multiplies_a_call_by(model, size, monkeypatch):
+    """On each machine of the installed `spaces`' real configs and at each default size its
+    launch can leave (None off ZeroGPU, `xlarge` past the packed weights' threshold), the
+    factor is the one `spaces`' own `get_duration_seconds` applies to a call that names no
+    size, as the app's calls do: 1.0 at `xlarge` on the Blackwell, whose factor is 1.5."""
+    import spaces.zero
+    from spaces.zero import client
+
+    raw = json.loads(files("spaces.zero").joinpath(config.CONFIGS_FILENAME).read_text())
+    chosen = next(item for item in raw if item["model"] == model)
+    monkeypatch.setattr(config, "get_config", lambda: chosen)
+    monkeypatch.setattr(spaces.zero, "_default_gpu_size", size)
+    applied = client.get_duration_seconds(timedelta(seconds=100), None) / 100
+    assert machines.duration_factor() == applied
+    if size == "xlarge":
+        assert applied == 1.0
+    else:
+        assert applied == chosen["duration_factor"]
+    assert {item["duration_factor"] for item in raw} == {1.0, 1.5}  # both cases are there

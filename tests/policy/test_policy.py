@@ -348,3 +348,23 @@ def test_the_expected_cost_of_a_first_draft_or_a_catch_up_includes_it():
     caught_up = p.choose(ROOM, **FAR)
     assert caught_up.catch_up and not caught_up.prefill
     assert p.expected.expected_s == pytest.approx(p.costs.cost_s(A, caught_up.gamma) + 0.005)
+
+
+def test_a_draft_timed_by_length_is_priced_and_refined_at_its_own_length():
+    """Drafts timed by length (replayed graphs: a short one pays the launch and the read a
+    long one pays) are priced at their own time, and a draft that took its own time
+    leaves the price as it was; drafts twice as slow move every length alike."""
+    per_token = {1: 4e-3, 2: 2.5e-3, 3: 1e-3}  # the longest draft's 1 ms a token
+    shape = {gamma: seconds / per_token[3] for gamma, seconds in per_token.items()}
+    flat_s = {k: 0.01 for k in range(1, 5)}
+    p = DraftPolicy(3, flat_s, {A: 1e-3, L: 0.0}, A, draft_shape=shape)
+    assert p.costs.drafting_s(A, 2) == pytest.approx(5e-3)
+    assert p.costs.cost_s(A, 2) == pytest.approx(5e-3 + 0.01)
+    assert p.costs.drafting_s(L, 2) == 0.0
+    p.costs.observe_draft(2, 5e-3)
+    assert p.costs.drafter_s[A] == pytest.approx(1e-3)
+    for gamma in (1, 2, 3):  # each twice its own time
+        p.costs.observe_draft(gamma, 2 * per_token[gamma] * gamma)
+    # The median of 1, 2, 2, 2 ms and the prior's two 1 ms: 1.5 ms a token at the longest.
+    for gamma in (1, 2, 3):
+        assert p.costs.drafting_s(A, gamma) == pytest.approx(1.5 * per_token[gamma] * gamma)

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from assisted.core.settings import RunSettings
+from assisted.engine.drafters import draft_graphs
 from assisted.models import machines
 from assisted.models.hardware import CUDA_SETUP_S, zerogpu_slice
 from assisted.models.registry import PAIRS
@@ -19,11 +20,17 @@ SPACE_MAX_S = 300  # the app's ASSISTED_GPU_CALL_MAX_S
 SLICE = zerogpu_slice()  # the main process's: the slowest machine `spaces` knows
 
 
-def test_a_step_costs_its_bytes_over_the_bandwidth_and_its_layers_launches():
+def test_a_step_costs_the_larger_of_its_bytes_over_the_bandwidth_and_its_launches():
+    """The host launches while the device computes: a step pays the larger, not the sum
+    (the 7B on half the Blackwell: 17 ms of bytes, not 27 ms with its launches added)."""
     coder = PAIRS["qwen2.5-coder-7b"]
     step = SLICE.step_s(coder.target_size)
     bytes_s = 7.62e9 * 2 / SLICE.bytes_per_s
-    assert step == pytest.approx(bytes_s + 28 * SLICE.launch_s_per_layer)
+    launches_s = 28 * SLICE.launch_s_per_layer
+    assert launches_s < bytes_s
+    assert step == pytest.approx(bytes_s) == pytest.approx(0.017, rel=0.01)
+    assistant = SLICE.step_s(coder.assistant_size)  # 0.5B: 24 layers' launches, 1 GB
+    assert assistant == pytest.approx(24 * SLICE.launch_s_per_layer)
     # The embedded target is as deep: with a fifth of the weights, its launches keep its
     # step at half the 7B's or more.
     small = SLICE.step_s(PAIRS["embedded"].target_size)
@@ -104,8 +111,11 @@ def test_a_request_counts_the_capture_a_fresh_worker_makes():
     set-up measured without one (a reused worker warming another mode) is counted with
     that capture, as the next call may get a fresh fork that captures again."""
     coder, lookup = PAIRS["qwen2.5-coder-7b"], PAIRS["qwen2.5-coder-7b-prompt-lookup"]
-    capture = gpu_time.CAPTURE_STEPS * SLICE.step_s(coder.target_size)
+    # The capture's passes are the assistant's, on each of the caches it captures.
+    assert len(draft_graphs.BUCKETS) == gpu_time.CAPTURED_CACHES
+    capture = gpu_time.CAPTURE_PASSES * SLICE.step_s(coder.assistant_size)
     assert first_guess(coder).setup_s == pytest.approx(first_guess(lookup).setup_s + capture)
+    assert capture < gpu_time.CAPTURE_PASSES * SLICE.step_s(coder.target_size) / 2
     times = GpuTimes(SPACE_MAX_S)
     name = coder.name
     times.note(CallReport(name, None, 12.0, 0.03, 0.02, capture_s=2.0))

@@ -221,3 +221,22 @@ def test_the_status_names_a_capture_only_where_this_call_paid_for_it(monkeypatch
     assert "captured and self-checked" in reused and "1.25 s" not in reused
     live.set_up = True
     assert "This call captured them first, in 1.25 s" in live.outputs(done=True).status
+
+
+@pytest.mark.parametrize("check", ["failed", "inconclusive"])
+def test_the_status_says_in_one_line_why_drafting_fell_back_to_the_dynamic_cache(check):
+    """After a failed or inconclusive self-check the drafting line names the verdict and
+    the path drafting fell back to; a run whose graphs passed says nothing of it."""
+    from assisted.core.record import EAGER, DraftingPath
+
+    live = Live(PAIR, 7, RunSettings(), threading.Event())
+    for event in streamed(live, plain_steps(4), assisted_steps(2)):
+        if isinstance(event, RunDone) and event.record.mode == "assisted":
+            reason = f"self-check {check}: …: the lean loop on a DynamicCache"
+            path = DraftingPath(EAGER, reason, None, check, 3)
+            event = RunDone(replace(event.record, drafting_path=path))
+        live.add(event)
+    status = live.outputs(done=True).status
+    why = live_module.FALLBACK_WHY[check]
+    assert why in status and status.count("\n") == 0
+    assert "lean loop on a DynamicCache" in why and "own cost" in why

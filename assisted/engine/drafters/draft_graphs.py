@@ -9,16 +9,24 @@ when it was captured without Python or launch overhead. ZeroGPU forbids `torch.c
 
 Captured per draft length γ = 1 … cap (`static_draft.draft_on_device`: γ passes, the
 first of two ids, each argmax the next pass's input, on the static cache of
-`static_draft.StaticState`), after
+`static_draft.StaticState`), for each of a few cache sizes (`BUCKETS`): every pass
+attends, masked, over its whole cache, so a run drafts on the smallest that holds it
+(`for_run`), and its attention reads what the run has, not 4,096 slots. All of an
+assistant's graphs share one memory pool: no tensor a capture makes outlives it (the
+tests' stand-in holds the capture to that), so their scratch memory is never live between
+replays and any order of replays is safe. Each cache's graphs are captured after
 warm-up passes on a side stream (cuBLAS picks its kernels there, not inside the capture).
 Transformers treats a stream capture as tracing (`is_tracing`), so its mask code takes the
-path without host reads. Then a self-check drafts on the probe through every graph, also
-after a rollback, and against the lean loop on a DynamicCache (`lean.LeanDrafter`): its own
-cache, positions, mask and rollback, so a fault that the replays share with the static
-cache's eager passes shows too. Where the capture fails, or a candidate or a probability
-differs, the assistant drafts eagerly, and the run's `drafting_path` says why. Captured
-in `assisted.engine.prepare` (off every run's clock) and kept on the assistant for the
-process (on ZeroGPU once per worker), so they go with an evicted pair.
+path without host reads.
+
+Then a self-check that can fail (`graph_check.self_check`): every replay bit for bit
+against eager passes on its cache, and against the lean loop on a DynamicCache, whose
+verdict is inconclusive where it judged too few positions. Where the capture fails, or the
+check fails or is inconclusive, the assistant drafts with the lean loop on a DynamicCache,
+the path the check trusts, priced at that loop's cost as the check timed it; the run's
+`drafting_path` says why. Captured in `assisted.engine.prepare` (off every run's clock)
+and kept on the assistant for the process (on ZeroGPU once per worker), so they go with
+an evicted pair.
 `ASSISTED_CUDA_GRAPHS=0` (the CLI's `--no-cuda-graphs`) turns graphs off, for measuring.
 
 The target is never graphed: it stays Transformers' own eager model in both modes, the
@@ -37,6 +45,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from assisted.core.record import EAGER, FAILED, PASSED, DraftingPath
+from assisted.engine.drafters.graph_check import Verdict, self_check
 from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.static_draft import (
     DraftGraphs,
@@ -45,23 +55,21 @@ from assisted.engine.drafters.static_draft import (
     StaticState,
     draft_on_device,
     has_sliding_layers,
+    start,
 )
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 ENV = "ASSISTED_CUDA_GRAPHS"  # "0" turns graphs off
-CAPACITY = 4096  # positions of the captured cache: a prompt and its answer, at most
+# Positions of the captured caches: a prompt and its answer, at most the largest (or the
+# assistant's `max_position_embeddings`, where fewer). Each doubles the last: a run's
+# cache is at most twice what it needs, for 4 captures.
+BUCKETS = (512, 1024, 2048, 4096)
 WARMUP_DRAFTS = 3  # eager drafts of the longest length on a side stream before capture
-TIMED_REPLAYS = 5  # replays of the longest draft timed after the self-check
-# Probabilities a replay and the loop on a DynamicCache may differ by, at least: their
-# attention runs other kernels (a masked static cache against the exact length), which
-# reduce in another order. In a low precision, `EPS_TOLERANCE` of its steps (a heuristic,
-# not measured on a GPU). A confidence threshold could then cut a draft one token apart;
-# the candidates must be the same up to a near-tie, where either path may pick either.
-PROBABILITY_TOLERANCE = 1e-3
-EPS_TOLERANCE = 8
+TIMED_REPLAYS = 5  # replays of each draft length timed after the self-check
 EAGER_STATIC = "eager on a static cache"
+DYNAMIC_LOOP = "the lean loop on a DynamicCache"
 
 
 class CudaGraphs:
@@ -81,11 +89,16 @@ class CudaGraphs:
             yield
         torch.cuda.current_stream(device).wait_stream(side)
 
-    def record(self, region: Callable[[], None]) -> Callable[[], None]:
-        """`region`'s kernels captured as a graph: its replay."""
+    def pool(self) -> object:
+        """A memory pool that graphs may share (`record`)."""
+        return torch.cuda.graph_pool_handle()
+
+    def record(self, region: Callable[[], None], pool: object = None) -> Callable[[], None]:
+        """`region`'s kernels captured as a graph, its memory from `pool` (None: its own):
+        its replay."""
         graph = torch.cuda.CUDAGraph()
         # Thread-local: another thread's CUDA call must not invalidate the capture.
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
             region()
         return graph.replay
 
@@ -108,11 +121,16 @@ def device_of(model: PreTrainedModel) -> torch.device:
 @dataclass
 class _Outcome:
     """What capturing an assistant's graphs gave in process `pid`: graphs that passed the
-    self-check, or None and why not."""
+    self-check, one per cache size, smallest first, or None and why not; the self-check's
+    verdict (None where the capture failed first); the lean loop on a DynamicCache's
+    seconds per drafted token as the check timed it, which prices the drafts that fall
+    back to it (None where not timed)."""
 
     pid: int
-    graphs: DraftGraphs | None
+    graphs: tuple[DraftGraphs, ...] | None
     reason: str
+    verdict: Verdict | None = None
+    loop_s: float | None = None
 
 
 # The attribute of an assistant that holds its `_Outcome`. On the assistant itself, as the
@@ -145,17 +163,34 @@ def pending(model: PreTrainedModel, cap: int) -> bool:
     if device_of(model).type != "cuda" or not enabled() or has_sliding_layers(model):
         return False  # a sliding-window assistant drafts on a DynamicCache
     found = outcome_of(model)
-    return found is None or (found.graphs is not None and found.graphs.cap < cap)
+    return found is None or (found.graphs is not None and found.graphs[0].cap < cap)
 
 
-def draft_s_per_token(model: PreTrainedModel, max_length: int, cap: int) -> float | None:
-    """The seconds per drafted token of `model`'s replays in this process, timed after
-    their capture, where a greedy run of at most `max_length` tokens drafting up to `cap` a
-    step replays them (`for_run`); else None: the run drafts eagerly, at the calibration's
-    time per token, an eager pass's. A policy priced by that where graphs draft would
-    rarely draft; one priced by the graphs where the run drafts eagerly, too often."""
+def draft_costs(model: PreTrainedModel, max_length: int, cap: int) -> dict[int, float] | None:
+    """The seconds of a draft of each length γ = 1 … `cap` on the path a greedy run of at
+    most `max_length` tokens takes in this process: a replay of γ on the cache the run
+    drafts on, each timed after their capture (`for_run`); or γ tokens of the lean loop on
+    a DynamicCache after a failed or inconclusive self-check, as the check timed it
+    (`falls_back`); else None: the run drafts eagerly, at the calibration's time per token,
+    an eager pass's. A policy priced by that where graphs draft would rarely draft; one
+    priced by the graphs where the run drafts eagerly, too often."""
     graphs, _ = for_run(model, max_length, cap)
-    return graphs.draft_s if graphs is not None else None
+    if graphs is not None:
+        return graphs.replay_s
+    found = outcome_of(model) if falls_back(model) else None
+    if found is None or found.loop_s is None:
+        return None
+    return {gamma: found.loop_s * gamma for gamma in range(1, cap + 1)}
+
+
+def falls_back(model: PreTrainedModel) -> bool:
+    """Whether `model`'s graphs were tried in this process, on CUDA with graphs on, and
+    are not to be trusted: the capture failed, or the self-check failed or was
+    inconclusive. Its drafts then take the lean loop on a DynamicCache (the module's note)."""
+    found = outcome_of(model)
+    return (
+        found is not None and found.graphs is None and device_of(model).type == "cuda" and enabled()
+    )
 
 
 def replay_module(model: PreTrainedModel) -> Replay | None:
@@ -164,7 +199,7 @@ def replay_module(model: PreTrainedModel) -> Replay | None:
     found = outcome_of(model)
     if found is None or found.graphs is None:
         return None
-    return found.graphs.module
+    return found.graphs[0].module  # shared by the graphs of every cache
 
 
 def drafter_for_run(
@@ -176,11 +211,23 @@ def drafter_for_run(
     cap: int,
 ) -> LeanDrafter | StaticDrafter:
     """The lean drafter of a greedy run of at most `max_length` tokens drafting at most
-    `cap` a step: through the graphs captured for `model` where they serve it (`for_run`),
-    else eager on a static cache sized for the run, or on the dynamic one where the
-    assistant has sliding-window layers (`assisted.engine.drafters.static_draft`)."""
+    `cap` a step: through the graphs captured for `model` where they serve it (`for_run`);
+    the loop on a DynamicCache where the graphs failed their capture or self-check, or
+    were inconclusive (`falls_back`), or where the assistant has sliding-window layers;
+    else eager on a static cache sized for the run (`assisted.engine.drafters.static_draft`)."""
     if has_sliding_layers(model):
         return LeanDrafter(model, threshold, eos_ids, cumulative)
+    if falls_back(model):
+        found = outcome_of(model)
+        verdict = found.verdict
+        path = DraftingPath(
+            EAGER,
+            found.reason,
+            None,
+            verdict.check if verdict else None,
+            verdict.judged if verdict else None,
+        )
+        return LeanDrafter(model, threshold, eos_ids, cumulative, path)
     graphs, reason = for_run(model, max_length, cap)
     state = graphs.state if graphs is not None else StaticState(model, max_length, cap)
     return StaticDrafter(state, threshold, eos_ids, cumulative, graphs, reason)
@@ -188,7 +235,7 @@ def drafter_for_run(
 
 def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGraphs | None, str]:
     """The graphs a run of at most `max_length` tokens drafting up to `cap` a step replays,
-    or None; and why, in words for the run's report."""
+    on the smallest cache that holds it, or None; and why, in words for the run's report."""
     if device_of(model).type != "cuda":
         return None, f"not on CUDA: {EAGER_STATIC}"
     if not enabled():
@@ -198,12 +245,13 @@ def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGra
         return None, f"no graphs captured in this process: {EAGER_STATIC}"
     if found.graphs is None:
         return None, found.reason
-    if max_length > found.graphs.state.capacity:
-        capacity = found.graphs.state.capacity
+    fits = [graphs for graphs in found.graphs if max_length <= graphs.state.capacity]
+    if not fits:
+        capacity = found.graphs[-1].state.capacity
         return None, f"the run's {max_length} tokens exceed the graphs' {capacity}: {EAGER_STATIC}"
-    if cap > found.graphs.cap:
-        return None, f"drafts of {cap} exceed the graphs' {found.graphs.cap}: {EAGER_STATIC}"
-    return found.graphs, found.reason
+    if cap > fits[0].cap:
+        return None, f"drafts of {cap} exceed the graphs' {fits[0].cap}: {EAGER_STATIC}"
+    return fits[0], f"{found.reason}; a cache of {fits[0].state.capacity}"
 
 
 def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome:
@@ -211,32 +259,57 @@ def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome
     seconds recorded for the capture include the self-check: a worker pays both before it
     drafts, and a ZeroGPU call's request counts them (`assisted.ui.gpu_time`)."""
     pid = os.getpid()
-    probe = probe.to(device_of(model))
+    probe = probe.to(model.device)  # where it runs (`device_of` says whether on CUDA)
     started = time.perf_counter()
     try:
-        graphs = _capture(model, cap, probe)
-    except Exception as error:  # any failure leaves the eager path, which always works
+        buckets = _capture(model, cap, probe)
+    except Exception as error:  # any failure leaves the loop on a DynamicCache
         first = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
-        return _Outcome(pid, None, f"capture failed ({type(error).__name__}: {first}): eager")
+        reason = f"capture failed ({type(error).__name__}: {first}): {DYNAMIC_LOOP}"
+        return _Outcome(pid, None, reason)
     try:
-        differs = self_check(graphs, probe)
+        verdict = self_check(buckets, probe)
     except Exception as error:
-        differs = f"the replay failed ({type(error).__name__}: {str(error)[:160]})"
-    graphs.capture_s = time.perf_counter() - started
-    if differs is not None:
-        return _Outcome(pid, None, f"self-check: {differs}: {EAGER_STATIC}")
-    graphs.draft_s = _replay_s(graphs, probe) / graphs.cap
+        verdict = Verdict(FAILED, 0, f"the replay failed ({type(error).__name__}: {error!s:.160})")
+    capture_s = time.perf_counter() - started
+    if verdict.check != PASSED:
+        reason = f"self-check {verdict.check}: {verdict.detail}: {DYNAMIC_LOOP}"
+        return _Outcome(pid, None, reason, verdict, _loop_s(model, probe, cap))
+    for graphs in buckets:
+        graphs.capture_s = capture_s
+        graphs.replay_s = _replay_s(graphs, probe)
+        graphs.judged = verdict.judged
     # Without its seconds: every run in the process reads this reason, and only the call
     # that captured paid them (`DraftingPath.capture_s` keeps them).
-    reason = "captured and self-checked; the self-check drafted as eager passes do"
-    return _Outcome(pid, graphs, reason)
+    reason = (
+        "captured and self-checked: every replay as eager passes on its cache, bit for bit, "
+        f"and {verdict.judged} positions as the DynamicCache loop drafts them"
+    )
+    return _Outcome(pid, buckets, reason, verdict)
 
 
-def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGraphs:
+def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> tuple[DraftGraphs, ...]:
     """`model`'s drafts of 1 … `cap` captured as CUDA graphs after `probe` (on its device),
-    on a static cache (the module's note); raises where the capture fails."""
+    on a static cache of each size of `BUCKETS` that its positions allow, smallest first,
+    all in one memory pool (the module's note); raises where the capture fails."""
+    most = getattr(model.config, "max_position_embeddings", BUCKETS[-1])
+    capacities = sorted({min(bucket, most) for bucket in BUCKETS})
+    pool, module = GRAPHS.pool(), Replay()
+    return tuple(
+        _capture_cache(model, cap, probe, capacity, pool, module) for capacity in capacities
+    )
+
+
+def _capture_cache(
+    model: PreTrainedModel,
+    cap: int,
+    probe: torch.Tensor,
+    capacity: int,
+    pool: object,
+    module: Replay,
+) -> DraftGraphs:
+    """`_capture` on one static cache of `capacity` positions."""
     device = probe.device
-    capacity = min(CAPACITY, getattr(model.config, "max_position_embeddings", CAPACITY))
     with torch.inference_mode():
         state = StaticState(model, capacity, cap)
         state.feed(probe[:, :-2])  # allocates the cache's tensors before any capture
@@ -246,103 +319,41 @@ def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> DraftGrap
                 start(state, base, probe[0, -2:])
                 draft_on_device(state, cap)
         replays = {
-            gamma: GRAPHS.record(functools.partial(draft_on_device, state, gamma))
+            gamma: GRAPHS.record(functools.partial(draft_on_device, state, gamma), pool)
             for gamma in range(1, cap + 1)
         }
         GRAPHS.synchronize(device)
-    return DraftGraphs(state, replays)
+    return DraftGraphs(state, replays, module=module)
 
 
-def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> float:
-    """The median seconds of a replay of the longest draft after `probe`, read back."""
-    state, seconds = graphs.state, []
+def _loop_s(model: PreTrainedModel, probe: torch.Tensor, cap: int) -> float:
+    """The median seconds per drafted token of the lean loop on a DynamicCache drafting
+    `cap` after `probe`, its cache holding all but the probe's last id: the path drafts
+    take after a failed or inconclusive self-check, timed as `_replay_s` times a replay."""
+    drafter, seconds = LeanDrafter(model, 0.0, ()), []
+    ids = probe[0].tolist()
+    drafter.draft(probe, cap, ids)  # reads the probe
+    for _ in range(TIMED_REPLAYS):
+        GRAPHS.synchronize(probe.device)
+        started = time.perf_counter()
+        drafter.draft(probe, cap, ids)
+        seconds.append(time.perf_counter() - started)
+    return sorted(seconds)[len(seconds) // 2] / cap
+
+
+def _replay_s(graphs: DraftGraphs, probe: torch.Tensor) -> dict[int, float]:
+    """The median seconds of a replay of each draft length after `probe`, read back."""
+    state, timed = graphs.state, {}
     with torch.inference_mode():
-        for _ in range(TIMED_REPLAYS):
-            start(state, probe.shape[1] - 2, probe[0, -2:])
-            GRAPHS.synchronize(state.token.device)
-            started = time.perf_counter()
-            graphs.replay(graphs.cap)
-            state.out.tolist()  # the draft's one read, which waits for the replay
-            seconds.append(time.perf_counter() - started)
+        for gamma in graphs.replays:
+            seconds = []
+            for _ in range(TIMED_REPLAYS):
+                start(state, probe.shape[1] - 2, probe[0, -2:])
+                GRAPHS.synchronize(state.token.device)
+                started = time.perf_counter()
+                graphs.replay(gamma)
+                state.out.tolist()  # the draft's one read, which waits for the replay
+                seconds.append(time.perf_counter() - started)
+            timed[gamma] = sorted(seconds)[len(seconds) // 2]
         state.rewind(0)
-    return sorted(seconds)[len(seconds) // 2]
-
-
-def start(state: StaticState, length: int, pair: torch.Tensor) -> None:
-    """Roll `state` back to `length` positions, `pair` (two ids on its device) the next
-    draft's first input."""
-    state.rewind(length)
-    state.pair.copy_(pair.view(1, 2))
-
-
-def self_check(graphs: DraftGraphs, probe: torch.Tensor) -> str | None:
-    """Draft after `probe` (1, n), whose first n − 2 ids the cache holds, through each
-    replay and through the loop on a DynamicCache, and again one candidate on (a rollback
-    to a position the replays wrote); what differed, or None where nothing did. Judged up
-    to the loop's first near-tie (`_loop_draft`)."""
-    state = graphs.state
-    base, last = probe.shape[1] - 2, probe[0, -2:]
-    margin = tolerance(state.model)
-    expected, judged = _loop_draft(state.model, probe, graphs.cap, margin)
-    with torch.inference_mode():
-        for gamma in range(1, graphs.cap + 1):
-            start(state, base, last)
-            graphs.replay(gamma)
-            kept = min(gamma, judged)
-            differs = _differs(
-                state.out[:, :kept], expected[:, :kept], f"a draft of {gamma}", margin
-            )
-            if differs:
-                return differs
-        if graphs.cap > 1:
-            # Rolled back to the first candidate: the next ones are the loop's rest.
-            start(state, base + 1, torch.cat([last[1:], expected[0, :1].to(last.dtype)]))
-            graphs.replay(graphs.cap - 1)
-            got = state.out[:, : max(judged - 1, 0)]
-            differs = _differs(got, expected[:, 1:judged], "after a rollback", margin)
-            if differs:
-                return differs
-        state.rewind(0)
-    return None
-
-
-def tolerance(model: PreTrainedModel) -> float:
-    """How far a replay's probabilities may be from the loop's (`PROBABILITY_TOLERANCE`)."""
-    return max(PROBABILITY_TOLERANCE, EPS_TOLERANCE * torch.finfo(model.dtype).eps)
-
-
-def _loop_draft(
-    model: PreTrainedModel, probe: torch.Tensor, cap: int, margin: float
-) -> tuple[torch.Tensor, int]:
-    """The lean loop's `cap` candidates after `probe` on a DynamicCache, with the
-    probability it gave each (rows of ids and probabilities, on the probe's device); and
-    how many come before its first near-tie, a candidate whose runner-up is within
-    `margin`: another path may pick either there, and its draft goes elsewhere after."""
-    passes: list[torch.Tensor] = []
-    hook = model.register_forward_hook(
-        lambda _module, _args, output: passes.append(output.logits[0, -1].float().softmax(-1))
-    )
-    try:
-        drafted = LeanDrafter(model, 0.0, ()).draft(probe, cap)
-    finally:
-        hook.remove()
-    top = torch.stack([probabilities.topk(2).values for probabilities in passes])
-    ties = (top[:, 0] - top[:, 1] <= margin).nonzero()
-    judged = int(ties[0, 0]) if len(ties) else cap
-    ids = torch.tensor(drafted, dtype=torch.float64, device=top.device)
-    return torch.stack([ids, top[:, 0].double()]), judged
-
-
-def _differs(got: torch.Tensor, expected: torch.Tensor, what: str, margin: float) -> str | None:
-    """Where a replay's (ids, probabilities) differ from the loop's eager passes', its
-    probabilities by more than `margin`."""
-    got, expected = got.cpu(), expected.cpu()
-    if not got.shape[1]:
-        return None
-    if not torch.equal(got[0], expected[0]):
-        at = int((got[0] != expected[0]).nonzero()[0, 0])
-        return f"{what} differed from eager passes at candidate {at + 1}"
-    gap = float((got[1] - expected[1]).abs().max())
-    if gap > margin:
-        return f"{what} gave probabilities {gap:.1e} away from eager passes"
-    return None
+    return timed

@@ -76,6 +76,7 @@ class LeanDrafter:
         threshold: float,
         eos_ids: Collection[int],
         cumulative: float = 0.0,
+        path: DraftingPath | None = None,
     ):
         self.model = model
         self.threshold = threshold
@@ -86,9 +87,10 @@ class LeanDrafter:
         # states past its window until the next crop, so a draft can be taken back.
         self.cache.activate_past_recording()
         self.held: list[int] = []  # the ids whose keys and values the cache holds
-        # `assisted.engine.drafters.static_draft` drafts on a static cache, except for an assistant
-        # with sliding-window layers: this loop's only use in a run.
-        self.path = DraftingPath(EAGER, "sliding-window layers: a dynamic cache")
+        # `assisted.engine.drafters.static_draft` drafts on a static cache, except for an
+        # assistant with sliding-window layers, or whose graphs failed their capture or
+        # self-check (`assisted.engine.drafters.draft_graphs`, which then gives `path`).
+        self.path = path or DraftingPath(EAGER, "sliding-window layers: a dynamic cache")
 
     def draft(
         self, input_ids: torch.LongTensor, gamma: int, ids: list[int] | None = None

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import StaticCache
 
-from assisted.core.record import CUDA_GRAPHS, EAGER, DraftingPath, common_prefix_length
+from assisted.core.record import CUDA_GRAPHS, EAGER, PASSED, DraftingPath, common_prefix_length
 from assisted.engine.drafters.lean import DraftEnd, confidence_of
 
 if TYPE_CHECKING:
@@ -116,30 +116,39 @@ def draft_on_device(state: StaticState, gamma: int) -> None:
         ids = state.token
 
 
+def start(state: StaticState, length: int, pair: torch.Tensor) -> None:
+    """Roll `state` back to `length` positions, `pair` (two ids on its device) the next
+    draft's first input."""
+    state.rewind(length)
+    state.pair.copy_(pair.view(1, 2))
+
+
 class Replay(torch.nn.Module):
     """A replay called as a module, so that forward hooks time it as they time the
-    assistant's eager passes (`assisted.engine.observe`): one call, `gamma` tokens."""
+    assistant's eager passes (`assisted.engine.observe`): one call, `gamma` tokens. One
+    module for all of an assistant's caches (`DraftGraphs.module`), so one hook sees them."""
 
-    def __init__(self, replays: dict[int, Callable[[], None]]):
-        super().__init__()
-        self.replays = replays
-
-    def forward(self, gamma: int) -> None:
-        self.replays[gamma]()
+    def forward(self, gamma: int, replays: dict[int, Callable[[], None]]) -> None:
+        replays[gamma]()
 
 
 @dataclass
 class DraftGraphs:
     """The replays of one assistant's drafts by length, on the cache of `state`: CUDA
-    graphs (`assisted.engine.drafters.draft_graphs`), or in tests the passes run eagerly."""
+    graphs (`assisted.engine.drafters.draft_graphs`), or in tests the passes run eagerly.
+    `module` may be shared with the graphs of the assistant's other caches."""
 
     state: StaticState
     replays: dict[int, Callable[[], None]]  # γ: the replay of a γ-pass draft
     capture_s: float = 0.0  # the capture and its self-check, set once checked
-    draft_s: float | None = None  # seconds per drafted token through the replays
+    # γ: the seconds of a replay of a γ-pass draft, read back, timed once checked: a short
+    # draft pays the launch and the read a long one pays, so each length its own.
+    replay_s: dict[int, float] | None = None
+    judged: int | None = None  # positions the self-check judged, set once it passed
+    module: Replay | None = None
 
     def __post_init__(self) -> None:
-        self.module = Replay(self.replays)
+        self.module = self.module or Replay()
 
     @property
     def cap(self) -> int:
@@ -147,7 +156,7 @@ class DraftGraphs:
 
     def replay(self, gamma: int) -> None:
         """Draft `gamma` candidates after `state.pair` into `state.out`."""
-        self.module(gamma)
+        self.module(gamma, self.replays)
 
 
 @dataclass
@@ -187,10 +196,13 @@ class StaticDrafter:
     def path(self) -> DraftingPath:
         """The path this drafter takes, why, and what its graphs cost to capture."""
         graphed = self.graphs is not None
+        checked = graphed and self.graphs.judged is not None
         return DraftingPath(
             CUDA_GRAPHS if graphed else EAGER,
             self.reason,
             self.graphs.capture_s if graphed else None,
+            PASSED if checked else None,
+            self.graphs.judged if checked else None,
         )
 
     def draft(

@@ -3,7 +3,9 @@
 It runs `running.run`, plain and then assisted, on the Space's default GPU pair's shapes
 with random weights and a word tokenizer as wide as its vocabulary (no Hub here), the
 assistant drafting its cap at every step: random weights would talk the policy out of
-drafting, and the check is of the path, not of the policy. Greedy output must be
+drafting, and the check is of the path, not of the policy. The assistant is peaked
+(`models.peaked`): random weights' near-uniform logits would leave the graphs' self-check
+nothing to judge, inconclusive, and drafting on the DynamicCache loop. Greedy output must be
 identical, or in bf16 part where rounding explains it (`assisted.analysis.divergence`: the
 target verifies nine rows in one pass and plain decoding one, and random weights leave many
 near-ties); and on CUDA the drafts must have been replayed graphs.
@@ -30,13 +32,15 @@ from assisted.engine.events import drain
 from assisted.engine.prepare import prepare
 from assisted.engine.prompt import encode_prompt
 from assisted.lab.gpu_check.architectures import ARCHITECTURES
-from assisted.lab.gpu_check.models import build, free, toy
+from assisted.lab.gpu_check.models import build, free, peaked, toy
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PAIRS, PairSpec
 from assisted.models.vocab import fit_vocabulary
 from assisted.policy.choice import Choice
 
 PAIR = "qwen2.5-coder-7b"  # the Space's default GPU pair
+MARKERS = 3  # the word tokenizer's last ids: markers and end of sequence, never the output
+SEED = 0  # the peaked models' cycles (`models.peaked`)
 PROMPT = " ".join(f"t{i}" for i in range(100, 160))  # 60 words, 60 ids
 TEMPLATE = (
     "{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> "
@@ -134,7 +138,7 @@ def run(
     summary = comparison.report(pair, plain, assisted, steps=False)
     output = divergence.outcome(divergence.explain(plain, assisted))
     path = assisted.drafting_path
-    expected = CUDA_GRAPHS if device.type == "cuda" and draft_graphs.enabled() else EAGER
+    expected = expected_path(device)
     drafted = summary["assisted"]["drafted"]
     return {
         "pair": spec.name,
@@ -143,6 +147,8 @@ def run(
         "output": output,  # identical, near-tie (rounding), not judged or unexplained
         "drafting_path": path.path if path else None,
         "drafting_path_reason": path.reason if path else None,
+        "self_check": path.check if path else None,
+        "self_check_judged": path.judged if path else None,
         "expected_path": expected,
         "graph_replays": len(replays),
         "drafted": drafted,
@@ -161,11 +167,18 @@ def run(
     }
 
 
+def expected_path(device: torch.device) -> str:
+    """The drafting path a greedy run drafting with an assistant must take on `device`: its
+    graphs on CUDA with graphs on, else the eager loop."""
+    return CUDA_GRAPHS if device.type == "cuda" and draft_graphs.enabled() else EAGER
+
+
 def check(device: torch.device, dtype: torch.dtype, tiny: bool, tokens: int) -> dict:
-    """`run` on `PAIR`'s shapes (toy widths under `tiny`)."""
+    """`run` on `PAIR`'s shapes (toy widths under `tiny`), the assistant peaked."""
     spec = PAIRS[PAIR]
     built = built_pair(spec, device, dtype, tiny)
     try:
+        peaked(built[1], MARKERS, SEED)
         return run(spec, *built, device, dtype, tokens)
     finally:
         del built

@@ -6,7 +6,10 @@ Drafting per token, the assistant drafting `gamma` tokens a draft after a contex
 - the lean loop on a DynamicCache (`assisted.engine.drafters.lean`), a pass and a read a token;
 - the same loop on a static cache (`assisted.engine.drafters.static_draft`), eager;
 - the draft replayed as CUDA graphs (`assisted.engine.drafters.draft_graphs`), read back
-  once, where they were captured (CUDA, and graphs on); with the capture's seconds.
+  once, where they were captured (CUDA, and graphs on); with the capture's seconds, and
+  the self-check's verdict and the positions it judged (the caller peaks a random model,
+  else near-uniform logits leave the check inconclusive), and the replay of a draft of
+  `gamma` per token on each cache size (`draft_graphs.BUCKETS`), as the capture timed it.
 Host synchronisations per draft are counted with CUDA's sync debug mode (none to count on a
 CPU), the committed ids given as a run's lookup read them.
 """
@@ -34,7 +37,8 @@ PROBE_TOKENS = 32  # the context the graphs' self-check drafts after
 class Drafting:
     """An assistant's seconds per drafted token by path on this device (the module's note);
     the graphs' capture seconds and why the graphed path did or did not run; host
-    synchronisations per draft (None where they cannot be counted: a CPU)."""
+    synchronisations per draft (None where they cannot be counted: a CPU); the graphs'
+    self-check verdict and the positions it judged (None where none ran)."""
 
     loop_s: float
     static_s: float
@@ -43,6 +47,9 @@ class Drafting:
     reason: str
     loop_syncs: int | None
     graphed_syncs: int | None
+    check: str | None = None
+    judged: int | None = None
+    by_cache_s: dict[int, float] | None = None  # capacity: a replay's seconds per token
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -62,6 +69,11 @@ def time_drafting(model, device: torch.device, context: int, gamma: int, repeats
     static_s = _seconds_per_token(static, prefix, ids, gamma, repeats)
     draft_graphs.capture(model, gamma, prefix[:, :PROBE_TOKENS])
     graphs, reason = draft_graphs.for_run(model, length, gamma)
+    outcome = draft_graphs.outcome_of(model)
+    verdict = outcome.verdict if outcome is not None else None
+    by_cache_s = None
+    if outcome is not None and outcome.graphs is not None:
+        by_cache_s = {g.state.capacity: g.replay_s[gamma] / gamma for g in outcome.graphs}
     graphed_s = graphed_syncs = capture_s = None
     if graphs is not None:
         graphed = StaticDrafter(graphs.state, 0.0, (), 0.0, graphs, reason)
@@ -76,6 +88,9 @@ def time_drafting(model, device: torch.device, context: int, gamma: int, repeats
         reason,
         _syncs(loop, prefix, ids, gamma),
         graphed_syncs,
+        verdict.check if verdict else None,
+        verdict.judged if verdict else None,
+        by_cache_s,
     )
 
 

@@ -108,8 +108,9 @@ def path_table(results: dict[str, Pricing | None]) -> list[str]:
         "",
         "| pair | drafting ms/token: loop · static · graphed (÷ T(1)) | capture s |"
         " host syncs per draft: loop · graphed | modelled, loop | modelled, graphed |"
-        " code kinds, loop | code kinds, graphed | graphs |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|---|",
+        " code kinds, loop | code kinds, graphed | self-check (positions judged) |"
+        " graphed ms/token by cache | graphs |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|---|---|---|",
     ]
     for name, pricing in results.items():
         drafting = pricing.drafting if pricing else None
@@ -132,8 +133,14 @@ def path_table(results: dict[str, Pricing | None]) -> list[str]:
                     continue
                 chosen = [v for k, v in speedups.items() if kinds is None or k in kinds]
                 cells.append(f"{geomean(chosen):.2f}x")
+        check = "—" if drafting.check is None else f"{drafting.check} ({drafting.judged})"
+        by_cache = " · ".join(
+            f"{capacity}: {ms(seconds)}"
+            for capacity, seconds in (drafting.by_cache_s or {}).items()
+        )
         lines.append(
-            f"| {name} | {costs} | {capture} | {syncs} | {' | '.join(cells)} | {drafting.reason} |"
+            f"| {name} | {costs} | {capture} | {syncs} | {' | '.join(cells)} | {check} "
+            f"| {by_cache or '—'} | {drafting.reason} |"
         )
     return lines
 
@@ -146,6 +153,7 @@ def end_to_end_line(result: dict) -> str:
         f"{result['new_tokens']} tokens plain then assisted: output {result['output']}; "
         f"drafting path {result['drafting_path']} "
         f"(expected {result['expected_path']}: {result['drafting_path_reason']}); "
+        f"{self_check(result)}; "
         f"{result['graph_replays']} graph replays, {result['drafted']} drafted, "
         f"{result['accepted']} accepted (random weights agree on nothing); drafting "
         f"{ms(result['drafting_s_per_token'])} ms/token; plain {result['plain_tokens_per_s']} "
@@ -154,16 +162,26 @@ def end_to_end_line(result: dict) -> str:
     )
 
 
+def self_check(result: dict) -> str:
+    """A run's graphs' self-check in words, from its JSON-like `result`."""
+    if result.get("self_check") is None:
+        return "no self-check ran"
+    return f"self-check {result['self_check']} ({result['self_check_judged']} positions judged)"
+
+
 def imposed_lines(result: dict) -> list[str]:
     """The runs measured at an imposed acceptance (`imposed`): a paragraph and a table."""
     verdict = "held" if result["held"] else "FAILED"
     lines = [
         f"Measured at an imposed acceptance ({verdict}): `running.run` on {result['pair']}'s "
-        f"shapes, random weights, the target peaked so that its greedy output is known from "
-        f"the plain run, {result['new_tokens']} tokens; the assistant drafts its cap at every "
-        f"step on drafting path {result['drafting_path']} ({result['drafting_path_reason']}) "
+        f"shapes, random weights, both models peaked so that the target's greedy output is "
+        f"known from the plain run, {result['new_tokens']} tokens; the assistant drafts its "
+        f"cap at every step on drafting path {result['drafting_path']} "
+        f"({result['drafting_path_reason']}; {self_check(result)}) "
         "and its draft is replaced by the known output at each kind's per-token acceptance "
-        "measured on a CPU (`speedup.ACCEPTANCE`). Plain "
+        "measured on a CPU (`speedup.ACCEPTANCE`). The drafts being replaced, this measures "
+        "cost at a stated acceptance, not correctness: a wrong replay cannot show here "
+        "(that is the self-check's and the end-to-end run's). Plain "
         f"{result['plain_tokens_per_s']} tok/s; speedup = the tokens/s ratio; measured α "
         "within 3 standard errors of the imposed one for its positions:",
         "",

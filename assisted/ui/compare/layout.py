@@ -48,10 +48,11 @@ def draft_length_default(spec: PairSpec | None) -> int:
 
 # Why the default differs by device, in the words a visitor needs (docs/space.md).
 PAIR_INFO = (
-    "On a GPU an eager step costs about its layers' kernel launches, so the assistant's "
-    "drafts replay as CUDA graphs (a 0.5B: 4.2 ms a token against the 18 ms step of a 7B "
-    "or 1.5B target, measured on a whole H200, a faster GPU than ZeroGPU's half of an RTX "
-    "PRO 6000 Blackwell); the 7B target is the GPU default."
+    "On ZeroGPU's half of an RTX PRO 6000 Blackwell a small model's eager step costs about "
+    "its layers' kernel launches, so the assistant's drafts replay as CUDA graphs (a 0.5B: "
+    "4.2 ms a token, measured on an H200); a 7B target's step moves 15 GB, about 17 ms "
+    "there (estimated), so a drafted token costs a small share of it: the 7B is the GPU "
+    "default."
 )
 
 

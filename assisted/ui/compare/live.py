@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from assisted.analysis import faults, stats
-from assisted.core.record import CUDA_GRAPHS, RunRecord, Step
+from assisted.core.record import CUDA_GRAPHS, FAILED, INCONCLUSIVE, RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison
 from assisted.engine.drafters import draft_graphs
@@ -64,6 +64,14 @@ GRAPHED_WHY = (
     "cost mostly kernel launches; the target stays Transformers' eager model, as a "
     "Transformers user runs it"
 )
+# Why a run whose graphs' self-check failed or could not judge drafts as it does, one line.
+FALLBACK_WHY = {
+    FAILED: "The CUDA graphs' self-check failed, so the assistant drafts with the lean loop "
+    "on a DynamicCache, the path the check trusts, priced at that loop's own cost",
+    INCONCLUSIVE: "The CUDA graphs' self-check could judge too few positions to vouch for "
+    "them, so the assistant drafts with the lean loop on a DynamicCache, the path the check "
+    "trusts, priced at that loop's own cost",
+}
 
 
 class Live:
@@ -250,6 +258,8 @@ class Live:
                 captured = assisted.drafting_path.capture_s
                 if self.set_up and captured is not None:  # a reused worker paid none
                     drafting += f". This call captured them first, in {captured:.2f} s"
+            elif drafting and assisted.drafting_path.check in FALLBACK_WHY:
+                drafting += f". {FALLBACK_WHY[assisted.drafting_path.check]}"
             return f"{status} Drafting: {drafting}." if drafting else status
         if self.phase == "warmup" and self._captures():
             return (
