@@ -267,7 +267,8 @@ def report(plain: RunRecord | None, assisted: RunRecord, pooled: Sequence[RunRec
     found = _priced_by(plain, assisted, measured_costs.priced(assisted.hindsight, own, pooled))
     by_policy = _priced_by(plain, assisted, assisted.hindsight)
     found["policy_priced"] = {key: by_policy[key] for key in _POLICY_KEYS}
-    differ = abs(by_policy["oracle_s"] / found["oracle_s"] - 1.0) if found["oracle_s"] else None
+    speedup = found["speedup_modelled"]
+    differ = abs(by_policy["speedup_modelled"] / speedup - 1.0) if speedup else None
     found["prices_differ"] = differ is not None and differ > PRICES_DIFFER
     found["measured_rows"] = sorted(measured_costs.rows_measured(own, pooled))
     return found
