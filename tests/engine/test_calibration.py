@@ -70,7 +70,7 @@ def test_a_runs_verifications_refine_the_pairs_calibration(pair, trusted_prices)
     assisted = records(fresh, draft=draft)["assisted"]
     verified = {step.drafted + 1 for step in assisted.steps[1:]}  # the first is the prefill
     refined = fresh.learnt.verify_s
-    assert set(timed) == {1, 2, 5}
+    assert {1, 2, 5} <= set(timed) <= fresh.learnt.timed_here().rows
     # Only rows measured, by the calibration or the run: never a row fitted between them.
     assert set(refined) == set(timed) | verified
     assert all(fresh.learnt.verify_timed[k][0] > counts.get(k, (0, 0))[0] for k in verified)
