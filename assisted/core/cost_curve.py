@@ -5,13 +5,21 @@ priced by.
 Two facts make the fit robust on a shared machine, where other work slows passes at
 random and only ever adds time:
 - **Monotone.** Verifying more rows never costs less, so each row's estimate is at most
-  any larger row's (the curve is the suffix minimum of the rows' estimates). A patch of
-  slow timings on some rows (a hump: T(3)…T(8) at 0.45–0.74 s between T(2) at 0.18 s
-  and T(9) at 0.21 s, in a learnt file written while a test job shared the cores) is cut
-  down to the larger rows' cost instead of pricing those lengths out for good.
+  any larger row's of the same kind of evidence (a suffix minimum). A patch of slow
+  timings on some rows of the prior (a hump: T(3)…T(8) at 0.45–0.74 s between T(2) at
+  0.18 s and T(9) at 0.21 s, in a learnt file written while a test job shared the cores)
+  is cut down to the larger rows' cost instead of pricing those lengths out for good; so
+  is a measured row that a larger measured row was timed below.
 - **Medians.** A row measured several times takes the median of its timings, and rows
-  not measured follow the prior curve at the level the measured rows set (the median of
-  their ratios to it): a few slow passes move neither.
+  not measured follow the (monotone) prior at the level the measured rows set (the
+  median of their ratios to it): a few slow passes move neither.
+
+A row no one measured is never evidence against one that was: it is an interpolation of
+the prior, kept between the measured rows around it. A prior row cheaper than what the run
+pays now (timed on a quiet moment, the cores busy since) would otherwise cut every smaller
+measured row down to it, however often measured: on a shared EPYC, a prior T(9) of 0.20 s
+held a run's T(1) at 0.20 s through 126 passes of 0.56 s, and the floor, priced by it,
+stopped an assistant that ran twice plain's pace (docs/auto-policy.md).
 
 A prior (the calibration, or what earlier runs kept) counts as `prior_weight` timings of
 each of its rows and of the level: the run's own timings overrule it after a few steps.
@@ -36,25 +44,30 @@ def fit(
     and a `prior` curve worth `prior_weight` timings. A row with neither is interpolated
     between its neighbours' estimates, or extended along the last two past the top.
     Refused where nothing is known at all."""
-    prior = dict(prior or {})
+    prior = _suffix_min(dict(prior or {}))
     known = {k: list(times) for k, times in measured.items() if times}
     if not known and not prior:
         raise ValueError("no verification was timed, and no prior curve was given")
     ratios = [t / prior[k] for k, times in known.items() if k in prior for t in times]
     level = median(ratios + [1.0] * prior_weight) if ratios else 1.0
-    estimates = {}
-    for k in known.keys() | prior.keys():
-        if k in known:
-            weight = prior_weight if k in prior else 0
-            estimates[k] = median(known[k] + [prior.get(k, 0.0)] * weight)
-        else:
-            estimates[k] = prior[k] * level
-    wanted = sorted(set(rows))
-    curve = {k: _between(estimates, k) for k in sorted(estimates.keys() | set(wanted))}
-    ceiling = float("inf")
-    for k in sorted(curve, reverse=True):
-        ceiling = curve[k] = min(curve[k], ceiling)
-    return {k: curve[k] for k in wanted}
+    own = _suffix_min(
+        {
+            k: median(times + [prior.get(k, 0.0)] * (prior_weight if k in prior else 0))
+            for k, times in known.items()
+        }
+    )
+    followed = {k: t * level for k, t in prior.items() if k not in own}
+    curve = {}
+    for k in sorted(own.keys() | followed.keys() | set(rows)):
+        if k in own:
+            curve[k] = own[k]
+            continue
+        value = _between(followed, k) if followed else _between(own, k)
+        # Between the measured rows around it: an interpolation is no evidence.
+        below = [t for j, t in own.items() if j < k]
+        above = [t for j, t in own.items() if j > k]
+        curve[k] = min(max([value, *below]), *above) if above else max([value, *below])
+    return {k: curve[k] for k in sorted(set(rows))}
 
 
 def dearer_than_fit(points: Mapping[int, float], noise: float) -> list[int]:
@@ -87,3 +100,12 @@ def _between(points: Mapping[int, float], k: int) -> float:
         return points[low]
     slope = max((points[low] - points[below]) / (low - below), 0.0)
     return points[low] + slope * (k - low)
+
+
+def _suffix_min(points: Mapping[int, float]) -> dict[int, float]:
+    """`points` with each value at most any larger key's (verifying more rows never costs
+    less)."""
+    curve, ceiling = {}, float("inf")
+    for k in sorted(points, reverse=True):
+        ceiling = curve[k] = min(points[k], ceiling)
+    return dict(sorted(curve.items()))

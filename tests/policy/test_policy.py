@@ -221,6 +221,24 @@ def test_a_hump_in_the_prior_is_cut_down_to_the_larger_rows_cost():
     assert costs.verify_s[2] == pytest.approx(0.180)
 
 
+def test_a_cheap_prior_row_never_cuts_a_row_the_run_measured():
+    # The prior's T(9) timed on a quiet moment, the cores busy since: the run pays 0.56 s
+    # a one-row pass and never verifies 9 rows. It must price T(1) as it pays it, and the
+    # rows it never verified at the level it pays, not at the quiet prior's.
+    quiet = {k: 0.2 for k in range(1, CAP + 2)}
+    costs = policy(quiet).costs
+    for _ in range(12):
+        costs.observe_verify(1, 0.56)
+        costs.observe_verify(4, 0.58)
+    assert costs.verify_s[1] == pytest.approx(0.56)
+    assert costs.verify_s[4] == pytest.approx(0.58)
+    assert all(costs.verify_s[k] >= 0.58 for k in range(4, CAP + 2))
+    # A larger row measured cheaper still cuts a smaller one: both are evidence.
+    for _ in range(12):
+        costs.observe_verify(6, 0.50)
+    assert costs.verify_s[4] == pytest.approx(0.50)
+
+
 def test_one_slow_pass_moves_no_row():
     costs = policy(flat()).costs
     for _ in range(6):
