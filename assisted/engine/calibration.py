@@ -160,10 +160,15 @@ def _time_drafting(
     # read is timed whenever drafting is: a read priced 3× too dear on disk kept the
     # assistant from starting, and only a first draft, which it then never made, would have
     # corrected it (docs/auto-policy.md).
+    # The read is priced at the level of the drafting time kept beside it: a neighbour that
+    # slows this moment's passes slows the one-row pass timed with the block alike, so the
+    # block's time over that pass's is what this moment says of the read. Taken as timed,
+    # a read retimed beside a busy neighbour (0.017 s a token, 3.5x a quiet one) met a
+    # drafting time and a T(1) kept on quiet moments, and held the assistant back all run.
     for _ in range(_CALIBRATION_ATTEMPTS):
         timed = _time_forwards(assistant, prefix, [1, _PREFILL_ROWS], pair.device)
         drafting.draft_s = min(timed[1], drafting.draft_s or timed[1])
-        read_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS
+        read_s = timed[_PREFILL_ROWS] / _PREFILL_ROWS * drafting.draft_s / timed[1]
         drafting.prefill_s = min(read_s, drafting.prefill_s or read_s)
         if timed[1] <= ceiling:
             break

@@ -202,6 +202,22 @@ def test_a_slow_read_on_disk_is_corrected_by_the_next_process(pair, file, monkey
     assert learnt_store.calibration(checking.learnt, file).corrected == ("read none",)
 
 
+def test_a_read_retimed_beside_a_busy_neighbour_is_priced_at_the_kept_level(
+    pair, file, monkeypatch
+):
+    # The read on disk 3x too dear, retimed while a neighbour slows every pass 2.5x: the
+    # one-row pass timed with the block says how much, and the drafting time kept from a
+    # quiet moment stands. The read must come out at its quiet price, not 2.5x it.
+    earlier_process(file, QUIET, read_s=3 * READ_S)
+    checking = new_process(pair, file)
+    timings_now(monkeypatch, pair, QUIET, draft_s=2.5 * DRAFT_S)
+    _, draft_s, prefill_s = calibrating.calibrate(
+        checking, torch.tensor([[1, 2, 3]]), pair.assistant, "none", CAP
+    )
+    assert draft_s == DRAFT_S
+    assert prefill_s == pytest.approx(READ_S)
+
+
 def test_a_hump_of_kept_rows_on_disk_is_timed_again(pair, file, monkeypatch):
     # Rows 3 to 8 kept while another job shared the cores: dearer than T(9), which no
     # machine makes so. Each is timed again; the rows that agree are not.
