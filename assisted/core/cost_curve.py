@@ -48,8 +48,7 @@ def fit(
     known = {k: list(times) for k, times in measured.items() if times}
     if not known and not prior:
         raise ValueError("no verification was timed, and no prior curve was given")
-    ratios = [t / prior[k] for k, times in known.items() if k in prior for t in times]
-    level = median(ratios + [1.0] * prior_weight) if ratios else 1.0
+    level = _level(known, prior, prior_weight)
     own = _suffix_min(
         {
             k: median(times + [prior.get(k, 0.0)] * (prior_weight if k in prior else 0))
@@ -68,6 +67,25 @@ def fit(
         above = [t for j, t in own.items() if j > k]
         curve[k] = min(max([value, *below]), *above) if above else max([value, *below])
     return {k: curve[k] for k in sorted(set(rows))}
+
+
+def level(
+    measured: Mapping[int, Sequence[float]],
+    prior: Mapping[int, float],
+    prior_weight: int = 0,
+) -> float:
+    """The level the `measured` timings set against the (monotone) `prior` curve: the median
+    of their ratios to it, the prior counting as `prior_weight` ratios of 1. What a cost
+    that shares the machine with the target, and that the run has not timed yet, is scaled
+    by (`assisted.policy.costs`)."""
+    return _level(measured, _suffix_min(prior), prior_weight)
+
+
+def _level(
+    measured: Mapping[int, Sequence[float]], prior: Mapping[int, float], prior_weight: int
+) -> float:
+    ratios = [t / prior[k] for k, times in measured.items() if k in prior for t in times]
+    return median(ratios + [1.0] * prior_weight) if ratios else 1.0
 
 
 def dearer_than_fit(points: Mapping[int, float], noise: float) -> list[int]:

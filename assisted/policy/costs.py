@@ -30,8 +30,17 @@ the run overrule any prior, however wrong: a learnt file written while another j
 the cores once priced the first read 3× and T(3)…T(8) 2.5× above what the machine paid,
 and an average that moved 4% a timing (the model this replaced) kept the assistant from
 drafting for dozens of runs (docs/auto-policy.md). A median also ignores the odd slow
-pass, which an average carries for many steps. A plain run's own steps set T(1) for the
-pair's next runs, the median of its passes (`PlainSteps`).
+pass, which an average carries for many steps.
+
+The assistant shares the machine with the target, so a neighbour that slows one slows the
+other: until the run has timed the assistant itself, its priors (time per drafted token,
+per token read) follow the level the target's passes set against their prior
+(`cost_curve.level`). A run on a machine slowed as a whole then decides as it would on a
+quiet one, where priors taken as they stand would price the read, timed on a quiet moment,
+as cheap against busy steps, or, timed on a busy one, as dear against quiet priors.
+
+A plain run's own steps set T(1) for the pair's next runs, the median of its passes
+(`PlainSteps`).
 
 What a run keeps is only what it measured (`measured_verify`): the median and count of
 each row it verified, never a row fitted between them, so the next calibration sees
@@ -72,9 +81,9 @@ class Estimate:
     def observe(self, seconds: float) -> None:
         self.timings.append(seconds)
 
-    @property
-    def value(self) -> float:
-        copies = [self.prior] * PRIOR_STEPS if self.prior is not None else []
+    def value(self, level: float = 1.0) -> float:
+        """The figure, its prior taken at `level` (the module's note)."""
+        copies = [self.prior * level] * PRIOR_STEPS if self.prior is not None else []
         return median([*self.timings, *copies]) or 0.0
 
 
@@ -107,6 +116,7 @@ class CostModel:
         self.drafter_s = dict(drafter_s)
         self.model_source = model_source
         self.drafting = Estimate(drafter_s.get(model_source))
+        self.level = 1.0  # the target's passes against the prior (`observe_verify`)
         self.prefill = Estimate(prefill_s or None)  # 0: never timed
         self.prefill_s = prefill_s
         self.draft_shape = dict(draft_shape or {})
@@ -145,6 +155,12 @@ class CostModel:
         self.verify_s = cost_curve.fit(
             self.verify_timings, self.verify_s, self.prior_verify_s, PRIOR_STEPS
         )
+        # The assistant shares the machine: its priors follow the level the target's
+        # passes set, until its own timings overrule them (the module's note).
+        self.level = cost_curve.level(self.verify_timings, self.prior_verify_s, PRIOR_STEPS)
+        if self.model_source is not None:
+            self.drafter_s[self.model_source] = self.drafting.value(self.level)
+            self.prefill_s = self.prefill.value(self.level)
 
     def read_s(self, tokens: int) -> float:
         """Seconds the model source takes to read `tokens` tokens it has not seen."""
@@ -166,21 +182,21 @@ class CostModel:
         call spent reading tokens it had not seen (0 for a draft that read none)."""
         if self.last_call_s:
             self.call.observe(max(self.last_call_s - seconds, 0.0))
-            self.call_s = self.call.value
+            self.call_s = self.call.value()
             self.last_call_s = 0.0
         per_token = self.drafter_s[self.model_source]
         shape = self._shape(self.model_source, drafted)
         extra = max(seconds - per_token * drafted * shape, 0.0)
         if prefilled is not None:
             self.prefill.observe(extra / max(prefilled, 1))
-            self.prefill_s = self.prefill.value
+            self.prefill_s = self.prefill.value(self.level)
             return extra
         if catch_up:
             self.catch_up.observe(extra)
-            self.catch_up_s = self.catch_up.value
+            self.catch_up_s = self.catch_up.value()
             return extra
         self.drafting.observe(seconds / (drafted * shape))
-        self.drafter_s[self.model_source] = self.drafting.value
+        self.drafter_s[self.model_source] = self.drafting.value(self.level)
         return 0.0
 
     def verify_curve(self) -> list[tuple[int, float]]:

@@ -179,9 +179,11 @@ def test_timings_refine_the_cost_model():
     assert costs.verify_s[3] == pytest.approx(before)  # one slow pass against the prior's two
     costs.observe_verify(3, 1.0)
     assert costs.verify_s[3] == pytest.approx((before + 1.0) / 2)
+    # The target's passes ran 1.0 / before its prior twice: the assistant's prior follows.
+    assert costs.level == pytest.approx((1.0 + 1.0 / before) / 2)
     for _ in range(2):
         p.observe_draft(Choice(A, 4), 4, 4.0)
-    assert costs.drafter_s[A] == pytest.approx((0.001 + 1.0) / 2)
+    assert costs.drafter_s[A] == pytest.approx((0.001 * costs.level + 1.0) / 2)
     p.observe_draft(Choice(A, 4, catch_up=True), 4, 10.0)
     assert costs.catch_up_s > 0  # no prior: its first timing stands
     p.choose(ROOM, tokens_left=1000, context=100)
@@ -237,6 +239,27 @@ def test_a_cheap_prior_row_never_cuts_a_row_the_run_measured():
     for _ in range(12):
         costs.observe_verify(6, 0.50)
     assert costs.verify_s[4] == pytest.approx(0.50)
+
+
+def test_a_machine_slowed_as_a_whole_decides_as_a_quiet_one():
+    # Priors timed on a quiet moment; a neighbour since slows every pass 2.5x. Until the
+    # run times the assistant, its read and drafting follow the target's level: its first
+    # read weighs against the tokens it would save as on the quiet machine, not 2.5x cheaper.
+    def run(slowdown: float) -> list:
+        p = policy(flat(), drafter_s=0.004, prefill_s=0.0005)
+        choices = []
+        for step in range(6):
+            choice = p.choose(ROOM, tokens_left=24 - step, context=90 + step)
+            choices.append((choice.gamma, choice.held_back))
+            p.observe(0, 0)
+            p.costs.observe_verify(1, slowdown * flat()[1])
+        return choices, p.costs.read_s(90) / (90 * p.costs.prefill.value())
+
+    quiet, quiet_level = run(1.0)
+    busy, busy_level = run(2.5)
+    assert busy == quiet
+    assert quiet_level == pytest.approx(1.0) and busy_level == pytest.approx(2.5)
+    assert any(held is not None for _, held in quiet)  # the read weighed at all
 
 
 def test_one_slow_pass_moves_no_row():
