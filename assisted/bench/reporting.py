@@ -13,8 +13,8 @@ Figures (terms as defined in `assisted.analysis.stats`):
   prompt's **outcome** is the most worrying of its repeats' (`assisted.analysis.divergence`:
   identical, near-tie, not judged, unexplained), and groups count prompts by outcome.
 - **template draft runs**: the assisted runs in which some prompt-lookup draft copied the
-  chat template, a special token or a run of `lookup.TEMPLATE_RUN` tokens of its text (the
-  system prompt; `lookup.copies_template`), of `assisted_runs`; pooled over prompts.
+  chat template, a special token or a run of `measuring.TEMPLATE_RUN` tokens of its text (the
+  system prompt; `measuring.copies_template`), of `assisted_runs`; pooled over prompts.
 - A category's speedup is the median of its prompts' speedups (geometric mean beside it);
   its acceptance rate and tokens per step pool the steps of all its runs; its predicted
   speedup is the median of its prompts' (geometric mean beside it), with the prediction

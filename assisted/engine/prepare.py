@@ -145,6 +145,17 @@ def prepare(
     return found
 
 
+def captures_graphs(pair: LoadedPair, draft: DraftSettings, settings: RunSettings) -> bool:
+    """Whether preparing runs with `draft` and `settings` may capture the assistant's drafts
+    as graphs: greedy `auto` runs of an assistant model on CUDA, where this process has not
+    captured them yet (`assisted.engine.drafters.draft_graphs`). Asks only the model that
+    is loaded, and builds nothing."""
+    if settings.sample or draft.schedule != "auto" or not pair.spec.drafter.has_model:
+        return False
+    model = pair.assistant
+    return model is not None and draft_graphs.pending(model, draft.num_assistant_tokens)
+
+
 def calibrate_rows(pair: LoadedPair, rows: int) -> None:
     """Time the target's verification of `rows` rows, as the calibration times T(cap + 1),
     where this process has not (`calibration.time_verify_rows`). Call it off any clock."""
