@@ -18,10 +18,10 @@ def start_up(tiny_dirs, monkeypatch):
     target, other = str(tiny_dirs["target"]), str(tiny_dirs["other"])
     registry = {"tiny": pairs.custom_pair(target, other)}
     config = app.AppConfig(registry=registry, default_pair="tiny", allow_local=True, zerogpu=True)
-    pairs._loaded.clear()
+    pairs._loaded.entries.clear()
     yield config
-    pairs._loaded.clear()
-    pairs._pinned.clear()
+    pairs._loaded.entries.clear()
+    pairs._loaded.pinned.clear()
     app._preloaded.clear()
 
 
