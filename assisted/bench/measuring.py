@@ -269,7 +269,7 @@ def _sampling_check(
 ) -> Generator[Progress, None, dict | None]:
     """The sampling check on the benchmark's pair, its draws counted on from the timed
     runs; its result, or None if the benchmark was stopped."""
-    events = sampling_check.check(session.pair, check, stop=session.stop)
+    events = sampling_check.run_check(session.pair, check, stop=session.stop)
     before = session.done
     while True:
         try:

@@ -95,7 +95,7 @@ def summarize_prompt(
     assisted_rate = stats.median([stats.tokens_per_s(r) for r in assisted])
     # The analyses that failed, by name (`assisted.analysis.faults`): the runs stand.
     failures = {part: error for run in assisted for part, error in run.analysis_errors.items()}
-    compared = [stats.compare(p, a, failures) for p, a in zip(plain, assisted, strict=True)]
+    compared = [stats.compare_runs(p, a, failures) for p, a in zip(plain, assisted, strict=True)]
     divergences = [c["first_divergence"] for c in compared if c["first_divergence"] is not None]
     drafted = sum(stats.drafted(r) for r in assisted)
     accepted = sum(stats.accepted(r) for r in assisted)
@@ -237,7 +237,7 @@ def report(
 
 
 def _prediction(models: Iterable[str | None]) -> str | None:
-    """The model that made these predictions (`stats.compare`'s `prediction`); None where
+    """The model that made these predictions (`stats.compare_runs`'s `prediction`); None where
     there are none, or where they mix (rows of one drafter share its schedule, so only
     records saved without the policy's expectations can mix them)."""
     named = {model for model in models if model}

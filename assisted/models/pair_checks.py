@@ -137,7 +137,7 @@ def check_config(ref: str, folder: Path) -> None:
 
 def check_sizes(refs: list[str], max_gb: float) -> None:
     """Refuse models whose weight files take more than `max_gb` GB together."""
-    total = sum(weights_bytes(ref) for ref in refs)
+    total = sum(weight_files_bytes(ref) for ref in refs)
     if total > max_gb * 1e9:
         raise PairError(
             f"the pair's weights take {total / 1e9:.1f} GB; this server loads at most "
@@ -145,7 +145,7 @@ def check_sizes(refs: list[str], max_gb: float) -> None:
         )
 
 
-def weights_bytes(ref: str) -> int:
+def weight_files_bytes(ref: str) -> int:
     """Bytes of the weight files of `ref` (an embedded name, a folder or a Hub id); 0 where
     the Hub cannot be reached."""
     if ref in embedded.MODELS:

@@ -260,7 +260,7 @@ def disk_too_full_for(spec: PairSpec, allow_local: bool = True) -> str | None:
     not fetched yet in this process, against the free space of the Hugging Face cache's
     disk less MAX_MODEL_GB, the room kept for the largest pair a visitor may load."""
     refs = model_refs(spec, allow_local)
-    needed = sum(pair_checks.weights_bytes(ref) for ref in refs if fetch.fetched(ref) is None)
+    needed = sum(pair_checks.weight_files_bytes(ref) for ref in refs if fetch.fetched(ref) is None)
     free = fetch.free_bytes()
     if free - needed >= MAX_MODEL_GB * 1e9:
         return None
