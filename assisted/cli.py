@@ -25,14 +25,15 @@ from assisted.core.record import RunRecord
 from assisted.core.settings import (
     ASSISTANT_QUANTS,
     AUTO_CAP,
+    LONGEST_MATCH,
     LOOKUPS,
     SCHEDULES,
+    SHORTEST_MATCH,
     DraftSettings,
     RunSettings,
     SettingsError,
     validate_prompt,
 )
-from assisted.engine.drafters.lookup import LONGEST_MATCH, SHORTEST_MATCH
 from assisted.models import learnt_store
 from assisted.models.pairs import PairError
 from assisted.models.registry import PAIRS, PairSpec

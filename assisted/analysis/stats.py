@@ -282,7 +282,9 @@ def drafting_s_per_token(record: RunRecord) -> float | None:
     return sum(step.draft_s for step in timed) / drafted if drafted else None
 
 
-def compare(plain: RunRecord, assisted: RunRecord, failures: dict[str, str] | None = None) -> dict:
+def compare_runs(
+    plain: RunRecord, assisted: RunRecord, failures: dict[str, str] | None = None
+) -> dict:
     """Speedup, theory beside measurement, and losslessness of one plain/assisted pair.
     The prediction is the `auto` policy's own where its steps carry one, else Leviathan et
     al.'s; `prediction` names it (None without a prediction). The prediction and the
@@ -317,7 +319,7 @@ _PREDICTION_KEYS = ("predicted_speedup", "prediction", "alpha", "mean_drafted", 
 
 
 def _prediction(plain: RunRecord, assisted: RunRecord) -> dict:
-    """`compare`'s prediction: the figure, the model it comes from, and Leviathan et al.'s
+    """`compare_runs`'s prediction: the figure, the model it comes from, and Leviathan et al.'s
     terms solved from the run."""
     c = cost_ratio(plain, assisted)
     rate = acceptance_rate(assisted)
@@ -408,7 +410,7 @@ def report(
         "analysis_errors": failures,
     }
     if plain and assisted:
-        result.update(compare(plain, assisted, failures))
+        result.update(compare_runs(plain, assisted, failures))
     if assisted:
         result["oracle"] = faults.attempt(
             faults.ORACLE, lambda: oracle.report(plain, assisted, pooled), oracle.failed, failures

@@ -11,7 +11,7 @@ One job per module:
 - `shootout`: every drafter the target has on this device, raced on one prompt against
   one plain baseline, ranked, and why the winner won;
 - `sampling_check/`: sampled assisted output held against plain sampling, in distribution
-  (`check`), and its command, `python -m assisted.bench.sampling_check` (its `__main__`);
+  (`run_check`), and its command, `python -m assisted.bench.sampling_check` (its `__main__`);
 - `__main__`: `python -m assisted.bench`, its options and progress bar.
 
 The app calls `benchmark()` (a generator of Progress events ending with Finished) on a

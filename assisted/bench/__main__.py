@@ -170,7 +170,9 @@ def _list(kind: Callable[[str], object]) -> Callable[[str], list]:
     return parse
 
 
-def prepare(args: argparse.Namespace) -> tuple[PairSpec, list[Example], list[Variant], RunSettings]:
+def plan_bench(
+    args: argparse.Namespace,
+) -> tuple[PairSpec, list[Example], list[Variant], RunSettings]:
     """Check every input and build the plan; loads no model."""
     if args.repeats < 1:
         raise BenchError(f"--repeats must be at least 1, not {args.repeats}")
@@ -231,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _measure(args: argparse.Namespace, journal: Journal | None) -> dict:
     """The benchmark the options ask for, kept in `journal` as it goes; its report."""
-    spec, examples, variants, settings = prepare(args)
+    spec, examples, variants, settings = plan_bench(args)
     check = None
     if args.sampling_check is not None:  # checked before the pair loads, as the rest
         check = CheckSettings(samples=args.sampling_check).validate()

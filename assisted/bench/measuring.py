@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Collection, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from assisted.analysis import stats
@@ -28,13 +28,36 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord
 from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
-from assisted.engine.drafters.lookup import copies_template, template_ngrams
 from assisted.engine.events import RunDone, StepEvent, drain
 from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntSnapshot
 
 REPEATS = 3  # rounds per prompt; medians need at least three to shrug off one outlier
+
+# A draft holding this many consecutive tokens of the chat template's own text (its system
+# prompt: the role names alone are shorter) copied it. A heuristic: four tokens of a system
+# prompt rarely occur together in an answer by chance.
+TEMPLATE_RUN = 4
+
+
+def template_ngrams(template_ids: Sequence[int], special_ids: Collection[int]) -> frozenset:
+    """The runs of `TEMPLATE_RUN` tokens of the template's text (`template_ids`, the chat
+    template around an empty message), none of them special."""
+    runs = (tuple(template_ids[i : i + TEMPLATE_RUN]) for i in range(len(template_ids)))
+    return frozenset(
+        run for run in runs if len(run) == TEMPLATE_RUN and not any(t in special_ids for t in run)
+    )
+
+
+def copies_template(draft: Sequence[int], special_ids: Collection[int], ngrams: frozenset) -> bool:
+    """Whether a draft copied template text: a special token (a role marker, end of turn),
+    or a run of the template's text (`template_ngrams`)."""
+    if any(t in special_ids for t in draft):
+        return True
+    return any(
+        tuple(draft[i : i + TEMPLATE_RUN]) in ngrams for i in range(len(draft) - TEMPLATE_RUN + 1)
+    )
 
 
 @dataclass(frozen=True)
@@ -187,7 +210,7 @@ class _Session:
 
     def template_drafts(self, variant: Variant, record: RunRecord) -> int:
         """Steps of `record` whose prompt-lookup draft copied the chat template's text or a
-        special token (`lookup.copies_template`). An assistant model's drafts are its own
+        special token (`copies_template`). An assistant model's drafts are its own
         text, where ending the turn is its to draft, so only copies count."""
         special, ngrams = self.templates[variant.name]
         return sum(
@@ -246,7 +269,7 @@ def _sampling_check(
 ) -> Generator[Progress, None, dict | None]:
     """The sampling check on the benchmark's pair, its draws counted on from the timed
     runs; its result, or None if the benchmark was stopped."""
-    events = sampling_check.check(session.pair, check, stop=session.stop)
+    events = sampling_check.run_check(session.pair, check, stop=session.stop)
     before = session.done
     while True:
         try:

@@ -13,8 +13,8 @@ Figures (terms as defined in `assisted.analysis.stats`):
   prompt's **outcome** is the most worrying of its repeats' (`assisted.analysis.divergence`:
   identical, near-tie, not judged, unexplained), and groups count prompts by outcome.
 - **template draft runs**: the assisted runs in which some prompt-lookup draft copied the
-  chat template, a special token or a run of `lookup.TEMPLATE_RUN` tokens of its text (the
-  system prompt; `lookup.copies_template`), of `assisted_runs`; pooled over prompts.
+  chat template, a special token or a run of `measuring.TEMPLATE_RUN` tokens of its text (the
+  system prompt; `measuring.copies_template`), of `assisted_runs`; pooled over prompts.
 - A category's speedup is the median of its prompts' speedups (geometric mean beside it);
   its acceptance rate and tokens per step pool the steps of all its runs; its predicted
   speedup is the median of its prompts' (geometric mean beside it), with the prediction
@@ -95,7 +95,7 @@ def summarize_prompt(
     assisted_rate = stats.median([stats.tokens_per_s(r) for r in assisted])
     # The analyses that failed, by name (`assisted.analysis.faults`): the runs stand.
     failures = {part: error for run in assisted for part, error in run.analysis_errors.items()}
-    compared = [stats.compare(p, a, failures) for p, a in zip(plain, assisted, strict=True)]
+    compared = [stats.compare_runs(p, a, failures) for p, a in zip(plain, assisted, strict=True)]
     divergences = [c["first_divergence"] for c in compared if c["first_divergence"] is not None]
     drafted = sum(stats.drafted(r) for r in assisted)
     accepted = sum(stats.accepted(r) for r in assisted)
@@ -237,7 +237,7 @@ def report(
 
 
 def _prediction(models: Iterable[str | None]) -> str | None:
-    """The model that made these predictions (`stats.compare`'s `prediction`); None where
+    """The model that made these predictions (`stats.compare_runs`'s `prediction`); None where
     there are none, or where they mix (rows of one drafter share its schedule, so only
     records saved without the policy's expectations can mix them)."""
     named = {model for model in models if model}

@@ -39,6 +39,8 @@ ASSISTANT_QUANTS: tuple[str, ...] = ("auto", "none", "int8", "int8-wo", "int4-wo
 # search of the whole context, chat template included, first match first.
 Lookup = Literal["suffix", "transformers"]
 LOOKUPS: tuple[str, ...] = ("suffix", "transformers")
+SHORTEST_MATCH = 2  # tokens the suffix lookup's suffix and its earlier occurrence share, at least
+LONGEST_MATCH = 8  # ... and at most: longer matches are as good as this long
 
 
 class SettingsError(ValueError):
@@ -63,7 +65,7 @@ class DraftSettings:
     the output.
     `lookup`: how prompt lookup finds its matches (the prompt-lookup drafter's, and the
     `auto` schedule's second source); `max_matching_ngram_size` applies to Transformers'
-    lookup only, as `assisted.engine.drafters.lookup` matches 2 to 8 tokens.
+    lookup only, as the suffix lookup matches `SHORTEST_MATCH` to `LONGEST_MATCH` tokens.
     """
 
     # Transformers' own default threshold; on a GPU, where verification is nearly free,

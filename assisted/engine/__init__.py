@@ -31,61 +31,9 @@ prompt's text (with its template) or its ids; the way back to text is the
 - `hindsight`: what the drafters would have proposed at every position, after the run;
 - `sampling_draws`: samples of a prompt's first tokens, drawn as a run draws them.
 
-What callers use is exported here (`from assisted.engine import run, compare, ...`),
-imported on first use so that `import assisted.engine.X` loads only what X needs; the
-preparation, which shares its module's name, is `assisted.engine.prepare.prepare`.
+Callers outside the engine import its public modules, never a name from this package:
+`prompt`, `running`, `prepare`, `comparison`, `events`, `learning` and `sampling_draws`
+(`tests/test_layers.py` holds them to it). The rest are the engine's own.
 
 May import: `core`, `policy`, `analysis`, `models`.
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
-# Each exported name and the module that defines it.
-_EXPORTS = {
-    "encode_prompt": "prompt",
-    "check": "running",
-    "run": "running",
-    "run_bare": "running",
-    "compare": "comparison",
-    "warm_up": "comparison",
-    "report": "comparison",
-    "Phase": "comparison",
-    "Event": "comparison",
-    "StepEvent": "events",
-    "RunDone": "events",
-    "drain": "events",
-    "synchronize": "clock",
-}
-
-__all__ = [
-    "Event",
-    "Phase",
-    "RunDone",
-    "StepEvent",
-    "check",
-    "compare",
-    "drain",
-    "encode_prompt",
-    "report",
-    "run",
-    "run_bare",
-    "synchronize",
-    "warm_up",
-]
-
-if TYPE_CHECKING:
-    from assisted.engine.clock import synchronize
-    from assisted.engine.comparison import Event, Phase, compare, report, warm_up
-    from assisted.engine.events import RunDone, StepEvent, drain
-    from assisted.engine.prompt import encode_prompt
-    from assisted.engine.running import check, run, run_bare
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

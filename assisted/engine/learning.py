@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from assisted.core.bands import GREEDY, Band
+from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord
 from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
 from assisted.engine.calibration import calibrated
 from assisted.engine.drafters import draft_graphs
-from assisted.engine.drafters.candidates import ASSISTANT, LOOKUP
 from assisted.models import learnt_store
 from assisted.policy.answers import Answer
 from assisted.policy.choice import DraftPolicy
@@ -52,9 +52,9 @@ def new_policy(
     cap = draft.length_for(pair.spec.drafter)
     sampled = band != GREEDY
     shape = None  # the assistant's time per token by draft length, where timed by length
-    if pair.spec.drafter is LOOKUP:
+    if pair.spec.drafter is DrafterKind.PROMPT_LOOKUP:
         verify_s, _, _ = calibrated(pair, precision, cap, model=False)
-        drafter_s, model, prefill_s = {LOOKUP: 0.0}, None, 0.0
+        drafter_s, model, prefill_s = {DrafterKind.PROMPT_LOOKUP: 0.0}, None, 0.0
     else:
         verify_s, per_token_s, prefill_s = calibrated(pair, precision, cap, True, sampled)
         timed = None
@@ -64,7 +64,8 @@ def new_policy(
             # Priced per token at the longest draft, each length shaped to its own time.
             per_token_s = timed[cap] / cap
             shape = {gamma: seconds / (gamma * per_token_s) for gamma, seconds in timed.items()}
-        drafter_s, model = {ASSISTANT: per_token_s, LOOKUP: 0.0}, ASSISTANT
+        model = DrafterKind.ASSISTANT
+        drafter_s = {model: per_token_s, DrafterKind.PROMPT_LOOKUP: 0.0}
     history = pair.learnt.precision(precision).acceptance_in(band)
     answers = pair.learnt.answers
     return DraftPolicy(cap, verify_s, drafter_s, model, prefill_s, history, answers, shape)

@@ -29,10 +29,8 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.record import Mode, RunRecord
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import learning
-from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.lookup import SuffixLookup, user_span
-from assisted.engine.drafters.seam import drafting_policy
-from assisted.engine.drafters.static_draft import StaticDrafter
+from assisted.engine.drafters.seam import DraftLoop, drafting_policy
 from assisted.engine.prepare import Prepared, input_device
 from assisted.models import learnt_store
 from assisted.models.loading import end_ids
@@ -63,7 +61,7 @@ class Plan:
     # lookup matches with the lookup (`assisted.engine.drafters.seam`); nothing for plain
     # runs. The lean drafters it builds are appended to `built`, whose path the record keeps.
     seam: AbstractContextManager
-    built: list[LeanDrafter | StaticDrafter]
+    built: list[DraftLoop]
     record: RunRecord  # the run's record, before its first step
 
 
@@ -87,7 +85,7 @@ def make_plan(
     # A plain run's passes set the pair's T(1), once something has timed its T(k)
     # (`learning.keep_plain_steps`).
     timed = mode == "plain" and 1 in pair.learnt.verify_s
-    built: list[LeanDrafter | StaticDrafter] = []
+    built: list[DraftLoop] = []
     seam = nullcontext()
     if prepared is not None:
         draft = prepared.draft

@@ -31,7 +31,6 @@ finds its own. Plain runs need nothing prepared.
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -43,7 +42,7 @@ from assisted.core.settings import WARMUP_PROMPT, DraftSettings, RunSettings
 from assisted.engine import calibration, learning
 from assisted.engine.drafters import draft_graphs
 from assisted.engine.prompt import chat_ids, template_ids
-from assisted.models import quantize
+from assisted.models import process_state, quantize
 from assisted.models.loading import end_ids
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntState
@@ -52,17 +51,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 
-_lock = threading.Lock()  # one preparation at a time: two would time each other
-
-
-def _new_lock_in_child() -> None:
-    """A fork taken while another thread prepares would leave the child's copy of the lock
-    held forever (see `assisted.models.pairs`): the child starts with a lock of its own."""
-    global _lock
-    _lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_lock_in_child)
+# One preparation at a time: two would time each other.
+_preparing = process_state.register(process_state.State("preparations"))
 
 
 @dataclass(frozen=True)
@@ -115,7 +105,7 @@ def prepare(
     cache = cache_of(pair).prepared
     found = cache.get(key)
     if found is None or found.learnt is not pair.learnt:
-        with _lock:
+        with _preparing.lock:
             found = cache.get(key)
             if found is None or found.learnt is not pair.learnt:
                 if not any(pid == key[0] for pid, _ in cache):
@@ -128,7 +118,7 @@ def prepare(
         return found
     if settings is not None and settings.sample:
         if found.precision not in pair.learnt.timed_here().sampled_drafting:
-            with _lock:
+            with _preparing.lock:
                 prefix = _warmup_prefix(pair)
                 calibration.calibrate_sampled(
                     pair, prefix, found.assistant, found.precision, settings
@@ -140,15 +130,26 @@ def prepare(
         # on the same preparation captures them here.
         cap = draft.length_for(pair.spec.drafter)
         if draft_graphs.pending(found.assistant, cap):
-            with _lock:
+            with _preparing.lock:
                 draft_graphs.capture(found.assistant, cap, _warmup_prefix(pair))
     return found
+
+
+def captures_graphs(pair: LoadedPair, draft: DraftSettings, settings: RunSettings) -> bool:
+    """Whether preparing runs with `draft` and `settings` may capture the assistant's drafts
+    as graphs: greedy `auto` runs of an assistant model on CUDA, where this process has not
+    captured them yet (`assisted.engine.drafters.draft_graphs`). Asks only the model that
+    is loaded, and builds nothing."""
+    if settings.sample or draft.schedule != "auto" or not pair.spec.drafter.has_model:
+        return False
+    model = pair.assistant
+    return model is not None and draft_graphs.pending(model, draft.num_assistant_tokens)
 
 
 def calibrate_rows(pair: LoadedPair, rows: int) -> None:
     """Time the target's verification of `rows` rows, as the calibration times T(cap + 1),
     where this process has not (`calibration.time_verify_rows`). Call it off any clock."""
-    with _lock:
+    with _preparing.lock:
         calibration.time_verify_rows(pair, _warmup_prefix(pair), rows)
 
 

@@ -3,7 +3,9 @@
 - `registry`: the named pairs and their draft settings;
 - `placement`: where a pair runs and in what precision (the device and dtype policy);
 - `pair_checks`, `pairs`: the checks a pair passes before any weights load; loading a pair
-  with the device and dtype policy, and keeping at most a few in memory;
+  with the device and dtype policy;
+- `process_state`: what a process keeps between requests (the pairs in memory, at most a
+  few, and the other caches), and what a forked child keeps of it;
 - `loading`, `fetch`, `vocab`: one model into memory; its files onto disk; padded
   vocabularies fitted to the target's width;
 - `embedded`: the offline default pair, from the GGUF parts on PyPI;

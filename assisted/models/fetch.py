@@ -28,7 +28,7 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from assisted.models import embedded
+from assisted.models import embedded, process_state
 
 ByteProgress = Callable[[int, int], None]
 """Called with the bytes written so far and the bytes expected (0 while unknown)."""
@@ -80,21 +80,11 @@ class _Job:
 
 _jobs: dict[str, _Job] = {}
 _fetched: dict[str, Path] = {}  # finished jobs: ref → folder
-_jobs_lock = threading.Lock()
+# ZeroGPU forks a GPU worker while fetches may run in other threads (a request's, or the
+# start-up's fetch ahead). The child has none of those threads, so their jobs would never
+# end there: it starts with none (`process_state`). What was fetched before the fork it keeps.
+_fetches = process_state.register(process_state.State("fetches", forget_in_child=_jobs.clear))
 _exiting = threading.Event()  # set at exit: no new jobs
-
-
-def _forget_jobs_in_child() -> None:
-    """ZeroGPU forks a GPU worker while fetches may run in other threads (a request's, or
-    the start-up's fetch ahead). The child has none of those threads: their jobs would
-    never end there, and a lock one of them held at the fork would stay held. It starts
-    with no jobs and a lock of its own; what was fetched before the fork it keeps."""
-    global _jobs_lock
-    _jobs_lock = threading.Lock()
-    _jobs.clear()
-
-
-os.register_at_fork(after_in_child=_forget_jobs_in_child)
 
 
 def fetching(ref: str, check: Check) -> Generator[tuple[str, float | None], None, Path]:
@@ -160,7 +150,7 @@ def hub_files(repo_id: str, patterns: list[str], progress: ByteProgress) -> Path
 
 
 def _join(ref: str, check: Check) -> _Job:
-    with _jobs_lock:
+    with _fetches.lock:
         if _exiting.is_set():
             raise FetchCancelled(f"the program is exiting: {ref} was not fetched")
         job = _jobs.get(ref)
@@ -175,7 +165,7 @@ def _join(ref: str, check: Check) -> _Job:
 
 
 def _leave(job: _Job) -> None:
-    with _jobs_lock:
+    with _fetches.lock:
         job.waiters -= 1
         if job.waiters == 0 and not job.folder.done():
             job.cancelled.set()
@@ -186,7 +176,7 @@ def _cancel_at_exit() -> None:
     """Cancel the jobs still running, and give them a moment to delete their partial files.
     Downloads and the assembly of GGUF parts stop at their next progress report; a GGUF
     conversion inside Transformers reports none, and leaves its scratch folder."""
-    with _jobs_lock:
+    with _fetches.lock:
         _exiting.set()
         jobs = list(_jobs.values())
     for job in jobs:
@@ -198,11 +188,11 @@ def _run(job: _Job, check: Check) -> None:
     try:
         folder = _fetch(job, check)
     except Exception as error:
-        with _jobs_lock:
+        with _fetches.lock:
             del _jobs[job.ref]
         job.folder.set_exception(error)
     else:
-        with _jobs_lock:
+        with _fetches.lock:
             _fetched[job.ref] = folder
             del _jobs[job.ref]
         job.folder.set_result(folder)

@@ -5,13 +5,11 @@ is checked once per process and its verdict kept (`checking`)."""
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Generator
 from pathlib import Path
 
 from assisted.core.drafters import DrafterKind
-from assisted.models import embedded
+from assisted.models import embedded, process_state
 from assisted.models.registry import PairError, PairSpec, first_line
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -37,17 +35,7 @@ TOKENIZER_FILES = (
 # check at a time: requests that arrive together wait for one check, and later ones read
 # its verdict.
 _verdicts: dict[tuple, str | None] = {}
-_checking = threading.Lock()
-
-
-def _new_lock_in_child() -> None:
-    """A lock held by another thread when ZeroGPU forks a worker would stay held in the
-    child forever (`assisted.models.pairs`): the child starts with one of its own."""
-    global _checking
-    _checking = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_lock_in_child)
+_checks = process_state.register(process_state.State("pair checks"))
 
 
 def checking(spec: PairSpec, folders: list[str]) -> Generator[tuple[str, None], None, None]:
@@ -57,7 +45,7 @@ def checking(spec: PairSpec, folders: list[str]) -> Generator[tuple[str, None], 
     key = (spec, tuple(folders))
     if spec.drafter.has_model and key not in _verdicts:
         yield f"Checking {spec.name}: its configs and tokenizers", None
-    with _checking:
+    with _checks.lock:
         if key not in _verdicts:
             try:
                 check_pair(spec, folders)
@@ -149,7 +137,7 @@ def check_config(ref: str, folder: Path) -> None:
 
 def check_sizes(refs: list[str], max_gb: float) -> None:
     """Refuse models whose weight files take more than `max_gb` GB together."""
-    total = sum(weights_bytes(ref) for ref in refs)
+    total = sum(weight_files_bytes(ref) for ref in refs)
     if total > max_gb * 1e9:
         raise PairError(
             f"the pair's weights take {total / 1e9:.1f} GB; this server loads at most "
@@ -157,7 +145,7 @@ def check_sizes(refs: list[str], max_gb: float) -> None:
         )
 
 
-def weights_bytes(ref: str) -> int:
+def weight_files_bytes(ref: str) -> int:
     """Bytes of the weight files of `ref` (an embedded name, a folder or a Hub id); 0 where
     the Hub cannot be reached."""
     if ref in embedded.MODELS:

@@ -1,4 +1,4 @@
-"""Model pairs: validation of user-supplied ids, loading, and a small cache of loaded pairs.
+"""Model pairs: validation of user-supplied ids, the pair in memory, and loading it.
 
 A pair is a target plus a drafter, of one of the kinds in `assisted.core.drafters`; the named
 ones are in `assisted.models.registry`. What a pair must pass before its weights load is checked
@@ -6,23 +6,22 @@ in `assisted.models.pair_checks`.
 
 The device and dtype a pair runs in are `assisted.models.placement`'s choice; pairs that
 name one target on one device in one dtype hold one copy of it. `trust_remote_code` is
-never enabled.
+never enabled. The pairs in memory are kept, and evicted, by
+`assisted.models.process_state.LoadedPairs`, with the process's other caches.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assisted.core.drafters import DrafterKind
-from assisted.models import embedded, fetch, learnt_store, pair_checks
+from assisted.models import embedded, fetch, learnt_store, pair_checks, process_state
 from assisted.models.loading import load_model, release_memory
 from assisted.models.placement import choose_device, choose_dtype
 from assisted.models.registry import PAIRS, PairError, PairSpec, first_line
@@ -92,7 +91,7 @@ class LoadedPair:
         share all of this: one that still held the assistant would keep it alive."""
         if self.assistant_source is None:
             return None
-        with _lock:
+        with _loaded.lock:
             if precision == "none":
                 self.keeps_assistant = True
                 return self._assistant_as_loaded()
@@ -110,7 +109,7 @@ class LoadedPair:
                     for pair in siblings:
                         pair.assistant = None
                     release_memory()
-                _evict_over_memory_limit(keep=self)
+                _loaded.evict_over(MAX_MODEL_GB * 1e9, keep=self)
             return self.assistant_copies[precision]
 
     def _assistant_as_loaded(self) -> PreTrainedModel:
@@ -131,13 +130,18 @@ class LoadedPair:
                     pair.assistant = assistant
         return self.assistant
 
+    def models(self) -> list[PreTrainedModel]:
+        """The models the pair holds: the target, the assistant as loaded (unless released)
+        and its quantized copies."""
+        models = [self.target, self.assistant, *self.assistant_copies.values()]
+        return [model for model in models if model is not None]
+
     def memory_bytes(self) -> int:
-        """Bytes of the weights the pair holds: the target, the assistant as loaded (unless
-        released) and its quantized copies. Caches live only while a run does."""
+        """Bytes of the weights the pair holds (`models`). Caches live only while a run
+        does."""
         from assisted.models.quantize import weights_bytes
 
-        models = [self.target, self.assistant, *self.assistant_copies.values()]
-        return sum(weights_bytes(model) for model in models if model is not None)
+        return sum(weights_bytes(model) for model in self.models())
 
     @property
     def context_length(self) -> int | None:
@@ -191,23 +195,9 @@ def resolve_model_ref(ref: str, allow_local: bool = True) -> str:
     return ref
 
 
-# Loaded pairs, most recently used last. Loading happens under the lock so two requests for
-# one pair load it once; a failed load leaves the cache as it was. Fetching the files comes
-# first and takes no lock, so a download holds up no one using the pairs in memory.
-_loaded: OrderedDict[tuple, LoadedPair] = OrderedDict()
-_pinned: set[tuple] = set()  # keys of pairs never evicted (`pin`)
-_lock = threading.Lock()
-
-
-def _new_lock_in_child() -> None:
-    """ZeroGPU forks a GPU worker from a handler thread while other threads run. A lock that
-    one of them held at the fork stays held in the child forever, since the thread that
-    would release it does not exist there: the child starts with a lock of its own."""
-    global _lock
-    _lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_lock_in_child)
+# The pairs in memory. Fetching a pair's files comes before loading it and takes no lock,
+# so a download holds up no one using the pairs in memory.
+_loaded: process_state.LoadedPairs[LoadedPair] = process_state.register(process_state.LoadedPairs())
 
 
 def load_pair(
@@ -223,21 +213,17 @@ def load_pair(
     target_ref = resolve_model_ref(spec.target, allow_local)
     assistant_ref = resolve_model_ref(spec.assistant, allow_local) if spec.assistant else None
     key = (spec, str(torch_device), str(torch_dtype))
-    with _lock:
-        if (pair := _cached(key)) is not None:
+    with _loaded.lock:
+        if (pair := _loaded.cached(key)) is not None:
             return pair
     # Checked from the configs before anything is evicted, so a bad request costs the pairs
     # in memory nothing.
     sources = fetch_pair(spec, progress, allow_local)
-    with _lock:
-        if (pair := _cached(key)) is not None:  # loaded by another request meanwhile
-            return pair
-        while len(_loaded) >= MAX_LOADED_PAIRS and _evict_oldest():
-            pass
-        pair = _load(spec, sources, target_ref, assistant_ref, torch_device, torch_dtype, progress)
-        _loaded[key] = pair
-        _evict_over_memory_limit(keep=pair)
-        return pair
+
+    def build() -> LoadedPair:
+        return _load(spec, sources, target_ref, assistant_ref, torch_device, torch_dtype, progress)
+
+    return _loaded.load(key, build, MAX_LOADED_PAIRS, MAX_MODEL_GB * 1e9)
 
 
 def model_refs(spec: PairSpec, allow_local: bool = True) -> list[str]:
@@ -274,7 +260,7 @@ def disk_too_full_for(spec: PairSpec, allow_local: bool = True) -> str | None:
     not fetched yet in this process, against the free space of the Hugging Face cache's
     disk less MAX_MODEL_GB, the room kept for the largest pair a visitor may load."""
     refs = model_refs(spec, allow_local)
-    needed = sum(pair_checks.weights_bytes(ref) for ref in refs if fetch.fetched(ref) is None)
+    needed = sum(pair_checks.weight_files_bytes(ref) for ref in refs if fetch.fetched(ref) is None)
     free = fetch.free_bytes()
     if free - needed >= MAX_MODEL_GB * 1e9:
         return None
@@ -301,33 +287,25 @@ def fetch_pair(
 def loaded(spec: PairSpec, device: str = "auto", dtype: str = "auto") -> LoadedPair | None:
     """`spec`'s pair if it is in memory for this device and dtype; loads nothing."""
     torch_device = choose_device(device)
-    with _lock:
-        return _cached((spec, str(torch_device), str(choose_dtype(torch_device, dtype))))
+    with _loaded.lock:
+        return _loaded.cached((spec, str(torch_device), str(choose_dtype(torch_device, dtype))))
 
 
 def loaded_spec(spec: PairSpec) -> LoadedPair | None:
     """`spec`'s pair if it is in memory, on whatever device; loads nothing and asks torch
     nothing (a ZeroGPU handler thread must not touch CUDA)."""
-    with _lock:
-        return next((pair for pair in _loaded.values() if pair.spec == spec), None)
+    with _loaded.lock:
+        return next((pair for pair in _loaded.entries.values() if pair.spec == spec), None)
 
 
 def loaded_pairs() -> list[str]:
-    return [pair.spec.name for pair in _loaded.values()]
+    return [pair.spec.name for pair in _loaded.entries.values()]
 
 
 def memory_in_use() -> int:
     """Bytes of the weights that the pairs in memory hold, a target that pairs share once
     (`LoadedPair.memory_bytes`)."""
-    from assisted.models.quantize import weights_bytes
-
-    held = {
-        id(model): model
-        for pair in _loaded.values()
-        for model in (pair.target, pair.assistant, *pair.assistant_copies.values())
-        if model is not None
-    }
-    return sum(weights_bytes(model) for model in held.values())
+    return _loaded.held_bytes()
 
 
 def _shared_target(
@@ -335,20 +313,12 @@ def _shared_target(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase] | None:
     """The target model and tokenizer of a pair in memory with the same target on the same
     device in the same dtype: pairs that name one target hold one copy of it (call it
-    holding _lock). A run only reads the target: what it sets on it, its hooks and seams,
+    holding the pairs' lock). A run only reads the target: what it sets on it, its hooks and seams,
     it removes when it ends, and runs on one device take turns."""
-    for (spec, device_name, dtype_name), pair in _loaded.items():
+    for (spec, device_name, dtype_name), pair in _loaded.entries.items():
         same = (device_name, dtype_name) == (str(device), str(dtype))
         if same and resolve_model_ref(spec.target) == target_ref:
             return pair.target, pair.tokenizer
-    return None
-
-
-def _cached(key: tuple) -> LoadedPair | None:
-    """The pair loaded under `key`, now the most recently used (call it holding _lock)."""
-    if key in _loaded:
-        _loaded.move_to_end(key)
-        return _loaded[key]
     return None
 
 
@@ -407,36 +377,9 @@ def _load_assistant(
     return assistant, tokenizer
 
 
-def _evict_over_memory_limit(keep: LoadedPair) -> None:
-    """Evict the least recently used pairs while those in memory hold more than
-    ASSISTED_MAX_MODEL_GB, never `keep` (the pair that just grew), whatever it holds. Call it
-    holding _lock."""
-    while memory_in_use() > MAX_MODEL_GB * 1e9:
-        oldest = next(
-            (key for key, pair in _loaded.items() if pair is not keep and key not in _pinned),
-            None,
-        )
-        if oldest is None:
-            return
-        _evict(oldest)
-
-
-def _evict_oldest() -> bool:
-    """Evict the least recently used pair that is not pinned; False where all are."""
-    oldest = next((key for key in _loaded if key not in _pinned), None)
-    if oldest is not None:
-        _evict(oldest)
-    return oldest is not None
-
-
 def pin(spec: PairSpec) -> None:
     """Keep `spec`'s pairs in memory whatever is loaded later. On ZeroGPU a pair loaded at
     start-up is what every forked GPU call counts on finding, and a reused worker that had
     evicted it would load it again inside a call that asked for no time to load."""
-    with _lock:
-        _pinned.update(key for key in _loaded if key[0] == spec)
-
-
-def _evict(key: tuple) -> None:
-    del _loaded[key]
-    release_memory()
+    with _loaded.lock:
+        _loaded.pinned.update(key for key in _loaded.entries if key[0] == spec)

@@ -49,7 +49,7 @@ def config(tiny_dirs):
 
 @pytest.fixture(scope="module")
 def server(zerogpu, config):
-    pairs._loaded.clear()
+    pairs._loaded.entries.clear()
     # At the start on a Space, in the thread that imported `spaces`: the default pair
     # alone loads (every fresh worker moves what is loaded), so `tiny-lookup` loads inside
     # the GPU calls.
@@ -68,12 +68,12 @@ def server(zerogpu, config):
     # The other pair is fetched ahead, behind the start, so its calls only load it.
     assert config.registry["tiny-lookup"].name in fetched
     # Pinned: a worker that loads other pairs keeps it, as the calls ask no time to load it.
-    assert [key[0].name for key in pairs._pinned] == [config.registry["tiny"].name]
+    assert [key[0].name for key in pairs._loaded.pinned] == [config.registry["tiny"].name]
     demo, url = launch(config, zerogpu.calls())
     yield demo, url
     demo.close()
     app._preloaded.clear()
-    pairs._pinned.clear()
+    pairs._loaded.pinned.clear()
     app._gpu_times.__init__(app.GPU_CALL_MAX_S)
 
 
@@ -128,7 +128,7 @@ def test_zerogpu_workers_start_from_what_earlier_workers_learnt(client, zerogpu,
     auto = settings(schedule="auto", draft_length=4, max_new_tokens=16)
     for path in learnt_dir.glob("*.json"):
         path.unlink()
-    (main_pair,) = [p for p in pairs._loaded.values() if p.spec.name.endswith("other")]
+    (main_pair,) = [p for p in pairs._loaded.entries.values() if p.spec.name.endswith("other")]
     main_pair.learnt = learnt_store.load(None)  # the main process learnt nothing
 
     zerogpu.reuse = False  # a fresh fork: it times the costs, and keeps them on disk
@@ -269,7 +269,7 @@ def test_zerogpu_a_fork_taken_while_a_handler_holds_the_pairs_lock_runs(client, 
     taken, release = threading.Event(), threading.Event()
 
     def hold_the_lock() -> None:
-        with pairs._lock:
+        with pairs._loaded.lock:
             taken.set()
             release.wait(180)
 

@@ -87,7 +87,7 @@ def drain(events):
 
 @pytest.fixture(scope="module")
 def result(pair):
-    return drain(sampling_check.check(pair, SETTINGS))
+    return drain(sampling_check.run_check(pair, SETTINGS))
 
 
 def test_assisted_sampling_passes_having_kept_and_rejected_drafts(result):

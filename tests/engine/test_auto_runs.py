@@ -42,7 +42,7 @@ def test_the_auto_schedule_is_lossless_and_records_its_choices(pair, cumulative)
         if step.chosen == 0:
             assert (step.expected_tokens, step.expected_s) == (1.0, step.plain_step_s)
     assert "expected_tokens" in summary["per_step"][0]
-    assert stats.compare(plain, assisted)["prediction"] == stats.POLICY
+    assert stats.compare_runs(plain, assisted)["prediction"] == stats.POLICY
     assert all(step.expected_s is None for step in plain.steps)
 
 

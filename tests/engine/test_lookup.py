@@ -6,18 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from assisted.core.settings import DraftSettings, RunSettings
+from assisted.bench.measuring import TEMPLATE_RUN, copies_template, template_ngrams
+from assisted.core.settings import LONGEST_MATCH, DraftSettings, RunSettings
 from assisted.engine import prepare, running
-from assisted.engine.drafters.lookup import (
-    LONGEST_MATCH,
-    NO_MATCH,
-    TEMPLATE_RUN,
-    Match,
-    SuffixLookup,
-    copies_template,
-    template_ngrams,
-    user_span,
-)
+from assisted.engine.drafters.lookup import NO_MATCH, Match, SuffixLookup, user_span
 from assisted.engine.events import StepEvent
 from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair

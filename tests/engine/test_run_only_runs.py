@@ -99,6 +99,32 @@ AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto")
 SAMPLED = RunSettings(max_new_tokens=16, sample=True, temperature=0.8, seed=3)
 
 
+# The project's modules an `auto` run may enter, greedy or sampled: the watched generate()
+# and its observers, as a constant run; the policy that chooses each step (choice,
+# acceptance, costs, answers, held back, and the cost curve and figures it prices with) and
+# the sources it chooses between (the candidates' generators, the suffix lookup); greedy,
+# the static-cache loop and the end-of-sequence ids it stops at (`models.loading`);
+# sampled, the draft's probabilities. Which of them a run enters depends on the steps the
+# policy chooses, and so on the machine's timings: the bound is the set, not a count.
+AUTO_MODULES = {
+    *(f"assisted.core.{m}" for m in ("drafters", "record", "cost_curve", "figures", "held_back")),
+    *(f"assisted.engine.{m}" for m in ("clock", "decoding", "detokenizer", "events", "observe")),
+    "assisted.engine.draft_probs",
+    *(f"assisted.engine.drafters.{m}" for m in ("seam", "draft_graphs", "candidates")),
+    *(f"assisted.engine.drafters.{m}" for m in ("lookup", "static_draft")),
+    *(f"assisted.policy.{m}" for m in ("choice", "acceptance", "costs", "answers")),
+    "assisted.models.cpu_linear",
+    "assisted.models.loading",
+}
+
+
+@pytest.mark.parametrize("settings", [GREEDY, SAMPLED], ids=["greedy", "sampled"])
+def test_an_auto_run_enters_only_the_policy_s_and_the_drafters_modules(pair, settings):
+    modules = run_entering(pair, "assisted", AUTO, settings)
+    assert "assisted.policy.choice" in modules
+    assert modules <= AUTO_MODULES, sorted(modules - AUTO_MODULES)
+
+
 @pytest.mark.parametrize(
     ("mode", "draft", "settings"),
     [

@@ -19,7 +19,7 @@ def test_a_learnt_file_of_another_machine_is_what_the_pair_first_reads(
     tiny_dirs, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("ASSISTED_LEARNT_DIR", str(tmp_path / "learnt"))
-    monkeypatch.setattr(pairs, "_loaded", OrderedDict())  # as a new process: nothing loaded
+    monkeypatch.setattr(pairs._loaded, "entries", OrderedDict())  # as a new process: nothing loaded
     spec = pairs.custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
     elsewhere = {
         "version": 4,

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 
 def test_each_stage_reports_resident_memory_its_peak_and_the_weights_held(tiny_dirs):
-    pairs._loaded.clear()
+    pairs._loaded.entries.clear()
     spec = pairs.custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
     rows = memory.measure(spec, "cpu", "float32", max_new_tokens=4)
     assert [row["stage"] for row in rows][:2] == ["imports", "load the pair"]
@@ -34,11 +34,11 @@ def test_the_command_ends_with_one_line_of_json(monkeypatch, capsys):
 
 
 def test_a_pair_beside_one_with_its_target_adds_no_weights(tiny_dirs):
-    pairs._loaded.clear()
+    pairs._loaded.entries.clear()
     spec = pairs.custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
     lookup = pairs.custom_pair(str(tiny_dirs["target"]), None)  # the same target alone
     rows = memory.measure(spec, "cpu", "float32", max_new_tokens=4, beside=lookup)
     assert rows[-1]["stage"] == f"load {lookup.name} beside it"
     assert len(pairs.loaded_pairs()) == 2
     assert rows[-1]["weights"] == rows[-2]["weights"] == pairs.memory_in_use() > 0
-    pairs._loaded.clear()
+    pairs._loaded.entries.clear()

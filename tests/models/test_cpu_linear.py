@@ -26,8 +26,8 @@ def test_bias_free_layers_work_too():
 
 
 def test_fp32_cpu_pairs_use_it(tiny_dirs):
-    pairs._loaded.clear()
+    pairs._loaded.entries.clear()
     pair = pairs.load_pair(pairs.custom_pair(str(tiny_dirs["target"]), None), "cpu", "float32")
     linears = [m for m in pair.target.modules() if type(m) is nn.Linear]
     assert linears and all("forward" in m.__dict__ for m in linears)
-    pairs._loaded.clear()
+    pairs._loaded.entries.clear()

@@ -188,7 +188,7 @@ def test_loading_the_cached_pair_logs_no_gguf_warning(
 
     messages.clear()
     monkeypatch.setitem(embedded.MODELS, "embedded:target", fake_model)
-    monkeypatch.setattr(pairs, "_loaded", OrderedDict())
+    monkeypatch.setattr(pairs._loaded, "entries", OrderedDict())
     monkeypatch.setattr(fetch, "_fetched", {})  # the real embedded pair is not this one
     spec = pairs.PairSpec("embedded-test", "embedded:target", "prompt-lookup")
     pair = pairs.load_pair(spec, device="cpu", dtype="bfloat16")

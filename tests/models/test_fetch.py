@@ -209,10 +209,10 @@ def test_a_forked_child_forgets_the_fetches_running_in_its_parent():
     on a lock that a parent's thread held at the fork."""
     fetch._jobs["owner/model"] = fetch._Job("owner/model", "Fetching owner/model")
     try:
-        with fetch._jobs_lock:
+        with fetch._fetches.lock:
             pid = os.fork()
             if pid == 0:  # the child: exit 0 only if it starts clean
-                clean = not fetch._jobs and fetch._jobs_lock.acquire(timeout=1)
+                clean = not fetch._jobs and fetch._fetches.lock.acquire(timeout=1)
                 os._exit(0 if clean else 1)
     finally:
         fetch._jobs.pop("owner/model")

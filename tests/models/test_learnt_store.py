@@ -37,7 +37,7 @@ KEY = {"pair": "p", "machine": "cpu"}
 
 def restart(monkeypatch) -> None:
     """As a new process would: no pair in memory, so the next load reads the file."""
-    monkeypatch.setattr(pairs, "_loaded", OrderedDict())
+    monkeypatch.setattr(pairs._loaded, "entries", OrderedDict())
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 
 import pytest
 import torch
@@ -16,9 +17,9 @@ from tests.tiny import build_model
 
 @pytest.fixture(autouse=True)
 def empty_cache():
-    pairs._loaded.clear()
+    pairs._loaded.entries.clear()
     yield
-    pairs._loaded.clear()
+    pairs._loaded.entries.clear()
 
 
 def test_registry_has_every_drafter_kind_and_an_offline_default():
@@ -232,7 +233,7 @@ def test_pairs_that_name_one_target_hold_one_copy_of_it(tiny_dirs, monkeypatch):
     bf16 = load_pair(custom_pair(target, None), "cpu", "bfloat16")
     assert bf16.target is not drafted.target
     # Evicting the first pair leaves the second its target.
-    pairs._evict(next(iter(pairs._loaded)))
+    pairs._loaded.evict(next(iter(pairs._loaded.entries)))
     assert pairs.loaded_pairs() == [lookup.spec.name, bf16.spec.name]
     assert next(lookup.target.parameters()).is_floating_point()
 
@@ -272,8 +273,8 @@ def test_pairs_are_evicted_on_the_memory_they_hold(tiny_dirs, monkeypatch):
 
 
 def test_a_pinned_pair_stays_in_memory_whatever_loads_after(tiny_dirs, monkeypatch):
-    monkeypatch.setattr(pairs, "_loaded", type(pairs._loaded)())
-    monkeypatch.setattr(pairs, "_pinned", set())
+    monkeypatch.setattr(pairs._loaded, "entries", OrderedDict())
+    monkeypatch.setattr(pairs._loaded, "pinned", set())
     monkeypatch.setattr(pairs, "MAX_LOADED_PAIRS", 1)
     target = str(tiny_dirs["target"])
     first = pairs.custom_pair(target, str(tiny_dirs["other"]))

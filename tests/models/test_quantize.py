@@ -83,7 +83,7 @@ def test_a_universal_assistant_with_its_own_tokenizer_takes_a_quantized_copy(tin
 
 def _fresh(tiny_dirs):
     """A pair of its own, loaded again: these tests release and reload its assistant."""
-    pairs._loaded.clear()
+    pairs._loaded.entries.clear()
     spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
     return load_pair(spec, device="cpu", dtype="float32")
 

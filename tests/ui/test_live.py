@@ -201,10 +201,11 @@ def test_the_status_names_a_capture_only_where_this_call_paid_for_it(monkeypatch
     none)."""
     from assisted.core.record import CUDA_GRAPHS, DraftingPath
     from assisted.core.settings import DraftSettings
+    from assisted.engine.drafters import draft_graphs
 
     auto = DraftSettings(schedule="auto")
     pair = SimpleNamespace(**vars(PAIR), assistant=object())
-    monkeypatch.setattr(live_module.draft_graphs, "pending", lambda model, cap: True)
+    monkeypatch.setattr(draft_graphs, "pending", lambda model, cap: True)
     live = Live(pair, 7, RunSettings(), threading.Event(), draft=auto)
     events = streamed(live, plain_steps(4), assisted_steps(2))
     live.add(events[0])  # the warm-up starts

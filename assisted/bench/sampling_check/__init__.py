@@ -70,7 +70,7 @@ def check_draft(spec: PairSpec, tokens: int) -> DraftSettings:
     ).validate_for(spec.drafter)
 
 
-def check(
+def run_check(
     pair: LoadedPair,
     settings: CheckSettings | None = None,
     draft: DraftSettings | None = None,

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from assisted.analysis.sampling_evidence import CheckSettings, card, sentence
 from assisted.arguments import add_pair_options, pair_spec
-from assisted.bench.sampling_check import check, check_draft
+from assisted.bench.sampling_check import check_draft, run_check
 from assisted.core.settings import SCHEDULES, SettingsError
 from assisted.models.pairs import PairError, load_pair
 
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             **{k: v for k, v in changes.items() if v is not None},
         ).validate_for(spec.drafter)
         pair = load_pair(spec, device=args.device, dtype=args.dtype)
-        events = check(pair, settings, draft)
+        events = run_check(pair, settings, draft)
         label = None
         while True:
             try:

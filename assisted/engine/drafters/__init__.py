@@ -9,6 +9,12 @@
   DynamicCache and on a static cache, its drafts captured and replayed as CUDA graphs, and
   their self-check.
 
-May import: `core`, `policy` and `models`, never the rest of the engine, which imports them
-(`assisted.engine.observe` reads `draft_graphs` for the drafting path a run took).
+The rest of the engine reaches the drafters through three modules, their seam: `seam` (the
+hook, and the drafting loops it builds), `lookup` (the suffix lookup a run's plan builds and
+the hindsight replays) and `draft_graphs` (the graphs preparation captures, and the path a
+run took, which `assisted.engine.observe` reads). `candidates`, `lean`, `static_draft` and
+`graph_check` are the drafters' own; only the lab, which times the loops themselves,
+imports them. Nothing outside the engine but the lab imports the drafters at all.
+
+May import: `core`, `policy` and `models`, never the rest of the engine, which imports them.
 """

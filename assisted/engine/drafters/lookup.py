@@ -25,8 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-SHORTEST_MATCH = 2  # tokens the suffix and its earlier occurrence share, at least
-LONGEST_MATCH = 8  # ... and at most: longer matches are as good as this long
+from assisted.core.settings import LONGEST_MATCH, SHORTEST_MATCH
 
 
 @dataclass(frozen=True)
@@ -135,28 +134,3 @@ def user_span(prompt_ids: Sequence[int], empty_ids: Sequence[int]) -> tuple[int,
     while tail < room and prompt_ids[-1 - tail] == empty_ids[-1 - tail]:
         tail += 1
     return head, len(prompt_ids) - tail
-
-
-# A draft holding this many consecutive tokens of the chat template's own text (its system
-# prompt: the role names alone are shorter) copied it. A heuristic: four tokens of a system
-# prompt rarely occur together in an answer by chance.
-TEMPLATE_RUN = 4
-
-
-def template_ngrams(template_ids: Sequence[int], special_ids: Collection[int]) -> frozenset:
-    """The runs of `TEMPLATE_RUN` tokens of the template's text (`template_ids`, the chat
-    template around an empty message), none of them special."""
-    runs = (tuple(template_ids[i : i + TEMPLATE_RUN]) for i in range(len(template_ids)))
-    return frozenset(
-        run for run in runs if len(run) == TEMPLATE_RUN and not any(t in special_ids for t in run)
-    )
-
-
-def copies_template(draft: Sequence[int], special_ids: Collection[int], ngrams: frozenset) -> bool:
-    """Whether a draft copied template text: a special token (a role marker, end of turn),
-    or a run of the template's text (`template_ngrams`)."""
-    if any(t in special_ids for t in draft):
-        return True
-    return any(
-        tuple(draft[i : i + TEMPLATE_RUN]) in ngrams for i in range(len(draft) - TEMPLATE_RUN + 1)
-    )

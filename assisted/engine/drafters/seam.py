@@ -40,6 +40,10 @@ from assisted.policy.choice import DraftPolicy
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
+# A lean drafting loop the seam builds for a greedy run: on a DynamicCache, or on a static
+# one (graphed where captured). A run's record reads the path it took.
+DraftLoop = LeanDrafter | StaticDrafter
+
 
 @contextmanager
 def drafting_policy(
@@ -48,7 +52,7 @@ def drafting_policy(
     draft: DraftSettings | None = None,
     lookup: SuffixLookup | None = None,
     lean: bool = True,
-    built: list | None = None,
+    built: list[DraftLoop] | None = None,
 ) -> Iterator[None]:
     """Within the block, `target.generate()` drafts as `policy` chooses, and prompt lookup
     matches with `lookup` (`assisted.engine.drafters.lookup`; None: Transformers' own search). Under
@@ -104,9 +108,7 @@ def drafting_policy(
         del target._get_candidate_generator
 
 
-def _lean_drafter(
-    generator: AssistedCandidateGenerator, config, draft: DraftSettings
-) -> LeanDrafter | StaticDrafter:
+def _lean_drafter(generator: AssistedCandidateGenerator, config, draft: DraftSettings) -> DraftLoop:
     """A lean loop drafting as `generator`'s assistant would, under `config`'s end of
     sequence and the assistant's confidence threshold, and `draft`'s cumulative one, for a
     run of at most `config.max_length` tokens drafting at most `draft`'s cap a step

@@ -2,8 +2,8 @@
 its chunks (`assisted.ui.compare.chunks`), stat cards and the summary.
 Imports neither torch nor gradio; the charts' rows are `compare.charts`'.
 
-Every figure comes from `assisted.analysis.stats` (a `summarize`/`compare`/`report` dict, or its
-functions of a record); this module only formats.
+Every figure comes from `assisted.analysis.stats` (a `summarize`/`compare_runs`/`report`
+dict, or its functions of a record); this module only formats.
 """
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ from dataclasses import replace
 from assisted.analysis import faults, stats
 from assisted.core.record import CUDA_GRAPHS, FAILED, INCONCLUSIVE, RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison
-from assisted.engine.drafters import draft_graphs
+from assisted.engine import comparison, prepare
 from assisted.engine.events import RunDone, StepEvent
 from assisted.models import pairs
 from assisted.ui.compare.charts import (
@@ -277,14 +276,10 @@ class Live:
         }.get(self.phase, "")
 
     def _captures(self) -> bool:
-        """Whether this comparison's warm-up may capture the assistant's drafts as graphs:
-        greedy `auto` runs of an assistant model on CUDA, where none were captured yet
-        (`assisted.engine.drafters.draft_graphs`)."""
+        """Whether this comparison's warm-up may capture the assistant's drafts as graphs
+        (`assisted.engine.prepare.captures_graphs`)."""
         draft = self.draft
-        if draft is None or self.settings.sample or draft.schedule != "auto":
-            return False
-        model = self.pair.assistant if self.pair.spec.drafter.has_model else None
-        return model is not None and draft_graphs.pending(model, draft.num_assistant_tokens)
+        return draft is not None and prepare.captures_graphs(self.pair, draft, self.settings)
 
     def _text(self, mode: str, shown: list[Chunk], done: bool) -> str:
         """The run's text: its rendered steps, unless a divergence marks one (`shown` then
