@@ -113,7 +113,7 @@ Work = Callable[[pairs.LoadedPair, CallTiming], Iterator[Item]]
 """A tab's GPU work on the pair ready: its items, each timed run told to the timing."""
 
 
-def gpu_call(request: GpuRequest, work: Work, title: str, fault: str = "") -> GpuEvents:
+def gpu_call(request: GpuRequest, work: Work[Item], title: str, fault: str = "") -> GpuEvents[Item]:
     """One GPU call of `work` on the request's pair: a `Status` while the pair loads, the
     work's items, then what the call measured (a CallReport). Bad settings are refused
     under `title`; a pair that cannot load is said as such; any other failure as
