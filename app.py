@@ -33,7 +33,7 @@ from typing import NamedTuple
 import gradio as gr
 from spaces.config import Config as SpacesConfig
 
-from assisted.core.examples import Example, load_folder
+from assisted.core.examples import load_folder
 from assisted.models import pairs
 from assisted.models.registry import DEFAULT_PAIR, PAIRS, PairSpec, default_pair_for
 from assisted.ui import page
@@ -51,7 +51,7 @@ from assisted.ui.requests import GpuRequest
 from assisted.ui.shootout import gpu as shootout_gpu
 from assisted.ui.shootout.tab import StreamShootout, build_shootout_tab
 from assisted.ui.stop_flags import StopFlags
-from assisted.ui.tabs import TabState
+from assisted.ui.tabs import BuildTab, TabState
 
 QUEUE_MAX_SIZE = 16  # requests waiting for the device; more are turned away
 # The most one ZeroGPU call asks for. ZeroGPU refuses longer requests ("The requested GPU
@@ -137,33 +137,39 @@ stream_shootout = spaces.GPU(duration=_gpu_duration)(shootout_gpu.stream_shootou
 
 
 class GpuCalls(NamedTuple):
-    """The GPU entry points the tabs call: this module's, or (in tests) the same functions
-    wrapped as ZeroGPU wraps them."""
+    """The GPU entry point of each tab, by the tab's id (`TABS`): this module's
+    (`GPU_CALLS`), or (in tests) the same functions wrapped as ZeroGPU wraps them."""
 
     compare: StreamComparison
     benchmark: StreamBenchmark
-    shootout: StreamShootout = stream_shootout
+    shootout: StreamShootout
 
 
-def build_demo(config: AppConfig | None = None, gpu: GpuCalls | None = None) -> gr.Blocks:
+GPU_CALLS = GpuCalls(stream_comparison, stream_benchmark, stream_shootout)
+
+# The tabs, in the page's order: each one's title, its id (its `GpuCalls` field, and its
+# element's id after "tab-") and its builder, which takes what every tab's takes.
+TABS: tuple[tuple[str, str, BuildTab], ...] = (
+    ("Compare", "compare", build_compare_tab),
+    ("Benchmark", "benchmark", build_benchmark_tab),
+    ("Shoot-out", "shootout", build_shootout_tab),
+)
+
+
+def build_demo(config: AppConfig | None = None, gpu: GpuCalls = GPU_CALLS) -> gr.Blocks:
     """The app's Blocks. Nothing loads until a page opens or a request arrives."""
     config = config or AppConfig.from_env()
-    gpu = gpu or GpuCalls(stream_comparison, stream_benchmark)
     if config.default_pair not in config.registry:
         raise ValueError(f"default pair {config.default_pair!r} is not in the registry")
-    examples: list[Example] = load_folder()
     queue = DeviceQueue(one_at_a_time=False) if config.zerogpu else _device
     access = PairAccess(config, queue, _gpu_times, _preloaded)
-    shared = TabState(access, _stops, Paces(), _gpu_times)
+    shared = TabState(access, _stops, Paces(), _gpu_times, load_folder())
     with gr.Blocks(title=page.TITLE) as demo:
         gr.Markdown(page.HEADER)
         with gr.Tabs():
-            with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
-                build_compare_tab(demo, shared, gpu.compare, examples)
-            with gr.Tab("Benchmark", id="benchmark", elem_id="tab-benchmark") as tab:
-                build_benchmark_tab(tab, shared, gpu.benchmark, examples)
-            with gr.Tab("Shoot-out", id="shootout", elem_id="tab-shootout"):
-                build_shootout_tab(shared, gpu.shootout)
+            for title, name, build in TABS:
+                with gr.Tab(title, id=name, elem_id=f"tab-{name}") as tab:
+                    build(demo, tab, shared, getattr(gpu, name))
         with gr.Accordion("What is assisted generation?", open=False):
             gr.Markdown(page.EXPLANATION)
     demo.queue(max_size=QUEUE_MAX_SIZE)

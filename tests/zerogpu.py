@@ -95,13 +95,10 @@ class ZeroGPU:
             monkeypatch.setattr(pairs, name, self._watched(name, getattr(pairs, name)))
 
     def calls(self):
-        """The app's GPU entry points (`app.GpuCalls`), each wrapped as ZeroGPU wraps it."""
+        """Every tab's GPU entry point (`app.GPU_CALLS`), each wrapped as ZeroGPU wraps it."""
         import app
 
-        return app.GpuCalls(
-            self.wrap(app.stream_comparison, app._gpu_duration),
-            self.wrap(app.stream_benchmark, app._gpu_duration),
-        )
+        return app.GpuCalls(*(self.wrap(call, app._gpu_duration) for call in app.GPU_CALLS))
 
     def wrap(self, task: Callable[..., Iterator], duration: Callable[..., int]) -> Callable:
         """`task` as `@spaces.GPU(duration=duration)` makes it on ZeroGPU."""

@@ -2,14 +2,17 @@
 
 Each tab's folder (`compare`, `benchmark`, `shootout`) holds its layout, handlers
 (`tab`), request and GPU work (`request`, `gpu`), outputs and formatting; its `__init__`
-says which is which. A new tab is a folder like these, and a few lines in `app.py`. No
-tab's folder imports another's, and what the tabs share imports none of them.
-What the tabs share: `tabs` holds what each is handed (`TabState`) and builds with,
-`pair_access` the way from a pair's name to the pair ready on the device (`PairAccess`),
-`gpu_turn` the GPU sequence every tab's run goes through (its Stop flag and turn, the
-wait, the load, each call streamed, its timings kept, ZeroGPU's refusals), `requests` what
-every GPU call's request holds, `gpu_calls` what every GPU entry point does inside its
-call, `gpu_time` sizes a ZeroGPU call from its request, `pace` keeps how fast each pair
+says which is which. A new tab is a folder like these, and a few lines in `app.py`
+(docs/app.md, "Adding a tab"). No tab's folder imports another's, and what the tabs share
+imports none of them.
+What the tabs share: `tabs` holds what each is handed (`TabState`), the arguments every
+tab's builder takes (`BuildTab`) and what it builds with, `pair_access` the way from a
+pair's name to the pair ready on the device (`PairAccess`), `gpu_turn` the GPU sequence
+every tab's run goes through in its handler (its Stop flag and turn, the wait, the load,
+each call's events read, its timings kept, ZeroGPU's refusals), `requests` what every
+GPU call's request holds, `gpu_calls` the one GPU call every tab's work runs in
+(`gpu_call`: the pair ready, the work, what the call measured, as typed events),
+`gpu_time` sizes a ZeroGPU call from its request, `pace` keeps how fast each pair
 decodes, `numbers` says how a figure reads, and `page` holds the text, style and script
 around the tabs. The app's own machinery: `device_queue` (one request at a time on the
 device), `stop_flags` (Stop requests a forked GPU worker can see), and `errors` and

@@ -1,21 +1,24 @@
-"""What every GPU entry point does inside its call (each tab's `gpu` module): the pair
-ready in the call's process (`gpu_ready`), its status lines passed on as the tab's values
-(`map_yields`); and for the tabs that time runs with `assisted.bench` (the Benchmark's,
-the Shoot-out's), the whole call: the pair ready, the runs, what the call measured
-(`timed_runs`).
+"""The one way every tab's GPU work runs inside its call (`gpu_call`; each tab's `gpu`
+module hands it the tab's work): the pair ready in the call's process, the work on it,
+then what the call measured. A call yields typed events (`GpuEvents`): a `Status` line of
+the call's own, the tab's items, and last a `CallReport`. The handlers' side of the call
+is `assisted.ui.gpu_turn`.
 
 On ZeroGPU each call runs in a process forked from the main one (or an idle one reused):
 it loads the pair where that process does not hold it, and starts from what earlier
 processes learnt.
 """
 
+import contextlib
 import time
 from collections.abc import Callable, Generator, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import TypeVar
 
 import gradio as gr
 
 from assisted import bench
+from assisted.core.record import RunRecord
 from assisted.core.settings import SettingsError
 from assisted.engine import comparison, learning
 from assisted.models import pairs, placement
@@ -23,8 +26,23 @@ from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport, runs_capture_s, runs_s_per_token, worker_start_s
 from assisted.ui.requests import GpuRequest, PairPlace
 
+Item = TypeVar("Item")
 
-def gpu_ready(place: PairPlace) -> Generator[str, None, tuple[pairs.LoadedPair, float | None]]:
+
+@dataclass(frozen=True)
+class Status:
+    """A status line of the GPU call's own (its pair loading inside it), which the tab
+    shows as it shows the status lines of the call's turn (`gpu_turn.GpuTurn.call`)."""
+
+    line: str
+
+
+GpuEvents = Iterator[Status | Item | CallReport]
+"""What a GPU call yields: its status lines, the tab's items (picklable: on ZeroGPU they
+cross a process boundary), then what the call measured."""
+
+
+def gpu_ready(place: PairPlace) -> Generator[Status, None, tuple[pairs.LoadedPair, float | None]]:
     """The pair in this process, loaded here where it is not (a status line meanwhile),
     and the seconds loading took (None: it was in memory). Runs in the GPU call: on
     ZeroGPU nothing may touch CUDA in the main process's handler threads.
@@ -37,7 +55,7 @@ def gpu_ready(place: PairPlace) -> Generator[str, None, tuple[pairs.LoadedPair, 
     pair = pairs.loaded(spec, device, dtype)
     load_s = None
     if pair is None:
-        yield f"**Loading** `{spec.name}` inside this GPU call…"
+        yield Status(f"**Loading** `{spec.name}` inside this GPU call…")
         started = time.perf_counter()
         pair = pairs.load_pair(spec, device, dtype, allow_local=place.allow_local)
         load_s = time.perf_counter() - started
@@ -46,53 +64,92 @@ def gpu_ready(place: PairPlace) -> Generator[str, None, tuple[pairs.LoadedPair, 
     return pair, load_s
 
 
-def map_yields(function: Callable[[Any], Any], generator: Generator) -> Generator:
-    """`generator`'s yields passed through `function`; returns what it returns."""
-    while True:
-        try:
-            item = next(generator)
-        except StopIteration as done:
-            return done.value
-        yield function(item)
+class CallTiming:
+    """What one call measures of its work: the work says when each timed run ends
+    (`timed`), and learns whether this call set the pair up (`set_up`)."""
+
+    def __init__(self, pair: pairs.LoadedPair, started: float, load_s: float | None) -> None:
+        self.pair = pair
+        self.ready = started + (load_s or 0.0)  # when the pair was ready
+        self.load_s = load_s
+        self.setup_s: float | None = None
+        self.records: list[RunRecord] = []
+        self._warmed = comparison.warmed_paths(pair)
+
+    def timed(self, record: RunRecord) -> None:
+        """A timed run ended: it counts towards the call's seconds per token, and the
+        first one's start ends the call's set-up (preparing the pair, the warm-up, the
+        calibration, the capture of the assistant's drafts)."""
+        if self.setup_s is None:
+            self.setup_s = time.perf_counter() - self.ready - record.total_s
+        self.records.append(record)
+
+    @property
+    def set_up(self) -> bool:
+        """Whether this call prepared the pair (its warm-up ran here, not in an earlier
+        call of this process): only then did it pay for a set-up and a capture, which a
+        fresh fork pays again."""
+        return comparison.warmed_paths(self.pair) > self._warmed
+
+    def report(self, cold_start_s: float | None) -> CallReport:
+        """What the call measured. A set-up and a capture count only where this call did
+        them: a reused worker's few seconds would price the next call, which may be a
+        fresh fork, as if it set up nothing."""
+        set_up = self.set_up
+        plain, assisted = runs_s_per_token(self.records)
+        return CallReport(
+            self.pair.spec.name,
+            self.load_s,
+            self.setup_s if set_up else None,
+            plain,
+            assisted,
+            cold_start_s,
+            runs_capture_s(self.records) if set_up else None,
+            gpu=placement.gpu_name(self.pair.device),
+        )
 
 
-def timed_runs(
-    request: GpuRequest, title: str, runs: Callable[[pairs.LoadedPair], Iterator]
-) -> Iterator[Any]:
-    """A GPU call of timed runs: the pair ready (its status lines as `bench.Progress` of no
-    runs), then `runs(pair)`'s events (`assisted.bench`'s: Progress, each carrying the
-    record of the run it counts), then what the call measured (a CallReport): its load, its
-    set-up up to the first timed run, the runs' seconds per token, and the capture of the
-    assistant's drafts where this call prepared the pair (a reused worker paid none). Bad
-    settings are refused under `title`; any other failure is said, never hung on."""
+Work = Callable[[pairs.LoadedPair, CallTiming], Iterator[Item]]
+"""A tab's GPU work on the pair ready: its items, each timed run told to the timing."""
+
+
+def gpu_call(request: GpuRequest, work: Work[Item], title: str, fault: str = "") -> GpuEvents[Item]:
+    """One GPU call of `work` on the request's pair: a `Status` while the pair loads, the
+    work's items, then what the call measured (a CallReport). Bad settings are refused
+    under `title`; a pair that cannot load is said as such; any other failure as
+    "`fault` (default: `title`) failed", never hung on."""
     spec = request.pair.spec
     started = time.perf_counter()
     cold_start_s = worker_start_s()
     try:
-        loading = gpu_ready(request.pair)
-        pair, load_s = yield from map_yields(lambda line: bench.Progress(0, 0, line), loading)
+        pair, load_s = yield from gpu_ready(request.pair)
+        timing = CallTiming(pair, started, load_s)
+        yield from work(pair, timing)
     except pairs.PairError as error:
         raise refusal(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
-    except Exception as error:  # a failure inside loading: say so, never hang
-        raise gr.Error(f"{title} failed: {type(error).__name__}: {error}") from error
-    warmed = comparison.warmed_paths(pair)
-    events = runs(pair)
-    setup_s, records = None, []
-    try:
-        for event in events:
-            if isinstance(event, bench.Progress) and event.record is not None:
-                if setup_s is None:  # up to the first timed run's start
-                    ready = started + (load_s or 0.0)
-                    setup_s = time.perf_counter() - ready - event.record.total_s
-                records.append(event.record)
-            yield event
     except (bench.BenchError, SettingsError) as error:
         raise refusal(str(error), title=title) from error
-    except Exception as error:  # a failure inside generation: say so, never hang
-        raise gr.Error(f"{title} failed: {type(error).__name__}: {error}") from error
-    finally:
-        events.close()
-    plain, assisted = runs_s_per_token(records)
-    captured = runs_capture_s(records) if comparison.warmed_paths(pair) > warmed else None
-    gpu = placement.gpu_name(pair.device)
-    yield CallReport(spec.name, load_s, setup_s, plain, assisted, cold_start_s, captured, gpu=gpu)
+    except Exception as error:  # a failure inside loading or generation: say so, never hang
+        raise gr.Error(f"{fault or title} failed: {type(error).__name__}: {error}") from error
+    yield timing.report(cold_start_s)
+
+
+def bench_call(
+    request: GpuRequest,
+    runs: Callable[[pairs.LoadedPair], Generator[Item, None, None]],
+    title: str,
+) -> GpuEvents[Item]:
+    """A GPU call of `assisted.bench`'s runs (the Benchmark's, the Shoot-out's): `runs(pair)`
+    through `gpu_call`, each Progress's record told to the call's timing as a timed run.
+    The runs are closed with the call: a request closed mid-run ends its run after the
+    current step."""
+
+    def work(pair: pairs.LoadedPair, timing: CallTiming) -> Iterator[Item]:
+        events = runs(pair)
+        with contextlib.closing(events):
+            for event in events:
+                if isinstance(event, bench.Progress) and event.record is not None:
+                    timing.timed(event.record)
+                yield event
+
+    return gpu_call(request, work, title)

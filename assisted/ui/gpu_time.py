@@ -324,7 +324,7 @@ def worker_start_s() -> float | None:
 
 def runs_s_per_token(records: Sequence[RunRecord]) -> tuple[float | None, float | None]:
     """Seconds per new token, prefill included, over the plain and over the assisted runs
-    among `records` (a benchmark call's timed runs); None where there were none."""
+    among `records` (a call's timed runs); None where there were none."""
     rates = []
     for mode in ("plain", "assisted"):
         runs = [record for record in records if record.mode == mode]
@@ -333,21 +333,8 @@ def runs_s_per_token(records: Sequence[RunRecord]) -> tuple[float | None, float 
     return rates[0], rates[1]
 
 
-def s_per_token(result: dict | None, mode: str) -> float | None:
-    """A comparison result's seconds per new token in `mode`, prefill included."""
-    run = (result or {}).get(mode) or {}
-    tokens, seconds = run.get("new_tokens"), run.get("total_s")
-    return seconds / tokens if tokens and seconds else None
-
-
 def runs_capture_s(records: Sequence[RunRecord]) -> float | None:
     """The capture of the assistant's drafts as graphs that `records` (a call's timed
     runs) drafted through, in seconds; None where none drafted through graphs."""
     paths = [record.drafting_path for record in records if record.drafting_path is not None]
     return next((path.capture_s for path in paths if path.capture_s is not None), None)
-
-
-def capture_s(result: dict | None) -> float | None:
-    """A comparison result's capture of the assistant's drafts as graphs, in seconds; None
-    where none was captured."""
-    return ((result or {}).get("assisted") or {}).get("graph_capture_s")

@@ -1,9 +1,10 @@
 """A request's way to the GPU, the same for every tab: its Stop flag and its turn in the
 line for the device (`gpu_turn`), status lines while its pair's files are fetched and it
 waits, the pair loaded (off ZeroGPU; on ZeroGPU the call loads it), then each GPU call
-(`GpuTurn.call`): the status line as it asks ZeroGPU for a GPU, the call's values
-streamed, what the call measured kept for the next one's request, and ZeroGPU's refusals
-said in the status line.
+(`GpuTurn.call`): the status line as it asks ZeroGPU for a GPU, the call's events
+(`assisted.ui.gpu_calls.GpuEvents`) read, its status lines shown and its items streamed,
+what the call measured kept for the next one's request, and ZeroGPU's refusals said in
+the status line.
 
 A tab writes only what is its own: its request, and how its values and status lines show.
 """
@@ -16,6 +17,7 @@ import gradio as gr
 
 from assisted.models.pairs import PairSpec
 from assisted.ui.device_queue import Turn
+from assisted.ui.gpu_calls import GpuEvents, Status
 from assisted.ui.gpu_time import CallReport
 from assisted.ui.refusals import Refused, explained
 from assisted.ui.requests import GpuRequest, PairPlace
@@ -23,6 +25,7 @@ from assisted.ui.stop_flags import StopFlag
 from assisted.ui.tabs import Outputs, TabState, updating_only
 
 Request = TypeVar("Request", bound=GpuRequest)
+Item = TypeVar("Item")
 
 
 def stop_key(request: gr.Request, tab: str) -> str:
@@ -91,16 +94,17 @@ class GpuTurn:
 
     def call(
         self,
-        stream: Callable[[Request], Iterator[Any]],
+        stream: Callable[[Request], GpuEvents[Item]],
         request: Request,
         outputs: type[Outputs],
-        asking: Callable[[str], Outputs],
-    ) -> Iterator[Any]:
-        """One GPU call of `request` through `stream` (the GPU entry point): on ZeroGPU
-        first `asking(line)`, the tab's values for the status line as the call asks for a
-        GPU; then the call's values. What the call measured (its `CallReport`) is kept for
-        the next call's request, not passed on. A ZeroGPU refusal or abort ends the call
-        with `outputs` that show it in their status line only, and a clear error.
+        status: Callable[[str], Outputs],
+    ) -> Iterator[Item | Outputs]:
+        """One GPU call of `request` through `stream` (the GPU entry point): the tab's
+        items, and `status(line)`, the tab's values for each status line of the call's own
+        (on ZeroGPU first the line as the call asks for a GPU; then each `Status` the call
+        yields, its pair loading inside it). What the call measured (its `CallReport`) is
+        kept for the next call's request, not passed on. A ZeroGPU refusal or abort ends
+        the call with `outputs` that show it in their status line only, and a clear error.
 
         The call is closed before the turn is given up: a request closed mid-run (a
         cancelled job, a visitor gone) ends its run after the current step, as Stop does,
@@ -108,15 +112,17 @@ class GpuTurn:
         access, gpu_times = self.state.pairs, self.state.gpu_times
         if access.config.zerogpu:
             estimate = gpu_times.estimate(request, self.spec.name in access.preloaded)
-            yield asking(access.gpu_call_status(self.spec, estimate))
-        items = stream(request)
-        with contextlib.closing(items):
+            yield status(access.gpu_call_status(self.spec, estimate))
+        events = stream(request)
+        with contextlib.closing(events):
             try:
-                for item in explained(items):
-                    if isinstance(item, CallReport):  # for the next call's request
-                        gpu_times.note(item)
+                for event in explained(events):
+                    if isinstance(event, CallReport):  # for the next call's request
+                        gpu_times.note(event)
+                    elif isinstance(event, Status):
+                        yield status(event.line)
                     else:
-                        yield item
+                        yield event
             except Refused as refused:
                 if refused.aborted:  # the next call on the pair asks more
                     gpu_times.aborted(self.spec.name)

@@ -1,17 +1,19 @@
-"""What every tab is built with: the app's state each is handed (`TabState`), how many
-of its visitors run at once, and the helpers its layout and handlers share.
+"""What every tab is built with: the app's state each is handed (`TabState`), the
+arguments every tab's builder takes (`BuildTab`), how many of its visitors run at once,
+and the helpers its layout and handlers share.
 
 A tab's outputs are a NamedTuple (each tab's `outputs`), the one place that orders them:
 the tab lists its components for Gradio in the order of the fields (`in_order`), and every
 handler yields an instance built by field name, so adding an output means adding a field.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 import gradio as gr
 
+from assisted.core.examples import Example
 from assisted.ui.gpu_time import GpuTimes
 from assisted.ui.pace import Paces
 from assisted.ui.pair_access import PairAccess
@@ -36,13 +38,21 @@ TICKS = ",~f"
 @dataclass(frozen=True)
 class TabState:
     """What the app hands each tab: the way to a pair on the device, the Stop flags, how
-    fast each pair decoded in the tabs' runs (for the benchmark's estimate), and what the
-    GPU calls measured (for the time the next one asks for)."""
+    fast each pair decoded in the tabs' runs (for the benchmark's estimate), what the GPU
+    calls measured (for the time the next one asks for), and the example prompts."""
 
     pairs: PairAccess
     stops: Stops
     paces: Paces
     gpu_times: GpuTimes
+    examples: list[Example]
+
+
+BuildTab = Callable[[gr.Blocks, gr.Tab, TabState, Callable[[Any], Iterator[Any]]], None]
+"""A tab's builder (each tab's `build_..._tab`): its components and events, inside the
+`gr.Tab` of the page (`gr.Blocks`) where the caller builds it, from the app's state and
+the tab's GPU entry point. Every tab's takes the same arguments, so that `app.py` builds
+them all alike; each uses what it needs of them (the page's load, the tab's select)."""
 
 
 Outputs = TypeVar("Outputs", bound=NamedTuple)

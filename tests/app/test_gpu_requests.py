@@ -45,9 +45,14 @@ def requests() -> tuple[ComparisonRequest, BenchmarkRequest]:
     return comparison, benchmark
 
 
-def test_each_gpu_entry_point_and_its_duration_take_one_request():
-    for function in (app.stream_comparison, app.stream_benchmark, app._gpu_duration):
+def test_each_tab_has_a_gpu_entry_point_that_streams_and_takes_one_request():
+    assert app.GpuCalls._fields == tuple(name for _, name, _ in app.TABS)
+    for function in (*app.GPU_CALLS, app._gpu_duration):
         assert list(inspect.signature(function).parameters) == ["request"], function
+    for function in app.GPU_CALLS:
+        # `spaces.GPU` streams a call's yields only from a generator function; any other
+        # function's return value crosses the process boundary whole, pickled.
+        assert inspect.isgeneratorfunction(function), function
 
 
 def test_a_request_pickles_whole_with_its_stop_flag():

@@ -120,6 +120,50 @@ def test_zerogpu_a_pair_not_loaded_at_start_up_loads_inside_the_call(server, cli
     assert zerogpu.handler_calls == []
 
 
+def test_zerogpu_a_shootout_runs_in_a_forked_worker_that_loads_its_pair(client, zerogpu, config):
+    app._gpu_times.__init__(app.GPU_CALL_MAX_S)  # nothing measured yet
+    name = config.registry["tiny-lookup"].name  # not loaded at start-up
+    zerogpu.reuse = False  # a fresh fork of the main process, which does not hold the pair
+    workers = len(zerogpu.worker_pids)
+    inputs = {"prompt": "def add(a, b):", "pair": "tiny-lookup", "max_new_tokens": 8}
+    job = client.submit(**inputs, repeats=1, api_name="/shootout")
+    status, *_, result = job.result()
+    assert status.startswith("**Done**") and result["lanes"]
+    statuses = [values[0] for values in job.outputs()]
+    assert any("inside this GPU call" in line for line in statuses), statuses
+    assert len(zerogpu.worker_pids) == workers + 1 and zerogpu.worker_pids[-1] != os.getpid()
+    assert len(zerogpu.requests) == 1 and zerogpu.handler_calls == []
+    # What the call measured came back for the next call's request.
+    assert app._gpu_times.runs(name, 8, 8, preloaded=False).measured
+
+
+@pytest.mark.parametrize("api_name", ["/compare", "/benchmark"])
+def test_zerogpu_only_a_call_that_set_its_pair_up_reports_a_set_up(
+    client, zerogpu, monkeypatch, api_name
+):
+    """A reused worker that finds its pair warmed reports no set-up: its few seconds would
+    price the next call, which may be a fresh fork's, as if it set up nothing."""
+    # A known pace, so that each request is one call whatever earlier tests measured.
+    app._gpu_times.__init__(app.GPU_CALL_MAX_S)
+    app._gpu_times.note(gpu_time.CallReport(pairs.loaded_pairs()[0], None, 0.0, 0.05, 0.05))
+    reports = []
+    note = app._gpu_times.note
+
+    def noting(report: gpu_time.CallReport) -> None:
+        reports.append(report)
+        note(report)
+
+    monkeypatch.setattr(app._gpu_times, "note", noting)
+    inputs = settings(max_new_tokens=8) if api_name == "/compare" else bench_inputs()
+    zerogpu.reuse = False  # a fresh fork: it warms the pair up
+    client.predict(**inputs, api_name=api_name)
+    zerogpu.reuse = True  # the same worker: the pair is warm
+    client.predict(**inputs, api_name=api_name)
+    fresh, reused = reports
+    assert fresh.setup_s is not None and fresh.plain_s_per_token is not None
+    assert reused.setup_s is None and reused.plain_s_per_token is not None
+
+
 def learnt_files(folder) -> list[dict]:
     return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
 
@@ -219,13 +263,14 @@ def test_zerogpu_a_long_benchmark_is_split_into_calls_within_the_limit(client, z
     name = pairs.loaded_pairs()[0]
     one_prompt = app._gpu_times.runs(name, 8, 8, preloaded=True).seconds
     app._gpu_times.max_s = one_prompt  # room for one prompt per call
+    zerogpu.reuse = False  # fresh forks, each of which sets its pair up
     try:
         report = client.predict(**bench_inputs(), api_name="/benchmark")[-1]
     finally:
         app._gpu_times.max_s = app.GPU_CALL_MAX_S
     assert len(report["prompts"]) == 2 and len(zerogpu.requests) == 2
     assert all(request.duration_s <= one_prompt for request in zerogpu.requests)
-    # The first call measured the pair: the second asked for what it measured.
+    # The first call measured the pair, its set-up too: the second asked for what it measured.
     measured = app._gpu_times.runs(name, 8, 8, preloaded=True)
     assert measured.measured and zerogpu.requests[1].duration_s < one_prompt
     assert report["overall"]["prompts"] == report["overall"]["identical_prompts"] == 2

@@ -2,33 +2,30 @@
 (`benchmark.request`), streaming `assisted.bench`'s events back.
 
 `app.py` decorates `stream_benchmark` with `@spaces.GPU` at module level, as ZeroGPU
-wants, with a duration function that takes the same request. On ZeroGPU each call runs in
-a process forked from the main one (or an idle one reused): it loads the pair where that
-process does not hold it (`assisted.ui.gpu_calls.gpu_ready`), and ends with what it
-measured (a `CallReport`), for the time the next call asks for (`assisted.ui.gpu_time`).
+wants, with the duration function every tab's request shares. The call runs through
+`assisted.ui.gpu_calls.bench_call`, and so through `gpu_call` as every tab's does: the
+pair ready in the call's process, the benchmark, then what the call measured (a
+`CallReport`), for the time the next call asks for (`assisted.ui.gpu_time`).
 """
 
-from collections.abc import Iterator
+from collections.abc import Generator
 
 from assisted import bench
 from assisted.models.pairs import LoadedPair
 from assisted.ui.benchmark.request import BenchmarkRequest
-from assisted.ui.gpu_calls import timed_runs
-from assisted.ui.gpu_time import CallReport
+from assisted.ui.gpu_calls import GpuEvents, bench_call
 
 
-def stream_benchmark(
-    request: BenchmarkRequest,
-) -> Iterator[bench.Progress | bench.Finished | CallReport]:
-    """`assisted.bench.benchmark` on the pair: its Progress events, Finished, then what the
-    call measured (a CallReport: `gpu_calls.timed_runs`). The request's `acceptance` is
-    what the prompts before these left (a benchmark split into several GPU calls); None
-    starts from none. Its `check`: the sampling check after the timed runs
+def stream_benchmark(request: BenchmarkRequest) -> GpuEvents[bench.Progress | bench.Finished]:
+    """`assisted.bench.benchmark` on the pair: its Progress events and Finished, within
+    the call's events (`gpu_calls.gpu_call`). The request's `acceptance` is what the
+    prompts before these left (a benchmark split into several GPU calls); None starts from
+    none. Its `check`: the sampling check after the timed runs
     (`assisted.bench.sampling_check`); None runs none.
 
     Stop ends the run in progress within one step, and the benchmark without a report."""
 
-    def runs(pair: LoadedPair) -> Iterator[bench.Progress | bench.Finished]:
+    def runs(pair: LoadedPair) -> Generator[bench.Progress | bench.Finished, None, None]:
         return bench.benchmark(
             pair,
             list(request.examples),
@@ -40,4 +37,4 @@ def stream_benchmark(
             check=request.check,
         )
 
-    yield from timed_runs(request, "Benchmark", runs)
+    yield from bench_call(request, runs, "Benchmark")

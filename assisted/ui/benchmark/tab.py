@@ -15,7 +15,6 @@ import pandas as pd
 from assisted import bench
 from assisted.analysis.sampling_evidence import CheckSettings
 from assisted.core.drafters import DrafterKind
-from assisted.core.examples import Example
 from assisted.core.settings import RunSettings, SettingsError
 from assisted.models.pairs import PairSpec
 from assisted.ui.benchmark import layout
@@ -34,7 +33,7 @@ from assisted.ui.benchmark.layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS
 from assisted.ui.benchmark.outputs import BenchmarkOutputs
 from assisted.ui.benchmark.request import BenchmarkRequest, split
 from assisted.ui.errors import refusal
-from assisted.ui.gpu_time import CallReport
+from assisted.ui.gpu_calls import GpuEvents
 from assisted.ui.gpu_turn import GpuTurn, TabHandlers, gpu_turn, stop_key
 from assisted.ui.tabs import (
     TabState,
@@ -54,11 +53,9 @@ drift of the machine falls on both sides alike.
 
 TAB = "benchmark"  # its requests' Stop key (`gpu_turn.stop_key`)
 
-StreamBenchmark = Callable[
-    [BenchmarkRequest], Iterator[bench.Progress | bench.Finished | CallReport]
-]
-"""`app.stream_benchmark`, the GPU work: one call's request → Progress events, Finished,
-then what the call measured."""
+StreamBenchmark = Callable[[BenchmarkRequest], GpuEvents[bench.Progress | bench.Finished]]
+"""`app.stream_benchmark`, the GPU work: one call's request → Progress events and
+Finished, within the call's events (`assisted.ui.gpu_calls`)."""
 
 
 def _no_report(status: str) -> BenchmarkOutputs:
@@ -90,10 +87,6 @@ class BenchmarkHandlers(TabHandlers):
     """The tab's handlers: run and stop a benchmark, and keep its choices consistent."""
 
     tab = TAB
-
-    def __init__(self, shared: TabState, stream: StreamBenchmark, examples: list[Example]):
-        super().__init__(shared, stream)
-        self.examples = examples
 
     def _checked(
         self, pair: str, categories: list[str], drafters: list[str], prompts: float, repeats: float
@@ -143,7 +136,7 @@ class BenchmarkHandlers(TabHandlers):
         )
         try:
             settings = RunSettings(max_new_tokens=int_if_whole(max_new_tokens)).validate()
-            chosen = bench.select_examples(self.examples, categories, limit)
+            chosen = bench.select_examples(self.shared.examples, categories, limit)
             sweep = {"assistant_quant": bench.quant_sweep(drafters, assistant_quants)}
             variants = bench.plan_variants(spec, drafters, sweep)
             samples = int_if_whole(sampling_check)
@@ -186,12 +179,12 @@ class BenchmarkHandlers(TabHandlers):
             acceptance = finished.acceptance if finished else None
             call = dataclasses.replace(call, acceptance=acceptance)
 
-            def asking(status: str, number: int = number) -> BenchmarkOutputs:
+            def status(line: str, number: int = number) -> BenchmarkOutputs:
                 return updating_only(
-                    BenchmarkOutputs, status=f"Call {number} of {len(calls)}. {status}"
+                    BenchmarkOutputs, status=f"Call {number} of {len(calls)}. {line}"
                 )
 
-            items = turn.call(self.stream, call, BenchmarkOutputs, asking)
+            items = turn.call(self.stream, call, BenchmarkOutputs, status)
             done, finished = yield from self._followed(items, whole.pair.spec, done, total, start)
             if finished is None:
                 break
@@ -219,12 +212,10 @@ class BenchmarkHandlers(TabHandlers):
         without one)."""
         done, finished = before, None
         for item in items:
-            if isinstance(item, BenchmarkOutputs):  # a status line of the call's turn
+            if isinstance(item, BenchmarkOutputs):  # a status line (`GpuTurn.call`)
                 yield item
             elif isinstance(item, bench.Finished):
                 finished = item
-            elif item.total == 0:  # a status line of the call's own (loading)
-                yield updating_only(BenchmarkOutputs, status=item.label)
             else:
                 done = before + item.done
                 if item.record is not None:  # the pair's pace, for the next estimate
@@ -259,7 +250,7 @@ class BenchmarkHandlers(TabHandlers):
         measured pace."""
         try:
             limit = max(1, int(prompts))
-            count = len(bench.select_examples(self.examples, chosen, limit)) if chosen else 0
+            count = len(bench.select_examples(self.shared.examples, chosen, limit)) if chosen else 0
             variants = sum(
                 len(quants or []) if DrafterKind(d).has_model else 1 for d in drafters or []
             )
@@ -271,17 +262,14 @@ class BenchmarkHandlers(TabHandlers):
 
 
 def build_benchmark_tab(
-    tab: gr.Tab,
-    shared: TabState,
-    stream: StreamBenchmark,
-    examples: list[Example],
+    demo: gr.Blocks, tab: gr.Tab, shared: TabState, stream: StreamBenchmark
 ) -> None:
-    """The tab's components and events, inside the caller's `tab`. Opening the tab updates
-    the time estimate, from the plain runs measured since (a comparison's or a
-    benchmark's)."""
-    handlers = BenchmarkHandlers(shared, stream, examples)
+    """The tab's components and events, inside the caller's `tab` (`tabs.BuildTab`).
+    Opening the tab updates the time estimate, from the plain runs measured since (a
+    comparison's or a benchmark's)."""
+    handlers = BenchmarkHandlers(shared, stream)
     config = shared.pairs.config
-    categories = list(dict.fromkeys(example.category for example in examples))
+    categories = list(dict.fromkeys(example.category for example in shared.examples))
     spec = config.registry[config.default_pair]
     gr.Markdown(NOTE + device_note(shared.pairs.device_type(), config.zerogpu))
     with gr.Row(equal_height=False):

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 import gradio as gr
 
 from assisted.core.drafters import DrafterKind
-from assisted.core.examples import Example
 from assisted.core.settings import (
     AUTO_CAP,
     DraftSettings,
@@ -30,7 +29,7 @@ from assisted.ui.compare.live import MODES, idle_outputs
 from assisted.ui.compare.outputs import UNCHANGED, CompareOutputs, ReplayOutputs
 from assisted.ui.compare.request import ComparisonRequest
 from assisted.ui.errors import refusal
-from assisted.ui.gpu_time import CallReport
+from assisted.ui.gpu_calls import GpuEvents
 from assisted.ui.gpu_turn import TabHandlers, gpu_turn, stop_key
 from assisted.ui.pair_access import CUSTOM
 from assisted.ui.tabs import (
@@ -46,9 +45,9 @@ from assisted.ui.tabs import (
 TAB = "compare"  # its requests' Stop key (`gpu_turn.stop_key`)
 REPLAY_EVERY_S = 0.05  # the race replay's update interval
 
-StreamComparison = Callable[[ComparisonRequest], Iterator[CompareOutputs | CallReport]]
+StreamComparison = Callable[[ComparisonRequest], GpuEvents[CompareOutputs]]
 """`app.stream_comparison`, the GPU work: a comparison's request → every output's value, as
-steps arrive, then what the call measured."""
+steps arrive, within the call's events (`assisted.ui.gpu_calls`)."""
 
 
 def run_settings(
@@ -258,18 +257,15 @@ def on_schedule_change(schedule: str, length: float) -> dict:
 
 
 def build_compare_tab(
-    demo: gr.Blocks,
-    shared: TabState,
-    stream: StreamComparison,
-    examples: list[Example],
+    demo: gr.Blocks, tab: gr.Tab, shared: TabState, stream: StreamComparison
 ) -> None:
-    """The tab's components and events, inside the caller's `gr.Tab`; the page's load shows
-    the default pair's status."""
+    """The tab's components and events, inside the caller's `tab` (`tabs.BuildTab`); the
+    page's load shows the default pair's status."""
     handlers = CompareHandlers(shared, stream)
     access = shared.pairs
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
-            prompt, buttons = layout.prompt_column(examples)
+            prompt, buttons = layout.prompt_column(shared.examples)
         with gr.Column(scale=2):
             picker = layout.pair_picker(access)
             settings = layout.settings_accordion(access.config.registry[access.config.default_pair])

@@ -15,7 +15,7 @@ from assisted.bench import Progress, shootout
 from assisted.bench.measuring import Streamed
 from assisted.core.settings import RunSettings, SettingsError, validate_prompt
 from assisted.ui.errors import refusal
-from assisted.ui.gpu_time import CallReport
+from assisted.ui.gpu_calls import GpuEvents
 from assisted.ui.gpu_turn import TabHandlers, gpu_turn, stop_key
 from assisted.ui.shootout import layout
 from assisted.ui.shootout.format import (
@@ -48,9 +48,9 @@ lanes are **ranked** by speedup over that baseline, with what explains each. At 
 TAB = "shootout"  # its requests' Stop key (`gpu_turn.stop_key`)
 YIELD_EVERY_S = 0.1  # the live lanes' refresh while steps stream
 
-StreamShootout = Callable[[ShootoutRequest], Iterator[Progress | Streamed | dict | CallReport]]
-"""`app.stream_shootout`, the GPU work: the request → Progress, each run's steps, the
-ranking, then what the call measured."""
+StreamShootout = Callable[[ShootoutRequest], GpuEvents[Progress | Streamed | dict]]
+"""`app.stream_shootout`, the GPU work: the request → Progress, each run's steps and the
+ranking, within the call's events (`assisted.ui.gpu_calls`)."""
 
 
 def _idle(status: str) -> ShootoutOutputs:
@@ -133,17 +133,17 @@ class ShootoutHandlers(TabHandlers):
                 turn.place, prompt, settings, rounds, lanes, turn.stop, bool(per_step)
             )
 
-            def asking(status: str) -> ShootoutOutputs:
-                return updating_only(ShootoutOutputs, status=status)
+            def status(line: str) -> ShootoutOutputs:
+                return updating_only(ShootoutOutputs, status=line)
 
-            yield from self._followed(turn.call(self.stream, call, ShootoutOutputs, asking))
+            yield from self._followed(turn.call(self.stream, call, ShootoutOutputs, status))
 
     def _followed(self, items: Iterator) -> Iterator[ShootoutOutputs]:
         """The call's yields as the tab's values: status lines, the lanes as they stream
         (at most every `YIELD_EVERY_S`), then every output with the ranking."""
         lanes, status, shown_at, result = _Lanes(), "", 0.0, None
         for item in items:
-            if isinstance(item, ShootoutOutputs):  # a status line of the call's turn
+            if isinstance(item, ShootoutOutputs):  # a status line (`GpuTurn.call`)
                 yield item
             elif isinstance(item, dict):
                 result = item
@@ -152,8 +152,6 @@ class ShootoutHandlers(TabHandlers):
                 if time.perf_counter() - shown_at >= YIELD_EVERY_S:
                     shown_at = time.perf_counter()
                     yield updating_only(ShootoutOutputs, status=status, lanes=lanes.markdown())
-            elif item.total == 0:  # a status line of the call's own (loading)
-                yield updating_only(ShootoutOutputs, status=item.label)
             else:
                 if item.run is not None:
                     lanes.finished(item)
@@ -174,8 +172,10 @@ class ShootoutHandlers(TabHandlers):
         )
 
 
-def build_shootout_tab(shared: TabState, stream: StreamShootout) -> None:
-    """The tab's components and events, inside the caller's tab."""
+def build_shootout_tab(
+    demo: gr.Blocks, tab: gr.Tab, shared: TabState, stream: StreamShootout
+) -> None:
+    """The tab's components and events, inside the caller's `tab` (`tabs.BuildTab`)."""
     handlers = ShootoutHandlers(shared, stream)
     gr.Markdown(NOTE)
     prompt, pair, max_new_tokens, repeats = layout.inputs(shared.pairs.config)
