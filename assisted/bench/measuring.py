@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Collection, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from assisted.analysis import stats
 from assisted.analysis.sampling_evidence import CheckSettings
@@ -32,6 +33,9 @@ from assisted.engine.events import RunDone, StepEvent, drain
 from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntSnapshot
+
+if TYPE_CHECKING:
+    from assisted.engine.prepare import Prepared
 
 REPEATS = 3  # rounds per prompt; medians need at least three to shrug off one outlier
 
@@ -148,7 +152,8 @@ def benchmark(
         # On the path the timed runs take: a sampled benchmark warms the sampled one.
         comparison.warm_up(pair, ("plain",), settings=settings)
         for variant in variants:
-            comparison.warm_up(drafting[variant.drafter], ("assisted",), variant.draft, settings)
+            drafter, prepared = drafting[variant.drafter], session.prepared[variant.name]
+            comparison.warm_up(drafter, ("assisted",), variant.draft, settings, prepared)
         pair.learnt.restore(acceptance or LearntSnapshot({}))
 
         overheads: dict[str, float | None] = {}
@@ -187,8 +192,10 @@ class _Session:
     steps: bool = False  # whether timed runs' steps are yielded as they happen
     done: int = 0
     runs: list[Run] = field(default_factory=list)
-    # Per variant, the ids it never drafts and the runs of its template's text.
+    # Per variant, the ids it never drafts and the runs of its template's text ...
     templates: dict[str, tuple[frozenset, frozenset]] = field(default_factory=dict)
+    # ... and its preparation, made once, which each of its runs is handed.
+    prepared: dict[str, Prepared] = field(default_factory=dict)
 
     def prepare_variants(self) -> None:
         """Every variant prepared before any run (`assisted.engine.prepare`: copies,
@@ -198,6 +205,7 @@ class _Session:
 
         for variant in self.variants:
             prepared = prepare(self.drafting[variant.drafter], variant.draft, self.settings)
+            self.prepared[variant.name] = prepared
             special = prepared.never_drafted
             self.templates[variant.name] = (
                 special,
@@ -297,8 +305,8 @@ def _time_prompt(
     warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
     drain(running.run(pair, ids, "plain", warmup, stop=stop))
     for variant in session.variants:
-        drafter = session.drafting[variant.drafter]
-        drain(running.run(drafter, ids, "assisted", warmup, variant.draft, stop=stop))
+        drafter, prepared = session.drafting[variant.drafter], session.prepared[variant.name]
+        drain(running.run(drafter, ids, "assisted", warmup, variant.draft, stop, prepared))
     for repeat in range(session.repeats):
         for variant in _run_order(session.variants, index, repeat):
             if stop is not None and stop.is_set():
@@ -314,6 +322,7 @@ def _time_prompt(
                     settings,
                     variant.draft,
                     stop,
+                    session.prepared[variant.name],
                 )
             name = variant.name if variant else None
             if session.steps:

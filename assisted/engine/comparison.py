@@ -18,7 +18,7 @@ from assisted.core.record import Mode, RunRecord
 from assisted.core.settings import WARMUP_PROMPT, WARMUP_TOKENS, DraftSettings, RunSettings
 from assisted.engine import running
 from assisted.engine.events import RunDone, StepEvent
-from assisted.engine.prepare import cache_of, prepare
+from assisted.engine.prepare import Prepared, cache_of, prepare
 from assisted.engine.prompt import encode_prompt
 from assisted.models.loading import release_memory
 from assisted.models.pairs import LoadedPair
@@ -78,15 +78,17 @@ def warm_up(
     modes: tuple[Mode, ...],
     draft: DraftSettings | None = None,
     settings: RunSettings | None = None,
+    prepared: Prepared | None = None,
 ) -> None:
     """Prepare the pair to draft with `draft` (`assisted.engine.prepare`) where `modes`
-    draft, then run each mode briefly once per loaded pair and path (greedy, or sampled
-    where `settings` sample: warping, sampling and the assistant's generator in place of
-    the lean loop have first-call costs of their own), so no timed run pays first-call
-    costs; then hand back to the system what the first runs, a quantized copy and the
-    calibration freed."""
+    draft (unless the caller hands its `prepared`), then run each mode briefly once per
+    loaded pair and path (greedy, or sampled where `settings` sample: warping, sampling and
+    the assistant's generator in place of the lean loop have first-call costs of their
+    own), so no timed run pays first-call costs; then hand back to the system what the
+    first runs, a quantized copy and the calibration freed."""
     sampled = settings is not None and settings.sample
-    prepared = prepare(pair, draft, settings) if "assisted" in modes else None
+    if "assisted" in modes and prepared is None:
+        prepared = prepare(pair, draft, settings)
     ids = encode_prompt(pair, WARMUP_PROMPT)
     warm = RunSettings(max_new_tokens=WARMUP_TOKENS)
     if sampled:  # the run's own temperature and top-p
@@ -98,7 +100,7 @@ def warm_up(
         precision = prepared.precision if mode == "assisted" else None
         path = Warmed(mode, precision, sampled)
         if path not in warmed:
-            for _ in running.run(pair, ids, mode, warm, draft):
+            for _ in running.run(pair, ids, mode, warm, draft, prepared=prepared):
                 pass
             warmed.add(path)
             ran = True

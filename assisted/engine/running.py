@@ -23,7 +23,7 @@ from assisted.core.settings import DraftSettings, RunSettings, SettingsError
 from assisted.engine import decoding, hindsight, learning
 from assisted.engine.events import RunDone, StepEvent
 from assisted.engine.plan import Plan, make_plan
-from assisted.engine.prepare import prepare
+from assisted.engine.prepare import Prepared, prepare
 from assisted.models.pairs import LoadedPair
 
 
@@ -55,11 +55,14 @@ def run(
     settings: RunSettings,
     draft: DraftSettings | None = None,
     stop: threading.Event | None = None,
+    prepared: Prepared | None = None,
 ) -> Iterator[StepEvent | RunDone]:
     """Run one prompt in one mode, yielding a StepEvent per target step, then RunDone: the
-    settings checked, the pair prepared to draft with `draft` (default: the pair's) and the
-    run planned before its clock starts; what it learnt kept before its RunDone."""
-    ready = _planned(pair, prompt_ids, mode, settings, check(pair, prompt_ids, settings, draft))
+    settings checked, the pair prepared to draft with `draft` (default: the pair's; a
+    caller that prepared it already, as a benchmark's lane does once, hands its `prepared`)
+    and the run planned before its clock starts; what it learnt kept before its RunDone."""
+    draft = check(pair, prompt_ids, settings, draft)
+    ready = _planned(pair, prompt_ids, mode, settings, draft, prepared)
     events = decoding.generate_watched(ready, stop)
     try:
         for event in events:
@@ -71,10 +74,21 @@ def run(
 
 
 def _planned(
-    pair: LoadedPair, prompt_ids: list[int], mode: Mode, settings: RunSettings, draft: DraftSettings
+    pair: LoadedPair,
+    prompt_ids: list[int],
+    mode: Mode,
+    settings: RunSettings,
+    draft: DraftSettings,
+    prepared: Prepared | None = None,
 ) -> Plan:
-    """The plan of one run, the pair prepared first where it drafts (cheap where it was)."""
-    prepared = prepare(pair, draft, settings) if mode == "assisted" else None
+    """The plan of one run, the pair prepared first where it drafts (cheap where it was),
+    unless the caller's `prepared` is for this very draft."""
+    if mode != "assisted":
+        prepared = None
+    elif prepared is None:
+        prepared = prepare(pair, draft, settings)
+    elif prepared.draft != draft or prepared.learnt is not pair.learnt:
+        raise ValueError("the preparation handed to the run is for another draft or pair")
     return make_plan(pair, prompt_ids, mode, settings, prepared)
 
 

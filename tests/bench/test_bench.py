@@ -428,7 +428,7 @@ def test_timed_runs_alternate_order_by_round_and_by_prompt(models, monkeypatch):
     variant_of = {(v.drafter, v.draft): v.name for v in variants}
     timed = []
 
-    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None):
+    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None, prepared=None):
         if run_settings.max_new_tokens == settings.max_new_tokens:  # not a warm-up
             name = variant_of[drafter.spec.drafter, draft] if mode == "assisted" else "plain"
             timed.append((prompt_of[tuple(ids)], name))
@@ -464,7 +464,7 @@ def test_every_timed_run_of_a_prompt_starts_from_what_the_earlier_prompts_taught
     key = (DrafterKind.ASSISTANT, False)
     started_from = []
 
-    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None):
+    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None, prepared=None):
         if mode == "assisted":
             learnt = drafter.learnt.precision("none").acceptance
             seen = learnt.get(key, ([0.0], [0.0]))[1][0]
@@ -503,7 +503,7 @@ def test_the_benchmark_keeps_its_costs_but_never_its_acceptance_in_the_learnt_fi
     variants = bench.plan_variants(pair.spec, ["assistant"])
     settings = RunSettings(max_new_tokens=WARMUP_TOKENS + 4)
 
-    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None):
+    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None, prepared=None):
         if mode == "assisted":
             drafter.learnt.precision("none").acceptance[key] = ([0.0], [1.0])
             drafter.learnt.verify_s[2] = 0.25
@@ -606,10 +606,10 @@ def test_a_sampled_benchmark_warms_the_sampled_path(models, monkeypatch):
     settings = RunSettings(max_new_tokens=WARMUP_TOKENS + 4, sample=True, temperature=1.2)
     warmed = []
 
-    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None):
+    def fake_run(drafter, ids, mode, run_settings, draft=None, stop=None, prepared=None):
         yield RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
-    def warm_up(pair, modes, draft=None, settings=None):
+    def warm_up(pair, modes, draft=None, settings=None, prepared=None):
         warmed.append((modes, settings))
 
     monkeypatch.setattr(comparison, "warm_up", warm_up)

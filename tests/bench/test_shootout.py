@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import threading
 
 import pytest
@@ -160,3 +161,26 @@ def test_the_cli_refuses_a_shootout_past_its_budget_before_loading(tiny_dirs, ca
     argv = [PROMPT, "--target", target, "--assistant", target, "--shootout"]
     assert cli.main([*argv, "--max-new-tokens", "200"], out=io.StringIO()) == 2
     assert "at most 128 new tokens" in capsys.readouterr().err
+
+
+def test_each_lane_is_prepared_once(self_pair):
+    """A lane's runs (its warm-ups and every round) are handed the preparation made for it
+    before any run, instead of each asking `prepare` again."""
+    from assisted.engine import prepare
+
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is prepare.prepare.__code__:
+            calls.append(frame.f_locals["draft"])
+
+    chosen = shootout.lanes(self_pair)[:3]
+    threading.setprofile(profile)
+    sys.setprofile(profile)
+    try:
+        for _ in shootout.shootout(self_pair, PROMPT, SHORT, chosen, repeats=2):
+            pass
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    assert sorted(map(repr, calls)) == sorted(repr(lane.draft) for lane in chosen)

@@ -161,7 +161,7 @@ def warm_runs(monkeypatch) -> list:
     """The warm-up's runs, as (mode, settings), run for nothing."""
     runs = []
 
-    def fake_run(pair, ids, mode, settings, draft=None, stop=None):
+    def fake_run(pair, ids, mode, settings, draft=None, stop=None, prepared=None):
         runs.append((mode, settings))
         return iter(())
 

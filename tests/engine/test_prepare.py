@@ -64,6 +64,22 @@ def test_a_prepared_run_only_runs(pair, tiny_dirs, monkeypatch, schedule):
         assert running.run_bare(each, ids, "assisted", GREEDY, draft)[0]
 
 
+def test_a_run_handed_a_preparation_for_another_draft_refuses_it(pair):
+    """A caller that prepared once hands its preparation to each run (a benchmark's lane);
+    one made for another draft would run that draft's assistant under this one's name."""
+    model_pair = fresh_copy(pair)
+    ids = encode_prompt(model_pair, PROMPT)
+    int8 = prepare.prepare(model_pair, dataclasses.replace(DRAFT, assistant_quant="int8"))
+    with pytest.raises(ValueError, match="another draft"):
+        list(running.run(model_pair, ids, "assisted", GREEDY, DRAFT, prepared=int8))
+    (done,) = [
+        e
+        for e in running.run(model_pair, ids, "assisted", GREEDY, int8.draft, prepared=int8)
+        if isinstance(e, RunDone)
+    ]
+    assert stats.new_tokens(done.record) > 0
+
+
 def test_preparing_is_cached_per_process(pair, monkeypatch):
     """A second call in one process returns what the first built; a process forked after it
     (ZeroGPU's worker) prepares again, reusing the copy and the costs it inherited."""
