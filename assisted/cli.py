@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted.analysis import declines, divergence, faults, oracle, sampling, stats
+from assisted.analysis import declines, divergence, faults, oracle_text, sampling, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.bench.shootout import MAX_LANES
 from assisted.bench.shootout import MAX_NEW_TOKENS as SHOOTOUT_TOKENS
@@ -275,7 +275,7 @@ def format_table(result: dict) -> str:
     if held_back:
         lines.append(f"{'policy':22}{held_back}")
     if result.get("oracle") is not None:
-        lines.append(f"{'oracle':22}{oracle.describe(result['oracle'])}")
+        lines.append(f"{'oracle':22}{oracle_text.describe(result['oracle'])}")
     failed = faults.sentence(result.get("analysis_errors") or {})
     if failed:
         lines.append(f"{'analysis':22}{failed}")

@@ -3,7 +3,8 @@
 - `stats`: every figure of a run and a comparison (the JSON's terms: docs/json.md);
 - `divergence`: where assisted and plain greedy output differ, and the verdict why;
 - `oracle`: the fastest schedule in hindsight, priced with the costs the run's steps
-  measured (`measured_costs` reads them) beside its cost model's;
+  measured (`measured_costs` reads them) beside its cost model's, and in words
+  (`oracle_text`);
 - `sampling`: speculative sampling read from a sampled run's record;
 - `declines`: when and why an `auto` run kept its assistant from drafting, in figures and
   in words;

@@ -37,7 +37,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from assisted.analysis import declines, divergence, faults, oracle, stats
+from assisted.analysis import declines, divergence, faults, oracle_text, stats
 from assisted.bench import shares
 from assisted.bench.planning import Variant
 from assisted.core.figures import rounded
@@ -276,7 +276,7 @@ _COLUMNS = (
     ("template runs", "template_draft_runs", "{}"),  # runs whose drafts copied the template
     ("oracle", "oracle_speedup", "{:.2f}x"),  # the best schedule in hindsight, modelled
     ("policy", "modelled_share", "{:.0%}"),  # the run's choices' share of it, modelled
-    ("reached", "measured_share", oracle.share_text),  # the measured speedup's share of it
+    ("reached", "measured_share", oracle_text.share_text),  # the measured speedup's share of it
 )
 
 

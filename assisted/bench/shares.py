@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from assisted.analysis import faults, oracle, stats
+from assisted.analysis import faults, oracle, oracle_text, stats
 from assisted.core.figures import rounded
 from assisted.core.record import RunRecord
 
@@ -101,4 +101,4 @@ def _percent(value: float | None) -> str:
 
 
 def _share(value: float | None) -> str:
-    return "–" if value is None else oracle.share_text(value)
+    return "–" if value is None else oracle_text.share_text(value)

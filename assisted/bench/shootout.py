@@ -15,7 +15,8 @@ After the runs, `rank` orders the lanes by measured speedup and adds, per lane, 
 explains it: acceptance, tokens per step, drafting cost per token (as a share of a plain
 step), the oracle's best for its drafter and the share reached, and the output's verdict.
 The γ sweep replays a constant γ of 1 to the cap for the two best drafters
-(`assisted.analysis.oracle.constant_schedule`), priced as the oracle is by the costs the
+(`assisted.analysis.oracle.constant_schedule`), the assistant's drafts ending at the pair's
+confidence threshold as a constant lane's do, priced as the oracle is by the costs the
 steps measured, the rows of T(k) a lane never verified from every lane's runs
 (`assisted.analysis.measured_costs`): modelled, not measured, and labelled so. The runs are
 the benchmark's; torch is imported where they run.
@@ -28,7 +29,7 @@ import statistics
 import threading
 from collections.abc import Iterator, Sequence
 
-from assisted.analysis import measured_costs, oracle, stats
+from assisted.analysis import measured_costs, oracle, oracle_text, stats
 from assisted.bench.measuring import Finished, Progress, Streamed, benchmark
 from assisted.bench.planning import Variant
 from assisted.bench.reporting import Run, report
@@ -211,7 +212,7 @@ def rank(
         "winner": ranked[0]["lane"] if ranked else None,
         "why": why(ranked),
         "race": race(plain, runs),
-        "sweep": sweep(ranked, runs),
+        "sweep": sweep(ranked, runs, pair.spec.draft.confidence_threshold),
     }
 
 
@@ -244,11 +245,12 @@ def race(plain: Sequence[RunRecord], runs: Sequence[Run]) -> dict[str, list[list
     return curves
 
 
-def sweep(ranked: Sequence[dict], runs: Sequence[Run]) -> dict:
+def sweep(ranked: Sequence[dict], runs: Sequence[Run], threshold: float = 0.0) -> dict:
     """Speedup against a constant γ of 1 to the cap for the two best drafters that a
     record's hindsight can replay (an assistant or the lookup), priced by the costs the
-    steps measured (each lane's drafting, every run's T(k): the module's note); `auto`
-    beside them as measured."""
+    steps measured (each lane's drafting, every run's T(k): the module's note), the
+    assistant's drafts ending at the constant lanes' confidence `threshold` as theirs do;
+    `auto` beside them as measured."""
     pooled = [r.record for r in runs]
     curves = {}
     for lane in ranked:
@@ -277,7 +279,9 @@ def sweep(ranked: Sequence[dict], runs: Sequence[Run]) -> dict:
                 / (
                     prefill
                     + oracle.seconds(
-                        oracle.constant_schedule(h, output, median.prompt_tokens, gamma, source)
+                        oracle.constant_schedule(
+                            h, output, median.prompt_tokens, gamma, source, threshold
+                        )
                     )
                 )
             )
@@ -312,7 +316,7 @@ def render(result: dict) -> str:
             f"{_cell(lane['tokens_per_step'], '{:.2f}'):>10}"
             f"{_cell(lane['drafting_cost_ratio'], '{:.2f}'):>7}"
             f"{_cell(lane['oracle_speedup'], '{:.2f}x'):>8}"
-            f"{'—' if share is None else oracle.share_text(share):>7}  {lane['outcome']}"
+            f"{'—' if share is None else oracle_text.share_text(share):>7}  {lane['outcome']}"
         )
     if result["why"]:
         lines.append(result["why"])

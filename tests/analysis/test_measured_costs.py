@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from assisted.analysis import measured_costs, oracle
+from assisted.analysis import measured_costs, oracle, oracle_text
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import Hindsight, RunRecord, Step
 
@@ -71,7 +71,7 @@ def test_a_policy_priced_oracle_far_from_the_measured_one_is_flagged():
     assert found["speedup_modelled"] > 1.3 * by_policy["speedup_modelled"]
     assert found["prices_differ"] is True
     assert found["measured_rows"] == [1, CAP + 1]
-    assert "did not pay" in oracle.describe(found)
+    assert "did not pay" in oracle_text.describe(found)
     # Priced as it paid, nothing is flagged.
     assisted.hindsight = measured_costs.priced(assisted.hindsight, [plain, assisted])
     assert oracle.report(plain, assisted)["prices_differ"] is False

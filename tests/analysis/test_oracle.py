@@ -9,7 +9,7 @@ from functools import cache
 
 import pytest
 
-from assisted.analysis import oracle, stats
+from assisted.analysis import oracle, oracle_text, stats
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import Hindsight, RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
@@ -263,9 +263,9 @@ def test_the_benchmark_reports_the_share_of_the_oracle_its_runs_reached():
 
 
 def test_a_share_above_the_oracle_never_reads_as_a_share():
-    assert oracle.share_text(0.85) == "85%"
-    assert oracle.share_text(1.0) == "100%"
-    assert oracle.share_text(1.28) == "above the oracle (×1.28)"
+    assert oracle_text.share_text(0.85) == "85%"
+    assert oracle_text.share_text(1.0) == "100%"
+    assert oracle_text.share_text(1.28) == "above the oracle (×1.28)"
     group = {"oracle_prompts": 1, "oracle_speedup_geomean": 1.0, "modelled_share": 1.0}
     from assisted.bench import shares
 
@@ -274,7 +274,7 @@ def test_a_share_above_the_oracle_never_reads_as_a_share():
     # A run measured at 0.5 s: 16x against the oracle's 8x (modelled), in the run's sentence.
     found = oracle.report(*hand_made(0.5, [8, 7, 6, 5, 4, 3, 2, 1]))
     assert found["measured_share"] == pytest.approx(2.0)
-    assert "as a share of the oracle's: above the oracle (×2.00)." in oracle.describe(found)
+    assert "as a share of the oracle's: above the oracle (×2.00)." in oracle_text.describe(found)
 
 
 # -- replaying the policy offline ------------------------------------------------------------
@@ -517,3 +517,27 @@ def test_the_replay_under_a_larger_cap_prices_the_untimed_rows_and_drafts_longer
     assert policy_fit.main([*args, "--row-share", "0.1"]) == 0
     out = capsys.readouterr().out
     assert "cap 4:" in out and "cap 8:" in out
+
+
+def test_a_constant_schedule_drafts_as_far_as_the_confidence_threshold_lets_it():
+    # The assistant agrees all along, but is unsure of every third token: a constant lane
+    # at threshold 0.4 ends each draft after such a token, as Transformers' criteria do.
+    output = list(range(12))
+    runs = [len(output) - i for i in range(len(output))]
+    confidence = [0.3 if i % 3 == 2 else 0.9 for i in range(len(output))]
+    h = hindsight(runs, [[] for _ in output], drafting_s=0.05)
+    h = Hindsight(**{**h.__dict__, "assistant_confidence": tuple(confidence)})
+    free = oracle.constant_schedule(h, output, 20, 4)
+    cut = oracle.constant_schedule(h, output, 20, 4, threshold=0.4)
+    assert [m.gamma for m in free][:2] == [4, 4]
+    # Each draft ends at its unsure token (positions 2, 5, 8, 11), then the target's own.
+    assert [(m.position, m.gamma, m.committed) for m in cut] == [
+        (0, 3, 4),
+        (4, 2, 3),
+        (7, 2, 3),
+        (10, 2, 2),
+    ]
+    # Past its first wrong token the draft's confidence is unknown: it runs on to γ.
+    wrong = [0] * len(output)
+    h = Hindsight(**{**h.__dict__, "assistant_runs": tuple(wrong)})
+    assert oracle.constant_schedule(h, output, 20, 4, threshold=0.4)[0].gamma == 4

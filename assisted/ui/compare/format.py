@@ -12,7 +12,7 @@ import html
 import math
 from collections.abc import Sequence
 
-from assisted.analysis import declines, divergence, faults, oracle, sampling, stats
+from assisted.analysis import declines, divergence, faults, oracle_text, sampling, stats
 from assisted.core.drafters import DrafterKind
 from assisted.models import learnt_store
 from assisted.ui.compare import draws
@@ -365,7 +365,7 @@ def summary_markdown(result: dict) -> str:
         lines.append(f"**Policy:** {held_back}")
     lines.append(_divergence_line(result))
     if result.get("oracle") is not None:
-        lines.append(f"**Oracle:** {oracle.describe(result['oracle'])}")
+        lines.append(f"**Oracle:** {oracle_text.describe(result['oracle'])}")
     if plain.get("stopped") or assisted.get("stopped"):
         lines.append("Stopped: the figures cover what was produced before the stop.")
     return "\n\n".join(lines)

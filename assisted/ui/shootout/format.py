@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from assisted.analysis import oracle
+from assisted.analysis import oracle_text
 from assisted.ui.numbers import number, percent
 
 RANKING_HEADERS = [
@@ -57,7 +57,9 @@ def ranking_rows(result: dict) -> list[list]:
             if lane["drafting_s_per_token"] == 0.0
             else number(lane["drafting_cost_ratio"], 2),
             number(lane["oracle_speedup"], 2, "×"),
-            "—" if lane["measured_share"] is None else oracle.share_text(lane["measured_share"]),
+            "—"
+            if lane["measured_share"] is None
+            else oracle_text.share_text(lane["measured_share"]),
             lane["outcome"],
         ]
         for place, lane in enumerate(result["lanes"], start=1)
