@@ -200,7 +200,8 @@ def calibrated(
             f"{pair.spec.name} has no {kind}calibration for {precision!r} and a cap of {cap}: "
             "prepare the pair first (assisted.engine.prepare)"
         )
-    curve = cost_curve.fit({k: [t] for k, t in verify_s.items()}, range(1, cap + 2))
+    counts = {k: count for k, (count, _) in pair.learnt.verify_timed.items()}
+    curve = cost_curve.fit({k: [t] for k, t in verify_s.items()}, range(1, cap + 2), counts=counts)
     if not model:
         return curve, 0.0, 0.0
     return curve, draft_s, drafting.prefill_s

@@ -230,3 +230,17 @@ def test_a_hump_of_kept_rows_on_disk_is_timed_again(pair, file, monkeypatch):
     assert calls[:2] == [("target", [1, 2, CAP + 1]), ("target", list(range(3, CAP + 1)))]
     assert verify_s == pytest.approx(quiet)
     assert checking.learnt.verify_s == pytest.approx(quiet)
+
+
+def test_a_row_a_calibration_timed_a_few_times_never_cuts_one_the_runs_timed_often(pair, file):
+    # T(1) the median of the runs' 177 passes; T(2) a calibration's three, on a quiet
+    # moment. The curve the next run starts from keeps T(1) as the runs paid it.
+    earlier = LearntState()
+    for rows, seconds, timings in ((1, 0.023, 177), (2, 0.015, 3), (CAP + 1, 0.026, 13)):
+        earlier.keep_verify(rows, seconds, timings)
+    earlier.precision("none").draft_s, earlier.precision("none").prefill_s = DRAFT_S, READ_S
+    learnt_store.save(file, earlier)
+    checking = new_process(pair, file)
+    verify_s, _, _ = calibrating.calibrated(checking, "none", CAP, model=True)
+    assert verify_s[1] == pytest.approx(0.023) and verify_s[2] == pytest.approx(0.023)
+    assert verify_s[CAP + 1] == pytest.approx(0.026)
