@@ -58,18 +58,16 @@ def fit(
         copies = prior_weight if k in prior else 0
         weights[k] = (counts or {}).get(k, len(times)) + copies
         known[k] = times + [prior.get(k, 0.0)] * copies
-    own = _monotone({k: median(times) for k, times in known.items()}, weights)
-    followed = {k: t * level for k, t in prior.items() if k not in own}
-    curve = {}
-    for k in sorted(own.keys() | followed.keys() | set(rows)):
-        if k in own:
-            curve[k] = own[k]
-            continue
-        value = _between(followed, k) if followed else _between(own, k)
-        # Between the measured rows around it: an interpolation is no evidence.
-        below = [t for j, t in own.items() if j < k]
-        above = [t for j, t in own.items() if j > k]
-        curve[k] = min(max([value, *below]), *above) if above else max([value, *below])
+    points = {k: median(times) for k, times in known.items()}
+    followed = {k: t * level for k, t in prior.items() if k not in points}
+    for k in (followed.keys() | set(rows)) - points.keys():
+        # An interpolation is no evidence: weighing nothing, it is placed last, between
+        # the measured rows around it.
+        weights[k] = 0
+        points[k] = (
+            _between(followed, k) if followed else _between({j: points[j] for j in known}, k)
+        )
+    curve = _monotone(points, weights)
     return {k: curve[k] for k in sorted(set(rows))}
 
 
@@ -142,8 +140,5 @@ def _monotone(points: Mapping[int, float], weights: Mapping[int, int]) -> dict[i
 
 def _suffix_min(points: Mapping[int, float]) -> dict[int, float]:
     """`points` with each value at most any larger key's (verifying more rows never costs
-    less)."""
-    curve, ceiling = {}, float("inf")
-    for k in sorted(points, reverse=True):
-        ceiling = curve[k] = min(points[k], ceiling)
-    return dict(sorted(curve.items()))
+    less): `_monotone` with every row of equal weight."""
+    return _monotone(points, dict.fromkeys(points, 1))
