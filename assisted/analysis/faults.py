@@ -3,19 +3,19 @@ divergence verdict, the prediction, the oracle and its hindsight, the charts) th
 is marked failed, and the runs' outputs, measured figures and raw records are returned all
 the same.
 
-`attempt` runs one analysis; where it raises, the fault is logged as an error, with its
-traceback, once per distinct fault (the app rebuilds its report at every streamed update,
-and a fault would otherwise repeat in the log as often), and its message is kept under the
-analysis's name in `failures`, which the JSON carries as `analysis_errors`.
+`attempted` guards one analysis, the `with` block it runs in; where it raises, the fault
+is logged as an error, with its traceback, once per distinct fault (the app rebuilds its
+report at every streamed update, and a fault would otherwise repeat in the log as often),
+and its message is kept under the analysis's name in `failures`, which the JSON carries as
+`analysis_errors`. The analysis runs in its caller's frame, not as a callback: a module of
+this low layer never calls back up into the engine, the bench or the app that use it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TypeVar
-
-T = TypeVar("T")
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # The analyses' names, as `analysis_errors` keys them (docs/json.md).
 HINDSIGHT = "hindsight"
@@ -29,22 +29,30 @@ _LOGGED_MAX = 256  # distinct faults remembered, so a long-lived app does not gr
 _logged: set[tuple[str, str]] = set()
 
 
-def attempt(
-    part: str, analyse: Callable[[], T], failed: Callable[[str], T], failures: dict[str, str]
-) -> T:
-    """`analyse()`, or where it raises, `failed(message)`, the fault logged and its
-    message kept in `failures[part]`."""
+class Attempt:
+    """What `attempted` found: `failure`, the fault's message where the analysis raised
+    (None: it ran)."""
+
+    def __init__(self) -> None:
+        self.failure: str | None = None
+
+
+@contextmanager
+def attempted(part: str, failures: dict[str, str]) -> Iterator[Attempt]:
+    """Run the `with` block, one analysis; where it raises, the block ends there, the fault
+    is logged, its message kept in `failures[part]` and in the `Attempt` yielded, from
+    which the caller sets the figures' failed form."""
+    found = Attempt()
     try:
-        return analyse()
+        yield found
     except Exception as error:
-        message = describe(error)
+        found.failure = message = describe(error)
         failures[part] = message
         if (part, message) not in _logged:
             if len(_logged) >= _LOGGED_MAX:
                 _logged.clear()
             _logged.add((part, message))
             _log.exception("%s could not be computed after the runs finished: %s", part, message)
-        return failed(message)
 
 
 def describe(error: BaseException) -> str:

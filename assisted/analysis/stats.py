@@ -291,18 +291,13 @@ def compare_runs(
     divergence verdict are analyses: where one fails, its figures are empty and `failures`
     keeps why (`assisted.analysis.faults`); the measured speedup stands."""
     failures = {} if failures is None else failures
-    predicted = faults.attempt(
-        faults.PREDICTION,
-        lambda: _prediction(plain, assisted),
-        lambda _: dict.fromkeys(_PREDICTION_KEYS),
-        failures,
-    )
-    found = faults.attempt(
-        faults.DIVERGENCE,
-        lambda: divergence.explain(plain, assisted),
-        lambda message: divergence.unjudged(plain, assisted, f"could not be judged: {message}"),
-        failures,
-    )
+    predicted = dict.fromkeys(_PREDICTION_KEYS)
+    with faults.attempted(faults.PREDICTION, failures):
+        predicted = _prediction(plain, assisted)
+    with faults.attempted(faults.DIVERGENCE, failures) as judging:
+        found = divergence.explain(plain, assisted)
+    if judging.failure is not None:
+        found = divergence.unjudged(plain, assisted, f"could not be judged: {judging.failure}")
     return {
         "speedup": rounded(speedup(plain, assisted)),
         **predicted,
@@ -412,7 +407,8 @@ def report(
     if plain and assisted:
         result.update(compare_runs(plain, assisted, failures))
     if assisted:
-        result["oracle"] = faults.attempt(
-            faults.ORACLE, lambda: oracle.report(plain, assisted, pooled), oracle.failed, failures
-        )
+        with faults.attempted(faults.ORACLE, failures) as finding:
+            result["oracle"] = oracle.report(plain, assisted, pooled)
+        if finding.failure is not None:
+            result["oracle"] = oracle.failed(finding.failure)
     return result

@@ -33,12 +33,10 @@ def prompt_fields(
     """One prompt's oracle figures over its repeats (`plain[i]` pairs with `assisted[i]`),
     T(k) priced from the steps of `pooled` too (the prompt's other drafters' runs); a
     repeat whose oracle fails is left out, its fault kept in `failures`."""
-    found = [
-        faults.attempt(
-            faults.ORACLE, lambda p=p, a=a: oracle.report(p, a, pooled), oracle.failed, failures
-        )
-        for p, a in zip(plain, assisted, strict=True)
-    ]
+    found = []
+    for p, a in zip(plain, assisted, strict=True):
+        with faults.attempted(faults.ORACLE, failures):
+            found.append(oracle.report(p, a, pooled))
     found = [f for f in found if f["reason"] is None]
     if not found:
         return dict.fromkeys(

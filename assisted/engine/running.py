@@ -98,12 +98,11 @@ def keep(ready: Plan, record: RunRecord) -> None:
     band; a plain run's T(1), where its passes were timed."""
     pair, prepared, policy = ready.pair, ready.prepared, ready.policy
     if prepared is not None:
-        record.hindsight = faults.attempt(
-            faults.HINDSIGHT,
-            lambda: hindsight.find(pair, prepared, ready.prompt_ids, record, policy, ready.lookup),
-            lambda _: None,
-            record.analysis_errors,
-        )
+        record.hindsight = None
+        with faults.attempted(faults.HINDSIGHT, record.analysis_errors):
+            record.hindsight = hindsight.find(
+                pair, prepared, ready.prompt_ids, record, policy, ready.lookup
+            )
         if policy is not None:
             record.verify_cost_s = policy.costs.verify_curve()
             learning.keep_learnt(

@@ -233,11 +233,13 @@ class Live:
                 lambda: draft_length_frame([]),
             ),
         }
-        failures = result["analysis_errors"]
-        return {
-            name: faults.attempt(faults.CHARTS, build, lambda _, empty=empty: empty(), failures)
-            for name, (build, empty) in builds.items()
-        }
+        charts = {}
+        for name, (build, empty) in builds.items():
+            with faults.attempted(faults.CHARTS, result["analysis_errors"]) as drawing:
+                charts[name] = build()
+            if drawing.failure is not None:
+                charts[name] = empty()
+        return charts
 
     def _status(self, done: bool) -> str:
         where = f"{self.pair.device} · {self.pair.dtype_name}"
