@@ -7,34 +7,22 @@ one's code, and the layers hold on paper only."""
 from __future__ import annotations
 
 import collections
-import functools
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
-import assisted
 from assisted.analysis import oracle
 from assisted.bench import shootout
 from assisted.core.settings import RunSettings
 from assisted.engine import comparison, prompt
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
+from tests.engine.test_run_only_runs import module_of
 from tests.test_layers import ALLOWED, layer
 
-PACKAGE = Path(assisted.__file__).resolve().parent
 SETTINGS = RunSettings(max_new_tokens=8)
 PROMPT = "Write a palindrome check."
-
-
-@functools.cache
-def module_of(filename: str) -> str | None:
-    path = Path(filename).resolve()
-    if not path.is_relative_to(PACKAGE):
-        return None
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def climbs(request: Callable[[], object]) -> collections.Counter[tuple[str, str]]:
