@@ -5,10 +5,12 @@ the sentence the app's summary, the CLI and the benchmark's card say.
 The first-draft rule's outcome in a run is one of:
 - "at once": the assistant drafted at the first step it was weighed, its read of the prompt
   priced and paid for;
-- "waited": it drafted after steps that waited for that read to pay (`waiting`);
+- "waited": it drafted after steps where that read could not pay yet (`first-draft`: the
+  answer, running on, came to be expected to run long enough);
 - "declined": it never drafted, because the read could not pay over the tokens the run had
-  left (`first-draft`), or the run ended before it had paid (`waiting`): the reason is the
-  run's last such step's.
+  left (`first-draft`): the reason is the run's last such step's.
+Records written before the wait rule was folded into the first-draft rule also hold
+`waiting` steps (`assisted.core.held_back`), counted as the rule's.
 
 Numbers in, words out: no torch.
 """
@@ -71,7 +73,7 @@ def describe(summary: dict) -> str | None:
     if outcome == DECLINED and reason:
         parts.append(f"the assistant never drafted: {HeldBack(reason).words}")
     elif outcome == WAITED:
-        waited = counts.get(str(HeldBack.WAITING), 0)
+        waited = sum(counts.get(str(rule), 0) for rule in _FIRST_DRAFT_RULE)
         parts.append(
             f"the assistant started after {waited} step{'s' * (waited != 1)} waiting for its "
             "first read of the prompt to pay"

@@ -3,11 +3,12 @@ the reasons and says them in words (`assisted.policy.choice` decides them; a ste
 keeps its reason, `Step.held_back`).
 
 - FIRST_DRAFT: the assistant has not drafted in this run, and its read of the context (the
-  prompt and what was committed since) costs more than drafting could save over the tokens
-  the run has left.
-- WAITING: that read could pay over the tokens left, but the time drafting would have saved
-  on the tokens committed so far has not yet reached its share of the read's cost (the
-  ski-rental rule): a short answer ends before the assistant ever reads the prompt.
+  prompt and what was committed since) costs more than drafting could be expected to save
+  over the tokens the run can expect yet.
+- WAITING: only in records written before the policy's wait rule (once the read could pay,
+  wait until the time drafting would have saved reached half its cost) was folded into the
+  first-draft rule; kept so that they still read (a benchmark's runs.jsonl, replayed by
+  `python -m assisted.lab.policy_fit`).
 - CATCH_UP: the assistant skipped steps, and its read of their tokens costs more than
   drafting could save over the tokens left.
 - FLOOR: the run's steps with the assistant ran slower per committed token than plain

@@ -26,7 +26,7 @@ wins here is then measured with `python -m assisted.bench`.
 
     python -m assisted.bench --limit 1 --out bench-out     # records with their hindsight
     python -m assisted.lab.policy_fit bench-out/runs.jsonl --threshold 0,0.2,0.4,0.6 \
-        --start-share 0,0.5,1 --cumulative-threshold 0,0.5,0.7
+        --cumulative-threshold 0,0.5,0.7
     python -m assisted.lab.policy_fit bench-out/runs.jsonl --threshold 0.4 \
         --cumulative-threshold 0.7 --cap 8,12,16 --row-share 0.045
 """
@@ -45,7 +45,6 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.figures import rounded
 from assisted.core.record import Hindsight, RunRecord
 from assisted.lab import recorded
-from assisted.policy import choice as policy
 from assisted.policy.choice import DraftPolicy
 
 ASSISTANT, LOOKUP = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
@@ -143,18 +142,16 @@ def _assistant_drafts(
 
 def fit(
     records: Sequence[tuple[RunRecord, RunRecord]],
-    settings: Sequence[tuple[float, float, float]],
+    settings: Sequence[tuple[float, float]],
     max_new_tokens: int,
 ) -> dict:
-    """Per setting (confidence threshold, `policy.START_SHARE`, cumulative threshold), the
+    """Per setting (confidence threshold, cumulative threshold), the
     geometric means over runs of the modelled speedup and of its share of the oracle's,
     and that share with the drafts' ends moved in hindsight (`STOPS`), beside the oracle's
     and the runs' own choices'."""
     rows = {}
-    default_share = policy.START_SHARE
     found = [oracle.report(p, a) for p, a in records]
-    for threshold, start_share, cumulative in settings:
-        policy.START_SHARE = start_share
+    for threshold, cumulative in settings:
         shares: dict[str, list[float]] = {stops: [] for stops in STOPS}
         speedups = []
         for (_, assisted), report in zip(records, found, strict=True):
@@ -167,9 +164,7 @@ def fit(
                 shares[stops].append(report["oracle_s"] / seconds)
                 if stops == RULE:
                     speedups.append(report["plain_modelled_s"] / seconds)
-        name = (
-            f"threshold {threshold:.2f}, start share {start_share:.2f}, cumulative {cumulative:.2f}"
-        )
+        name = f"threshold {threshold:.2f}, cumulative {cumulative:.2f}"
         rows[name] = {
             "speedup_modelled": rounded(stats.geometric_mean(speedups)),
             "share_of_oracle": rounded(stats.geometric_mean(shares[RULE])),
@@ -178,7 +173,6 @@ def fit(
                 stops: rounded(stats.geometric_mean(shares[stops])) for stops in STOPS[1:]
             },
         }
-    policy.START_SHARE = default_share
     return {
         "runs": len(records),
         "oracle_speedup": rounded(stats.geometric_mean([f["speedup_modelled"] for f in found])),
@@ -225,11 +219,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
     parser.add_argument("--threshold", default="0,0.2,0.4,0.6", help="confidence thresholds")
     parser.add_argument(
-        "--start-share",
-        default=str(policy.START_SHARE),
-        help="shares of the prefill saved before the assistant starts (default: the policy's)",
-    )
-    parser.add_argument(
         "--cumulative-threshold",
         default="0",
         help="cumulative thresholds: floors on the product of the assistant's confidences "
@@ -270,9 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     settings = [
-        (float(threshold), float(share), float(cumulative))
+        (float(threshold), float(cumulative))
         for threshold in args.threshold.split(",")
-        for share in args.start_share.split(",")
         for cumulative in args.cumulative_threshold.split(",")
     ]
     if not caps:

@@ -20,29 +20,28 @@ there, it lost steps of 8 kept candidates to the assistant's costlier ones.
 
 An assistant model must first read the whole context (its prefill) before it drafts at all,
 and nobody knows in advance how long the answer will be: the run's remaining budget (max new
-tokens) is only an upper bound. So the prefill is weighed as in the ski-rental problem. The
-assistant never starts if the time it can be expected to save over the tokens the run can
-expect to commit yet cannot repay the prefill: not the whole remaining budget, which a short
-answer never uses, but what the pair's record of answers and a scale-free prior on where
-answers end expect, given how far this one has run (`assisted.policy.answers`). Nor does
-that bet rest on its acceptance being high: the read buys a look at it, so it is weighed as
-a probe's (`_first_read_value`), over the prior's acceptances (uniform, as
-`assisted.policy.acceptance`'s Beta(1, 1)): the saving the choice would expect at the prior
-(optimistically) counts only as often as the assistant would pay at all, and where it would
-not, its first draft's step is lost before it stops. Otherwise it starts once the time it
-would save at the prior, optimistically, on the tokens committed so far (plus the next
-step's) reaches half the prefill's cost (`START_SHARE`): when to start is the wait's
-question, whether at all the probe's, and a wait scaled down by the chance that the
-assistant pays started it one to three steps later on prompts of 90 to 250 tokens, where it
-pays (docs/auto-policy.md). A 20-token answer after a 700-token passage (a read of about 4 s
-for the int4 assistant on a 2-core CPU, more than plain decoding spends on the answer) thus
-ends before the assistant starts, drafting from prompt-lookup matches or not at all, while a
-long answer after a short prompt starts at once. Waiting for the whole cost, the classic
-rule, bounds the worst case at twice what the better choice in hindsight would have cost,
-against three times for half; but the oracle (`assisted.analysis.oracle`) starts the
-assistant at the first step of nearly every example where the runs wait plain steps, and
-replayed offline on recorded runs (`python -m assisted.lab.policy_fit`) half the cost comes
-nearer the oracle's modelled speed on both prompt sets (docs/lab-notes.md).
+tokens) is only an upper bound. So the read is one bet, made again at every step until the
+assistant starts: **it starts once the time it can be expected to save over the tokens the
+run can expect to commit yet repays the read**. Those tokens are not the whole remaining
+budget, which a short answer never uses, but what the pair's record of answers and a
+scale-free prior on where answers end expect, given how far this one has run
+(`assisted.policy.answers`): the longer an answer has run, the longer it is expected to run
+on, so a read too dear at the first step can pay a few steps later, and the wait before a
+dear read comes out of the same estimate. Nor does that bet rest on its acceptance being
+high: the read buys a look at it, so it is weighed as a probe's (`_first_read_value`), over
+the prior's acceptances (uniform, as `assisted.policy.acceptance`'s Beta(1, 1)): the saving
+the assistant's drafting would bring counts only at the acceptances where it would pay at
+all, and where it would not, its first draft's step is lost before it stops. A 20-token
+answer after a 700-token passage (a read of about 4 s for the int4 assistant on a 2-core
+CPU, more than plain decoding spends on the answer) thus ends before the assistant starts,
+drafting from prompt-lookup matches or not at all, while a long answer after a short prompt
+starts at once. An earlier version also waited, once the read could pay, until the time it
+would have saved on the tokens committed so far reached half the read's cost (a ski-rental
+rule, for an answer length nobody models): replayed offline on the benchmark's recorded runs
+(`python -m assisted.lab.policy_fit`), starting on the estimate alone came nearer the oracle
+(1.63x modelled against 1.61x, 77% of the oracle's speed against 76%), and the shoot-out
+found the wait's one or two plain steps the largest gap between `auto` and γ = 8 on short
+prompts (docs/auto-policy.md).
 
 Resuming the assistant after steps it skipped is the same bet on a smaller read: the tokens of
 those steps (its catch-up). It resumes only where drafting can repay that read over the
@@ -99,10 +98,6 @@ PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
 # The share of plain decoding's time on the expected answer that probes of a held-back
 # assistant may lose in one run (the module's note).
 PROBE_SHARE = 0.05
-# The share of the assistant's prefill that the time it would have saved must reach before
-# it starts (the ski-rental rule of the module's note: 1 waits until the wait has cost as
-# much as the prefill).
-START_SHARE = 0.5
 # The floor (the module's note): a plain step's timing varies by about this share around the
 # pair's T(1) (docs/benchmarks.md: plain steps ÷ T(1), 0.87–1.16 from the 10th to the 90th
 # percentile), so the assistant's steps are behind plain only beyond it ...
@@ -293,12 +288,10 @@ class DraftPolicy:
     def _held_back(self, offers: dict[DrafterKind, int], tokens_left: int) -> HeldBack | None:
         """Why the model source may not draft at this step, or None where it may: the floor,
         or a read it must make first (the whole context before its first draft, the skipped
-        steps' tokens after) that the time it saves over `tokens_left` tokens cannot repay;
-        and before its first draft, until the time it would have saved so far reaches
-        `START_SHARE` of that read (the module's note). Once it drafted, its acceptance is
-        taken optimistically here, as the choice takes it; before, whether its read can pay
-        at all is weighed as a probe's over the prior's acceptances, and the wait at the
-        prior's optimistic acceptance (`_first_read_value`)."""
+        steps' tokens after) that the time it saves over the tokens the run can expect yet
+        cannot repay (the module's note). Once it drafted, its acceptance is taken
+        optimistically here, as the choice takes it; before, the read is weighed as a
+        probe's over the prior's acceptances (`_first_read_value`)."""
         if self.started and self.floor.behind(self.costs.verify_s[1]):
             return HeldBack.FLOOR
         if self.started and not self.behind:
@@ -316,13 +309,9 @@ class DraftPolicy:
                 return None  # no better than the rest: the choice passes it by
             saved_per_token_s = 1.0 / without - 1.0 / with_model
             return HeldBack.CATCH_UP if tokens * saved_per_token_s <= read_s else None
-        saved_per_token_s, expected_saving_s, probe_loss_s = self._first_read_value(
-            offers[model], without
-        )
+        expected_saving_s, probe_loss_s = self._first_read_value(offers[model], without)
         if tokens * expected_saving_s - probe_loss_s <= read_s:
             return HeldBack.FIRST_DRAFT
-        if (self.committed + 1) * saved_per_token_s < START_SHARE * read_s:
-            return HeldBack.WAITING
         return None
 
     def _probe_fits(self, source: DrafterKind, gamma: int, tokens_left: int) -> bool:
@@ -338,23 +327,22 @@ class DraftPolicy:
         self.explored_s += loss_s
         return True
 
-    def _first_read_value(self, most: int, without: float) -> tuple[float, float, float]:
+    def _first_read_value(self, most: int, without: float) -> tuple[float, float]:
         """What the model source's first read buys, before it has drafted in this run: the
-        seconds per token its drafting saves against the best rate `without` it at the
-        prior's optimistic acceptance (0.79 a position: the bet the choice itself makes on
-        a source it has not seen), which times the wait; the seconds per token it can be
-        expected to save, which decides whether to read at all; and the seconds its first
-        draft's step can be expected to lose. Both expectations are taken over the prior's
-        acceptances (`PRIOR_POINTS`, one acceptance α for every position): at an α where its
-        best rate at up to `most` candidates beats `without`, it keeps drafting at that
-        rate and saves what that rate saves; at any other, it saves nothing, and the first
-        step (at the γ the choice would draft) loses what it costs beyond the tokens it
-        commits before the floor and the choice stop it. It pays at three quarters of the
-        prior's acceptances where verification is flat and drafting cheap, at a third where
-        each verified row costs most of a step (a CPU without bf16 kernels); and at most of
-        the acceptances where it pays, it saves less than at 0.79: weighed at 0.79 wherever
-        it paid, the bet started the assistant on passages with 11- to 23-token answers on
-        the AVX2 imitation, where its read was never repaid (docs/auto-policy.md).
+        seconds per token it can be expected to save against the best rate `without` it,
+        and the seconds its first draft's step can be expected to lose. Both are taken over
+        the prior's acceptances (`PRIOR_POINTS`, one acceptance α for every position): at an
+        α where its best rate at up to `most` candidates beats `without`, it keeps drafting
+        at that rate and saves what that rate saves; at any other, it saves nothing, and the
+        first step (at the γ the choice would draft at the prior's optimistic acceptance,
+        0.79 a position: the bet the choice itself makes on a source it has not seen) loses
+        what it costs beyond the tokens it commits before the floor and the choice stop it.
+        It pays at three quarters of the prior's acceptances where verification is flat and
+        drafting cheap, at a third where each verified row costs most of a step (a CPU
+        without bf16 kernels); and at most of the acceptances where it pays, it saves less
+        than at 0.79: weighed at 0.79 wherever it paid, the bet started the assistant on
+        passages with 11- to 23-token answers on the AVX2 imitation, where its read was
+        never repaid (docs/auto-policy.md).
         Made at the prior, never at the pair's earlier runs: drawn from other prompts, they
         would make the bet, and so this prompt's speed, depend on what ran before it (a
         passage's question after code prompts, whose drafts the target kept, started the
@@ -362,11 +350,10 @@ class DraftPolicy:
         source = self.model_source
         costs = [self.costs.cost_s(source, gamma) for gamma in range(1, most + 1)]
         unseen = Acceptance(self.cap)
-        rates = [
-            unseen.expected_tokens(g, optimistic=True) / costs[g - 1] for g in range(1, most + 1)
-        ]
-        first = max(range(1, most + 1), key=lambda g: rates[g - 1])
-        optimistic_s = max(1.0 / without - 1.0 / rates[first - 1], 0.0)
+        first = max(
+            range(1, most + 1),
+            key=lambda g: unseen.expected_tokens(g, optimistic=True) / costs[g - 1],
+        )
         saved_s = lost_s = 0.0
         for alpha in PRIOR_POINTS:
             tokens = [1.0]  # E(γ) at α: 1 + α + … + α^γ
@@ -378,7 +365,7 @@ class DraftPolicy:
             else:
                 lost_s += max(costs[first - 1] - tokens[first] / without, 0.0)
         points = len(PRIOR_POINTS)
-        return optimistic_s, saved_s / points, lost_s / points
+        return saved_s / points, lost_s / points
 
     def _expectation(self, choice: Choice) -> Expectation:
         """What `choice` should commit and cost, from the models as they stand now."""

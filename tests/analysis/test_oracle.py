@@ -340,7 +340,7 @@ def test_the_drafts_ends_moved_in_hindsight_split_what_the_stopping_rule_leaves(
     moved = policy_fit.NO_EARLY_STOPS, policy_fit.NO_LATE_STOPS, policy_fit.IN_HINDSIGHT
 
     def shares(confidence) -> tuple[float, ...]:
-        found = policy_fit.fit([assisted_run(output, runs, confidence)], [(0.5, 0.5, 0.0)], 40)
+        found = policy_fit.fit([assisted_run(output, runs, confidence)], [(0.5, 0.0)], 40)
         (row,) = found["settings"].values()
         return (row["share_of_oracle"], *(row["share_with_stops_moved"][s] for s in moved))
 
@@ -499,7 +499,7 @@ def test_the_replay_under_a_larger_cap_prices_the_untimed_rows_and_drafts_longer
     narrow_found, wide_found = oracle.report(plain, assisted), oracle.report(plain, wider)
     assert wide_found["speedup_modelled"] > narrow_found["speedup_modelled"]
     narrow, wide = (
-        policy_fit.fit([(plain, a)], [(0.4, 0.5, 0.0)], 24)["settings"] for a in (assisted, wider)
+        policy_fit.fit([(plain, a)], [(0.4, 0.0)], 24)["settings"] for a in (assisted, wider)
     )
     assert (
         next(iter(wide.values()))["speedup_modelled"]

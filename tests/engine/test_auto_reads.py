@@ -102,7 +102,9 @@ def held_back_run(reasons: list[HeldBack | None], drafted_at: int | None) -> Run
 def test_the_benchmark_says_per_prompt_where_the_first_draft_rule_declined_or_waited():
     first, waiting = HeldBack.FIRST_DRAFT, HeldBack.WAITING
     declined = held_back_run([first] * 4, drafted_at=None)
-    waited = held_back_run([waiting, waiting, None, None], drafted_at=2)
+    waited = held_back_run([first, first, None, None], drafted_at=2)
+    # A record written before the wait rule was folded into the first-draft rule.
+    older = held_back_run([waiting, waiting, None, None], drafted_at=2)
     at_once = held_back_run([None] * 4, drafted_at=0)
     plain = RunRecord("plain", None, 700, [Step((1,), "", 0, 0, 0.1)] * 4, total_s=0.4)
     runs = [bench.Run("long", "passages", None, i, plain) for i in range(3)]
@@ -121,7 +123,10 @@ def test_the_benchmark_says_per_prompt_where_the_first_draft_rule_declined_or_wa
         "first-draft",
         2,
     )
-    assert (code["first_draft"], code["first_draft_reason"]) == ("waited", "waiting")
+    assert (code["first_draft"], code["first_draft_reason"]) == ("waited", "first-draft")
+    assert declines.first_draft(older) == (declines.WAITED, waiting)
+    said = declines.describe(stats.summarize(older))
+    assert said.startswith("The assistant started after 2 steps waiting")
     assert (chat["first_draft"], chat["first_draft_reason"]) == ("at once", None)
     card = bench.render(result)
     assert f"long (assistant): declined in 2 of 3 runs: {first.words}" in card

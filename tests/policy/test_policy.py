@@ -7,9 +7,10 @@ import copy
 import pytest
 
 from assisted.core.drafters import DrafterKind
+from assisted.core.held_back import HeldBack
 from assisted.lab.policy_bookkeeping import measure_bookkeeping_s
-from assisted.policy import choice as policy_module
 from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel
+from assisted.policy.answers import expected_tokens_left
 from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy, Expectation
 
 CAP = 8
@@ -100,16 +101,18 @@ def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
         CAP, ([HISTORY_WEIGHT] * CAP, [HISTORY_WEIGHT] * CAP)
     )
     assert p.choose(ROOM, tokens_left=17, context=700).source is None
-    # With a long budget it waits until the time it would have saved reaches a share of
-    # the prefill's cost.
-    waited = 0
-    while (choice := p.choose(ROOM, tokens_left=1000, context=700)).source is None:
+    # With a long budget it starts once the answer has run long enough that the tokens it
+    # can expect yet repay the read, each plain step before held back by that one rule.
+    held = []
+    while (choice := p.choose(ROOM, tokens_left=1000 - len(held), context=700)).source is None:
+        held.append(choice.held_back)
         p.observe(0, 0)
-        waited += 1
-    assert choice.prefill and choice.gamma > 1
-    saved_per_token_s, _, _ = p._first_read_value(CAP, p.rate(None, 0))
-    share = policy_module.START_SHARE
-    assert waited == pytest.approx(share * 0.002 * 700 / saved_per_token_s, abs=1.5)
+    assert choice.prefill and choice.gamma > 1 and choice.held_back is None
+    assert set(held) == {HeldBack.FIRST_DRAFT} and len(held) < 50
+    saving_s, loss_s = p._first_read_value(CAP, p.rate(None, 0))
+    for committed, expected in ((len(held) - 1, False), (len(held), True)):
+        tokens = expected_tokens_left(committed, 1000 - committed)
+        assert (tokens * saving_s - loss_s > 0.002 * 700) is expected
 
 
 def test_a_short_prompt_starts_the_assistant_at_once():

@@ -11,7 +11,6 @@ import pytest
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
-from assisted.policy import choice as policy_module
 from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel
 from assisted.policy.answers import expected_tokens_left
 from assisted.policy.choice import (
@@ -63,18 +62,34 @@ def test_a_long_prompt_with_few_tokens_left_drafts_nothing_from_the_assistant():
     assert {choice.held_back for choice in choices} == {HeldBack.FIRST_DRAFT}
 
 
-def test_the_same_prompt_with_many_tokens_left_drafts_once_the_wait_has_paid():
-    choices = run_steps(cpu_pair(), tokens_left=512, context=PROMPT)
+def first_paying_step(p: DraftPolicy, tokens_left: int, context: int) -> int:
+    """The first step of a run of plain steps at which the assistant's first read repays
+    itself over the tokens the run can expect yet (the rule of `choice`'s note), each
+    step's read of the context grown by the token before it."""
+    saving_s, loss_s = p._first_read_value(CAP, p.rate(None, 0))
+    step = 0
+    while step < tokens_left:
+        expected = expected_tokens_left(step, tokens_left - step, p.answers)
+        if expected * saving_s - loss_s > p.costs.read_s(context + step):
+            return step
+        step += 1
+    raise AssertionError("the read never pays")
+
+
+def test_the_same_prompt_with_more_tokens_left_drafts_once_its_read_can_pay():
+    # 256 tokens: at the start the run expects 45 of them, too few to repay 4.9 s; an
+    # answer that has run on is expected to run on longer.
+    choices = run_steps(cpu_pair(), tokens_left=256, context=PROMPT)
     first = next(i for i, choice in enumerate(choices) if choice.source == A)
     assert choices[first].prefill and choices[first].held_back is None
-    # Before it: plain steps, each saying it waited for the read to pay.
-    assert {choice.held_back for choice in choices[:first]} == {HeldBack.WAITING}
-    p = cpu_pair()
-    # Priced at the prior: the run has no evidence of the assistant's yet.
-    saved_per_token_s, _, _ = p._first_read_value(CAP, p.rate(None, 0))
-    wait = policy_module.START_SHARE * 0.007 * PROMPT / saved_per_token_s
-    assert first == pytest.approx(wait, abs=1.5)
+    # Before it, plain steps, each held back by the one rule: the read could not pay yet;
+    # the answer, running on, is expected to run on longer, until it can.
+    assert first > 0
+    assert {choice.held_back for choice in choices[:first]} == {HeldBack.FIRST_DRAFT}
+    assert first == first_paying_step(cpu_pair(), tokens_left=256, context=PROMPT)
     assert sum(choice.source == A for choice in choices[first:]) > 0.9 * len(choices[first:])
+    # With twice the budget the same read pays at once.
+    assert run_steps(cpu_pair(), tokens_left=512, context=PROMPT)[0].prefill
 
 
 def test_a_short_prompt_drafts_at_once():
