@@ -10,15 +10,18 @@ of step cost, the run's machinery in:
   that verified k rows (drafted + 1), the run's first step aside (it holds the target's
   read of the prompt); fitted monotone in k with medians (`assisted.core.cost_curve`), and
   rows no step verified set from the policy's curve at the level the measured rows set.
-  A row is priced from the lane's own runs (its assisted run and the plain run of its
-  round) where they verified it: a step's wall time holds the lane's own machinery
-  (Transformers' candidate generator, or the lean loop) and the machine's load in that
-  round, which a pool of other lanes' and rounds' steps would average away (a γ = 8 lane
-  measured at 2.07x was modelled at 1.35x from such a pool, on a 2-core EPYC whose load
-  changed between rounds). The target's rows are the same whatever drafted them, so the
-  rows the lane never verified come from the other runs' steps (`pooled`: a shoot-out's
-  other lanes, a benchmark prompt's other runs): what the oracle needs to price lengths
-  the lane never tried.
+  A row is priced from the nearest runs that timed it (`NEAREST_TIMINGS` steps or more):
+  the lane's assisted run itself, else the plain run of its round, else the pool. A
+  step's wall time holds the lane's own machinery (Transformers' candidate generator, or
+  the lean loop) and the machine's load while it ran, which a pool of other lanes' and
+  rounds' steps would average away (a γ = 8 lane measured at 2.07x was modelled at 1.35x
+  from such a pool, on a 2-core EPYC whose load changed between rounds), and which even
+  its round's plain run, a minute apart, need not share (a prompt-lookup lane measured in
+  4.66 s was priced at 5.54 s for its oracle from the one-row steps of a plain run that
+  had slowed to 2.5 tokens a second). The target's rows are the same whatever drafted
+  them, so the rows the lane never verified come from the other runs' steps (`pooled`: a
+  shoot-out's other lanes, a benchmark prompt's other runs): what the oracle needs to
+  price lengths the lane never tried.
 - **drafting**: an assistant's seconds per drafted token, from its steps whose cache was
   current (the step before drafted too): the median of their drafting time per token.
 - **its first read** per token of context: the first assistant step's drafting time beyond
@@ -41,6 +44,10 @@ from assisted.core.drafters import DrafterKind
 from assisted.core.figures import median
 from assisted.core.record import Hindsight, RunRecord
 
+# The timings of a row one run must hold to price it alone: fewer are one or two steps,
+# which a slow pass moves as much as a changed round does.
+NEAREST_TIMINGS = 3
+
 
 def step_seconds(records: Iterable[RunRecord]) -> dict[int, list[float]]:
     """Each step's wall time less its drafting, by the rows it verified, over `records`
@@ -57,15 +64,26 @@ def step_seconds(records: Iterable[RunRecord]) -> dict[int, list[float]]:
 def rows_measured(
     own: Sequence[RunRecord], pooled: Sequence[RunRecord] = ()
 ) -> dict[int, list[float]]:
-    """The steps' seconds by rows: `own`'s for each row they verified, else `pooled`'s."""
+    """The steps' seconds by rows (the module's note): each row from the nearest runs that
+    timed it at least `NEAREST_TIMINGS` times, `own` taken from the last (the lane's
+    assisted run) to the first (its round's plain run), then `pooled`; a row no one run
+    timed that often, from all of them."""
     others = [r for r in pooled if not any(r is mine for mine in own)]
-    return step_seconds(others) | step_seconds(own)
+    layers = [step_seconds([run]) for run in reversed(own)] + [step_seconds(others)]
+    rows: dict[int, list[float]] = {}
+    for layer in reversed(layers):  # the farthest first, each nearer one over it
+        for k, seconds in layer.items():
+            if len(seconds) >= NEAREST_TIMINGS:
+                rows[k] = seconds
+            elif len(rows.get(k, ())) < NEAREST_TIMINGS:
+                rows[k] = rows.get(k, []) + seconds
+    return rows
 
 
 def priced(h: Hindsight, own: Sequence[RunRecord], pooled: Sequence[RunRecord] = ()) -> Hindsight:
     """`h` with its costs replaced by those the steps of `own` (a lane's plain and assisted
-    runs) measured, the rows of T(k) they never verified from the steps of `pooled` (the
-    module's note)."""
+    runs, in that order) measured, the rows of T(k) they never verified from the steps of
+    `pooled` (the module's note)."""
     measured = rows_measured(own, pooled)
     if not measured:
         return h

@@ -3,6 +3,8 @@ beside the one priced by the policy's cost model, and flagged where they differ.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from assisted.analysis import measured_costs, oracle, oracle_text
@@ -97,3 +99,53 @@ def test_a_row_the_lane_verified_is_priced_from_its_own_steps_not_the_pool():
     curve = dict(h.verify_s)
     assert curve[CAP + 1] == pytest.approx(FLAT[CAP + 1])
     assert curve[2] > FLAT[2]  # from the slow lane: no own step verified 2 rows
+
+
+def slowed(run: RunRecord, factor: float) -> RunRecord:
+    """`run` as if the machine had run it `factor` times slower throughout."""
+    slow = RunRecord(mode=run.mode, drafter=run.drafter, prompt_tokens=run.prompt_tokens)
+    slow.steps = [replace(s, t_s=factor * s.t_s) for s in run.steps]
+    slow.total_s = factor * run.total_s
+    slow.hindsight = run.hindsight
+    return slow
+
+
+def plain_steps_first() -> tuple[RunRecord, RunRecord]:
+    """`runs()`, the assisted run beginning with five plain steps: it timed T(1) itself
+    (three times: its first step holds the prompt's read, and `timed_steps` has its second
+    carry the assistant's)."""
+    plain, assisted = runs()
+    assisted.steps = timed_steps([0, 0, 0, 0, 0, 4, 4], [0, 0, 0, 0, 0, 4, 4])
+    assisted.total_s = assisted.steps[-1].t_s
+    n = len(assisted.token_ids)
+    assisted.hindsight = replace(
+        assisted.hindsight, assistant_runs=tuple(range(n, 0, -1)), lookup_drafts=((),) * n
+    )
+    return plain, assisted
+
+
+def test_a_row_the_assisted_run_timed_is_priced_from_it_not_from_its_plain_run():
+    # The plain run of its round ran twice as slow (a neighbour, a minute apart): the rows
+    # the assisted run timed three times or more are priced from its own steps.
+    plain, assisted = plain_steps_first()
+    h = measured_costs.priced(assisted.hindsight, [slowed(plain, 2.0), assisted])
+    assert dict(h.verify_s)[1] == pytest.approx(FLAT[1])
+    # A row it timed once is priced from the plain run, which timed it 19 times; a row only
+    # it timed, from its own two steps.
+    _, sparse = runs()
+    sparse.steps = timed_steps([0, 4, 0, 4], [0, 4, 0, 4])
+    rows = measured_costs.rows_measured([slowed(plain, 2.0), sparse])
+    assert len(rows[1]) == 19 and len(rows[CAP + 1]) == 2
+
+
+def test_the_oracle_shares_the_runs_baseline_so_a_slowed_plain_run_moves_both_alike():
+    plain, assisted = plain_steps_first()
+    quiet = oracle.report(plain, assisted)
+    busy = oracle.report(slowed(plain, 2.0), assisted)
+    # The run measured twice the speedup against the slowed plain run; so did its oracle.
+    assert busy["oracle_s"] == pytest.approx(quiet["oracle_s"])
+    assert busy["speedup_modelled"] == pytest.approx(2 * quiet["speedup_modelled"], rel=1e-3)
+    assert busy["measured_share"] == pytest.approx(quiet["measured_share"], rel=1e-3)
+    # Priced by the run's own steps, the oracle is at or above what the run measured.
+    assert busy["measured_share"] <= 1.0
+    assert busy["measured_share"] == pytest.approx(busy["oracle_s"] / assisted.total_s, rel=1e-3)
