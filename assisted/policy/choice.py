@@ -39,9 +39,9 @@ starts at once. An earlier version also waited, once the read could pay, until t
 would have saved on the tokens committed so far reached half the read's cost (a ski-rental
 rule, for an answer length nobody models): replayed offline on the benchmark's recorded runs
 (`python -m assisted.lab.policy_fit`), starting on the estimate alone came nearer the oracle
-(1.63x modelled against 1.61x, 77% of the oracle's speed against 76%), and the shoot-out
-found the wait's one or two plain steps the largest gap between `auto` and γ = 8 on short
-prompts (docs/auto-policy.md).
+(1.63x modelled against 1.61x, 77% of the oracle's speed against 76%), and in the
+shoot-out the wait spent one or two plain steps where γ = 8 drafted at once
+(docs/auto-policy.md).
 
 Resuming the assistant after steps it skipped is the same bet on a smaller read: the tokens of
 those steps (its catch-up). It resumes only where drafting can repay that read over the
