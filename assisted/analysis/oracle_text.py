@@ -13,8 +13,9 @@ def describe(found: dict | None) -> str:
     steps = found["steps"]
     line = (
         f"In hindsight the best schedule would take {steps} step{'s' * (steps != 1)} and "
-        f"{found['oracle_s']:.2f} s ({found['speedup_modelled']:.2f}x, modelled from the "
-        f"costs this run's steps measured). The run's own choices, modelled: "
+        f"{found['oracle_s']:.2f} s, modelled from the costs this run's steps measured "
+        f"({found['speedup_modelled']:.2f}x over the plain run). The run's own choices, "
+        "modelled: "
         f"{found['auto_modelled_s']:.2f} s "
         f"({found['policy_share']:.0%} of the oracle's speed); measured: "
         f"{found['measured_s']:.2f} s, so {_overhead(found['overhead_s'])}."
