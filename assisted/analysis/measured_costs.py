@@ -69,9 +69,9 @@ def rows_measured(
     assisted run) to the first (its round's plain run), then `pooled`; a row no one run
     timed that often, from all of them."""
     others = [r for r in pooled if not any(r is mine for mine in own)]
-    layers = [step_seconds([run]) for run in reversed(own)] + [step_seconds(others)]
+    layers = [step_seconds(others), *(step_seconds([run]) for run in own)]
     rows: dict[int, list[float]] = {}
-    for layer in reversed(layers):  # the farthest first, each nearer one over it
+    for layer in layers:  # the farthest first, each nearer one over it
         for k, seconds in layer.items():
             if len(seconds) >= NEAREST_TIMINGS:
                 rows[k] = seconds
