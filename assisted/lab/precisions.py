@@ -128,11 +128,14 @@ def cpu_kind() -> str:
 
 
 def linear_bytes(model: nn.Module) -> int:
-    """Bytes of `model`'s linear layers' weights (a split layer counted once, whole)."""
+    """Bytes of `model`'s linear layers' weights that a drafted token reads (a split layer
+    counted once, whole; an int4 layer's copy for reading many rows not at all)."""
     total, counted = 0, []
     for name, module in model.named_modules():
         if isinstance(module, _LINEAR_KINDS) and not any(name.startswith(c) for c in counted):
             total += quantize.weights_bytes(module)
+            if isinstance(module, Int4WeightOnlyLinear) and module.many_rows is not None:
+                total -= quantize.weights_bytes(module.many_rows)
             counted.append(f"{name}.")
     return total
 

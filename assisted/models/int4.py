@@ -8,6 +8,19 @@ without native bf16) it is many times slower, so like "int8-wo" it is no choice 
 CPUs. `python -m assisted.lab.precisions` measures whether the whole run gains
 (docs/lab-notes.md).
 
+Reading many rows is another matter. The kernel unpacks every weight again for each row,
+so its time grows with the rows: on a 2-core AMD EPYC with AVX512-BF16, one 896 × 4864
+layer took 0.14 ms for one row and 8.1 ms for 151, where bf16's GEMM took 4.0 ms and
+fbgemm's dynamic int8 2.4 ms. An assistant reads many rows before it drafts: the whole
+context before its first draft, and the tokens of the steps it skipped before a catch-up.
+Read in int4, the 0.5B took 4.8–5.3 ms a context token, against 1.8–2.4 ms in int8, a
+second of a 231-token passage's 5 s run. So a layer may keep a second copy of its weights
+for inputs of `MANY_ROWS` rows or more (`many_rows`: fbgemm's dynamic int8 layer,
+`assisted.models.quantize`): the read then costs what the int8 assistant's does, and
+drafting, one row at a time, what int4's does. The copy is what the read costs in memory
+(docs/space.md#memory); the target verifies every candidate either way, so which copy read
+the context moves the drafts, never the output.
+
 The format, as torch 2.13's CPU kernels take it (tested against a dequantized reference):
 - weights in groups of `GROUP_SIZE` along the input dimension; each group has a scale s
   and a zero z, and a weight is stored as a level q in 0 … 15 standing for (q − 8)·s + z,
@@ -29,6 +42,11 @@ LEVELS = 16
 # exists (the 0.5B's output layer, 151936 × 896, would be 545 MB either way). The packing
 # interleaves blocks of 64 rows, so blocks of a multiple of 64 pack as the whole layer does.
 _BLOCK_ROWS = 4096
+# Rows from which a layer with a copy for many rows reads through it (the module's note).
+# The whole 0.5B reading k tokens onto a 151-token context, its int4 layers alone against
+# with their int8 copies (AMD EPYC, AVX512-BF16; medians of 7): 1 row 26.9 and 26.5 ms,
+# 2 rows 30.6 and 37.0, 4 rows 38.7 and 38.8, 6 rows 56.7 and 41.1, 9 rows 80.1 and 41.2.
+MANY_ROWS = 5
 
 
 def fits(linear: nn.Linear) -> bool:
@@ -63,9 +81,11 @@ def dequantize(levels: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) 
 
 class Int4WeightOnlyLinear(nn.Module):
     """`nn.Linear` with 4-bit weights (`quantize_groups`) packed for the CPU kernel, and
-    activations, scales, zeros and bias in the layer's own dtype. `fits(linear)` must hold."""
+    activations, scales, zeros and bias in the layer's own dtype. `fits(linear)` must hold.
+    `many_rows`, where given, computes the same product for inputs of `MANY_ROWS` rows or
+    more (the module's note): a layer taking and giving float32, its bias its own."""
 
-    def __init__(self, linear: nn.Linear):
+    def __init__(self, linear: nn.Linear, many_rows: nn.Module | None = None):
         super().__init__()
         weight = linear.weight.detach()
         rows, inputs = weight.shape
@@ -85,9 +105,12 @@ class Int4WeightOnlyLinear(nn.Module):
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach())
         self.in_features = linear.in_features
         self.out_features = linear.out_features
+        self.many_rows = many_rows
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
+        if self.many_rows is not None and rows.shape[0] >= MANY_ROWS:
+            return self.many_rows(x.float()).to(x.dtype)
         out = torch.ops.aten._weight_int4pack_mm_for_cpu(
             rows, self.weight, GROUP_SIZE, self.scales_and_zeros.to(x.dtype)
         )

@@ -13,9 +13,10 @@ The precisions on a CPU (their figures: docs/benchmarks.md, "The assistant's pre
 - "int8-wo", int8 weights only with bf16 activations (`_weight_int8pack_mm`): slow with fp32
   activations, so it is no default for CPUs without native bf16.
 - "int4-wo", 4-bit weights in groups of 64 (`assisted.models.int4`): what "auto" drafts in on
-  a CPU where the pair runs in bf16, as fast as "int8" with half its weights, and, its
-  activations never quantized per pass, the oracle's hindsight reproduces more of its
-  drafting steps. `python -m assisted.lab.precisions` compares them.
+  a CPU where the pair runs in bf16, as fast as "int8" from half its weights, and, its
+  drafting activations never quantized per pass, the oracle's hindsight reproduces more of
+  its drafting steps. It reads the context through a dynamic int8 copy of its layers,
+  where the int4 kernel is slowest. `python -m assisted.lab.precisions` compares them.
 """
 
 from __future__ import annotations
@@ -93,10 +94,21 @@ def quantize_int4_weight_only(model: nn.Module, consume: bool = False) -> nn.Mod
     A layer whose shape the int4 kernel refuses (`int4.fits`: output features a multiple
     of 16, input features of 64) becomes an int8 weight-only layer instead, so the copy is
     weight-only throughout and runs in one activation dtype. The embedded 0.5B has none
-    (its sizes are multiples of 128); a vocabulary of 300, as in a test, does."""
+    (its sizes are multiples of 128); a vocabulary of 300, as in a test, does.
+
+    Each int4 layer but the output layer keeps a dynamic int8 copy for reading many rows
+    (`assisted.models.int4`'s note): the output layer sees one row whatever the input,
+    since the drafters keep only the last position's logits."""
     quantized = _structure(model)
+    output_layer = getattr(quantized, "get_output_embeddings", None)
+    output = output_layer() if output_layer is not None else None
     for parent, name, linear in _linears(quantized, model if consume else None):
-        layer = Int4WeightOnlyLinear(linear) if fits(linear) else Int8WeightOnlyLinear(linear)
+        if not fits(linear):
+            layer: nn.Module = Int8WeightOnlyLinear(linear)
+        elif linear is output:
+            layer = Int4WeightOnlyLinear(linear)
+        else:
+            layer = Int4WeightOnlyLinear(linear, many_rows=_dynamic_int8(linear))
         setattr(parent, name, layer)
     return quantized.eval()
 

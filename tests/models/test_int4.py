@@ -1,6 +1,7 @@
 """The 4-bit weight-only assistant ("int4-wo"): the layer computes what its dequantized
 weights do (pinning the torch kernels' format), its weights take about a quarter of bf16's
-bytes, and a tiny model's int4 copy drafts (losslessness is in test_quantize)."""
+bytes, many rows read through its int8 copy, and a tiny model's int4 copy drafts
+(losslessness is in test_quantize)."""
 
 from __future__ import annotations
 
@@ -82,9 +83,31 @@ def test_the_weights_take_about_a_quarter_of_bf16_s_bytes():
     assert ratio == pytest.approx(9 / 32)
 
 
+def test_many_rows_read_through_the_int8_copy_and_fewer_through_the_int4_kernel():
+    linear = _linear(256, 192, torch.bfloat16)
+    (layer,) = quantize.quantized_copy(nn.Sequential(linear), "int4-wo")
+    assert layer.many_rows is not None
+    alone = int4.Int4WeightOnlyLinear(linear)
+    torch.manual_seed(1)
+    with torch.inference_mode():
+        for rows in range(1, int4.MANY_ROWS):
+            x = torch.randn(1, rows, 256).to(torch.bfloat16)
+            assert torch.equal(layer(x), alone(x)), rows
+        x = torch.randn(1, int4.MANY_ROWS, 256).to(torch.bfloat16)
+        got = layer(x)
+        assert got.dtype == torch.bfloat16 and got.shape == (1, int4.MANY_ROWS, 192)
+        assert torch.equal(got, layer.many_rows(x.float()).to(torch.bfloat16))
+        assert not torch.equal(got, alone(x))
+        # Per-tensor int8 weights and activations: within a few percent of the float product.
+        expected = nn.functional.linear(x.float(), linear.weight.float(), linear.bias.float())
+        assert (got.float() - expected).abs().max() < 0.05 * expected.abs().max()
+
+
 def test_a_tiny_model_s_int4_copy_computes_what_its_dequantized_weights_do_and_generates(
-    tiny_dirs,
+    tiny_dirs, monkeypatch
 ):
+    # The int4 kernel's product, at every number of rows: the int8 copies are the test above's.
+    monkeypatch.setattr(int4, "MANY_ROWS", 10**9)
     model = AutoModelForCausalLM.from_pretrained(tiny_dirs["other"]).eval()
     quantized = quantize.quantized_copy(model, "int4-wo")
     layers = dict(quantized.named_modules())
@@ -106,14 +129,23 @@ def test_a_tiny_model_s_int4_copy_computes_what_its_dequantized_weights_do_and_g
     assert out.shape == (1, 13)
 
 
-def test_a_bf16_model_s_int4_copy_holds_about_a_quarter_of_its_linear_bytes(tiny_dirs):
+def test_a_bf16_model_s_int4_copy_drafts_from_about_a_quarter_of_its_linear_bytes(tiny_dirs):
     model = AutoModelForCausalLM.from_pretrained(tiny_dirs["other"], dtype=torch.bfloat16)
-    layers = dict(quantize.quantized_copy(model, "int4-wo").named_modules())
+    quantized = quantize.quantized_copy(model, "int4-wo")
+    layers = dict(quantized.named_modules())
+    output = quantized.get_output_embeddings()
     linears = [(n, m) for n, m in model.named_modules() if type(m) is nn.Linear]
     assert linears
     for name, linear in linears:
-        ratio = quantize.weights_bytes(layers[name]) / quantize.weights_bytes(linear)
+        layer, bf16_bytes = layers[name], quantize.weights_bytes(linear)
+        # The output layer reads one row whatever the input (the drafters keep the last
+        # position's logits): it needs no copy for many rows; every other layer has one.
+        assert (layer.many_rows is None) == (layer is output), name
+        read = quantize.weights_bytes(layer.many_rows) if layer.many_rows is not None else 0
+        ratio = (quantize.weights_bytes(layer) - read) / bf16_bytes
         assert 0.25 < ratio < 0.3, name  # 9/32, and a bias, where there is one, in bf16
+        if layer.many_rows is not None:
+            assert 0.5 <= read / bf16_bytes < 0.6, name  # a byte a weight, a float32 bias
 
 
 def test_a_layer_the_kernel_refuses_becomes_int8_weight_only():
