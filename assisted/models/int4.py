@@ -13,13 +13,13 @@ so its time grows with the rows: on a 2-core AMD EPYC with AVX512-BF16, one 896 
 layer took 0.14 ms for one row and 8.1 ms for 151, where bf16's GEMM took 4.0 ms and
 fbgemm's dynamic int8 2.4 ms. An assistant reads many rows before it drafts: the whole
 context before its first draft, and the tokens of the steps it skipped before a catch-up.
-Read in int4, the 0.5B took 4.8–5.3 ms a context token, against 1.8–2.4 ms in int8, a
-second of a 231-token passage's 5 s run. So a layer may keep a second copy of its weights
-for inputs of `MANY_ROWS` rows or more (`many_rows`: fbgemm's dynamic int8 layer,
-`assisted.models.quantize`): the read then costs what the int8 assistant's does, and
-drafting, one row at a time, what int4's does. The copy is what the read costs in memory
-(docs/space.md#memory); the target verifies every candidate either way, so which copy read
-the context moves the drafts, never the output.
+Read in int4, the 0.5B took 4.8–5.3 ms a context token, against 1.8–2.4 ms in int8: 1.1 s
+of a 231-token passage's 5 s run, where int8 read it in 0.4 s. So a layer may keep a
+second copy of its weights for inputs of `MANY_ROWS` rows or more (`many_rows`: fbgemm's
+dynamic int8 layer, `assisted.models.quantize`): the read then costs what the int8
+assistant's does, and drafting, one row at a time, what int4's does. The copy is what the
+read costs in memory (docs/space.md#memory); the target verifies every candidate either
+way, so which copy read the context moves the drafts, never the output.
 
 The format, as torch 2.13's CPU kernels take it (tested against a dequantized reference):
 - weights in groups of `GROUP_SIZE` along the input dimension; each group has a scale s

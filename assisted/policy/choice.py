@@ -32,16 +32,19 @@ high: the read buys a look at it, so it is weighed as a probe's (`_first_read_va
 the prior's acceptances (uniform, as `assisted.policy.acceptance`'s Beta(1, 1)): the saving
 the assistant's drafting would bring counts only at the acceptances where it would pay at
 all, and where it would not, its first draft's step is lost before it stops. A 20-token
-answer after a 700-token passage (a read of about 4 s for the int4 assistant on a 2-core
-CPU, more than plain decoding spends on the answer) thus ends before the assistant starts,
-drafting from prompt-lookup matches or not at all, while a long answer after a short prompt
-starts at once. An earlier version also waited, once the read could pay, until the time it
-would have saved on the tokens committed so far reached half the read's cost (a ski-rental
-rule, for an answer length nobody models): replayed offline on the benchmark's recorded runs
-(`python -m assisted.lab.policy_fit`), starting on the estimate alone came nearer the oracle
-(1.63x modelled against 1.61x, 77% of the oracle's speed against 76%), and in the
-shoot-out the wait spent one or two plain steps where γ = 8 drafted at once
-(docs/auto-policy.md).
+answer after a 700-token passage (a read of about 4 s at 6 ms a token, what the int4 kernel
+alone took on a 2-core CPU: more than plain decoding spends on the answer) thus ends before
+the assistant starts, drafting from prompt-lookup matches or not at all, while a long answer
+after a short prompt starts at once. The answer length it expects is the pair's, not the
+prompt's: a long passage with a 4-token answer, asked after prompts whose answers ran to 128
+tokens, starts the assistant on a 1.2 s read it never repays (a read that cheap since the
+int4 assistant reads through int8 copies: docs/lab-notes.md). An earlier version also
+waited, once the read could pay, until the time it would have saved on the tokens committed
+so far reached half the read's cost (a ski-rental rule, for an answer length nobody models):
+replayed offline on the benchmark's recorded runs (`python -m assisted.lab.policy_fit`),
+starting on the estimate alone came nearer the oracle (1.63x modelled against 1.61x, 77% of
+the oracle's speed against 76%), and in the shoot-out the wait spent one or two plain steps
+where γ = 8 drafted at once (docs/auto-policy.md).
 
 Resuming the assistant after steps it skipped is the same bet on a smaller read: the tokens of
 those steps (its catch-up). It resumes only where drafting can repay that read over the

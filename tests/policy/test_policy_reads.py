@@ -32,8 +32,8 @@ PROMPT = 700  # a long passage
 
 def cpu_pair(prefill_s: float = 0.007) -> DraftPolicy:
     """A bf16 CPU's costs: a flat T(k), an int4 assistant at 30 ms a token that reads a
-    prompt at 7 ms a token (measured on the embedded pair), and an assistant the target
-    mostly agrees with."""
+    prompt at 7 ms a token (measured on the embedded pair, before its layers read through
+    int8 copies: a dear read), and an assistant the target mostly agrees with."""
     verify_s = {k: T1 + 0.002 * k for k in range(1, CAP + 2)}
     p = DraftPolicy(CAP, verify_s, {A: 0.030, L: 0.0}, A, prefill_s)
     p.acceptance.estimates[A, False, 0] = Acceptance(
