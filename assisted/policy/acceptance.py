@@ -19,6 +19,16 @@ other prompts only makes a run's drafts depend on what ran before it. On the ben
 long passages, the matches of a runbook (89% kept) made the next passage's first matches
 draft 7 candidates at an estimated 4.1 tokens, which kept 5 of 35 (docs/auto-policy.md).
 
+An assistant model's draft may end short of the γ the policy chose: after a token it is
+unsure of (the confidence and cumulative thresholds), or an end of sequence. `DraftEnds`
+keeps, per position, how often its drafts in this run went on past it, so that a step's
+E(γ) counts only candidates it is likely to draft, and its cost (`assisted.policy.choice`)
+only the drafting and the rows of verification it is likely to pay for. Priced at the full
+γ, the assistant's steps over the benchmark's 24 examples were expected to cost 0.56–0.62 s
+a category and commit 2.9–5.0 tokens where they took 0.34–0.45 s and committed 2.0–4.5:
+1383 of its 1598 drafts ended short of their γ, 76% after 1 to 3 candidates
+(docs/auto-policy.md).
+
 A lookup source that knows how long its match is (`assisted.engine.drafters.lookup`) keeps its
 estimates by that length too (`match_bucket`): a suffix that matched 8 tokens of the context is
 likelier to continue as it did than one that matched 2.
@@ -29,7 +39,7 @@ No torch here: counts in, expectations out.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from assisted.core.drafters import DrafterKind
 
@@ -67,17 +77,38 @@ class Acceptance:
                 self.accepted[i] = accepted[i] * scale
                 self.tried[i] = tried[i] * scale
 
-    def expected_tokens(self, gamma: int, optimistic: bool = False, prior: float = 0.5) -> float:
-        """E(γ) from the posterior means; `optimistic` takes each position's mean plus one
-        standard deviation, so that little evidence reads as a reason to try.
+    def expected_tokens(
+        self,
+        gamma: int,
+        optimistic: bool = False,
+        prior: float = 0.5,
+        goes_on: Sequence[float] | None = None,
+    ) -> float:
+        """E(γ) from the posterior means (`expected_tokens_by_length`)."""
+        if gamma == 0:
+            return 1.0
+        return self.expected_tokens_by_length(gamma, optimistic, prior, goes_on)[-1]
+
+    def expected_tokens_by_length(
+        self,
+        most: int,
+        optimistic: bool = False,
+        prior: float = 0.5,
+        goes_on: Sequence[float] | None = None,
+    ) -> list[float]:
+        """E(γ) for γ = 1 … `most` from the posterior means; `optimistic` takes each
+        position's mean plus one standard deviation, so that little evidence reads as a
+        reason to try. Where the draft may end short of γ, `goes_on[i]` is the chance that
+        it goes on past candidate i + 1 (`DraftEnds`): a candidate never drafted is never
+        accepted.
 
         Each position's prior is the estimate of the position before it (the first one's
         is `prior`, Beta(1, 1)'s 1/2 unless the caller knows better): a position rarely
         verified, because drafts seldom reach it, reads as "like the one before" rather
         than as a coin flip, so that a well-accepted drafter is tried at longer lengths and
         learns how far its drafts hold."""
-        tokens, reach = 1.0, 1.0
-        for i in range(gamma):
+        by_length, tokens, reach = [], 1.0, 1.0
+        for i in range(most):
             n = self.tried[i] + PRIOR_WEIGHT
             mean = (self.accepted[i] + PRIOR_WEIGHT * prior) / n
             prior = mean
@@ -85,7 +116,10 @@ class Acceptance:
                 mean = min(1.0, mean + math.sqrt(mean * (1 - mean) / (n + 1)))
             reach *= mean
             tokens += reach
-        return tokens
+            by_length.append(tokens)
+            if goes_on is not None:
+                reach *= goes_on[i]  # on to candidate i + 2, if γ lets it
+        return by_length
 
     def observe(self, drafted: int, accepted: int) -> None:
         """A step verified `drafted` candidates and accepted the first `accepted`."""
@@ -142,6 +176,18 @@ class AcceptanceModel:
         (`bucket_prior`)."""
         return self.current(source).expected_tokens(gamma, optimistic, self.bucket_prior(source))
 
+    def expected_tokens_by_length(
+        self,
+        source: DrafterKind,
+        most: int,
+        optimistic: bool = False,
+        goes_on: Sequence[float] | None = None,
+    ) -> list[float]:
+        """E(γ) for γ = 1 … `most` of `source`'s next step, as `expected_tokens`, its
+        draft going on past each candidate by `goes_on` (`DraftEnds`; None: to γ)."""
+        prior = self.bucket_prior(source)
+        return self.current(source).expected_tokens_by_length(most, optimistic, prior, goes_on)
+
     def bucket_prior(self, source: DrafterKind) -> float:
         """The prior of the first position of `source`'s estimate on offer: where it has a
         match bucket, what the run's other buckets of that source, in the same streak state,
@@ -188,3 +234,35 @@ class AcceptanceModel:
             if key[0] in CARRIED
         )
         return counts
+
+
+class DraftEnds:
+    """How far an assistant model's drafts run in this run before they end short of the γ
+    asked (the module's note): per draft position, decayed counts of the drafts that
+    reached it and of those that went on past it."""
+
+    def __init__(self, cap: int):
+        self.went_on = [0.0] * cap
+        self.reached = [0.0] * cap
+
+    def observe(self, asked: int, drafted: int) -> None:
+        """A step asked for `asked` candidates and the draft gave `drafted`."""
+        for i in range(len(self.reached)):
+            self.went_on[i] *= DECAY
+            self.reached[i] *= DECAY
+        # A draft that stopped at γ says nothing of whether it would have gone on.
+        for i in range(min(drafted, asked, len(self.reached))):
+            went_on = i + 1 < drafted
+            if went_on or drafted < asked:
+                self.reached[i] += 1.0
+                self.went_on[i] += 1.0 if went_on else 0.0
+
+    def goes_on(self) -> list[float]:
+        """Per position i, the chance a draft that reached candidate i + 1 goes on past
+        it: smoothed counts, each position's prior the estimate of the one before, the
+        first's 1 (with no evidence, a draft runs to its γ)."""
+        chances, prior = [], 1.0
+        for went_on, reached in zip(self.went_on, self.reached, strict=True):
+            prior = (went_on + PRIOR_WEIGHT * prior) / (reached + PRIOR_WEIGHT)
+            chances.append(prior)
+        return chances

@@ -8,6 +8,10 @@ to a cap. It weighs two models, each in its own module:
 - `assisted.policy.acceptance`: E(γ), the tokens a step of a source can expect to commit;
 - `assisted.policy.costs`: cost(γ), the seconds such a step takes (γ = 0 costs T(1), yields 1).
 
+An assistant model's draft may end short of γ, where it is unsure of a token: γ is then a
+cap, and a step is priced where its draft can be expected to end (`DraftEnds`, learnt from
+the run's own drafts), each length it may end at with its own drafting and rows, not at γ.
+
 It chooses the source and γ that maximise E(γ) / cost(γ), E taken optimistically (each
 candidate's acceptance one standard deviation above its estimate: a source seldom tried
 gets tried, and one with much evidence is taken at its word). A prompt-lookup match's draft
@@ -93,7 +97,12 @@ from dataclasses import dataclass, replace
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
-from assisted.policy.acceptance import Acceptance, AcceptanceCounts, AcceptanceModel
+from assisted.policy.acceptance import (
+    Acceptance,
+    AcceptanceCounts,
+    AcceptanceModel,
+    DraftEnds,
+)
 from assisted.policy.answers import Answer, expected_tokens_left
 from assisted.policy.costs import CostModel
 
@@ -134,9 +143,10 @@ PLAIN = Choice(None, 0)
 class Expectation:
     """What the policy expected of its choice when it made it, before the step ran: the
     tokens the step would commit (E(γ) from the acceptance estimates as they stood, not the
-    optimistic E that chose it; 1 for a plain step), the seconds it would take (cost(γ),
-    with a catch-up, the call overhead and, where the choice starts the assistant model,
-    its prefill of the context), and the seconds a plain step would have taken then, T(1).
+    optimistic E that chose it; 1 for a plain step), the seconds it would take (cost(γ)
+    where the draft can be expected to end, with a catch-up, the call overhead and, where
+    the choice starts the assistant model, its prefill of the context), and the seconds a
+    plain step would have taken then, T(1).
     `assisted.analysis.stats` sums them into the policy's predicted speedup."""
 
     expected_tokens: float
@@ -192,6 +202,7 @@ class DraftPolicy:
         self.cap = cap
         self.costs = CostModel(cap, verify_s, drafter_s, model_source, prefill_s, draft_shape)
         self.acceptance = AcceptanceModel(cap, drafter_s, history)
+        self.ends = DraftEnds(cap)  # where the model source's drafts end short of γ
         self.model_source = model_source
         self.started = False  # the model source has drafted, so it has a cache
         self.behind = False  # ... and the step before did not use it
@@ -231,13 +242,12 @@ class DraftPolicy:
         choice = PLAIN
         for source, most in offers.items():
             # A lookup match's draft must pay at its estimate (the module's note).
-            lengths = [
-                g for g in range(1, most + 1) if source == model or self.rate(source, g) > plain
-            ]
-            for gamma in lengths:
-                rate = self.rate(source, gamma, optimistic=True)
-                if rate > best:
-                    choice, best = self._choice(source, gamma), rate
+            estimates = self.steps(source, most) if source != model else None
+            for gamma, (tokens, seconds) in enumerate(self.steps(source, most, True), 1):
+                if estimates and estimates[gamma - 1][0] / estimates[gamma - 1][1] <= plain:
+                    continue
+                if tokens / seconds > best:
+                    choice, best = self._choice(source, gamma), tokens / seconds
         # A probe informs the steps after it: with fewer left than a run of plain steps
         # before the next probe, what it would learn cannot repay it.
         probing = tokens_left > PROBE_AFTER
@@ -269,20 +279,46 @@ class DraftPolicy:
         `steady` rate leaves out any catch-up the next step needs."""
         if source is None or gamma == 0:
             return 1.0 / self.costs.cost_s(None, 0)
-        tokens = self.acceptance.expected_tokens(source, gamma, optimistic)
-        seconds = self.costs.cost_s(source, gamma) if steady else self.cost_s(source, gamma)
+        tokens, seconds = self.steps(source, gamma, optimistic, steady)[-1]
         return tokens / seconds
 
     def best(
         self, source: DrafterKind, most: int, optimistic: bool = False, steady: bool = False
     ) -> tuple[int, float]:
         """The γ in 1 … `most` with the highest rate for `source`, and that rate."""
-        rates = ((g, self.rate(source, g, optimistic, steady)) for g in range(1, most + 1))
+        steps = self.steps(source, most, optimistic, steady)
+        rates = ((g, tokens / seconds) for g, (tokens, seconds) in enumerate(steps, 1))
         return max(rates, key=lambda pair: pair[1])
 
     def cost_s(self, source: DrafterKind | None, gamma: int) -> float:
         """cost(γ) of the next step, a catch-up included where `source` needs one."""
         return self.costs.cost_s(source, gamma, catch_up=self._catches_up(source))
+
+    def steps(
+        self, source: DrafterKind, most: int, optimistic: bool = False, steady: bool = False
+    ) -> list[tuple[float, float]]:
+        """E(γ) and the expected seconds of a step where `source` drafts up to γ candidates,
+        for γ = 1 … `most`: the model source's draft may end short of γ (`DraftEnds`), each
+        length it may end at costing its own drafting and rows; a `steady` step leaves out
+        any catch-up."""
+
+        def seconds(drafted: int) -> float:
+            if steady:
+                return self.costs.cost_s(source, drafted)
+            return self.cost_s(source, drafted)
+
+        if source != self.model_source:
+            tokens = self.acceptance.expected_tokens_by_length(source, most, optimistic)
+            return [(tokens[g - 1], seconds(g)) for g in range(1, most + 1)]
+        goes_on = self.ends.goes_on()
+        tokens = self.acceptance.expected_tokens_by_length(source, most, optimistic, goes_on)
+        found, ended_s, reach = [], 0.0, 1.0  # ended_s: the drafts that end before γ
+        for gamma in range(1, most + 1):
+            cost = seconds(gamma)
+            found.append((tokens[gamma - 1], ended_s + reach * cost))
+            ended_s += reach * (1.0 - goes_on[gamma - 1]) * cost
+            reach *= goes_on[gamma - 1]
+        return found
 
     def _catches_up(self, source: DrafterKind | None) -> bool:
         """Whether `source` must first read the tokens of the steps it skipped."""
@@ -375,10 +411,9 @@ class DraftPolicy:
         plain_s = self.costs.cost_s(None, 0)
         if choice.source is None or choice.gamma == 0:
             return Expectation(1.0, plain_s, plain_s)
-        seconds = self.cost_s(choice.source, choice.gamma)
+        tokens, seconds = self.steps(choice.source, choice.gamma)[-1]
         if choice.prefill:
             seconds += self.costs.read_s(self.context)
-        tokens = self.acceptance.expected_tokens(choice.source, choice.gamma)
         return Expectation(tokens, seconds, plain_s)
 
     def _choice(self, source: DrafterKind, gamma: int) -> Choice:
@@ -397,6 +432,8 @@ class DraftPolicy:
         self.committed += accepted + 1
         if source is not None and drafted:
             self.acceptance.observe(source, drafted, accepted)
+        if source is not None and source == self.model_source and drafted:
+            self.ends.observe(self.choice.gamma, drafted)
         if source is not None and source == self.model_source:
             self.started, self.behind = True, False
             # Its cache holds the context and the candidates the step accepted.

@@ -9,7 +9,7 @@ import pytest
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
 from assisted.lab.policy_bookkeeping import measure_bookkeeping_s
-from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel
+from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel, DraftEnds
 from assisted.policy.answers import expected_tokens_left
 from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy, Expectation
 
@@ -412,3 +412,34 @@ def test_a_draft_timed_by_length_is_priced_and_refined_at_its_own_length():
     # The median of 1, 2, 2, 2 ms and the prior's two 1 ms: 1.5 ms a token at the longest.
     for gamma in (1, 2, 3):
         assert p.costs.drafting_s(A, gamma) == pytest.approx(1.5 * per_token[gamma] * gamma)
+
+
+def test_a_draft_that_reached_its_gamma_says_nothing_of_where_drafts_end():
+    ends = DraftEnds(CAP)
+    for _ in range(20):
+        ends.observe(asked=3, drafted=3)  # went on past 1 and 2; past 3, unknown
+    assert ends.goes_on() == [1.0] * CAP
+    for _ in range(100):
+        ends.observe(asked=CAP, drafted=2)  # ended short: went on past 1, not past 2
+    goes_on = ends.goes_on()
+    assert goes_on[0] == 1.0 and goes_on[1] < 0.1
+    assert goes_on[2] == pytest.approx(goes_on[1])  # never reached: like the one before
+
+
+def test_a_step_is_priced_where_its_draft_can_be_expected_to_end_not_at_its_gamma():
+    rising = {k: 0.020 + 0.004 * k for k in range(1, CAP + 2)}  # each row a fifth of a step
+    p = policy(rising, drafter_s=0.002)
+    for _ in range(50):  # the assistant's drafts end after 2 candidates, both accepted
+        p.choice = Choice(A, CAP)
+        p.observe(2, 2)
+    # Asking for 8 buys the 2 it drafts at about their price, not 8 candidates' rows.
+    assert p.rate(A, CAP) == pytest.approx(p.rate(A, 2), rel=0.1)
+    assert p.rate(A, CAP) > 1.5 * (3 / p.cost_s(A, CAP))
+    p.choose(ROOM, **FAR)
+    assert p.cost_s(A, 2) <= p.expected.expected_s < 1.1 * p.cost_s(A, 2)
+    assert 2.9 < p.expected.expected_tokens < 3.1  # the two it drafts and the target's own
+    # Drafts that run to their γ are priced at it, as before any evidence.
+    q = policy(rising, drafter_s=0.002)
+    teach(q, accepted=CAP)
+    tokens = q.acceptance.expected_tokens(A, CAP)
+    assert q.rate(A, CAP) == pytest.approx(tokens / q.cost_s(A, CAP))
