@@ -77,17 +77,11 @@ class Acceptance:
                 self.accepted[i] = accepted[i] * scale
                 self.tried[i] = tried[i] * scale
 
-    def expected_tokens(
-        self,
-        gamma: int,
-        optimistic: bool = False,
-        prior: float = 0.5,
-        goes_on: Sequence[float] | None = None,
-    ) -> float:
-        """E(γ) from the posterior means (`expected_tokens_by_length`)."""
+    def expected_tokens(self, gamma: int, optimistic: bool = False, prior: float = 0.5) -> float:
+        """E(γ) from the posterior means, drafts running to γ (`expected_tokens_by_length`)."""
         if gamma == 0:
             return 1.0
-        return self.expected_tokens_by_length(gamma, optimistic, prior, goes_on)[-1]
+        return self.expected_tokens_by_length(gamma, optimistic, prior)[-1]
 
     def expected_tokens_by_length(
         self,
