@@ -260,3 +260,15 @@ class DraftEnds:
             prior = (went_on + PRIOR_WEIGHT * prior) / (reached + PRIOR_WEIGHT)
             chances.append(prior)
         return chances
+
+    def expected_s(self, costs: Sequence[float]) -> list[float]:
+        """For γ = 1 … len(`costs`), the expected seconds of a step asking for γ candidates,
+        where a draft of d candidates costs `costs[d - 1]`: each length the draft may end
+        at, at its own cost."""
+        goes_on = self.goes_on()
+        found, ended_s, reach = [], 0.0, 1.0  # ended_s: the drafts that end before γ
+        for gamma, cost in enumerate(costs, 1):
+            found.append(ended_s + reach * cost)
+            ended_s += reach * (1.0 - goes_on[gamma - 1]) * cost
+            reach *= goes_on[gamma - 1]
+        return found

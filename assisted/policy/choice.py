@@ -35,20 +35,13 @@ dear read comes out of the same estimate. Nor does that bet rest on its acceptan
 high: the read buys a look at it, so it is weighed as a probe's (`_first_read_value`), over
 the prior's acceptances (uniform, as `assisted.policy.acceptance`'s Beta(1, 1)): the saving
 the assistant's drafting would bring counts only at the acceptances where it would pay at
-all, and where it would not, its first draft's step is lost before it stops. A 20-token
-answer after a 700-token passage (a read of about 4 s at 6 ms a token, what the int4 kernel
-alone took on a 2-core CPU: more than plain decoding spends on the answer) thus ends before
-the assistant starts, drafting from prompt-lookup matches or not at all, while a long answer
-after a short prompt starts at once. The answer length it expects is the pair's, not the
-prompt's: a long passage with a 4-token answer, asked after prompts whose answers ran to 128
-tokens, starts the assistant on a 1.2 s read it never repays (a read that cheap since the
-int4 assistant reads through int8 copies: docs/lab-notes.md). An earlier version also
-waited, once the read could pay, until the time it would have saved on the tokens committed
-so far reached half the read's cost (a ski-rental rule, for an answer length nobody models):
-replayed offline on the benchmark's recorded runs (`python -m assisted.lab.policy_fit`),
-starting on the estimate alone came nearer the oracle (1.63x modelled against 1.61x, 77% of
-the oracle's speed against 76%), and in the shoot-out the wait spent one or two plain steps
-where γ = 8 drafted at once (docs/auto-policy.md).
+all, and where it would not, its first draft's step is lost before it stops. A short
+answer after a dear read thus ends before the assistant starts, while a long answer after
+a short prompt starts at once. The answer length it expects is the pair's, not the
+prompt's: a passage's 4-token answer, asked after prompts whose answers ran to 128 tokens,
+starts the assistant on a read it never repays; neither a wait for half the read (a
+ski-rental rule, once the policy's) nor answers weighed by their prompts' length did better
+without knowing the answer's length (docs/lab-notes.md, docs/auto-policy.md).
 
 Resuming the assistant after steps it skipped is the same bet on a smaller read: the tokens of
 those steps (its catch-up). It resumes only where drafting can repay that read over the
@@ -84,9 +77,7 @@ and a plain step's seconds then); summed over the run's steps, these are its own
 of the speedup (`assisted.analysis.stats`), where the single α and γ of Leviathan et al.'s
 model mean nothing: a step may draft from either source, or not at all.
 
-Its bookkeeping is small against any step: `python -m assisted.policy.choice` times it
-(`measure_bookkeeping_s`; docs/auto-policy.md).
-
+Its bookkeeping per step: `python -m assisted.lab.policy_bookkeeping` (docs/auto-policy.md).
 No torch here: numbers in, a choice out.
 """
 
@@ -97,12 +88,7 @@ from dataclasses import dataclass, replace
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
-from assisted.policy.acceptance import (
-    Acceptance,
-    AcceptanceCounts,
-    AcceptanceModel,
-    DraftEnds,
-)
+from assisted.policy.acceptance import Acceptance, AcceptanceCounts, AcceptanceModel, DraftEnds
 from assisted.policy.answers import Answer, expected_tokens_left
 from assisted.policy.costs import CostModel
 
@@ -301,24 +287,13 @@ class DraftPolicy:
         for γ = 1 … `most`: the model source's draft may end short of γ (`DraftEnds`), each
         length it may end at costing its own drafting and rows; a `steady` step leaves out
         any catch-up."""
-
-        def seconds(drafted: int) -> float:
-            if steady:
-                return self.costs.cost_s(source, drafted)
-            return self.cost_s(source, drafted)
-
-        if source != self.model_source:
-            tokens = self.acceptance.expected_tokens_by_length(source, most, optimistic)
-            return [(tokens[g - 1], seconds(g)) for g in range(1, most + 1)]
-        goes_on = self.ends.goes_on()
+        price = self.costs.cost_s if steady else self.cost_s
+        seconds = [price(source, drafted) for drafted in range(1, most + 1)]
+        goes_on = self.ends.goes_on() if source == self.model_source else None
         tokens = self.acceptance.expected_tokens_by_length(source, most, optimistic, goes_on)
-        found, ended_s, reach = [], 0.0, 1.0  # ended_s: the drafts that end before γ
-        for gamma in range(1, most + 1):
-            cost = seconds(gamma)
-            found.append((tokens[gamma - 1], ended_s + reach * cost))
-            ended_s += reach * (1.0 - goes_on[gamma - 1]) * cost
-            reach *= goes_on[gamma - 1]
-        return found
+        if goes_on is None:
+            return list(zip(tokens, seconds, strict=True))
+        return list(zip(tokens, self.ends.expected_s(seconds), strict=True))
 
     def _catches_up(self, source: DrafterKind | None) -> bool:
         """Whether `source` must first read the tokens of the steps it skipped."""
