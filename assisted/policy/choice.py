@@ -407,9 +407,9 @@ class DraftPolicy:
         self.committed += accepted + 1
         if source is not None and drafted:
             self.acceptance.observe(source, drafted, accepted)
-        if source is not None and source == self.model_source and drafted:
-            self.ends.observe(self.choice.gamma, drafted)
         if source is not None and source == self.model_source:
+            if drafted:
+                self.ends.observe(self.choice.gamma, drafted)
             self.started, self.behind = True, False
             # Its cache holds the context and the candidates the step accepted.
             self.seen = self.context + accepted
