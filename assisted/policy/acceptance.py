@@ -22,12 +22,16 @@ draft 7 candidates at an estimated 4.1 tokens, which kept 5 of 35 (docs/auto-pol
 An assistant model's draft may end short of the γ the policy chose: after a token it is
 unsure of (the confidence and cumulative thresholds), or an end of sequence. `DraftEnds`
 keeps, per position, how often its drafts in this run went on past it, so that a step's
-E(γ) counts only candidates it is likely to draft, and its cost (`assisted.policy.choice`)
-only the drafting and the rows of verification it is likely to pay for. Priced at the full
-γ, the assistant's steps over the benchmark's 24 examples were expected to cost 0.56–0.62 s
-a category and commit 2.9–5.0 tokens where they took 0.34–0.45 s and committed 2.0–4.5:
-1383 of its 1598 drafts ended short of their γ, 76% after 1 to 3 candidates
-(docs/auto-policy.md).
+cost (`assisted.policy.choice`) counts only the drafting and the rows of verification it
+is likely to pay for. Priced at the full γ, the assistant's steps over the benchmark's 24
+examples were expected to cost 0.56–0.62 s a category where they took 0.34–0.45 s: 1383 of
+its 1598 drafts ended short of their γ, 76% after 1 to 3 candidates (docs/auto-policy.md).
+Its E(γ) needs no such factor: a draft that ended short with every candidate kept counts
+as a rejection at the position after its last (`Acceptance.observe`'s `asked`), so each
+position's estimate is the chance that a candidate is drafted and kept. The two chances
+are not independent (a draft goes on where the assistant is sure, which is where the
+target agrees): multiplied, they counted each unsure candidate twice, and priced the
+assistant's steps at 2.50 tokens where they committed 3.12 (docs/lab-notes.md).
 
 A lookup source that knows how long its match is (`assisted.engine.drafters.lookup`) keeps its
 estimates by that length too (`match_bucket`): a suffix that matched 8 tokens of the context is
@@ -78,23 +82,17 @@ class Acceptance:
                 self.tried[i] = tried[i] * scale
 
     def expected_tokens(self, gamma: int, optimistic: bool = False, prior: float = 0.5) -> float:
-        """E(γ) from the posterior means, drafts running to γ (`expected_tokens_by_length`)."""
+        """E(γ) from the posterior means (`expected_tokens_by_length`)."""
         if gamma == 0:
             return 1.0
         return self.expected_tokens_by_length(gamma, optimistic, prior)[-1]
 
     def expected_tokens_by_length(
-        self,
-        most: int,
-        optimistic: bool = False,
-        prior: float = 0.5,
-        goes_on: Sequence[float] | None = None,
+        self, most: int, optimistic: bool = False, prior: float = 0.5
     ) -> list[float]:
         """E(γ) for γ = 1 … `most` from the posterior means; `optimistic` takes each
         position's mean plus one standard deviation, so that little evidence reads as a
-        reason to try. Where the draft may end short of γ, `goes_on[i]` is the chance that
-        it goes on past candidate i + 1 (`DraftEnds`): a candidate never drafted is never
-        accepted.
+        reason to try.
 
         Each position's prior is the estimate of the position before it (the first one's
         is `prior`, Beta(1, 1)'s 1/2 unless the caller knows better): a position rarely
@@ -111,17 +109,18 @@ class Acceptance:
             reach *= mean
             tokens += reach
             by_length.append(tokens)
-            if goes_on is not None:
-                reach *= goes_on[i]  # on to candidate i + 2, if γ lets it
         return by_length
 
-    def observe(self, drafted: int, accepted: int) -> None:
-        """A step verified `drafted` candidates and accepted the first `accepted`."""
+    def observe(self, drafted: int, accepted: int, asked: int | None = None) -> None:
+        """A step verified `drafted` candidates and accepted the first `accepted`. Where it
+        `asked` for more than were drafted (a draft that ended short), the candidate after
+        the last one drafted counts as not accepted: the estimate is then the chance that a
+        candidate is drafted and kept (the module's note)."""
         for i in range(len(self.tried)):
             self.accepted[i] *= DECAY
             self.tried[i] *= DECAY
         # Positions past the first rejection tell nothing: they were conditional on it.
-        for i in range(min(accepted + 1, drafted, len(self.tried))):
+        for i in range(min(accepted + 1, max(drafted, asked or 0), len(self.tried))):
             self.tried[i] += 1.0
             self.accepted[i] += 1.0 if i < accepted else 0.0
 
@@ -171,16 +170,11 @@ class AcceptanceModel:
         return self.current(source).expected_tokens(gamma, optimistic, self.bucket_prior(source))
 
     def expected_tokens_by_length(
-        self,
-        source: DrafterKind,
-        most: int,
-        optimistic: bool = False,
-        goes_on: Sequence[float] | None = None,
+        self, source: DrafterKind, most: int, optimistic: bool = False
     ) -> list[float]:
-        """E(γ) for γ = 1 … `most` of `source`'s next step, as `expected_tokens`, its
-        draft going on past each candidate by `goes_on` (`DraftEnds`; None: to γ)."""
+        """E(γ) for γ = 1 … `most` of `source`'s next step, as `expected_tokens`."""
         prior = self.bucket_prior(source)
-        return self.current(source).expected_tokens_by_length(most, optimistic, prior, goes_on)
+        return self.current(source).expected_tokens_by_length(most, optimistic, prior)
 
     def bucket_prior(self, source: DrafterKind) -> float:
         """The prior of the first position of `source`'s estimate on offer: where it has a
@@ -201,10 +195,13 @@ class AcceptanceModel:
                 accepted, tried = accepted + kept, tried + seen
         return (accepted + PRIOR_WEIGHT * 0.5) / (tried + PRIOR_WEIGHT)
 
-    def observe(self, source: DrafterKind, drafted: int, accepted: int) -> None:
+    def observe(
+        self, source: DrafterKind, drafted: int, accepted: int, asked: int | None = None
+    ) -> None:
         """The target verified `drafted` candidates from `source` and accepted the first
-        `accepted`."""
-        self.current(source).observe(drafted, accepted)
+        `accepted`, of the `asked` an assistant model's draft could have run to (None: as
+        many as were drafted; see `Acceptance.observe`)."""
+        self.current(source).observe(drafted, accepted, asked)
         self.streak[source] = accepted == drafted >= STREAK_TOKENS
 
     def observe_unverified(

@@ -289,11 +289,10 @@ class DraftPolicy:
         any catch-up."""
         price = self.costs.cost_s if steady else self.cost_s
         seconds = [price(source, drafted) for drafted in range(1, most + 1)]
-        goes_on = self.ends.goes_on() if source == self.model_source else None
-        tokens = self.acceptance.expected_tokens_by_length(source, most, optimistic, goes_on)
-        if goes_on is None:
-            return list(zip(tokens, seconds, strict=True))
-        return list(zip(tokens, self.ends.expected_s(seconds), strict=True))
+        if source == self.model_source:
+            seconds = self.ends.expected_s(seconds)
+        tokens = self.acceptance.expected_tokens_by_length(source, most, optimistic)
+        return list(zip(tokens, seconds, strict=True))
 
     def _catches_up(self, source: DrafterKind | None) -> bool:
         """Whether `source` must first read the tokens of the steps it skipped."""
@@ -405,9 +404,10 @@ class DraftPolicy:
         first `accepted`."""
         source = self.choice.source
         self.committed += accepted + 1
+        model = source is not None and source == self.model_source
         if source is not None and drafted:
-            self.acceptance.observe(source, drafted, accepted)
-        if source is not None and source == self.model_source:
+            self.acceptance.observe(source, drafted, accepted, self.choice.gamma if model else None)
+        if model:
             if drafted:
                 self.ends.observe(self.choice.gamma, drafted)
             self.started, self.behind = True, False

@@ -443,3 +443,18 @@ def test_a_step_is_priced_where_its_draft_can_be_expected_to_end_not_at_its_gamm
     teach(q, accepted=CAP)
     tokens = q.acceptance.expected_tokens(A, CAP)
     assert q.rate(A, CAP) == pytest.approx(tokens / q.cost_s(A, CAP))
+
+
+def test_the_tokens_a_step_expects_are_those_its_drafts_commit_where_drafts_end_short():
+    # The assistant's drafts end where it is unsure, which is where the target disagrees:
+    # after a step that kept nothing, half its steps draft 4 candidates, all kept, the
+    # other half 1, rejected. Such a step commits 3 tokens on average; taking the chance
+    # that a draft goes on apart from the chance that its candidate is kept counts each
+    # rejected draft twice (2 tokens).
+    p = policy(flat())
+    for drafted, accepted in [(1, 0), (1, 0), (4, 4)] * 30 + [(1, 0)]:
+        p.choice = Choice(A, CAP)
+        p.observe(drafted, accepted)
+    p.choose(ROOM, **FAR)
+    assert p.expected.expected_tokens == pytest.approx(3.0, abs=0.15)
+    assert p.acceptance.current(A).expected_tokens(CAP) == pytest.approx(3.0, abs=0.15)
