@@ -189,22 +189,30 @@ def constant_schedule(
     gamma: int,
     source: DrafterKind = ASSISTANT,
     threshold: float = 0.0,
+    runs_on: float = 1.0,
 ) -> list[Move]:
     """`source` drafting `gamma` at every step (fewer where the output ends): the
     assistant, or the lookup's match cut to `gamma` (a plain step where it has none).
     The assistant's draft also ends after a token it gives less than `threshold`
-    (Transformers' confidence criteria, as a constant lane drafts: `_drafted`)."""
-    costs = Costs(h, prompt_tokens)
-    n = len(output)
+    (Transformers' confidence criteria, as a constant lane drafts: `_drafted`); past its
+    first wrong token, whose confidence is unknown, it goes on past each candidate at the
+    chance `runs_on` (`runs_on_past_a_rejection`; 1: to `gamma`), priced over the lengths
+    it may end at (its `gamma` the nearest to their mean)."""
+    costs, n = Costs(h, prompt_tokens), len(output)
     moves, i, state = [], 0, Model.UNSTARTED
     while i < n:
         if source is ASSISTANT:
-            step, agreed = (ASSISTANT, _drafted(h, i, gamma, threshold)), h.assistant_runs[i]
+            drafted, agreed = _drafted(h, i, gamma, threshold), h.assistant_runs[i]
+            unknown = threshold and drafted == gamma and agreed + 1 < gamma  # its end
+            ends = _ends(agreed + 1, gamma, runs_on) if unknown else {drafted: 1.0}
+            seconds = sum(p * costs.step_s(ASSISTANT, d, state, i) for d, p in ends.items())
+            step = (ASSISTANT, round(sum(d * p for d, p in ends.items())))
         else:
             draft = h.lookup_drafts[i][:gamma]
             step, agreed = (LOOKUP if draft else None, len(draft)), agreement(draft, output, i)
+            seconds = costs.step_s(*step, state, i)
         committed = min(step[1], agreed, n - i - 1) + 1
-        moves.append(Move(i, *step, committed, costs.step_s(*step, state, i)))
+        moves.append(Move(i, *step, committed, seconds))
         i, state = i + committed, after(step[0], state)
     return moves
 
@@ -212,8 +220,8 @@ def constant_schedule(
 def _drafted(h: Hindsight, i: int, gamma: int, threshold: float) -> int:
     """How many of `gamma` candidates the assistant drafts from position `i` where its draft
     ends after a token it gives less than `threshold`. Its confidence is known on the true
-    prefix, so along the draft up to and including its first wrong token; past that the
-    draft is taken to run on to `gamma` (its tail is rejected either way)."""
+    prefix, so along the draft up to and including its first wrong token: past it, `gamma`
+    (`constant_schedule` prices where it ends)."""
     confidence = h.assistant_confidence
     if not threshold or confidence is None:
         return gamma
@@ -222,6 +230,35 @@ def _drafted(h: Hindsight, i: int, gamma: int, threshold: float) -> int:
         if confidence[i + j] < threshold:
             return j + 1
     return gamma
+
+
+def _ends(wrong: int, gamma: int, runs_on: float) -> dict[int, float]:
+    """The lengths, up to `gamma`, a draft whose first wrong candidate is its `wrong`-th
+    may end at, with their chances: past it, it goes on at each candidate at `runs_on`."""
+    ends, reach = {}, 1.0
+    for drafted in range(wrong, gamma):
+        ends[drafted] = reach * (1.0 - runs_on)
+        reach *= runs_on
+    ends[gamma] = reach
+    return ends
+
+
+def runs_on_past_a_rejection(record: RunRecord, h: Hindsight, threshold: float) -> float:
+    """The chance that the record's assistant drafts went on past a candidate beyond their
+    first wrong one, where its confidence (known: drafted on the true prefix) did not end
+    them at `threshold`: candidates drafted past it, over those and the drafts that ended
+    short of their γ (the cap where a step does not say); 1 where none tells."""
+    confidence = h.assistant_confidence or ()
+    went_on = ended = position = 0
+    for step in record.steps:
+        wrong = position + step.accepted
+        position += len(step.token_ids)
+        if step.source is not ASSISTANT or step.accepted >= step.drafted:
+            continue
+        if wrong < len(confidence) and confidence[wrong] >= threshold:
+            went_on += step.drafted - step.accepted - 1
+            ended += step.drafted < (step.chosen or h.cap)
+    return went_on / (went_on + ended) if went_on + ended else 1.0
 
 
 def replay(record: RunRecord, h: Hindsight) -> tuple[list[Move], int, int, list[int]]:

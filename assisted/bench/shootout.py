@@ -16,7 +16,9 @@ explains it: acceptance, tokens per step, drafting cost per token (as a share of
 step), the oracle's best for its drafter and the share reached, and the output's verdict.
 The γ sweep replays a constant γ of 1 to the cap for the two best drafters
 (`assisted.analysis.oracle.constant_schedule`), the assistant's drafts ending at the pair's
-confidence threshold as a constant lane's do, priced as the oracle is by the costs the
+confidence threshold as a constant lane's do and, past their first wrong token, going on as
+the lane's own drafts went on past one (priced at γ there, the sweep read the γ = 8 lane at
+0.80–0.90 of its measured speed on four prompts), priced as the oracle is by the costs the
 steps measured, the rows of T(k) a lane never verified from every lane's runs
 (`assisted.analysis.measured_costs`): modelled, not measured, and labelled so. The runs are
 the benchmark's; torch is imported where they run.
@@ -273,6 +275,7 @@ def sweep(ranked: Sequence[dict], runs: Sequence[Run], threshold: float = 0.0) -
             continue
         output, one_row = median.token_ids, dict(h.verify_s)[1]
         prefill = found["plain_modelled_s"] - len(output) * one_row
+        runs_on = oracle.runs_on_past_a_rejection(median, h, threshold)
         curves[lane["lane"]] = {
             str(gamma): rounded(
                 found["plain_modelled_s"]
@@ -280,7 +283,7 @@ def sweep(ranked: Sequence[dict], runs: Sequence[Run], threshold: float = 0.0) -
                     prefill
                     + oracle.seconds(
                         oracle.constant_schedule(
-                            h, output, median.prompt_tokens, gamma, source, threshold
+                            h, output, median.prompt_tokens, gamma, source, threshold, runs_on
                         )
                     )
                 )

@@ -541,3 +541,36 @@ def test_a_constant_schedule_drafts_as_far_as_the_confidence_threshold_lets_it()
     wrong = [0] * len(output)
     h = Hindsight(**{**h.__dict__, "assistant_runs": tuple(wrong)})
     assert oracle.constant_schedule(h, output, 20, 4, threshold=0.4)[0].gamma == 4
+
+
+def test_past_its_first_wrong_token_a_draft_runs_on_as_the_runs_own_drafts_did():
+    # The assistant is sure of every token and right about the first of each draft only:
+    # past the second, wrong on the true prefix, its confidence is unknown.
+    output = list(range(12))
+    h = hindsight([1] * len(output), [[] for _ in output], drafting_s=0.05)
+    h = Hindsight(**{**h.__dict__, "assistant_confidence": (0.9,) * len(output)})
+    costs = oracle.Costs(h, 20)
+
+    def first(runs_on: float) -> oracle.Move:
+        return oracle.constant_schedule(h, output, 20, 4, threshold=0.4, runs_on=runs_on)[0]
+
+    assert first(1.0).gamma == 4  # no evidence: on to γ, as before
+    step_s = {d: costs.step_s(ASSISTANT, d, oracle.Model.UNSTARTED, 0) for d in (2, 3, 4)}
+    assert first(1.0).seconds == pytest.approx(step_s[4])
+    assert (first(0.0).gamma, first(0.0).seconds) == (2, pytest.approx(step_s[2]))
+    half = first(0.5)  # ends at 2, 3 or 4 candidates: 1/2, 1/4, 1/4
+    assert half.seconds == pytest.approx(step_s[2] / 2 + step_s[3] / 4 + step_s[4] / 4)
+    assert half.committed == first(1.0).committed == 2  # what it keeps does not move
+
+    # The chance, from a record's drafts: past the first wrong candidate (the second),
+    # one went on past 2 of them to its γ of 4, another stopped at once.
+    ids = (0, 1)
+    record = RunRecord(mode="assisted", drafter=ASSISTANT, prompt_tokens=20)
+    record.steps = [
+        step(ids, drafted=4, accepted=1, source=ASSISTANT),
+        step(ids, drafted=2, accepted=1, source=ASSISTANT),
+        step(ids, drafted=3, accepted=3, source=ASSISTANT),  # no wrong token: says nothing
+    ]
+    assert oracle.runs_on_past_a_rejection(record, h, 0.4) == pytest.approx(2 / 3)
+    sure_of_nothing = Hindsight(**{**h.__dict__, "assistant_confidence": (0.3,) * 12})
+    assert oracle.runs_on_past_a_rejection(record, sure_of_nothing, 0.4) == 1.0
