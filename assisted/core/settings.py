@@ -55,11 +55,13 @@ class DraftSettings:
     heuristic schedule, which adds 2 after a fully accepted step and removes 1 otherwise;
     the cap under `auto`, which picks γ in 0 … cap at each step from measured costs, see
     assisted.policy.choice; for prompt lookup the cap is `prompt_lookup_num_tokens`).
-    `confidence_threshold`: the assistant stops drafting a step early when its top
-    probability falls below this (0 disables it).
+    `confidence_threshold`: where Transformers drafts (a constant γ, the heuristic, `auto`
+    under sampling), the assistant stops drafting a step early when its top probability
+    falls below this (0 disables it). Under `auto` and greedy decoding the policy prices
+    where each draft ends instead (`assisted.policy.choice`).
     `cumulative_threshold`: under `auto` and greedy decoding, the assistant also stops once
-    the product of its top probabilities over the step's draft falls below this (0
-    disables it; `assisted.engine.drafters.lean`).
+    the product of its top probabilities over the step's draft falls below this, beside
+    the policy's own floors (0 disables it; `assisted.engine.drafters.lean`).
     `assistant_quant`: the assistant model's precision ("none": the pair's dtype). The target
     verifies every candidate, so this moves the acceptance rate and the drafting cost, never
     the output.

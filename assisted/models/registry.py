@@ -57,13 +57,13 @@ class PairSpec:
 
 # The `auto` schedule with cap 8, as every pair with an assistant model drafts by default:
 # it measures T(k) and the drafting cost on the device it runs on and drafts only where
-# that pays (docs/auto-policy.md). The 0.4 threshold cuts a draft short where the assistant
-# is unsure, the cumulative 0.7 where its draft as a whole has become a gamble.
+# that pays, each draft ending where its next candidate would not (docs/auto-policy.md).
+# The 0.4 threshold is Transformers' own, for the schedules it drafts (a constant γ, the
+# heuristic, sampled drafting).
 AUTO = DraftSettings(
     num_assistant_tokens=8,
     schedule="auto",
     confidence_threshold=0.4,
-    cumulative_threshold=0.7,
     assistant_quant="auto",
 )
 CODER_7B = Size(7.62, 28)

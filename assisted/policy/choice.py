@@ -1,5 +1,6 @@
-"""The `auto` drafting policy: where each step's candidates come from and how many, from
-measured costs.
+"""The `auto` drafting policy: where each step's candidates come from, how many, and where
+the assistant's draft ends, from measured costs. One rule decides: the most expected
+committed tokens per expected second.
 
 Transformers keeps verification and acceptance; this module only picks, before each step,
 a source (the assistant model, or a prompt-lookup match: an n-gram of the prompt or of the
@@ -8,77 +9,52 @@ to a cap. It weighs two models, each in its own module:
 - `assisted.policy.acceptance`: E(γ), the tokens a step of a source can expect to commit;
 - `assisted.policy.costs`: cost(γ), the seconds such a step takes (γ = 0 costs T(1), yields 1).
 
-An assistant model's draft may end short of γ, where it is unsure of a token: γ is then a
-cap, and a step is priced where its draft can be expected to end (`DraftEnds`, learnt from
-the run's own drafts), each length it may end at with its own drafting and rows, not at γ.
-
 It chooses the source and γ that maximise E(γ) / cost(γ), E taken optimistically (each
 candidate's acceptance one standard deviation above its estimate: a source seldom tried
-gets tried, and one with much evidence is taken at its word). A prompt-lookup match's draft
-must also pay against a plain step at its estimate: its candidates are scored at every step,
-drafted or not, so optimism buys it no evidence, and where verifying is steep (an AVX2 CPU
-in fp32: 2 rows cost 1.8 plain steps, 9 rows 3) a match of 4 to 8 candidates drafted on its
-prior cost two or three plain steps for one token on the long passages (docs/auto-policy.md).
-Against the assistant it keeps the optimism both are weighed with: taken at its estimate
-there, it lost steps of 8 kept candidates to the assistant's costlier ones.
+gets tried, one with much evidence is taken at its word). A prompt-lookup match's draft
+must also pay against a plain step at its estimate: its candidates are scored at every
+step, drafted or not, so optimism buys it no evidence.
 
-An assistant model must first read the whole context (its prefill) before it drafts at all,
-and nobody knows in advance how long the answer will be: the run's remaining budget (max new
-tokens) is only an upper bound. So the read is one bet, made again at every step until the
-assistant starts: **it starts once the time it can be expected to save over the tokens the
-run can expect to commit yet repays the read**. Those tokens are not the whole remaining
-budget, which a short answer never uses, but what the pair's record of answers and a
-scale-free prior on where answers end expect, given how far this one has run
-(`assisted.policy.answers`): the longer an answer has run, the longer it is expected to run
-on, so a read too dear at the first step can pay a few steps later, and the wait before a
-dear read comes out of the same estimate. Nor does that bet rest on its acceptance being
-high: the read buys a look at it, so it is weighed as a probe's (`_first_read_value`), over
-the prior's acceptances (uniform, as `assisted.policy.acceptance`'s Beta(1, 1)): the saving
-the assistant's drafting would bring counts only at the acceptances where it would pay at
-all, and where it would not, its first draft's step is lost before it stops. A short
-answer after a dear read thus ends before the assistant starts, while a long answer after
-a short prompt starts at once. The answer length it expects is the pair's, not the
-prompt's: a passage's 4-token answer, asked after prompts whose answers ran to 128 tokens,
-starts the assistant on a read it never repays; neither a wait for half the read (a
-ski-rental rule, once the policy's) nor answers weighed by their prompts' length did better
-without knowing the answer's length (docs/lab-notes.md, docs/auto-policy.md).
+**Where a draft ends.** An assistant's γ is a cap: the same rule prices each further
+candidate. Drafting candidate k + 1 costs its draft and its verification row,
+d + T(k + 2) − T(k + 1), and it adds the chance that it is kept to the step's tokens; that
+raises the step's rate only where the chance exceeds (d + ΔT) × r, r the rate the step was
+chosen at. The assistant's own product of probabilities over its draft so far (its
+`reach`) is that chance's estimate, so the draft ends after candidate k once its reach
+falls below that floor (`Choice.floors`, applied by the drafting loop). Where verifying is
+flat and drafting cheap the floors are low and drafts run long; where each row costs most
+of a step (an AVX2 CPU in fp32) they end early. A step is priced where its draft can be
+expected to end (`DraftEnds`, learnt from the run's own drafts), each length with its own
+drafting and rows.
 
-Resuming the assistant after steps it skipped is the same bet on a smaller read: the tokens of
-those steps (its catch-up). It resumes only where drafting can repay that read over the
-tokens the run can expect to commit yet.
-
-A floor holds during the run. The policy times each step the assistant drafted, all in (the
-draft, its catch-up, the verification and the loop around them; a first draft's read of
-the context aside, which the rule above priced), and keeps their seconds per committed
-token, recent steps weighing most (`FLOOR_DECAY`). Once `FLOOR_STEPS` such steps ran slower
-per committed token than a plain step's T(1) by more than a step's timing noise
-(`FLOOR_MARGIN`), the assistant stops drafting: its acceptance or its costs are not what
-the models said. Its idle probe (below) still drafts, and that evidence turns the floor
-back when the assistant's steps pay again. Each step the policy holds the assistant back
+**Holds, each a bounded wait.** Before its first draft the assistant must read the whole
+context, after skipped steps their tokens, and where its steps ran slower than plain ones
+(`Floor`) a further step is a probe that may lose: each is paid once, and the run may never
+earn it back. The read is a bet made at each step until the assistant starts: **it starts
+at once where the time it can be expected to save over the tokens the run can expect yet
+repays the read** (`assisted.policy.answers`: the pair's record of answers and a scale-free
+prior on where they end; before its first draft the saving is weighed over the prior's
+acceptances, as a probe's: `_first_read_value`). Where it cannot, the assistant sits out in
+a bounded wait (`assisted.policy.holds`: ski rental): the ledger adds up what it would have
+saved at each step it sat out, and it starts once that reaches the read's price. A catch-up
+and the floor go through the same ledger, so no hold outlasts its price, whatever the
+learnt file or the answer record say. Each step the policy holds the assistant back
 records why (`assisted.core.held_back`).
 
-After `PROBE_AFTER` γ = 0 steps in a row the policy drafts one candidate, so that drafting
-resumes when the text becomes predictable again; and an assistant model left unused for
-`PROBE_AFTER` steps drafts once at its best length, since nothing else tells how well it
-would do now (a lookup match is scored whether chosen or not; the assistant cannot be).
-No hold is permanent: an assistant held back by the floor or by a read it must make first
-(its first read, or a catch-up) is probed so too. Every hold rests on costs and an
-acceptance that may be wrong on this machine now, and a probe measures both; but a probe
-that finds them right loses time, so every probe is paid from one exploration budget:
-what it can lose (its step beyond the one token it surely commits, and a first read)
-must fit what is left of `PROBE_SHARE` of the time plain decoding would spend on the
-answer the policy expects (the tokens committed and those expected yet). A run whose
-probes all find nothing is so kept within that margin of plain's time.
-Neither probes within `PROBE_AFTER` tokens of the end: too few steps would be left to use
-what it learns.
+**Probes.** After `PROBE_AFTER` γ = 0 steps in a row the policy drafts one candidate, so
+that drafting resumes when the text becomes predictable again, and an assistant that the
+choice has passed by for `PROBE_AFTER` steps drafts once at its best length, since nothing
+else tells how well it would do now (a lookup match is scored whether chosen or not; the
+assistant cannot be). What a probe can lose (its step beyond the one token it surely
+commits) must fit what is left of `PROBE_SHARE` of the time plain decoding would spend on
+the answer the policy expects; none probes within `PROBE_AFTER` tokens of the end.
 
 With each choice the policy keeps what it expected of it (`Expectation`: tokens, seconds,
 and a plain step's seconds then); summed over the run's steps, these are its own prediction
-of the speedup (`assisted.analysis.stats`), where the single α and γ of Leviathan et al.'s
-model mean nothing: a step may draft from either source, or not at all.
+of the speedup (`assisted.analysis.stats`).
 
-Its bookkeeping per step: `python -m assisted.lab.policy_bookkeeping` (docs/auto-policy.md).
-No torch here: numbers in, a choice out.
+Its bookkeeping per step: `python -m assisted.lab.policy_bookkeeping`. The constants and
+the measurements behind them: docs/auto-policy.md. No torch here: numbers in, a choice out.
 """
 
 from __future__ import annotations
@@ -91,17 +67,12 @@ from assisted.core.held_back import HeldBack
 from assisted.policy.acceptance import Acceptance, AcceptanceCounts, AcceptanceModel, DraftEnds
 from assisted.policy.answers import Answer, expected_tokens_left
 from assisted.policy.costs import CostModel
+from assisted.policy.holds import Floor, Ledger
 
 PROBE_AFTER = 8  # γ = 0 steps in a row before a one-candidate probe
-# The share of plain decoding's time on the expected answer that probes of a held-back
-# assistant may lose in one run (the module's note).
+# The share of plain decoding's time on the expected answer that probes of an assistant the
+# choice passes by may lose in one run (the module's note).
 PROBE_SHARE = 0.05
-# The floor (the module's note): a plain step's timing varies by about this share around the
-# pair's T(1) (docs/benchmarks.md: plain steps ÷ T(1), 0.87–1.16 from the 10th to the 90th
-# percentile), so the assistant's steps are behind plain only beyond it ...
-FLOOR_MARGIN = 0.15
-FLOOR_STEPS = 3  # ... over at least this many of its steps,
-FLOOR_DECAY = 0.7  # ... each older step weighing this share of the one after it.
 # The acceptances at which the first read's value is weighed: midpoints of equal slices of
 # the uniform prior (20 put its mean within 0.01 of the integral on the pairs' costs).
 PRIOR_POINTS = tuple((i + 0.5) / 20 for i in range(20))
@@ -113,13 +84,16 @@ class Choice:
     `catch_up` and `prefill` say what the assistant model must read first: the tokens of
     the steps it skipped, or the whole context because it has not drafted yet.
     `held_back` says why the assistant, though able to draft, was not weighed at this
-    step (None: it was, or it could not draft)."""
+    step (None: it was, or it could not draft). `floors[k - 1]` is the reach (the product
+    of the assistant's probabilities over its first k candidates) below which its draft
+    ends after candidate k (the module's note; empty: it runs to γ)."""
 
     source: DrafterKind | None
     gamma: int
     catch_up: bool = False
     prefill: bool = False
     held_back: HeldBack | None = None
+    floors: tuple[float, ...] = ()
 
 
 PLAIN = Choice(None, 0)
@@ -138,29 +112,6 @@ class Expectation:
     expected_tokens: float
     expected_s: float
     plain_step_s: float
-
-
-class Floor:
-    """The seconds per committed token of the steps the assistant drafted in a run, recent
-    steps weighing most, against a plain step's (the module's note)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0  # decayed seconds of the assistant's steps
-        self.tokens = 0.0  # decayed tokens they committed
-        self.steps = 0  # how many there were
-
-    def observe(self, seconds: float, tokens: int) -> None:
-        """A step the assistant drafted took `seconds` and committed `tokens`."""
-        self.seconds = FLOOR_DECAY * self.seconds + seconds
-        self.tokens = FLOOR_DECAY * self.tokens + tokens
-        self.steps += 1
-
-    def behind(self, plain_step_s: float) -> bool:
-        """Whether those steps ran slower per token than plain steps of `plain_step_s`,
-        beyond the noise."""
-        if self.steps < FLOOR_STEPS:
-            return False
-        return self.seconds > (1.0 + FLOOR_MARGIN) * plain_step_s * self.tokens
 
 
 class DraftPolicy:
@@ -200,6 +151,7 @@ class DraftPolicy:
         self.committed = 0  # tokens the run's steps have committed
         self.seen = 0  # the context the model source has read (after its latest draft)
         self.floor = Floor()
+        self.ledger = Ledger()  # the hold under way, a bounded wait (`assisted.policy.holds`)
         self.read_s = 0.0  # seconds the latest draft spent reading the context first
         self.answers = tuple(answers)
         self.explored_s = 0.0  # what the run's probes of a held-back assistant could lose
@@ -242,12 +194,14 @@ class DraftPolicy:
             if self._probe_fits(source, 1, tokens_left):
                 choice = self._choice(source, 1)
         elif probing and self.idle >= PROBE_AFTER and choice.source != model and room:
-            # Also how the floor turns, and how a hold on a read is tested.
             gamma = self.best(model, room)[0]
-            if self._probe_fits(model, gamma, tokens_left):
-                choice, held_back = self._choice(model, gamma), None
+            # Never a held assistant: a hold ends by its own ledger, not by a probe.
+            if held_back is None and self._probe_fits(model, gamma, tokens_left):
+                choice = self._choice(model, gamma)
         if held_back is not None:
             choice = replace(choice, held_back=held_back)
+        elif model is not None and choice.source == model:
+            choice = replace(choice, floors=self.floors(choice.gamma))
         self.zero_steps = self.zero_steps + 1 if choice.gamma == 0 else 0
         self.idle = 0 if choice.source == model else self.idle + 1
         self.choice = choice
@@ -299,33 +253,67 @@ class DraftPolicy:
         return source == self.model_source and self.started and self.behind
 
     def _held_back(self, offers: dict[DrafterKind, int], tokens_left: int) -> HeldBack | None:
-        """Why the model source may not draft at this step, or None where it may: the floor,
-        or a read it must make first (the whole context before its first draft, the skipped
-        steps' tokens after) that the time it saves over the tokens the run can expect yet
-        cannot repay (the module's note). Once it drafted, its acceptance is taken
-        optimistically here, as the choice takes it; before, the read is weighed as a
-        probe's over the prior's acceptances (`_first_read_value`)."""
-        if self.started and self.floor.behind(self.costs.verify_s[1]):
-            return HeldBack.FLOOR
-        if self.started and not self.behind:
-            return None
+        """Why the model source sits out this step, or None where it may draft: a hold (the
+        floor, or a read it must make first: the whole context before its first draft, the
+        skipped steps' tokens after) whose bounded wait has not ended (the module's note).
+        A read that the time it saves over the tokens the run can expect yet repays is made
+        at once. Once it drafted, its acceptance is taken optimistically here, as the
+        choice takes it; before, the read is weighed as a probe's over the prior's
+        acceptances (`_first_read_value`)."""
         model = self.model_source
+        floor = self.started and self.floor.behind(self.costs.verify_s[1])
+        if self.started and not self.behind and not floor:
+            self.ledger.clear()
+            return None
         without = max(
             [self.rate(None, 0)]
             + [self.best(name, most)[1] for name, most in offers.items() if name != model]
         )
+        if self.started:
+            gamma, with_model = self.best(model, offers[model], optimistic=True, steady=True)
+            if with_model <= without:
+                self.ledger.clear()
+                return None  # no better than the rest: the choice passes it by
+            saving_s = 1.0 / without - 1.0 / with_model
+            if floor:
+                # A step at the floor's pace loses its excess on the tokens it commits.
+                tokens = self.steps(model, gamma)[-1][0]
+                price_s = tokens * self.floor.excess_s(self.costs.verify_s[1])
+                return self._wait(HeldBack.FLOOR, price_s, saving_s)
+            read_s = self.costs.read_s(self.context - self.seen)
+            tokens = expected_tokens_left(self.committed, tokens_left, self.answers)
+            if tokens * saving_s > read_s:
+                self.ledger.clear()
+                return None
+            return self._wait(HeldBack.CATCH_UP, read_s, saving_s)
         read_s = self.costs.read_s(self.context - self.seen)
         tokens = expected_tokens_left(self.committed, tokens_left, self.answers)
-        if self.started:
-            _, with_model = self.best(model, offers[model], optimistic=True, steady=True)
-            if with_model <= without:
-                return None  # no better than the rest: the choice passes it by
-            saved_per_token_s = 1.0 / without - 1.0 / with_model
-            return HeldBack.CATCH_UP if tokens * saved_per_token_s <= read_s else None
-        expected_saving_s, probe_loss_s = self._first_read_value(offers[model], without)
-        if tokens * expected_saving_s - probe_loss_s <= read_s:
-            return HeldBack.FIRST_DRAFT
-        return None
+        saving_s, probe_loss_s = self._first_read_value(offers[model], without)
+        if tokens * saving_s - probe_loss_s > read_s:
+            self.ledger.clear()
+            return None
+        return self._wait(HeldBack.FIRST_DRAFT, read_s + probe_loss_s, saving_s)
+
+    def _wait(self, reason: HeldBack, price_s: float, saving_s: float) -> HeldBack | None:
+        """`reason` while its wait lasts (`assisted.policy.holds.Ledger`), None once it
+        ended."""
+        return reason if self.ledger.holds(reason, price_s, saving_s) else None
+
+    def floors(self, gamma: int) -> tuple[float, ...]:
+        """The reach below which the model source's draft of up to `gamma` ends after each
+        candidate but the last (the module's note): candidate k + 1 must raise the step's
+        rate, so its chance of being kept must exceed its drafting and its row,
+        d + T(k + 2) − T(k + 1), at the rate r the step is expected to run at."""
+        tokens, seconds = self.steps(self.model_source, gamma)[-1]
+        rate = tokens / seconds
+        costs, verify = self.costs, self.costs.verify_s
+        floors = []
+        for k in range(1, gamma):
+            drafting_s = costs.drafting_s(self.model_source, k + 1)
+            drafting_s = max(drafting_s - costs.drafting_s(self.model_source, k), 0.0)
+            row_s = max(verify[k + 2] - verify[k + 1], 0.0)
+            floors.append(min(rate * (drafting_s + row_s), 1.0))
+        return tuple(floors)
 
     def _probe_fits(self, source: DrafterKind, gamma: int, tokens_left: int) -> bool:
         """Whether a probe of `source` at `gamma` fits the run's exploration budget (the
@@ -404,6 +392,8 @@ class DraftPolicy:
         first `accepted`."""
         source = self.choice.source
         self.committed += accepted + 1
+        if self.choice.held_back is not None:
+            self.ledger.held(accepted + 1)
         model = source is not None and source == self.model_source
         if source is not None and drafted:
             self.acceptance.observe(source, drafted, accepted, self.choice.gamma if model else None)
@@ -411,6 +401,7 @@ class DraftPolicy:
             if drafted:
                 self.ends.observe(self.choice.gamma, drafted)
             self.started, self.behind = True, False
+            self.ledger.clear()  # a wait that ended was paid: the next hold waits anew
             # Its cache holds the context and the candidates the step accepted.
             self.seen = self.context + accepted
         else:

@@ -3,6 +3,7 @@ test session, called through `gradio_client` as an API user would."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -107,9 +108,11 @@ def test_the_tab_keeps_the_pairs_cumulative_threshold():
     from assisted.models.registry import PAIRS
     from assisted.ui.compare.tab import draft_settings
 
+    # A pair whose draft sets one (the registry's leave the draft's end to the policy).
     spec = PAIRS["embedded"]
+    spec = dataclasses.replace(spec, draft=dataclasses.replace(spec.draft, cumulative_threshold=0.6))
     draft = draft_settings(spec, 6, "auto", 0.3, "auto")
-    assert draft.cumulative_threshold == spec.draft.cumulative_threshold > 0
+    assert draft.cumulative_threshold == 0.6
     assert (draft.num_assistant_tokens, draft.confidence_threshold) == (6, 0.3)
 
 

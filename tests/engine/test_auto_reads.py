@@ -19,7 +19,7 @@ from assisted.engine import comparison, running
 from assisted.engine.events import RunDone
 from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
-from assisted.policy.choice import Floor
+from assisted.policy.holds import Floor
 from assisted.policy.learnt import LearntState
 from assisted.ui.compare.format import summary_markdown
 from tests.engine.runs import AUTO, PROMPT, priced

@@ -51,8 +51,8 @@ def drafts(monkeypatch):
     seen: list[tuple[list[int], list[int]]] = []
     for kind in (LeanDrafter, StaticDrafter):
 
-        def recording(self, input_ids, gamma, ids=None, draft=kind.draft):
-            drafted = draft(self, input_ids, gamma, ids)
+        def recording(self, input_ids, gamma, ids=None, floors=(), draft=kind.draft):
+            drafted = draft(self, input_ids, gamma, ids, floors)
             seen.append((input_ids[0].tolist(), drafted))
             return drafted
 
@@ -181,8 +181,11 @@ def test_the_lean_loop_drafts_what_the_assistants_generate_would(pair):
     )
     constant(assistant, threshold)
     assistant.generation_config.num_assistant_tokens = GAMMA
-    lean = lean_for(assistant, eos)
-    assert lean.threshold == threshold and lean.eos_ids == {eos}
+    # Under `auto` the policy prices where a draft ends: the seam's loop leaves the
+    # assistant's own threshold to Transformers' drafting, and the loop keeps its rule.
+    assert lean_for(assistant, eos).threshold == 0.0
+    lean = LeanDrafter(assistant, threshold, {eos})
+    assert lean.eos_ids == {eos}
     ends = []
     for length in range(len(tokens) - GAMMA):
         prefix = ids[0].tolist() + tokens[:length]

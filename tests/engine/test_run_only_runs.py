@@ -112,7 +112,7 @@ AUTO_MODULES = {
     "assisted.engine.draft_probs",
     *(f"assisted.engine.drafters.{m}" for m in ("seam", "draft_graphs", "candidates")),
     *(f"assisted.engine.drafters.{m}" for m in ("lookup", "static_draft")),
-    *(f"assisted.policy.{m}" for m in ("choice", "acceptance", "costs", "answers")),
+    *(f"assisted.policy.{m}" for m in ("choice", "holds", "acceptance", "costs", "answers")),
     "assisted.models.cpu_linear",
     "assisted.models.loading",
 }

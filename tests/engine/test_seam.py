@@ -111,8 +111,8 @@ def test_the_assistant_drafts_from_the_committed_ids_alone(pair, monkeypatch, le
     if lean:
         for kind in (LeanDrafter, StaticDrafter):  # a dynamic cache, or a static one
 
-            def recording(self, input_ids, gamma, ids=None, draft=kind.draft):
-                drafted = draft(self, input_ids, gamma, ids)
+            def recording(self, input_ids, gamma, ids=None, floors=(), draft=kind.draft):
+                drafted = draft(self, input_ids, gamma, ids, floors)
                 drafts.append((input_ids.clone(), drafted))
                 return drafted
 

@@ -118,8 +118,8 @@ def test_a_static_draft_follows_the_dynamic_loop_across_rejections_and_rollbacks
     calls: list[tuple[list[int], int, list[int]]] = []
     draft = StaticDrafter.draft
 
-    def recording(self, input_ids, gamma, ids=None):
-        drafted = draft(self, input_ids, gamma, ids)
+    def recording(self, input_ids, gamma, ids=None, floors=()):
+        drafted = draft(self, input_ids, gamma, ids, floors)
         calls.append((input_ids[0].tolist(), gamma, drafted))
         return drafted
 

@@ -30,7 +30,7 @@ from assisted.core.record import common_prefix_length
 from assisted.engine.drafters.lean import LeanDrafter, crop_to_committed
 from assisted.engine.drafters.lookup import NO_MATCH, Match, SuffixLookup
 from assisted.engine.drafters.static_draft import StaticDrafter
-from assisted.policy.choice import DraftPolicy
+from assisted.policy.choice import Choice, DraftPolicy
 
 # The `auto` policy's draft sources.
 ASSISTANT = DrafterKind.ASSISTANT
@@ -136,14 +136,18 @@ class PolicyDrafter(CandidateGenerator):
         if choice.source == LOOKUP:
             return _with_tokens(input_ids, match.tokens[: choice.gamma]), None
         if choice.source == ASSISTANT:
-            return self._draft(input_ids, choice.gamma, ids, **kwargs)
+            return self._draft(input_ids, choice, ids, **kwargs)
         return input_ids, None
 
-    def _draft(self, input_ids: torch.LongTensor, gamma: int, ids: list[int], **kwargs):
-        """The assistant's `gamma` candidates, from a cache holding committed ids only."""
+    def _draft(self, input_ids: torch.LongTensor, choice: Choice, ids: list[int], **kwargs):
+        """The assistant's candidates for `choice`, from a cache holding committed ids only:
+        the lean loop's end where the policy's floors put it, `generate()`'s at its own
+        confidence threshold."""
+        gamma = choice.gamma
         if self.lean is not None:
             started = time.perf_counter()
-            drafted = self.lean.draft(input_ids, gamma, ids)  # read back: a synchronisation
+            # Read back: a synchronisation.
+            drafted = self.lean.draft(input_ids, gamma, ids, choice.floors)
             self.policy.costs.observe_call(time.perf_counter() - started)
             return _with_tokens(input_ids, drafted), None
         assistant = self.assistant

@@ -23,7 +23,7 @@ draft never rests on candidates the target rejected.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -38,28 +38,40 @@ if TYPE_CHECKING:
 class DraftEnd:
     """Where a greedy draft ends (the module's note): after an end-of-sequence token, a token
     whose probability falls below `threshold`, or the token at which the product of the
-    draft's probabilities falls below `cumulative`. One per draft: it keeps that product."""
+    draft's probabilities (its reach) falls below `cumulative`, or below `floors[k - 1]` at
+    its k-th token (the `auto` policy's price of drafting on: `assisted.policy.choice`).
+    One per draft: it keeps that product."""
 
-    def __init__(self, eos_ids: frozenset[int], threshold: float, cumulative: float):
+    def __init__(
+        self,
+        eos_ids: frozenset[int],
+        threshold: float,
+        cumulative: float,
+        floors: Sequence[float] = (),
+    ):
         self.eos_ids = eos_ids
         self.threshold = threshold
         self.cumulative = cumulative
+        self.floors = floors
         self.reach = 1.0  # the product of the draft's probabilities so far
+        self.tokens = 0  # the draft's tokens so far
 
     @property
     def weighs_confidence(self) -> bool:
         """Whether `after` needs each token's probability (a read of the device)."""
-        return bool(self.threshold or self.cumulative)
+        return bool(self.threshold or self.cumulative or any(self.floors))
 
     def after(self, token: int, confidence: float | None = None) -> bool:
         """Whether the draft ends with `token`, whose probability was `confidence` (read
         only where `weighs_confidence`)."""
+        self.tokens += 1
         if token in self.eos_ids:
             return True
         if confidence is None or not self.weighs_confidence:
             return False
         self.reach *= confidence
-        return confidence < self.threshold or self.reach < self.cumulative
+        floor = self.floors[self.tokens - 1] if self.tokens <= len(self.floors) else 0.0
+        return confidence < self.threshold or self.reach < max(self.cumulative, floor)
 
 
 def confidence_of(logits: torch.Tensor, token: int) -> float:
@@ -93,17 +105,21 @@ class LeanDrafter:
         self.path = path or DraftingPath(EAGER, "sliding-window layers: a dynamic cache")
 
     def draft(
-        self, input_ids: torch.LongTensor, gamma: int, ids: list[int] | None = None
+        self,
+        input_ids: torch.LongTensor,
+        gamma: int,
+        ids: list[int] | None = None,
+        floors: Sequence[float] = (),
     ) -> list[int]:
         """Up to `gamma` candidates to follow `input_ids` (one sequence), whose ids the
-        caller may have read already (`ids`)."""
+        caller may have read already (`ids`), ending where `floors` say (`DraftEnd`)."""
         if ids is None:
             ids = input_ids[0].tolist()
         # At least the last id is read again: its logits give the first candidate.
         keep = crop_to_committed(self.cache, self.held, ids, len(ids) - 1)
         feed = input_ids[:, keep:].to(self.model.device)
         drafted: list[int] = []
-        end = DraftEnd(self.eos_ids, self.threshold, self.cumulative)
+        end = DraftEnd(self.eos_ids, self.threshold, self.cumulative, floors)
         with torch.inference_mode():
             for _ in range(gamma):
                 logits = self.model(

@@ -109,13 +109,14 @@ def drafting_policy(
 
 
 def _lean_drafter(generator: AssistedCandidateGenerator, config, draft: DraftSettings) -> DraftLoop:
-    """A lean loop drafting as `generator`'s assistant would, under `config`'s end of
-    sequence and the assistant's confidence threshold, and `draft`'s cumulative one, for a
-    run of at most `config.max_length` tokens drafting at most `draft`'s cap a step
-    (`assisted.engine.drafters.draft_graphs.drafter_for_run`: graphed where captured)."""
+    """A lean loop drafting for `generator`'s assistant under `config`'s end of sequence,
+    for a run of at most `config.max_length` tokens drafting at most `draft`'s cap a step
+    (`assisted.engine.drafters.draft_graphs.drafter_for_run`: graphed where captured). The
+    policy prices where each draft ends (`Choice.floors`), so the assistant's fixed
+    confidence threshold, Transformers' rule for its own drafting, does not apply; a
+    cumulative threshold the caller set stands beside the policy's floors."""
     eos_ids = end_ids(config)
-    threshold = generator.assistant_confidence_threshold or 0.0
     model, cap = generator.assistant_model, draft.num_assistant_tokens
     return draft_graphs.drafter_for_run(
-        model, threshold, eos_ids, draft.cumulative_threshold, config.max_length, cap
+        model, 0.0, eos_ids, draft.cumulative_threshold, config.max_length, cap
     )

@@ -44,11 +44,12 @@ def cut(
     eos_ids: Collection[int],
     threshold: float,
     cumulative: float,
+    floors: Sequence[float] = (),
 ) -> list[int]:
     """The draft the lean loop keeps of `tokens`, the assistant's argmax at each position
     with the probability it gave each: up to where `assisted.engine.drafters.lean.DraftEnd` ends
     it."""
-    end = DraftEnd(frozenset(eos_ids), threshold, cumulative)
+    end = DraftEnd(frozenset(eos_ids), threshold, cumulative, floors)
     drafted: list[int] = []
     for token, confidence in zip(tokens, confidences, strict=True):
         drafted.append(token)
@@ -206,10 +207,15 @@ class StaticDrafter:
         )
 
     def draft(
-        self, input_ids: torch.LongTensor, gamma: int, ids: list[int] | None = None
+        self,
+        input_ids: torch.LongTensor,
+        gamma: int,
+        ids: list[int] | None = None,
+        floors: Sequence[float] = (),
     ) -> list[int]:
         """Up to `gamma` candidates to follow `input_ids` (one sequence), whose ids the
-        caller may have read already (`ids`): else they are read here."""
+        caller may have read already (`ids`): else they are read here; ending where
+        `floors` say (`assisted.engine.drafters.lean.DraftEnd`)."""
         if ids is None:
             ids = input_ids[0].tolist()
         replayed = self.graphs is not None and gamma <= self.graphs.cap and len(ids) > 1
@@ -220,10 +226,12 @@ class StaticDrafter:
         with torch.inference_mode():
             self.state.rewind(keep)
             if replayed:
-                return self._replayed(ids, feed, gamma)
-            return self._eager(ids, feed, gamma)
+                return self._replayed(ids, feed, gamma, floors)
+            return self._eager(ids, feed, gamma, floors)
 
-    def _replayed(self, ids: list[int], feed: torch.Tensor, gamma: int) -> list[int]:
+    def _replayed(
+        self, ids: list[int], feed: torch.Tensor, gamma: int, floors: Sequence[float]
+    ) -> list[int]:
         """The draft as one graph of `gamma` passes, after the committed ids not yet read
         (an eager pass, of none after an assistant's draft: the graph's first pass reads
         the two ids that a step leaves, accepting the whole draft or not)."""
@@ -237,14 +245,16 @@ class StaticDrafter:
         # Every pass wrote its keys and values: the cache holds the ids and all but the
         # last candidate, whatever the cut keeps.
         self.held = ids + tokens[:-1]
-        return cut(tokens, probabilities, self.eos_ids, self.threshold, self.cumulative)
+        return cut(tokens, probabilities, self.eos_ids, self.threshold, self.cumulative, floors)
 
-    def _eager(self, ids: list[int], feed: torch.Tensor, gamma: int) -> list[int]:
+    def _eager(
+        self, ids: list[int], feed: torch.Tensor, gamma: int, floors: Sequence[float]
+    ) -> list[int]:
         """The lean loop on the static cache: a pass and a read a candidate, stopping as
         soon as a rule ends the draft."""
         state = self.state
         drafted: list[int] = []
-        end = DraftEnd(self.eos_ids, self.threshold, self.cumulative)
+        end = DraftEnd(self.eos_ids, self.threshold, self.cumulative, floors)
         logits = state.feed(feed)
         for position in range(gamma):
             if position:

@@ -76,12 +76,18 @@ class Imposed:
         self.eager_passes += self.drafting
 
     def draft(
-        self, input_ids: torch.LongTensor, gamma: int, ids: list[int] | None = None
+        self,
+        input_ids: torch.LongTensor,
+        gamma: int,
+        ids: list[int] | None = None,
+        floors: Sequence[float] = (),
     ) -> list[int]:
         if ids is None:
             ids = input_ids[0].tolist()
         self.drafting = True
         try:
+            # Whole drafts: the policy's floors weigh the random model's confidence, which
+            # says nothing of the acceptance imposed here.
             drafted = self.real.draft(input_ids, gamma, ids)
         finally:
             self.drafting = False
