@@ -110,7 +110,8 @@ def test_the_tab_keeps_the_pairs_cumulative_threshold():
 
     # A pair whose draft sets one (the registry's leave the draft's end to the policy).
     spec = PAIRS["embedded"]
-    spec = dataclasses.replace(spec, draft=dataclasses.replace(spec.draft, cumulative_threshold=0.6))
+    draft = dataclasses.replace(spec.draft, cumulative_threshold=0.6)
+    spec = dataclasses.replace(spec, draft=draft)
     draft = draft_settings(spec, 6, "auto", 0.3, "auto")
     assert draft.cumulative_threshold == 0.6
     assert (draft.num_assistant_tokens, draft.confidence_threshold) == (6, 0.3)
