@@ -15,6 +15,7 @@ record fill as the run goes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -80,7 +81,7 @@ def make_plan(
     band = bands.band(settings)
     # generate()'s `max_length`, which sizes the assistant's drafting (`draft_graphs.for_run`).
     max_length = len(prompt_ids) + settings.max_new_tokens
-    policy = auto_policy(pair, prepared, band, max_length)
+    policy = auto_policy(pair, prepared, band, max_length, prompt_ids)
     lookup = _lookup_for(prompt_ids, settings, prepared)
     # A plain run's passes set the pair's T(1), once something has timed its T(k)
     # (`learning.keep_plain_steps`).
@@ -220,15 +221,19 @@ def _lookup_for(
 
 
 def auto_policy(
-    pair: LoadedPair, prepared: Prepared | None, band: Band, max_length: int
+    pair: LoadedPair,
+    prepared: Prepared | None,
+    band: Band,
+    max_length: int,
+    prompt_ids: Sequence[int] = (),
 ) -> DraftPolicy | None:
-    """A fresh policy for one `auto` run of at most `max_length` tokens in temperature
-    `band`, from the costs and acceptance the pair holds (timing nothing); None for plain
-    runs and the other schedules."""
+    """A fresh policy for one `auto` run of `prompt_ids`, of at most `max_length` tokens in
+    temperature `band`, from the costs and acceptance the pair holds (timing nothing);
+    None for plain runs and the other schedules."""
     if prepared is None or prepared.draft.schedule != "auto":
         return None
     return learning.new_policy(
-        pair, prepared.draft, prepared.precision, band, prepared.assistant, max_length
+        pair, prepared.draft, prepared.precision, band, prepared.assistant, max_length, prompt_ids
     )
 
 

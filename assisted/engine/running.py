@@ -95,8 +95,9 @@ def _planned(
 def keep(ready: Plan, record: RunRecord) -> None:
     """Off the run's clock: an assisted run's hindsight for the oracle, and under `auto`
     its final costs and what it learnt, kept for the pair's next runs in its temperature
-    band; a plain run's T(1), where its passes were timed."""
+    band; a plain run's T(1), where its passes were timed; every run's answer length."""
     pair, prepared, policy = ready.pair, ready.prepared, ready.policy
+    kept = learning.keep_answer(pair, ready.prompt_ids, record, ready.settings)
     if prepared is not None:
         record.hindsight = None
         with faults.attempted(faults.HINDSIGHT, record.analysis_errors):
@@ -105,10 +106,10 @@ def keep(ready: Plan, record: RunRecord) -> None:
             )
         if policy is not None:
             record.verify_cost_s = policy.costs.verify_curve()
-            learning.keep_learnt(
-                pair, prepared.precision, policy, ready.band, record, ready.settings
-            )
-    learning.keep_plain_steps(pair, ready.plain_steps)
+            learning.keep_learnt(pair, prepared.precision, policy, ready.band)
+            kept = True
+    if learning.keep_plain_steps(pair, ready.plain_steps) or kept:
+        learning.keep_on_disk(pair)
 
 
 def run_bare(

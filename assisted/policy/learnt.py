@@ -4,17 +4,18 @@ Two kinds of knowledge, kept apart because they age differently:
 - **costs**, facts about the machine: T(k), the target's seconds to verify k rows, and per
   assistant precision its seconds per drafted token and per token of a prefill. The
   calibration times them once per pair, device and dtype, and every run refines T(k) for
-  the rows it verified and the prefill time (`assisted.engine.learning`). A sampled run's assistant
-  drafts through its own `generate()`, warping and sampling each token, so its time per
-  drafted token is timed apart (`sampled_draft_s`), once a process first prepares a
-  sampled `auto` run.
+  the rows it verified and the prefill time (the median of the latest reads: `keep_read`).
+  A sampled run's assistant drafts through its own `generate()`, warping and sampling
+  each token, so its time per drafted token is timed apart (`sampled_draft_s`), once a
+  process first prepares a sampled `auto` run.
   T(k) holds measured rows only, each with how many timings stand behind it and when it
   was last measured (`verify_timed`): a row fitted between measured ones is never kept,
   so a calibration checks measurements, not its own interpolation
   (`assisted.engine.calibration`).
 - **answers**, a fact about the prompts seen: the lengths of the pair's latest answers
   (`answers`: tokens, and whether the answer ended or its budget cut it), from which the
-  policy expects how long an answer runs on (`assisted.policy.answers`).
+  policy expects how long an answer runs on (`assisted.policy.answers`): every run's, plain
+  or drafted, once per prompt in a row (`keep_answer`).
 - **acceptance**, a fact about the text seen: per assistant precision and temperature band
   (`assisted.core.bands`: greedy, or sampled at one of three temperatures), (accepted, tried)
   counts per source and streak. Each run starts from the latest counts of its band,
@@ -29,22 +30,16 @@ without a model), since an int8 assistant drafts faster and is accepted less.
 starts from what earlier ones learnt on the same machine (`assisted.models.learnt_store` keeps it
 on disk), and only checks the costs they timed (`assisted.engine.calibration.calibrate`).
 
-`snapshot()` and `restore()` cover the acceptance only. The benchmark starts from no
-acceptance, then snapshots before a prompt's warm-up and restores before each of its timed
-assisted runs, so every timed run starts from what the earlier prompts taught, never from
-the prompt's own warm-up or repeats, as a new prompt in the app would, nor from runs
-before the benchmark. The costs stay as the latest runs refined them, since timing the same
-machine again only sharpens them. A restore works in place: the pair's siblings
-(`dataclasses.replace` of the pair, as the benchmark's drafter variants are) share this
-object, and see it. The benchmark does all this inside `acceptance_apart()`, so that its
-acceptance never reaches the file, and the pair's own is back once it ends.
+`snapshot()` and `restore()` cover the acceptance only: the benchmark (inside
+`acceptance_apart()`, so that none of it reaches the file) starts from no acceptance,
+snapshots before a prompt's warm-up and restores before each of its timed assisted runs,
+so every timed run starts from what the earlier prompts taught, as a new prompt in the app
+would. The costs stay as the latest runs refined them. A restore works in place: the
+pair's siblings (`dataclasses.replace` of the pair, the benchmark's variants) share it.
 
 Several processes learn on one pair and write one file (ZeroGPU workers, the CLI, the
-benchmark), so a save merges (`merge`) rather than replaces: what the file holds, with what
-this process learnt since it last read or wrote the file. The state is changed in place by
-several hands (the calibration, each run's refinements, the benchmark's restores), so
-rather than have each of them report what it changed, the state keeps a copy of the file as
-it last saw it (`synced`), and what differs from that copy is what this process learnt.
+benchmark), so a save merges (`merge`): the file, with what this process learnt since it
+last read or wrote it, which is what differs from its copy of the file then (`synced`).
 
 No torch here.
 """
@@ -53,6 +48,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,6 +62,8 @@ from assisted.policy.answers import MAX_ANSWERS, Answer
 
 _T = TypeVar("_T")
 
+MAX_READS = 5  # reads whose median prices the next (`keep_read`): two bursts move nothing
+
 
 @dataclass
 class PrecisionLearnt:
@@ -78,6 +76,8 @@ class PrecisionLearnt:
     # Its seconds per drafted token through its sampling `generate()`, for sampled runs.
     sampled_draft_s: float | None = None
     sampled: dict[Band, AcceptanceCounts] = field(default_factory=dict)  # per sampled band
+    # The latest reads of context, each its seconds per token over its run's T(1).
+    reads: list[float] = field(default_factory=list)
 
     def acceptance_in(self, band: Band) -> AcceptanceCounts:
         """The counts runs in `band` left: greedy's `acceptance`, or a sampled band's."""
@@ -90,6 +90,13 @@ class PrecisionLearnt:
         else:
             self.sampled[band] = counts
 
+    def keep_read(self, read_s: float, t1_s: float) -> None:
+        """A run read context at `read_s` a token while its T(1) was `t1_s`: the next reads'
+        price is the median of the latest `MAX_READS`, each at the target's level now (a
+        read timed in a burst that slowed the assistant alone sets no price)."""
+        self.reads = [*self.reads, read_s / t1_s][-MAX_READS:]
+        self.prefill_s = statistics.median(self.reads) * t1_s
+
     def copy(self) -> PrecisionLearnt:
         return PrecisionLearnt(
             self.draft_s,
@@ -97,6 +104,7 @@ class PrecisionLearnt:
             _copy(self.acceptance),
             self.sampled_draft_s,
             _copy_bands(self.sampled),
+            list(self.reads),
         )
 
 
@@ -146,6 +154,8 @@ class LearntState:
     synced: LearntState | None = field(default=None, compare=False, repr=False)
     # False while the acceptance is this process's alone (`acceptance_apart`).
     shares_acceptance: bool = field(default=True, compare=False)
+    # The prompt of the latest answer kept (`keep_answer`). Not kept on disk.
+    answered: int | None = field(default=None, compare=False, repr=False)
 
     def timed_here(self) -> ProcessTiming:
         """What this process timed. A process forked from the one that timed (a ZeroGPU
@@ -173,9 +183,14 @@ class LearntState:
         count = self.verify_timed.get(rows, (0, 0.0))[0]
         self.verify_timed[rows] = (count + timings, round(time.time(), 1))
 
-    def keep_answer(self, answer: Answer) -> None:
-        """One more answer of the pair, the oldest dropped past `MAX_ANSWERS`."""
-        self.answers = [*self.answers, answer][-MAX_ANSWERS:]
+    def keep_answer(self, answer: Answer, prompt: int | None = None) -> None:
+        """One more answer of the pair, the oldest dropped past `MAX_ANSWERS`; an answer to
+        the same `prompt` (a key of its ids) as the latest one replaces it instead."""
+        kept = self.answers
+        if prompt is not None and prompt == self.answered and kept:
+            kept = kept[:-1]
+        self.answers = [*kept, answer][-MAX_ANSWERS:]
+        self.answered = prompt
 
     def precision(self, name: str) -> PrecisionLearnt:
         """What was learnt in precision `name` ("none", "int8", ...), empty at first."""
@@ -230,6 +245,7 @@ class LearntState:
         for name, theirs in merged.precisions.items():
             mine = self.precision(name)
             mine.draft_s, mine.prefill_s = theirs.draft_s, theirs.prefill_s
+            mine.reads = list(theirs.reads)
             mine.sampled_draft_s = theirs.sampled_draft_s
             if self.shares_acceptance:
                 mine.acceptance = _copy(theirs.acceptance)
@@ -257,6 +273,7 @@ class LearntState:
                 name: {
                     "draft_s": learnt.draft_s,
                     "prefill_s": learnt.prefill_s,
+                    "reads": list(learnt.reads),
                     "acceptance": _entries(learnt.acceptance),
                     "sampled_draft_s": learnt.sampled_draft_s,
                     "sampled": {band: _entries(counts) for band, counts in learnt.sampled.items()},
@@ -287,6 +304,7 @@ class LearntState:
                     _band(band): _counts(entries)
                     for band, entries in learnt.get("sampled", {}).items()
                 },
+                [_number(value) for value in learnt.get("reads", [])][-MAX_READS:],
             )
             for name, learnt in data["precisions"].items()
         }
@@ -325,6 +343,7 @@ def merge(disk: LearntState, state: LearntState) -> LearntState:
         theirs = merged.precision(name)
         theirs.draft_s = _newer(mine.draft_s, was.draft_s, theirs.draft_s)
         theirs.prefill_s = _newer(mine.prefill_s, was.prefill_s, theirs.prefill_s)
+        theirs.reads = _newer(mine.reads, was.reads, theirs.reads or None) or []
         theirs.sampled_draft_s = _newer(
             mine.sampled_draft_s, was.sampled_draft_s, theirs.sampled_draft_s
         )

@@ -117,3 +117,35 @@ def test_a_restore_brings_back_the_sampled_bands_too():
     state.restore(snapshot)
     assert state.precision("none").sampled == {"t<=1": counts(1.0)}
     assert state.precision("none").acceptance == {}
+
+
+def test_a_reads_price_is_the_median_of_the_latest_at_the_targets_level_now():
+    from assisted.policy.learnt import MAX_READS, PrecisionLearnt
+
+    learnt = PrecisionLearnt()
+    for read_s in (0.005, 0.005, 0.030, 0.005):  # one read timed during a burst
+        learnt.keep_read(read_s, t1_s=0.25)
+    assert learnt.prefill_s == pytest.approx(0.005)  # the burst sets no price
+    learnt.keep_read(0.010, t1_s=0.50)  # the whole machine twice as slow now
+    assert learnt.prefill_s == pytest.approx(0.010)  # the same reads, at today's level
+    for _ in range(MAX_READS):
+        learnt.keep_read(0.008, t1_s=0.25)
+    assert learnt.prefill_s == pytest.approx(0.008) and len(learnt.reads) == MAX_READS
+    again = LearntState.from_dict(LearntState(precisions={"int8": learnt}).to_dict())
+    assert again.precisions["int8"].reads == learnt.reads
+
+
+def test_every_run_leaves_its_answer_once_a_prompt_and_none_knows_its_own(pair, monkeypatch):
+    monkeypatch.setattr(pair, "learnt", learnt := LearntState())
+    priced(pair, prefill_s=0.0, draft_s=1e-7, draft=AUTO)
+    ids = encode_prompt(pair, "def add(a, b):")
+    for mode in ("plain", "assisted"):  # a comparison: two runs of one prompt
+        list(running.run(pair, ids, mode, SHORT, DraftSettings(num_assistant_tokens=2)))
+    assert len(learnt.answers) == 1  # plain runs leave theirs too, once a prompt
+    # A run of the same prompt right after does not expect from its own answer.
+    from assisted.engine import learning
+
+    policy = learning.new_policy(pair, AUTO, "none", "greedy", prompt_ids=ids)
+    assert policy.answers == ()
+    other = learning.new_policy(pair, AUTO, "none", "greedy", prompt_ids=[1, 2, 3])
+    assert other.answers == tuple(learnt.answers)

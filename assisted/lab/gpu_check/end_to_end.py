@@ -70,8 +70,8 @@ def drafting_every_step() -> Iterator[None]:
     module's note): the policy as built, its choice fixed."""
     built = plan.auto_policy
 
-    def every_step(pair, prepared, band, max_length):
-        policy = built(pair, prepared, band, max_length)
+    def every_step(pair, prepared, band, max_length, prompt_ids=()):
+        policy = built(pair, prepared, band, max_length, prompt_ids)
         if policy is None:
             return None
 
