@@ -11,9 +11,15 @@ pinned by a test) and under its heuristic schedule, at a constant γ of the pair
 each other precision the device runs, prompt lookup, and early exit where the registry
 offers it for this target.
 
-After the runs, `rank` orders the lanes by measured speedup and adds, per lane, what
-explains it: acceptance, tokens per step, drafting cost per token (as a share of a plain
-step), the oracle's best for its drafter and the share reached, and the output's verdict.
+After the runs, `rank` orders the lanes by measured speedup (the median run's tokens per
+second over the median plain run's) and says where it cannot tell them apart: each lane's
+speedup comes with the range of its rounds' speedups, each round's lane run over that
+round's plain run (`speedup_range`), and a lane whose range overlaps the winner's is
+`tied` with it. Rounds on a shared machine differ by more than a few percent, so two lanes
+a few percent apart in one shoot-out are a tie unless their rounds say otherwise. Per lane
+it also adds what explains the speedup: acceptance, tokens per step, drafting cost per
+token (as a share of a plain step), the oracle's best for its drafter and the share
+reached, and the output's verdict.
 The γ sweep replays a constant γ of 1 to the cap for the two best drafters
 (`assisted.analysis.oracle.constant_schedule`), the assistant's drafts ending at the pair's
 confidence threshold as a constant lane's do and, past their first wrong token, going on as
@@ -183,6 +189,7 @@ def rank(
                 "drafter_kind": kinds[name],
                 "schedule": schedules[name],
                 "speedup": row["speedup"],
+                "speedup_range": round_range(mine, runs),
                 "acceptance_rate": row["acceptance_rate"],
                 "tokens_per_step": row["tokens_per_step"],
                 "drafting_s_per_token": rounded(per_token, 6),
@@ -199,6 +206,7 @@ def rank(
             }
         )
     ranked.sort(key=lambda lane: -(lane["speedup"] or 0.0))
+    mark_ties(ranked)
     return {
         "pair": result["pair"],
         "device": result["device"],
@@ -218,16 +226,41 @@ def rank(
     }
 
 
+def round_range(mine: Sequence[Run], runs: Sequence[Run]) -> list[float] | None:
+    """The lowest and highest of a lane's rounds' speedups: each of its runs' tokens per
+    second over its round's plain run's; None where no round ran whole."""
+    plain = {r.repeat: stats.tokens_per_s(r.record) for r in runs if r.drafter is None}
+    speedups = [
+        stats.tokens_per_s(r.record) / plain[r.repeat]
+        for r in mine
+        if plain.get(r.repeat) and stats.tokens_per_s(r.record) is not None
+    ]
+    return [rounded(min(speedups)), rounded(max(speedups))] if speedups else None
+
+
+def mark_ties(ranked: Sequence[dict]) -> None:
+    """Mark, in place, each lane after the winner whose rounds' range reaches into the
+    winner's (`tied`): the shoot-out cannot rank the two (the module's note)."""
+    head = ranked[0]["speedup_range"] if ranked else None
+    for place, lane in enumerate(ranked):
+        own = lane["speedup_range"]
+        lane["tied"] = bool(place and head and own and own[1] >= head[0])
+
+
 def why(ranked: Sequence[dict]) -> str | None:
     """Why the winner won, in one sentence drawn from the figures: the first two lanes'
-    acceptance and drafting cost."""
+    acceptance and drafting cost, and the lanes its rounds cannot tell from it."""
     if not ranked:
         return None
     parts = [_reason(lane) for lane in ranked[:2]]
     head = ranked[0]
     if (head["speedup"] or 0.0) < 1.0:
         return f"No lane beat plain decoding: {'; '.join(parts)}."
-    return f"{head['lane']} won at {head['speedup']:.2f}x: " + "; ".join(parts) + "."
+    tied = [lane["lane"] for lane in ranked if lane.get("tied")]
+    said = f"{head['lane']} won at {head['speedup']:.2f}x: " + "; ".join(parts) + "."
+    if tied:
+        said += f" Tied with it within the rounds' ranges: {', '.join(tied)}."
+    return said
 
 
 def race(plain: Sequence[RunRecord], runs: Sequence[Run]) -> dict[str, list[list[float]]]:
@@ -308,13 +341,14 @@ def render(result: dict) -> str:
         f"{result['settings']['max_new_tokens']} new tokens, greedy, one plain baseline "
         f"({result['plain']['runs']} runs, {_cell(result['plain']['tokens_per_s'], '{:.2f}')} "
         "tok/s)" + (" — stopped: the rounds that finished" if result["stopped"] else ""),
-        f"{'':3}{'lane':30}{'speedup':>9}{'accepted':>10}{'tok/step':>10}{'c':>7}"
-        f"{'oracle':>8}{'share':>7}  output",
+        f"{'':3}{'lane':30}{'speedup':>9}{'rounds':>13}{'accepted':>10}{'tok/step':>10}"
+        f"{'c':>7}{'oracle':>8}{'share':>7}  output",
     ]
     for place, lane in enumerate(result["lanes"], start=1):
         share = lane["measured_share"]
         lines.append(
             f"{place:<3}{lane['lane'][:29]:30}{_cell(lane['speedup'], '{:.2f}x'):>9}"
+            f"{range_text(lane):>13}"
             f"{_cell(lane['acceptance_rate'], '{:.0%}'):>10}"
             f"{_cell(lane['tokens_per_step'], '{:.2f}'):>10}"
             f"{_cell(lane['drafting_cost_ratio'], '{:.2f}'):>7}"
@@ -324,6 +358,14 @@ def render(result: dict) -> str:
     if result["why"]:
         lines.append(result["why"])
     return "\n".join(lines)
+
+
+def range_text(lane: dict) -> str:
+    """A lane's rounds' range, "1.62–1.94x", with "=" before it where it ties the winner."""
+    low_high = lane.get("speedup_range")
+    if not low_high:
+        return "—"
+    return f"{'= ' if lane.get('tied') else ''}{low_high[0]:.2f}–{low_high[1]:.2f}x"
 
 
 def _reason(lane: dict) -> str:

@@ -76,6 +76,33 @@ def test_every_lane_is_ranked_against_one_plain_baseline_and_matches_it(result):
     json.dumps(found)  # the endpoint's and the CLI's JSON
 
 
+def test_each_lane_has_its_rounds_range_and_lanes_the_rounds_cannot_rank_are_tied(result):
+    found, _ = result
+    for lane in found["lanes"]:
+        low, high = lane["speedup_range"]
+        assert low <= lane["speedup"] <= high or lane["repeats"] != 2
+    assert found["lanes"][0]["tied"] is False
+    card = shootout.render(found)
+    assert "rounds" in card.splitlines()[1]
+
+
+def test_a_lane_is_tied_where_its_rounds_reach_the_winners():
+    ranked = [
+        {"lane": "auto", "speedup": 1.9, "speedup_range": [1.7, 2.1]},
+        {"lane": "γ = 8", "speedup": 1.8, "speedup_range": [1.6, 1.75]},  # reaches 1.7
+        {"lane": "lookup", "speedup": 1.2, "speedup_range": [1.1, 1.3]},  # below it
+        {"lane": "heuristic", "speedup": None, "speedup_range": None},  # no round whole
+    ]
+    shootout.mark_ties(ranked)
+    assert [lane["tied"] for lane in ranked] == [False, True, False, False]
+    assert shootout.range_text(ranked[1]) == "= 1.60–1.75x"
+    lanes = [
+        dict(lane, acceptance_rate=0.5, drafting_cost_ratio=0.1, drafting_s_per_token=0.01)
+        for lane in ranked[:3]
+    ]
+    assert "Tied with it within the rounds' ranges: γ = 8." in shootout.why(lanes)
+
+
 def test_a_lane_measured_above_its_oracle_is_ranked_as_above_it(result):
     found, _ = result
     lanes = [dict(found["lanes"][0], measured_share=1.28), *found["lanes"][1:]]

@@ -7,12 +7,14 @@ from __future__ import annotations
 import pandas as pd
 
 from assisted.analysis import oracle_text
+from assisted.bench.shootout import range_text
 from assisted.ui.numbers import number, percent
 
 RANKING_HEADERS = [
     "#",
     "lane",
     "speedup",
+    "rounds (= tied)",
     "accepted",
     "tokens / step",
     "drafting / target step",
@@ -51,6 +53,7 @@ def ranking_rows(result: dict) -> list[list]:
             place,
             lane["lane"],
             number(lane["speedup"], 2, "×"),
+            range_text(lane).replace("x", "×"),
             percent(lane["acceptance_rate"]),
             number(lane["tokens_per_step"], 2),
             "free"
@@ -80,6 +83,9 @@ def why_markdown(result: dict) -> str:
         f"{number(plain['tokens_per_s'], 2)} tokens/s, on {result['device']} in "
         f"{result['dtype']}; each lane ran alone, in turn, the order flipped from round to "
         "round.",
+        "Each lane's rounds: the lowest and highest of its rounds' speedups, each over its "
+        "round's plain run; = marks a lane whose rounds reach the winner's, which this "
+        "shoot-out cannot rank against it.",
         f"The γ sweep is {result['sweep']['basis']}.",
     ]
     if result["stopped"]:
