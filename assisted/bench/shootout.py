@@ -183,13 +183,15 @@ def rank(
         per_token = _median([stats.drafting_s_per_token(r.record) for r in mine])
         if not kinds[name].times_drafting:
             per_token = 0.0  # a lookup's n-gram search runs whatever is chosen
+        by_round = round_speedups(mine, runs)
         ranked.append(
             {
                 "lane": name,
                 "drafter_kind": kinds[name],
                 "schedule": schedules[name],
                 "speedup": row["speedup"],
-                "speedup_range": round_range(mine, runs),
+                "speedup_rounds": by_round,
+                "speedup_range": [min(by_round), max(by_round)] if by_round else None,
                 "acceptance_rate": row["acceptance_rate"],
                 "tokens_per_step": row["tokens_per_step"],
                 "drafting_s_per_token": rounded(per_token, 6),
@@ -226,16 +228,15 @@ def rank(
     }
 
 
-def round_range(mine: Sequence[Run], runs: Sequence[Run]) -> list[float] | None:
-    """The lowest and highest of a lane's rounds' speedups: each of its runs' tokens per
-    second over its round's plain run's; None where no round ran whole."""
+def round_speedups(mine: Sequence[Run], runs: Sequence[Run]) -> list[float]:
+    """A lane's speedup in each round that ran whole, rounds in order: its run's tokens per
+    second over its round's plain run's."""
     plain = {r.repeat: stats.tokens_per_s(r.record) for r in runs if r.drafter is None}
-    speedups = [
-        stats.tokens_per_s(r.record) / plain[r.repeat]
-        for r in mine
+    return [
+        rounded(stats.tokens_per_s(r.record) / plain[r.repeat])
+        for r in sorted(mine, key=lambda run: run.repeat)
         if plain.get(r.repeat) and stats.tokens_per_s(r.record) is not None
     ]
-    return [rounded(min(speedups)), rounded(max(speedups))] if speedups else None
 
 
 def mark_ties(ranked: Sequence[dict]) -> None:
