@@ -8,6 +8,8 @@
 - `stream_cost`: what one streaming update of the Compare tab costs the server;
 - `bad_machine`: a CLI or benchmark run from another machine's learnt file, or beside a
   neighbour spinning on one core;
+- `race`: `auto` against each fixed lane over the example kinds, a shoot-out on each, each
+  lane's geomean with its rounds' range, and `auto` over each lane;
 - `visitors`: a burst of visitors on a served app, on loopback: who is served, refused,
   or left without an answer, and how long admission and `/config` take meanwhile;
 - `gpu_check`, a package: each registry pair's costs on a device, from random models at
