@@ -148,3 +148,13 @@ def test_the_floor_measures_what_its_steps_lose_per_token():
     floor.observe(1.0, 2)
     assert floor.excess_s(0.25) == pytest.approx(0.25)
     assert Floor().excess_s(0.25) == 0.0
+
+
+def test_the_policys_floors_rise_with_what_drafting_and_a_row_cost():
+    flat = {k: 0.25 for k in range(1, CAP + 2)}
+    cheap = DraftPolicy(CAP, flat, {A: 0.005, L: 0.0}, A)
+    dear = DraftPolicy(CAP, flat, {A: 0.060, L: 0.0}, A)
+    steep = DraftPolicy(CAP, {k: 0.25 * k for k in range(1, CAP + 2)}, {A: 0.005, L: 0.0}, A)
+    assert max(cheap.floors(CAP)) < min(dear.floors(CAP))
+    assert max(cheap.floors(CAP)) < min(steep.floors(CAP))
+    assert len(cheap.floors(CAP)) == CAP - 1 and cheap.floors(1) == ()
