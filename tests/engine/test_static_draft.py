@@ -168,10 +168,11 @@ def midway(values: list[float]) -> float:
     return max((b - a, (a + b) / 2) for a, b in pairwise(ordered))[1]
 
 
-@pytest.mark.parametrize("rule", ["eos", "threshold", "cumulative"])
+@pytest.mark.parametrize("rule", ["eos", "threshold", "cumulative", "floors"])
 def test_every_stopping_rule_cuts_the_static_drafts_as_the_dynamic_loop(near_pair, rule):
     """After prefixes that go forward and back (each draft a rollback of the last), the
-    three drafters draft the same, and the rule under test ends some drafts and not all."""
+    three drafters draft the same, and the rule under test ends some drafts and not all
+    (the `auto` policy's floors on the reach, given with each draft, among them)."""
     model = near_pair.assistant
     prompt = prompt_ids(near_pair)[0].tolist()
     tokens, probs = continuation(model, prompt, 24)
@@ -185,7 +186,8 @@ def test_every_stopping_rule_cuts_the_static_drafts_as_the_dynamic_loop(near_pai
     else:
         whole = [math.prod(probs[s : s + CAP]) for s in starts]
         reaches = [math.prod(probs[s : s + j + 1]) for s in starts for j in range(CAP)]
-        rules["cumulative"] = midway([r for r in reaches if min(whole) <= r <= max(whole)])
+        rules[rule] = midway([r for r in reaches if min(whole) <= r <= max(whole)])
+    floors = (rules["floors"],) * (CAP - 1) if "floors" in rules else ()
     kinds = drafters(
         model, rules.get("threshold", 0.0), rules.get("eos", ()), rules.get("cumulative", 0.0)
     )
@@ -193,7 +195,7 @@ def test_every_stopping_rule_cuts_the_static_drafts_as_the_dynamic_loop(near_pai
     lengths = []
     for start in order:
         prefix = torch.tensor([prompt + tokens[:start]])
-        drafted = {name: drafter.draft(prefix, CAP) for name, drafter in kinds.items()}
+        drafted = {name: d.draft(prefix, CAP, None, floors) for name, d in kinds.items()}
         assert len(set(map(tuple, drafted.values()))) == 1, (start, drafted)
         assert drafted["dynamic"] == tokens[start : start + len(drafted["dynamic"])]
         lengths.append(len(drafted["dynamic"]))
@@ -205,6 +207,9 @@ def test_cut_keeps_what_the_loop_keeps():
     assert cut([1, 2, 3], [0.9, 0.3, 0.9], (), 0.5, 0.0) == [1, 2]  # the first unsure token
     assert cut([1, 2, 3], [0.9, 0.9, 0.9], (), 0.0, 0.85) == [1, 2]  # 0.9, then 0.81
     assert cut([1, 2, 3], [0.1, 0.1, 0.1], (), 0.0, 0.0) == [1, 2, 3]  # no rule: all of it
+    # The policy's floors, one per candidate but the last: 0.9 ≥ 0.85, then 0.81 < 0.85.
+    assert cut([1, 2, 3], [0.9, 0.9, 0.9], (), 0.0, 0.0, (0.85, 0.85)) == [1, 2]
+    assert cut([1, 2, 3], [0.9, 0.9, 0.9], (), 0.0, 0.0, (0.95, 0.0)) == [1]
 
 
 def test_greedy_runs_draft_on_the_static_cache_and_say_so(near_pair, monkeypatch):
