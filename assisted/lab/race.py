@@ -9,7 +9,7 @@ and highest of those over the rounds. `auto` over a lane is the ratio of their g
 with the range of the per-round ratios. Where `auto`'s range and a lane's overlap, this
 race cannot rank them, and says so ("tied").
 
-    python -m assisted.lab.race --repeats 5 --max-new-tokens 32 --json
+    python -m assisted.lab.race --repeats 5 --max-new-tokens 32 --json --out race.json
 
 Machine-dependent: name the CPU (`/proc/cpuinfo`) beside any figure it prints.
 """
@@ -87,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--kinds", help="comma list of example kinds (default: all)")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    parser.add_argument(
+        "--out", help="write every kind's whole shoot-out, each lane's steps too, to this JSON file"
+    )
     args = parser.parse_args(argv)
 
     from assisted.bench import shootout
@@ -104,10 +107,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = RunSettings(max_new_tokens=args.max_new_tokens)
     results = {}
     for kind, prompt in first.items():
-        for item in shootout.shootout(pair, prompt, settings, chosen, args.repeats):
+        races = shootout.shootout(
+            pair, prompt, settings, chosen, args.repeats, per_step=bool(args.out)
+        )
+        for item in races:
             if isinstance(item, dict):
                 results[kind] = item
         print(f"{kind}: {shootout.render(results[kind])}", file=sys.stderr)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as file:
+            json.dump(results, file, ensure_ascii=False)
     summary = summarize(results, [lane.name for lane in chosen])
     print(render(summary))
     if args.json:
