@@ -20,7 +20,7 @@ the prior, kept between the measured rows around it. A prior row cheaper than wh
 pays now (timed on a quiet moment, the cores busy since) would otherwise cut every smaller
 measured row down to it, however often measured: on a shared EPYC, a prior T(9) of 0.20 s
 held a run's T(1) at 0.20 s through 126 passes of 0.56 s, and the floor, priced by it,
-stopped an assistant that ran twice plain's pace (docs/auto-policy.md).
+stopped an assistant that ran twice plain's pace (docs/lab-notes.md).
 
 A prior (the calibration, or what earlier runs kept) counts as `prior_weight` timings of
 each of its rows and of the level: the run's own timings overrule it after a few steps.
@@ -129,7 +129,7 @@ def _monotone(points: Mapping[int, float], weights: Mapping[int, int]) -> dict[i
     is the suffix minimum: a larger row timed cheaper cuts a smaller one. A row timed three
     times by a calibration never cuts one a run timed 177 times: on a shared EPYC, a
     calibrated T(2) of 0.15 s cut such a T(1) of 0.23 s, priced verification 1.7x steeper
-    than it was, and held the assistant back all run (docs/auto-policy.md)."""
+    than it was, and held the assistant back all run (docs/lab-notes.md)."""
     curve: dict[int, float] = {}
     for k in sorted(points, key=lambda k: (-weights[k], points[k])):
         floor = max((t for j, t in curve.items() if j < k), default=0.0)

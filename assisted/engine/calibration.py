@@ -7,7 +7,7 @@ The calibration times T(1), T(2) and T(cap + 1) and fits the rows between them
 (`assisted.core.cost_curve`: monotone, never above a larger row), plus the assistant's
 row and its read of a block of context, in a fraction of the time every row of the cap
 would take
-(docs/auto-policy.md says how long, and on what). T(2) because the curve bends there: one
+(docs/lab-notes.md says how long, and on what). T(2) because the curve bends there: one
 row is a matrix-vector product, two rows take the matrix-matrix kernels, and on a CPU
 without bf16 ones (AVX2, fp32) two rows cost 1.8 plain steps and nine 3.0, so a line from
 T(1) to T(cap + 1) put T(2) 29% and T(3) 16% below what the runs learnt, and short lookup
@@ -159,7 +159,7 @@ def _time_drafting(
     # the read of the context, whose time per token is flatter than a single row's. The
     # read is timed whenever drafting is: a read priced 3× too dear on disk kept the
     # assistant from starting, and only a first draft, which it then never made, would have
-    # corrected it (docs/auto-policy.md).
+    # corrected it (docs/lab-notes.md).
     # The read is priced at the level of the drafting time kept beside it: a neighbour that
     # slows this moment's passes slows the one-row pass timed with the block alike, so the
     # block's time over that pass's is what this moment says of the read. Taken as timed,

@@ -4,7 +4,7 @@ the embedded pair's drafting assistant after a 284-token example, and the effect
 each gives (seconds of a drafting call per token over the target's seconds for one row on the same
 context).
 
-Its figures for the embedded pair are in docs/auto-policy.md ("A lean drafting loop").
+Its figures for the embedded pair are in docs/lab-notes.md ("A lean drafting loop").
 """
 
 from __future__ import annotations

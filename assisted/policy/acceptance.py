@@ -17,7 +17,7 @@ never do (`CARRIED`): how far a match continues is the prompt's own (a runbook's
 copied nearly whole, a passage's question answered in other words), so a history drawn from
 other prompts only makes a run's drafts depend on what ran before it. On the benchmark's
 long passages, the matches of a runbook (89% kept) made the next passage's first matches
-draft 7 candidates at an estimated 4.1 tokens, which kept 5 of 35 (docs/auto-policy.md).
+draft 7 candidates at an estimated 4.1 tokens, which kept 5 of 35 (docs/lab-notes.md).
 
 An assistant model's draft may end short of the γ the policy chose: after a token it is
 unsure of (the confidence and cumulative thresholds), or an end of sequence. `DraftEnds`
@@ -25,7 +25,7 @@ keeps, per position, how often its drafts in this run went on past it, so that a
 cost (`assisted.policy.choice`) counts only the drafting and the rows of verification it
 is likely to pay for. Priced at the full γ, the assistant's steps over the benchmark's 24
 examples were expected to cost 0.56–0.62 s a category where they took 0.34–0.45 s: 1383 of
-its 1598 drafts ended short of their γ, 76% after 1 to 3 candidates (docs/auto-policy.md).
+its 1598 drafts ended short of their γ, 76% after 1 to 3 candidates (docs/lab-notes.md).
 Its E(γ) needs no such factor: a draft that ended short with every candidate kept counts
 as a rejection at the position after its last (`Acceptance.observe`'s `asked`), so each
 position's estimate is the chance that a candidate is drafted and kept. The two chances
@@ -184,7 +184,7 @@ class AcceptanceModel:
         coin flip: of the six estimates (2, 3 and 4 or more tokens, with and without a
         streak), four were each drafted at 1/2 in a run of a long passage, four or five
         candidates at two plain steps' cost on the AVX2 imitation, after the run's first
-        matches had kept nothing (docs/auto-policy.md)."""
+        matches had kept nothing (docs/lab-notes.md)."""
         bucket, streak = self.bucket[source], self.streak[source]
         if not bucket:
             return 0.5

@@ -343,11 +343,11 @@ class DraftPolicy:
         without bf16 kernels); and at most of the acceptances where it pays, it saves less
         than at 0.79: weighed at 0.79 wherever it paid, the bet started the assistant on
         passages with 11- to 23-token answers on the AVX2 imitation, where its read was
-        never repaid (docs/auto-policy.md).
+        never repaid (docs/lab-notes.md).
         Made at the prior, never at the pair's earlier runs: drawn from other prompts, they
         would make the bet, and so this prompt's speed, depend on what ran before it (a
         passage's question after code prompts, whose drafts the target kept, started the
-        assistant and lost: docs/auto-policy.md)."""
+        assistant and lost: docs/lab-notes.md)."""
         source = self.model_source
         costs = [self.costs.cost_s(source, gamma) for gamma in range(1, most + 1)]
         unseen = Acceptance(self.cap)

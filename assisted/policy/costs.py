@@ -29,7 +29,7 @@ prior (the calibration, refined by earlier runs: `assisted.policy.learnt`) that 
 the run overrule any prior, however wrong: a learnt file written while another job shared
 the cores once priced the first read 3× and T(3)…T(8) 2.5× above what the machine paid,
 and an average that moved 4% a timing (the model this replaced) kept the assistant from
-drafting for dozens of runs (docs/auto-policy.md). A median also ignores the odd slow
+drafting for dozens of runs (docs/lab-notes.md). A median also ignores the odd slow
 pass, which an average carries for many steps.
 
 The assistant shares the machine with the target, so a neighbour that slows one slows the

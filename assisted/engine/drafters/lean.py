@@ -5,7 +5,7 @@ generation config, builds logits processors and stopping criteria, prepares the 
 masks, and returns scores the target only reads when it samples. On a CPU that work is a
 sizable share of a small assistant's drafting call, against a bare loop of forward passes,
 which raises the effective cost ratio c (`python -m assisted.lab.lean_timing` times both
-ways and prints c; docs/auto-policy.md). Under greedy
+ways and prints c; docs/lab-notes.md). Under greedy
 decoding the target needs the candidates' ids only, so the `auto` schedule drafts with
 this loop instead; the target still verifies every candidate in Transformers' own loop,
 so the output cannot change.

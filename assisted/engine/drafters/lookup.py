@@ -6,7 +6,7 @@ template's system prompt and role tokens included; it takes the first (leftmost)
 the longest n-gram up to `max_matching_ngram_size`, and falls back to a single token. So it
 drafts the template's system prompt ("You are Qwen, created by Alibaba") and copies
 passages the text has moved past, drafts that the target rejects and the assisted column
-shows (docs/auto-policy.md).
+shows (docs/lab-notes.md).
 
 `SuffixLookup` follows SuffixDecoding (Oliaro et al. 2024, vLLM's `suffix` method): the
 draft continues the longest match of the sequence's suffix, here of `SHORTEST_MATCH` to
