@@ -4,6 +4,7 @@ the CLI's card and JSON."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import sys
@@ -17,6 +18,7 @@ from assisted.bench.measuring import Progress, Streamed
 from assisted.core.drafters import DrafterKind
 from assisted.core.settings import RunSettings, SettingsError
 from assisted.models.pairs import custom_pair, load_pair
+from tests.engine.runs import fresh_copy
 
 PROMPT = "def add(a, b):"
 SHORT = RunSettings(max_new_tokens=10)
@@ -101,6 +103,32 @@ def test_a_lane_is_tied_where_its_rounds_reach_the_winners():
         for lane in ranked[:3]
     ]
     assert "Tied with it within the rounds' ranges: γ = 8." in shootout.why(lanes)
+
+
+def test_the_sweep_is_priced_by_what_the_steps_measured_not_by_the_hindsights_costs(self_pair):
+    """The γ sweep replays a lane at the T(k) its steps measured (`measured_costs.priced`):
+    the hindsight's own curve (the policy's, or the calibration's bare passes) only shapes
+    the rows no step verified, at the level of those measured, so a curve a thousand times
+    dearer moves it little; replayed at the hindsight's curve, every γ would read about a
+    thousandth of its speed."""
+    pair = fresh_copy(self_pair)
+    lanes = {lane.name: lane for lane in shootout.lanes(pair)}
+    runs, found = [], None
+    for item in shootout.shootout(pair, PROMPT, SHORT, [lanes["auto"], lanes["γ = 5"]], 1):
+        if isinstance(item, Progress) and item.run is not None:
+            runs.append(item.run)
+        elif isinstance(item, dict):
+            found = item
+    assert found["sweep"]["curves"]
+    for run in runs:
+        h = run.record.hindsight
+        if h is not None:
+            dearer = tuple((k, 1000 * seconds) for k, seconds in h.verify_s)
+            run.record.hindsight = dataclasses.replace(h, verify_s=dearer)
+    dearer = shootout.sweep(found["lanes"], runs)["curves"]
+    for lane, curve in found["sweep"]["curves"].items():
+        for gamma, speedup in curve.items():
+            assert 1 / 3 < dearer[lane][gamma] / speedup < 3, (lane, gamma)
 
 
 def test_a_lane_measured_above_its_oracle_is_ranked_as_above_it(result):
