@@ -164,7 +164,8 @@ def settings_accordion(spec: PairSpec) -> Settings:
             value=spec.draft.confidence_threshold,
             step=0.05,
             label="Assistant confidence threshold (0: off)",
-            info="the assistant stops a draft early when unsure",
+            info="the assistant stops a draft early when unsure (under auto, greedy: where "
+            "its next candidate stops paying)",
         )
         assistant_quant = gr.Radio(
             list(ASSISTANT_QUANTS),
