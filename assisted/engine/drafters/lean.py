@@ -10,13 +10,13 @@ decoding the target needs the candidates' ids only, so the `auto` schedule draft
 this loop instead; the target still verifies every candidate in Transformers' own loop,
 so the output cannot change.
 
-It drafts what `generate()` would: the argmax at each position, stopping after an
-end-of-sequence token or after a token whose probability falls below the confidence
-threshold (Transformers' `ConfidenceCriteria`). It also stops once the product of its
-probabilities over the draft so far, its own estimate that the whole draft is accepted,
-falls below the cumulative threshold: a run of fairly sure tokens ends the draft as one
-unsure token does (`DraftSettings.cumulative_threshold`; generate() has no such rule, so
-only this loop applies it). Its cache holds committed ids only: before
+It drafts the argmax at each position, stopping after an end-of-sequence token, and where
+the product of its probabilities over the draft so far (its reach, its own estimate that
+the whole draft is kept) falls below the floor the `auto` policy priced for that position
+(`assisted.policy.choice`: the next candidate no longer pays), or below a cumulative
+threshold a caller set (`DraftSettings.cumulative_threshold`). A per-token confidence
+threshold (Transformers' `ConfidenceCriteria`) is kept as a rule too, for callers that set
+one; the `auto` seam does not. Its cache holds committed ids only: before
 each draft it keeps the prefix that the committed ids confirm and reads the rest, so a
 draft never rests on candidates the target rejected.
 """
