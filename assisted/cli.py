@@ -66,10 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--schedule", choices=SCHEDULES, help="auto: γ per step from measured costs, up to the cap"
     )
     draft.add_argument(
-        "--confidence-threshold",
-        type=float,
-        help="stop drafting below this probability; 0 = off (auto, greedy: the policy prices "
-        "where each draft ends)",
+        "--confidence-threshold", type=float, help="stop drafting below this probability; 0 = off"
     )
     draft.add_argument(
         "--cumulative-threshold",
