@@ -194,9 +194,9 @@ class DraftPolicy:
             if self._probe_fits(source, 1, tokens_left):
                 choice = self._choice(source, 1)
         elif probing and self.idle >= PROBE_AFTER and choice.source != model and room:
-            gamma = self.best(model, room)[0]
             # Never a held assistant: a hold ends by its own ledger, not by a probe.
-            if held_back is None and self._probe_fits(model, gamma, tokens_left):
+            gamma = self.best(model, room)[0] if held_back is None else 0
+            if gamma and self._probe_fits(model, gamma, tokens_left):
                 choice = self._choice(model, gamma)
         if held_back is not None:
             choice = replace(choice, held_back=held_back)
