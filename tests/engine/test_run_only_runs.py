@@ -103,7 +103,8 @@ SAMPLED = RunSettings(max_new_tokens=16, sample=True, temperature=0.8, seed=3)
 # and its observers, as a constant run; the policy that chooses each step (choice,
 # acceptance, costs, answers, held back, and the cost curve and figures it prices with) and
 # the sources it chooses between (the candidates' generators, the suffix lookup); greedy,
-# the static-cache loop and the end-of-sequence ids it stops at (`models.loading`);
+# the static-cache loop, where its drafts end (`lean.DraftEnd`) and the end-of-sequence ids
+# it stops at (`models.loading`);
 # sampled, the draft's probabilities. Which of them a run enters depends on the steps the
 # policy chooses, and so on the machine's timings: the bound is the set, not a count.
 AUTO_MODULES = {
@@ -111,7 +112,7 @@ AUTO_MODULES = {
     *(f"assisted.engine.{m}" for m in ("clock", "decoding", "detokenizer", "events", "observe")),
     "assisted.engine.draft_probs",
     *(f"assisted.engine.drafters.{m}" for m in ("seam", "draft_graphs", "candidates")),
-    *(f"assisted.engine.drafters.{m}" for m in ("lookup", "static_draft")),
+    *(f"assisted.engine.drafters.{m}" for m in ("lookup", "static_draft", "lean")),
     *(f"assisted.policy.{m}" for m in ("choice", "holds", "acceptance", "costs", "answers")),
     "assisted.models.cpu_linear",
     "assisted.models.loading",
