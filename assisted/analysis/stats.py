@@ -250,6 +250,8 @@ def summarize(record: RunRecord, steps: bool = True) -> dict:
                 drafting_path_reason=path.reason,
                 drafting_self_check=path.check,
                 drafting_self_check_judged=path.judged,
+                drafting_self_check_gap=path.gap,
+                drafting_self_check_gap_at=path.gap_at or None,
                 graph_capture_s=rounded(path.capture_s, 3),
                 drafting_s_per_token=rounded(drafting_s_per_token(record), 6),
             )

@@ -89,10 +89,29 @@ CUDA_GRAPHS = "cuda-graphs"
 EAGER = "eager"
 GENERATE = "generate"
 # The graphs' self-check verdicts (`DraftingPath.check`,
-# `assisted.engine.drafters.graph_check.self_check`).
+# `assisted.engine.drafters.graph_check.self_check`): every replay bit for bit as eager
+# passes; within the last bits of them (the dtype's bound; graphs kept); a wrong replay;
+# too few positions judged.
 PASSED = "passed"
+LAST_BIT = "last-bit"
 FAILED = "failed"
 INCONCLUSIVE = "inconclusive"
+TRUSTED = frozenset({PASSED, LAST_BIT})  # the verdicts whose graphs draft
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The graphs' self-check's outcome (`assisted.engine.drafters.graph_check.self_check`):
+    "passed", "last-bit", "failed" or "inconclusive"; the positions its comparison with the
+    DynamicCache loop judged; what differed, or why it could not judge ("" for a pass); the
+    largest probability gap against eager passes and where (None where the check ended
+    before one was known)."""
+
+    check: str
+    judged: int
+    detail: str = ""
+    gap: float | None = None
+    gap_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,15 +121,18 @@ class DraftingPath:
     (the lean loop, a pass and a read a token) or "generate" (the assistant's own
     `generate()` through Transformers' generator). `capture_s`: what capturing the graphs
     and their self-check took, once per process and assistant; None where none were
-    captured. `check`: the graphs' self-check verdict, "passed", "failed" or
+    captured. `check`: the graphs' self-check verdict, "passed", "last-bit", "failed" or
     "inconclusive", and `judged` the positions its comparison with the DynamicCache loop
-    judged; None where no self-check ran."""
+    judged; `gap` the largest gap between a replay's probabilities and eager passes' on
+    its cache, and `gap_at` where it was; None where no self-check ran."""
 
     path: str
     reason: str
     capture_s: float | None = None
     check: str | None = None
     judged: int | None = None
+    gap: float | None = None
+    gap_at: str | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,10 @@ dictionary lookup. On ZeroGPU each GPU call runs in a process forked from the ma
 one; the cache is keyed by process, so a fresh fork prepares again on its own device (the
 int8 copy and the costs it inherited are not built or timed again), while a reused worker
 finds its own. Plain runs need nothing prepared.
+
+A process whose CUDA context a failure in drafting broke (`BrokenContext`, a sticky CUDA
+error: `assisted.engine.drafters.cuda_context`) prepares nothing more: `broken` says why,
+and callers ask it before they touch the device (`assisted.ui.gpu_calls`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import torch
 from assisted.core.settings import WARMUP_PROMPT, DraftSettings, RunSettings
 from assisted.engine import calibration, learning
 from assisted.engine.drafters import draft_graphs
+from assisted.engine.drafters.cuda_context import BrokenContext, broken
 from assisted.engine.prompt import chat_ids, template_ids
 from assisted.models import process_state, quantize
 from assisted.models.loading import end_ids
@@ -99,7 +104,10 @@ def prepare(
     """Everything runs drafting with `draft` (default: the pair's) need, once per process:
     cheap when this process prepared it already. Under `auto`, where `settings` sample, the
     sampled drafting cost too; else (greedy, or None) the assistant's graphs on CUDA. Call
-    it before any clock starts."""
+    it before any clock starts. Raises `BrokenContext` in a process whose CUDA context
+    broke."""
+    if (words := broken()) is not None:
+        raise BrokenContext(words)
     draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
     key = (os.getpid(), draft)
     cache = cache_of(pair).prepared

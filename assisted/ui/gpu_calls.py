@@ -20,7 +20,7 @@ import gradio as gr
 from assisted import bench
 from assisted.core.record import RunRecord
 from assisted.core.settings import SettingsError
-from assisted.engine import comparison, learning
+from assisted.engine import comparison, learning, prepare
 from assisted.models import pairs, placement
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import CallReport, runs_capture_s, runs_s_per_token, worker_start_s
@@ -68,8 +68,11 @@ class CallTiming:
     """What one call measures of its work: the work says when each timed run ends
     (`timed`), and learns whether this call set the pair up (`set_up`)."""
 
-    def __init__(self, pair: pairs.LoadedPair, started: float, load_s: float | None) -> None:
+    def __init__(
+        self, pair: pairs.LoadedPair, started: float, load_s: float | None, cap: int | None = None
+    ) -> None:
         self.pair = pair
+        self.cap = cap  # the longest draft the call's runs ask, which a capture records
         self.ready = started + (load_s or 0.0)  # when the pair was ready
         self.load_s = load_s
         self.setup_s: float | None = None
@@ -106,6 +109,7 @@ class CallTiming:
             cold_start_s,
             runs_capture_s(self.records) if set_up else None,
             gpu=placement.gpu_name(self.pair.device),
+            capture_cap=self.cap,
         )
 
 
@@ -116,15 +120,21 @@ Work = Callable[[pairs.LoadedPair, CallTiming], Iterator[Item]]
 def gpu_call(request: GpuRequest, work: Work[Item], title: str, fault: str = "") -> GpuEvents[Item]:
     """One GPU call of `work` on the request's pair: a `Status` while the pair loads, the
     work's items, then what the call measured (a CallReport). Bad settings are refused
-    under `title`; a pair that cannot load is said as such; any other failure as
-    "`fault` (default: `title`) failed", never hung on."""
+    under `title`; a pair that cannot load is said as such; a CUDA context that broke, in
+    this call or an earlier one in this process, in its own words, before anything runs
+    in it (`prepare.BrokenContext`: raising ends the worker's use on ZeroGPU); any
+    other failure as "`fault` (default: `title`) failed", never hung on."""
     spec = request.pair.spec
     started = time.perf_counter()
     cold_start_s = worker_start_s()
     try:
+        if (words := prepare.broken()) is not None:
+            raise prepare.BrokenContext(words)
         pair, load_s = yield from gpu_ready(request.pair)
-        timing = CallTiming(pair, started, load_s)
+        timing = CallTiming(pair, started, load_s, request.drafting_cap())
         yield from work(pair, timing)
+    except prepare.BrokenContext as error:
+        raise gr.Error(str(error), title="GPU fault") from error
     except pairs.PairError as error:
         raise refusal(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error
     except (bench.BenchError, SettingsError) as error:

@@ -11,12 +11,14 @@ MARGIN:
 - a benchmark's sampling check: each of its samples as CHECK_SAMPLE_TOKENS assisted tokens;
 - what a call does before them: loading the pair, unless it was loaded at start-up; and the
   set-up (preparing the pair, the warm-up, the calibration until a call has kept its
-  costs on disk, and on CUDA the capture of the assistant's drafts as graphs,
-  `assisted.engine.drafters.draft_graphs`), as the latest call that did it measured. The set-up is
-  counted on every call: ZeroGPU may hand the call a fresh fork, which has to warm up and
-  capture again, and the app cannot know beforehand. So a set-up measured without a
-  capture (a reused worker warming another mode) is counted with the latest capture
-  measured;
+  costs on disk), as the latest call that did it measured, and on CUDA the capture of the
+  assistant's drafts as graphs (`assisted.engine.drafters.draft_graphs`) for the call's cap
+  (`capture_s`). Both are counted on every call: ZeroGPU may hand the call a fresh fork,
+  which has to warm up and capture again, and the app cannot know beforehand. A capture
+  records one graph a draft length on each cache, 1 + … + cap passes a cache, and costs
+  as many: so the latest capture measured, at its own cap, prices the call's by that
+  ratio, a longer cap's recapture included; until one is measured, `first_guess` prices
+  it;
 - a worker's cold start: ZeroGPU may hand the call a freshly forked worker, which sets up
   CUDA and moves every weight preloaded at start-up onto the GPU before the call's task
   starts, inside the time asked for (`spaces/zero/wrappers.py`, `worker_init`). Until a
@@ -34,7 +36,8 @@ MARGIN:
   its seconds are the larger of the weights' bytes over the device's bandwidth and its
   layers times a launch cost (`assisted.models.hardware.Device.step_s`; MARGIN covers a
   guess that falls short). The set-up is a fixed start plus a number of the target's
-  steps, and the capture of the assistant's drafts a number of the assistant's own passes;
+  steps, and the capture of the assistant's drafts its recorded passes, each at
+  `RECORDED_PASS_STEPS` of the assistant's own steps;
   loading inside a call moves the weights from the start-up's copy in memory or on disk.
   A custom pair, whose size is not known before it loads, is priced at the largest that
   its checks let load.
@@ -66,6 +69,7 @@ from typing import TYPE_CHECKING
 
 from assisted.analysis import stats
 from assisted.core.record import RunRecord
+from assisted.core.settings import DraftSettings
 from assisted.models import machines
 from assisted.models.hardware import CUDA_SETUP_S, Device, zerogpu_slice
 from assisted.models.registry import PAIRS, PairSpec, Size
@@ -82,14 +86,13 @@ FLOOR_S = 20  # never schedule less: scheduling and the fork's start cost second
 # kernels) that no step count covers.
 SETUP_STEPS = 200
 SETUP_START_S = 10.0
-# The capture of an assistant's drafts, in its own eager passes
-# (`assisted.engine.drafters.draft_graphs`): on each of its caches, warm-up drafts of the
-# cap (3 × 8), one graph per length (1 + … + 8 = 36 passes) and the self-check's eager
-# passes on that cache (8, then 7 after a rollback); once, the DynamicCache loop's drafts
-# after up to 4 ends of the probe (4 × 8); doubled for the first call's one-off costs.
-# Priced at the assistant's pass, not the target's step.
+# The capture of an assistant's drafts (`assisted.engine.drafters.draft_graphs`): on each
+# of its caches, one graph a draft length, 1 + … + cap recorded passes, each with its
+# share of the warm-ups, the self-check and the timing around it. An H200 captured the
+# 0.5B's drafts up to 8 in 2.78 s a cache (docs/space.md): 36 recorded passes, 77 ms each,
+# 9.2 of the 0.5B's modelled steps (24 layers × 0.35 ms of launches).
 CAPTURED_CACHES = 4  # `draft_graphs.BUCKETS`
-CAPTURE_PASSES = 2 * (CAPTURED_CACHES * (3 * 8 + 36 + 8 + 7) + 4 * 8)
+RECORDED_PASS_STEPS = 9.2
 # A custom pair: as large as its checks let it be (ASSISTED_MAX_MODEL_GB's 40 GB in bf16),
 # at the depth of the deepest offered target and more.
 UNKNOWN_SIZE = Size(20.0, 64)
@@ -117,27 +120,39 @@ class ColdStart:
         )
 
 
-def first_guess(spec: PairSpec | None, device: Device | None = None) -> _PairTimes:
+def recorded_passes(cap: int, caches: int = CAPTURED_CACHES) -> int:
+    """The passes a capture of drafts of 1 … `cap` records on `caches` caches."""
+    return caches * cap * (cap + 1) // 2
+
+
+def first_guess(
+    spec: PairSpec | None, device: Device | None = None, cap: int | None = None
+) -> _PairTimes:
     """The times of a pair never timed on `device` (default: the ZeroGPU slice of
     `zerogpu_slice`), from its published size (the module's note); a pair of unknown size
-    (custom, or None) at `UNKNOWN_SIZE`, its assistant too. The assistant's runs are priced
-    as plain ones: where drafting would cost more, `auto` stops drafting."""
+    (custom, or None) at `UNKNOWN_SIZE`, its assistant too; its capture at `cap` (default:
+    the pair's own). The assistant's runs are priced as plain ones: where drafting would
+    cost more, `auto` stops drafting."""
     device = device or zerogpu_slice()
     target = spec.target_size if spec is not None and spec.target_size else UNKNOWN_SIZE
     step_s = device.step_s(target)
-    capture_s = 0.0
+    capture_s = None
     # Only a pair whose assistant is a model of its own captures its drafts.
     if spec is None or spec.drafter.has_model:
         assistant = spec.assistant_size if spec is not None and spec.assistant_size else None
-        capture_s = CAPTURE_PASSES * device.step_s(assistant or UNKNOWN_SIZE)
+        cap = cap or (spec.draft if spec is not None else DraftSettings()).num_assistant_tokens
+        passes = recorded_passes(cap) * RECORDED_PASS_STEPS
+        capture_s = passes * device.step_s(assistant or UNKNOWN_SIZE)
     weights = spec.weight_bytes() if spec is not None else None
     if weights is None:
         weights = 2 * UNKNOWN_SIZE.weight_bytes()
     return _PairTimes(
         load_s=weights / device.load_bytes_per_s,
-        setup_s=SETUP_START_S + SETUP_STEPS * step_s + capture_s,
+        setup_s=SETUP_START_S + SETUP_STEPS * step_s,
         plain_s_per_token=step_s,
         assisted_s_per_token=step_s,
+        capture_s=capture_s,
+        capture_cap=cap,
     )
 
 
@@ -155,15 +170,23 @@ class CallReport:
     cold_start_s: float | None = None  # a fresh worker's start; None: a reused one
     capture_s: float | None = None  # the graphs' capture, within setup_s
     gpu: str | None = None  # the GPU the call ran on, as torch names it; None: not on CUDA
+    capture_cap: int | None = None  # the longest draft the capture recorded
 
 
 @dataclass
 class _PairTimes:
     load_s: float | None = None
-    setup_s: float | None = None
+    setup_s: float | None = None  # without the capture
     plain_s_per_token: float | None = None
     assisted_s_per_token: float | None = None
     capture_s: float | None = None
+    capture_cap: int | None = None  # the cap `capture_s` recorded drafts up to
+
+    def capture_at(self, cap: int) -> float:
+        """The capture of drafts up to `cap`, from this one's by their recorded passes."""
+        if self.capture_s is None:
+            return 0.0
+        return self.capture_s * recorded_passes(cap) / recorded_passes(self.capture_cap or cap)
 
 
 @dataclass(frozen=True)
@@ -236,13 +259,14 @@ class GpuTimes:
         """What a finished call measured; it ends its pair's growth after aborts."""
         with self._lock:
             times = self._pairs.setdefault(report.pair, _PairTimes())
-            for name in ("load_s", "plain_s_per_token", "assisted_s_per_token", "capture_s"):
+            for name in ("load_s", "plain_s_per_token", "assisted_s_per_token"):
                 if (value := getattr(report, name)) is not None:
                     setattr(times, name, value)
+            if report.capture_s is not None:
+                times.capture_s, times.capture_cap = report.capture_s, report.capture_cap
             if report.setup_s is not None:
-                # A fresh worker captures again: a set-up that did not is counted with one.
-                missing = times.capture_s if report.capture_s is None else None
-                times.setup_s = report.setup_s + (missing or 0.0)
+                # Kept apart: every call counts a capture at its own cap (the module's note).
+                times.setup_s = report.setup_s - (report.capture_s or 0.0)
             if report.cold_start_s is not None:
                 self._cold_start_s = report.cold_start_s
             if report.gpu is not None:  # the machine the calls run on
@@ -266,20 +290,36 @@ class GpuTimes:
     def estimate(self, request: GpuRequest, preloaded: bool) -> Estimate:
         """The request for a tab's GPU call (`request`): the tokens it times, plain and
         assisted, on its pair; `preloaded`: the pair was loaded at start-up."""
-        return self.runs(request.pair.spec.name, *request.timed_tokens(), preloaded)
+        name = request.pair.spec.name
+        return self.runs(name, *request.timed_tokens(), preloaded, request.drafting_cap())
 
-    def runs(self, pair: str, plain_tokens: int, assisted_tokens: int, preloaded: bool) -> Estimate:
+    def runs(
+        self,
+        pair: str,
+        plain_tokens: int,
+        assisted_tokens: int,
+        preloaded: bool,
+        cap: int | None = None,
+    ) -> Estimate:
         """The request for a call that times `plain_tokens` of plain decoding and
-        `assisted_tokens` of assisted decoding on `pair`, after its set-up."""
+        `assisted_tokens` of assisted decoding on `pair`, after its set-up and a capture of
+        drafts up to `cap` (default: the pair's own)."""
         with self._lock:
             times = self._pairs.get(pair, _PairTimes())
             aborts = self._aborts.get(pair, 0)
-        guess = first_guess(self.specs.get(pair), self.device)
+        guess = first_guess(self.specs.get(pair), self.device, cap)
+        cap = cap or guess.capture_cap
         cold = self.cold_start()
         plain = times.plain_s_per_token
         assisted = times.assisted_s_per_token or plain
         measured = plain is not None
         setup_s = times.setup_s if times.setup_s is not None else guess.setup_s
+        # A measured capture, else the guess's until a set-up was measured without one (a
+        # pair whose runs never captured: sampled or constant-schedule, or not on CUDA).
+        if times.capture_s is not None:
+            setup_s += times.capture_at(cap)
+        elif times.setup_s is None:
+            setup_s += guess.capture_at(cap)
         load_s = times.load_s if times.load_s is not None else guess.load_s
         estimate = (
             plain_tokens * (plain or guess.plain_s_per_token)

@@ -40,3 +40,8 @@ class GpuRequest(Protocol):
     def timed_tokens(self) -> tuple[int, int]:
         """The new tokens the call times, plain and assisted."""
         ...
+
+    def drafting_cap(self) -> int:
+        """The longest draft the call's runs ask of the assistant: the cap its drafts are
+        captured as graphs for, on CUDA (`assisted.ui.gpu_time.capture_s`)."""
+        ...

@@ -13,6 +13,7 @@ import os
 import threading
 
 import pytest
+import torch
 
 gradio_client = pytest.importorskip("gradio_client")
 
@@ -234,11 +235,13 @@ def test_zerogpu_a_comparison_asks_for_what_its_pair_was_measured_to_need(client
     measured = app._gpu_times.runs(name, tokens, tokens, preloaded=True)
     client.predict(**settings(max_new_tokens=tokens), api_name="/compare")
     first, second = (request.duration_s for request in zerogpu.requests)
-    guess = gpu_time.first_guess(None)  # a custom pair: priced at the largest allowed
+    # A custom pair: priced at the largest allowed, its capture at the request's cap.
+    guess = gpu_time.first_guess(None, cap=settings()["draft_length"])
     # A fresh worker's start, estimated from the weights the start-up preloaded.
     moving_s = pairs.memory_in_use() / app._gpu_times.device.load_bytes_per_s
     cold = gpu_time.CUDA_SETUP_S + moving_s
-    asked = gpu_time.MARGIN * (2 * tokens * guess.plain_s_per_token + guess.setup_s + cold)
+    setup_s = guess.setup_s + guess.capture_s
+    asked = gpu_time.MARGIN * (2 * tokens * guess.plain_s_per_token + setup_s + cold)
     assert first == max(gpu_time.FLOOR_S, math.ceil(asked))
     assert measured.measured and second == measured.seconds
     assert second < first  # tiny models on a CPU: far faster than the first guess
@@ -401,3 +404,42 @@ def test_zerogpu_an_aborted_call_is_a_clear_error_and_the_next_comparison_asks_m
     # Remembered in the main process: the next request for the pair asks twice as much.
     aborted, after = (request.duration_s for request in zerogpu.requests)
     assert after >= gpu_time.ABORT_GROWTH * aborted - 1  # each rounded up to whole seconds
+
+
+def test_zerogpu_a_sticky_cuda_error_is_said_in_words_and_the_next_request_forks_afresh(
+    client, zerogpu, monkeypatch, tmp_path
+):
+    """A worker's capture meets a sticky CUDA error (on the CPU's stand-in for graphs, the
+    assistant taken to be on CUDA): the request ends in words, and although ZeroGPU offers
+    the idle worker for the next one, `spaces` retires a worker whose call raised, so the
+    next request runs in a fresh fork, where the capture goes through. Mutation caught:
+    the fault caught and the fallback run in the broken context (then the first request
+    fails as "Generation failed", not in these words)."""
+    from assisted.engine.drafters import draft_graphs
+    from tests.engine.test_drafting_faults import ILLEGAL_ADDRESS, FaultyGraphs
+
+    class BreaksOnce(FaultyGraphs):
+        """Breaks the device at the first capture of any worker, and never again."""
+
+        def record(self, region, pool=None):
+            marker = tmp_path / "broke"
+            if not marker.exists():
+                marker.touch()
+                self.capture_fault = torch.AcceleratorError(ILLEGAL_ADDRESS)
+            return super().record(region, pool)
+
+    monkeypatch.setattr(draft_graphs, "GRAPHS", BreaksOnce())
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    inputs = settings(max_new_tokens=8, schedule="auto")
+    zerogpu.reuse = False  # a fork taken with the stand-in in place
+    job = client.submit(**inputs, api_name="/compare")
+    with pytest.raises(gradio_client.exceptions.AppError) as raised:
+        job.result()
+    said = str(raised.value)
+    assert "CUDA context is broken" in said and ILLEGAL_ADDRESS in said, said
+    assert "fresh GPU worker" in said
+    zerogpu.reuse = True  # ZeroGPU offers the idle worker
+    values = client.predict(**inputs, api_name="/compare")
+    assert values[-1]["identical"] is not None
+    broken, fresh = zerogpu.worker_pids[-2:]
+    assert zerogpu.requests[-1].reuse and fresh != broken

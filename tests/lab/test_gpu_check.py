@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from assisted.core.drafters import DrafterKind
-from assisted.core.record import CUDA_GRAPHS, EAGER, INCONCLUSIVE, PASSED, DraftingPath
+from assisted.core.record import CUDA_GRAPHS, EAGER
 from assisted.lab.gpu_check import end_to_end, imposed
 from assisted.lab.gpu_check.__main__ import main
 from assisted.lab.gpu_check.architectures import ARCHITECTURES
@@ -161,21 +161,24 @@ def test_at_an_imposed_acceptance_the_run_is_lossless_and_accepts_what_was_impos
     assert (out / "gpu_check.md").read_text().strip() == printed.strip()
 
 
-def test_an_imposed_run_holds_on_cuda_only_through_the_graphs():
+def test_an_imposed_run_holds_on_cuda_only_where_every_kind_replayed_its_graphs():
     """Its drafts are replaced, so a failed capture or self-check cannot show in its output:
-    on CUDA it holds only where the graphs whose cost it measures drafted."""
-    figures = {"chat": {"identical": True, "as_imposed": True, "measured_alpha": 0.7}}
-    figures["chat"] |= {"imposed_alpha": 0.72, "tolerance": 0.05}
+    on CUDA it holds only where every kind's run drafted through the graphs whose cost it
+    measures, with replays counted. Mutations caught: the last kind's path alone judged
+    (an earlier kind that fell back passes); replays not required."""
+    kind = {"identical": True, "as_imposed": True, "measured_alpha": 0.7}
+    kind |= {"imposed_alpha": 0.72, "tolerance": 0.05}
+    graphed = {**kind, "drafting_path": CUDA_GRAPHS, "graphed_drafts": 9}
     on_cuda = end_to_end.expected_path(torch.device("cuda"))
     assert on_cuda == CUDA_GRAPHS
-    graphed = DraftingPath(CUDA_GRAPHS, "captured and self-checked", 1.0, PASSED, 12)
-    fell_back = DraftingPath(EAGER, "self-check inconclusive: …", None, INCONCLUSIVE, 0)
-    assert imposed.held(figures, graphed, on_cuda)
-    assert not imposed.held(figures, fell_back, on_cuda)
-    assert imposed.held(figures, fell_back, end_to_end.expected_path(torch.device("cpu")))
-    assert not imposed.held(
-        figures | {"x": {**figures["chat"], "identical": False}}, graphed, on_cuda
-    )
+    assert imposed.held({"chat": graphed, "math": graphed}, on_cuda)
+    fell_back = {**kind, "drafting_path": EAGER, "graphed_drafts": 0}
+    assert not imposed.held({"chat": fell_back, "math": graphed}, on_cuda)
+    assert not imposed.held({"chat": {**graphed, "graphed_drafts": 0}}, on_cuda)
+    on_cpu = end_to_end.expected_path(torch.device("cpu"))
+    assert imposed.held({"chat": fell_back}, on_cpu)
+    assert not imposed.held({"chat": graphed, "x": {**graphed, "identical": False}}, on_cuda)
+    assert not imposed.held({}, on_cuda)
 
 
 class Drafts:

@@ -105,25 +105,35 @@ def test_after_an_abort_the_pairs_next_request_asks_more_up_to_the_cap_until_one
     assert times.runs(name, 32, 32, preloaded=True).seconds == first.seconds
 
 
-def test_a_request_counts_the_capture_a_fresh_worker_makes():
+def test_a_request_counts_the_capture_a_fresh_worker_makes_at_the_call_s_cap():
     """A pair whose assistant drafts as captured graphs asks, before any call measured it,
-    for the capture's passes too; once a call measured its set-up with a capture, a later
-    set-up measured without one (a reused worker warming another mode) is counted with
-    that capture, as the next call may get a fresh fork that captures again."""
+    for the capture too: its recorded passes (1 + … + cap a cache) at the assistant's
+    steps. Once a call measured a capture, every later request counts it, as the next call
+    may get a fresh fork that captures again, scaled to the request's cap by the passes
+    recorded: a longer cap's recapture costs more. Mutation caught: a capture priced at a
+    fixed cap (the 664 passes of before)."""
     coder, lookup = PAIRS["qwen2.5-coder-7b"], PAIRS["qwen2.5-coder-7b-prompt-lookup"]
-    # The capture's passes are the assistant's, on each of the caches it captures.
     assert len(draft_graphs.BUCKETS) == gpu_time.CAPTURED_CACHES
-    capture = gpu_time.CAPTURE_PASSES * SLICE.step_s(coder.assistant_size)
-    assert first_guess(coder).setup_s == pytest.approx(first_guess(lookup).setup_s + capture)
-    assert capture < gpu_time.CAPTURE_PASSES * SLICE.step_s(coder.target_size) / 2
+    assert coder.draft.num_assistant_tokens == 8
+    step_s = SLICE.step_s(coder.assistant_size)
+    capture = gpu_time.recorded_passes(8) * gpu_time.RECORDED_PASS_STEPS * step_s
+    assert first_guess(lookup).capture_s is None
+    assert first_guess(coder).capture_s == pytest.approx(capture)
+    # The H200's measurement it stands on: 2.78 s a cache at cap 8, for four caches.
+    assert 8 < capture < 16
     times = GpuTimes(SPACE_MAX_S)
     name = coder.name
-    times.note(CallReport(name, None, 12.0, 0.03, 0.02, capture_s=2.0))
-    with_capture = times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True).estimate_s
+
+    def estimate(cap: int) -> float:
+        return times.runs(name, DEFAULT_TOKENS, DEFAULT_TOKENS, True, cap).estimate_s
+
+    guessed = {cap: estimate(cap) for cap in (4, 8)}
+    assert guessed[8] - guessed[4] == pytest.approx(capture * (1 - 10 / 36))
+    times.note(CallReport(name, None, 12.0, 0.03, 0.02, capture_s=2.0, capture_cap=4))
+    at_4, at_8 = estimate(4), estimate(8)
+    assert at_8 - at_4 == pytest.approx(2.0 * 36 / 10 - 2.0)  # recorded: 10 passes, then 36
     times.note(CallReport(name, None, 4.0, 0.03, 0.02))  # warmed a mode, captured nothing
-    assert times.runs(
-        name, DEFAULT_TOKENS, DEFAULT_TOKENS, preloaded=True
-    ).estimate_s == pytest.approx(with_capture - 12.0 + 4.0 + 2.0)
+    assert estimate(4) == pytest.approx(at_4 - 10.0 + 4.0)  # the set-up, 10 s then 4: capture kept
 
 
 @pytest.mark.parametrize("factor", [1.0, 1.5])

@@ -224,6 +224,25 @@ def test_the_status_names_a_capture_only_where_this_call_paid_for_it(monkeypatch
     assert "This call captured them first, in 1.25 s" in live.outputs(done=True).status
 
 
+def test_the_status_says_when_the_graphs_replay_within_the_last_bits():
+    """A "last-bit" self-check drafts through the graphs, and the line says so, with the
+    largest gap and where it was."""
+    from assisted.core.record import CUDA_GRAPHS, LAST_BIT, DraftingPath
+
+    live = Live(PAIR, 7, RunSettings(), threading.Event())
+    for event in streamed(live, plain_steps(4), assisted_steps(2)):
+        if isinstance(event, RunDone) and event.record.mode == "assisted":
+            at = "a draft of 3 on a cache of 512, candidate 2"
+            path = DraftingPath(
+                CUDA_GRAPHS, "captured and self-checked", 1.0, LAST_BIT, 9, 0.03, at
+            )
+            event = RunDone(replace(event.record, drafting_path=path))
+        live.add(event)
+    status = live.outputs(done=True).status
+    assert "within the last bits of eager passes (largest probability gap 0.03, " + at in status
+    assert status.count("\n") == 0
+
+
 @pytest.mark.parametrize("check", ["failed", "inconclusive"])
 def test_the_status_says_in_one_line_why_drafting_fell_back_to_the_dynamic_cache(check):
     """After a failed or inconclusive self-check the drafting line names the verdict and

@@ -19,14 +19,22 @@ warm-up passes on a side stream (cuBLAS picks its kernels there, not inside the 
 Transformers treats a stream capture as tracing (`is_tracing`), so its mask code takes the
 path without host reads.
 
-Then a self-check that can fail (`graph_check.self_check`): every replay bit for bit
-against eager passes on its cache, and against the lean loop on a DynamicCache, whose
-verdict is inconclusive where it judged too few positions. Where the capture fails, or the
-check fails or is inconclusive, the assistant drafts with the lean loop on a DynamicCache,
-the path the check trusts, priced at that loop's cost as the check timed it; the run's
-`drafting_path` says why. Captured in `assisted.engine.prepare` (off every run's clock)
-and kept on the assistant for the process (on ZeroGPU once per worker), so they go with
-an evicted pair.
+Then a self-check that can fail (`graph_check.self_check`): every replay against eager
+passes on its cache, bit for bit or within the last bits the dtype allows (reported, and
+kept), and against the lean loop on a DynamicCache, whose verdict is inconclusive where it
+judged too few positions.
+
+Nothing in drafting fails a request. Where the capture, the self-check or the timing of
+the replays raises, or the check fails or is inconclusive, the assistant drafts with the
+lean loop on a DynamicCache, the path the check trusts, priced at that loop's own cost as
+timed then; a replay that raises in a run hands the rest of it to that loop, which the next
+preparation times. The outcome is kept for the process (on ZeroGPU, the worker's life), so
+nothing that failed is tried again; the run's `drafting_path` says why, in one line. After
+a failure, a device that no longer answers (a sticky CUDA error) ends the request in words
+instead (`assisted.engine.drafters.cuda_context`).
+
+Captured in `assisted.engine.prepare` (off every run's clock) and kept on the assistant for
+the process, so they go with an evicted pair.
 `ASSISTED_CUDA_GRAPHS=0` (the CLI's `--no-cuda-graphs`) turns graphs off, for measuring.
 
 The target is never graphed: it stays Transformers' own eager model in both modes, the
@@ -45,7 +53,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from assisted.core.record import EAGER, FAILED, PASSED, DraftingPath
+from assisted.core.record import EAGER, FAILED, PASSED, TRUSTED, DraftingPath
+from assisted.engine.drafters.cuda_context import check_context, describe
 from assisted.engine.drafters.graph_check import Verdict, self_check
 from assisted.engine.drafters.lean import LeanDrafter
 from assisted.engine.drafters.static_draft import (
@@ -131,6 +140,7 @@ class _Outcome:
     reason: str
     verdict: Verdict | None = None
     loop_s: float | None = None
+    untimed: bool = False  # a replay failed in a run: the loop is timed at the next capture()
 
 
 # The attribute of an assistant that holds its `_Outcome`. On the assistant itself, as the
@@ -149,21 +159,29 @@ def outcome_of(model: PreTrainedModel) -> _Outcome | None:
 def capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> float | None:
     """Capture `model`'s drafts of up to `cap` tokens where it runs on CUDA and graphs are
     on, once per process (again for a longer cap), and self-check them on the `probe` ids
-    (1, n ≥ 3). The seconds capture and check took, where this call did them; else None."""
+    (1, n ≥ 3); or time the loop on a DynamicCache that a run fell back to. The seconds
+    that took, where this call did it; else None. Raises only `BrokenContext`."""
     if not pending(model, cap):
         return None
     started = time.perf_counter()
-    setattr(model, OUTCOME, _captured(model, cap, probe))
+    found = outcome_of(model)
+    if found is not None and found.untimed:
+        found.untimed = False
+        found.loop_s = _timed_loop(model, probe.to(model.device), cap, found)
+    else:
+        setattr(model, OUTCOME, _captured(model, cap, probe))
     return time.perf_counter() - started
 
 
 def pending(model: PreTrainedModel, cap: int) -> bool:
-    """Whether `capture` would capture `model`'s drafts of up to `cap` tokens: on CUDA with
-    graphs on, where this process has not tried a cap as long."""
+    """Whether `capture` would capture `model`'s drafts of up to `cap` tokens (on CUDA with
+    graphs on, where this process has not tried a cap as long) or time its fallback."""
     if device_of(model).type != "cuda" or not enabled() or has_sliding_layers(model):
         return False  # a sliding-window assistant drafts on a DynamicCache
     found = outcome_of(model)
-    return found is None or (found.graphs is not None and found.graphs[0].cap < cap)
+    if found is None or found.untimed:
+        return True
+    return found.graphs is not None and found.graphs[0].cap < cap
 
 
 def draft_costs(model: PreTrainedModel, max_length: int, cap: int) -> dict[int, float] | None:
@@ -219,18 +237,31 @@ def drafter_for_run(
         return LeanDrafter(model, threshold, eos_ids, cumulative)
     if falls_back(model):
         found = outcome_of(model)
-        verdict = found.verdict
-        path = DraftingPath(
-            EAGER,
-            found.reason,
-            None,
-            verdict.check if verdict else None,
-            verdict.judged if verdict else None,
-        )
-        return LeanDrafter(model, threshold, eos_ids, cumulative, path)
+        return LeanDrafter(model, threshold, eos_ids, cumulative, _fallback_path(found))
     graphs, reason = for_run(model, max_length, cap)
     state = graphs.state if graphs is not None else StaticState(model, max_length, cap)
-    return StaticDrafter(state, threshold, eos_ids, cumulative, graphs, reason)
+
+    def fall_back(error: Exception) -> LeanDrafter:
+        """After a replay raised in a run: the loop on a DynamicCache for the rest of it,
+        and for the process's later runs (timed at the next capture); `BrokenContext`
+        where the device no longer answers."""
+        check_context(error, device_of(model), "a replay", GRAPHS.synchronize)
+        reason = f"a replay failed in a run ({describe(error)}): {DYNAMIC_LOOP}"
+        found = _Outcome(os.getpid(), None, reason, untimed=True)
+        setattr(model, OUTCOME, found)
+        return LeanDrafter(model, threshold, eos_ids, cumulative, _fallback_path(found))
+
+    return StaticDrafter(state, threshold, eos_ids, cumulative, graphs, reason, fall_back)
+
+
+def _fallback_path(found: _Outcome) -> DraftingPath:
+    """The path of drafts that fell back to the loop on a DynamicCache, and why."""
+    verdict = found.verdict
+    if verdict is None:
+        return DraftingPath(EAGER, found.reason)
+    return DraftingPath(
+        EAGER, found.reason, None, verdict.check, verdict.judged, verdict.gap, verdict.gap_at
+    )
 
 
 def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGraphs | None, str]:
@@ -255,37 +286,64 @@ def for_run(model: PreTrainedModel, max_length: int, cap: int) -> tuple[DraftGra
 
 
 def _captured(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> _Outcome:
-    """Capture and self-check (the module's note); the outcome, in this process. The
-    seconds recorded for the capture include the self-check: a worker pays both before it
-    drafts, and a ZeroGPU call's request counts them (`assisted.ui.gpu_time`)."""
+    """Capture, self-check and time the replays (the module's note); the outcome, in this
+    process, with the loop on a DynamicCache where any of them raised or the check did not
+    pass. The seconds recorded for the capture include the self-check and the timing: a
+    worker pays them before it drafts, and a ZeroGPU call's request counts them
+    (`assisted.ui.gpu_time`)."""
     pid = os.getpid()
     probe = probe.to(model.device)  # where it runs (`device_of` says whether on CUDA)
     started = time.perf_counter()
+    stage, verdict = "the capture", None
     try:
         buckets = _capture(model, cap, probe)
-    except Exception as error:  # any failure leaves the loop on a DynamicCache
-        first = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
-        reason = f"capture failed ({type(error).__name__}: {first}): {DYNAMIC_LOOP}"
-        return _Outcome(pid, None, reason)
-    try:
+        stage = "the self-check"
         verdict = self_check(buckets, probe)
-    except Exception as error:
-        verdict = Verdict(FAILED, 0, f"the replay failed ({type(error).__name__}: {error!s:.160})")
-    capture_s = time.perf_counter() - started
-    if verdict.check != PASSED:
+        stage = "timing the replays"
+        timed = [_replay_s(graphs, probe) for graphs in buckets] if verdict.check in TRUSTED else ()
+    except Exception as error:  # a fault of the path: the loop drafts
+        check_context(error, device_of(model), stage, GRAPHS.synchronize)
+        if stage == "the self-check":
+            verdict = Verdict(FAILED, 0, f"a replay raised ({describe(error)})")
+        reason = f"{stage} failed ({describe(error)}): {DYNAMIC_LOOP}"
+        return _fell_back(_Outcome(pid, None, reason, verdict), model, probe, cap)
+    if verdict.check not in TRUSTED:
         reason = f"self-check {verdict.check}: {verdict.detail}: {DYNAMIC_LOOP}"
-        return _Outcome(pid, None, reason, verdict, _loop_s(model, probe, cap))
-    for graphs in buckets:
-        graphs.capture_s = capture_s
-        graphs.replay_s = _replay_s(graphs, probe)
-        graphs.judged = verdict.judged
+        return _fell_back(_Outcome(pid, None, reason, verdict), model, probe, cap)
+    capture_s = time.perf_counter() - started
+    for graphs, replay_s in zip(buckets, timed, strict=True):
+        graphs.capture_s, graphs.replay_s, graphs.verdict = capture_s, replay_s, verdict
     # Without its seconds: every run in the process reads this reason, and only the call
     # that captured paid them (`DraftingPath.capture_s` keeps them).
+    against = "bit for bit"
+    if verdict.check != PASSED:
+        against = f"within the last bits: {verdict.detail}"
     reason = (
-        "captured and self-checked: every replay as eager passes on its cache, bit for bit, "
+        f"captured and self-checked: every replay as eager passes on its cache, {against}, "
         f"and {verdict.judged} positions as the DynamicCache loop drafts them"
     )
     return _Outcome(pid, buckets, reason, verdict)
+
+
+def _fell_back(found: _Outcome, model: PreTrainedModel, probe: torch.Tensor, cap: int) -> _Outcome:
+    """`found`, a fallback to the loop on a DynamicCache, with that loop's cost timed."""
+    found.loop_s = _timed_loop(model, probe, cap, found)
+    return found
+
+
+def _timed_loop(
+    model: PreTrainedModel, probe: torch.Tensor, cap: int, found: _Outcome
+) -> float | None:
+    """The loop on a DynamicCache's seconds per drafted token (`_loop_s`), which prices the
+    drafts that fall back to it; None where timing it raised too, said in `found`'s reason
+    (the run's own timings then correct the calibration's eager price)."""
+    try:
+        return _loop_s(model, probe, cap)
+    except Exception as error:
+        what = "timing the loop on a DynamicCache"
+        check_context(error, device_of(model), what, GRAPHS.synchronize)
+        found.reason += f"; timing it failed ({describe(error)})"
+        return None
 
 
 def _capture(model: PreTrainedModel, cap: int, probe: torch.Tensor) -> tuple[DraftGraphs, ...]:

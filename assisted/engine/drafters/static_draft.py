@@ -31,8 +31,14 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import StaticCache
 
-from assisted.core.record import CUDA_GRAPHS, EAGER, PASSED, DraftingPath, common_prefix_length
-from assisted.engine.drafters.lean import DraftEnd, confidence_of
+from assisted.core.record import (
+    CUDA_GRAPHS,
+    EAGER,
+    DraftingPath,
+    Verdict,
+    common_prefix_length,
+)
+from assisted.engine.drafters.lean import DraftEnd, LeanDrafter, confidence_of
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -145,7 +151,7 @@ class DraftGraphs:
     # γ: the seconds of a replay of a γ-pass draft, read back, timed once checked: a short
     # draft pays the launch and the read a long one pays, so each length its own.
     replay_s: dict[int, float] | None = None
-    judged: int | None = None  # positions the self-check judged, set once it passed
+    verdict: Verdict | None = None  # the self-check's, set once it passed
     module: Replay | None = None
 
     def __post_init__(self) -> None:
@@ -171,7 +177,9 @@ class DraftCounts:
 
 class StaticDrafter:
     """Greedy drafts from a static cache (the module's note), through `graphs` where given
-    and able to draft the asked length after two ids or more, else eagerly."""
+    and able to draft the asked length after two ids or more, else eagerly. Where a replay
+    raises, `on_fault` gives the drafter that drafts the rest of the run (and raises where
+    nothing on the device can: `assisted.engine.drafters.draft_graphs.fall_back`)."""
 
     def __init__(
         self,
@@ -181,6 +189,7 @@ class StaticDrafter:
         cumulative: float = 0.0,
         graphs: DraftGraphs | None = None,
         reason: str = "",
+        on_fault: Callable[[Exception], LeanDrafter] | None = None,
     ):
         self.state = state
         self.model = state.model
@@ -191,19 +200,26 @@ class StaticDrafter:
         self.reason = reason
         self.held: list[int] = []  # the ids whose keys and values the cache holds
         self.counts = DraftCounts()
+        self.on_fault = on_fault
+        self.fallback: LeanDrafter | None = None  # drafting the run's rest after a fault
         state.rewind(0)
 
     @property
     def path(self) -> DraftingPath:
-        """The path this drafter takes, why, and what its graphs cost to capture."""
+        """The path this drafter takes, why, and what its graphs cost to capture and what
+        their self-check found; the fallback's, after a replay raised."""
+        if self.fallback is not None:
+            return self.fallback.path
         graphed = self.graphs is not None
-        checked = graphed and self.graphs.judged is not None
+        verdict = self.graphs.verdict if graphed else None
         return DraftingPath(
             CUDA_GRAPHS if graphed else EAGER,
             self.reason,
             self.graphs.capture_s if graphed else None,
-            PASSED if checked else None,
-            self.graphs.judged if checked else None,
+            verdict.check if verdict else None,
+            verdict.judged if verdict else None,
+            verdict.gap if verdict else None,
+            verdict.gap_at if verdict else None,
         )
 
     def draft(
@@ -218,6 +234,8 @@ class StaticDrafter:
         `floors` say (`assisted.engine.drafters.lean.DraftEnd`)."""
         if ids is None:
             ids = input_ids[0].tolist()
+        if self.fallback is not None:
+            return self.fallback.draft(input_ids, gamma, ids, floors)
         replayed = self.graphs is not None and gamma <= self.graphs.cap and len(ids) > 1
         # At least the last id is read again: its logits give the first candidate. A
         # replay's first pass reads the last two.
@@ -225,9 +243,17 @@ class StaticDrafter:
         feed = input_ids[:, keep:].to(self.state.token.device)
         with torch.inference_mode():
             self.state.rewind(keep)
-            if replayed:
+            if not replayed:
+                return self._eager(ids, feed, gamma, floors)
+            try:
                 return self._replayed(ids, feed, gamma, floors)
-            return self._eager(ids, feed, gamma, floors)
+            except Exception as error:
+                if self.on_fault is None:
+                    raise
+                # The static cache may hold what the failed replay half wrote: the rest of
+                # the run drafts on a cache of the fallback's own.
+                self.fallback = self.on_fault(error)
+        return self.fallback.draft(input_ids, gamma, ids, floors)
 
     def _replayed(
         self, ids: list[int], feed: torch.Tensor, gamma: int, floors: Sequence[float]

@@ -43,6 +43,11 @@ class BenchmarkRequest:
         checking = self.check.draws() * CHECK_SAMPLE_TOKENS if self.check is not None else 0
         return tokens, tokens * len(self.variants) + checking
 
+    def drafting_cap(self) -> int:
+        """The longest of the variants' drafts."""
+        caps = [variant.draft.num_assistant_tokens for variant in self.variants]
+        return max(caps, default=self.pair.spec.draft.num_assistant_tokens)
+
 
 def split(request: BenchmarkRequest, times: GpuTimes, preloaded: bool) -> list[BenchmarkRequest]:
     """`request` as ZeroGPU calls: its prompts in order, as many to a call as the measured

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from assisted.analysis import faults, stats
-from assisted.core.record import CUDA_GRAPHS, FAILED, INCONCLUSIVE, RunRecord, Step
+from assisted.core.record import CUDA_GRAPHS, FAILED, INCONCLUSIVE, LAST_BIT, RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import comparison, prepare
 from assisted.engine.events import RunDone, StepEvent
@@ -254,13 +254,20 @@ class Live:
             )
             assisted = self.records.get("assisted")
             drafting = stats.describe_drafting(stats.summarize(assisted)) if assisted else None
-            if drafting and assisted.drafting_path.path == CUDA_GRAPHS:
+            path = assisted.drafting_path if assisted else None
+            if drafting and path.path == CUDA_GRAPHS:
                 drafting += f". {GRAPHED_WHY}"
+                if path.check == LAST_BIT:
+                    drafting += (
+                        ". Their self-check found replays within the last bits of eager "
+                        f"passes (largest probability gap {path.gap:.2g}, {path.gap_at}), "
+                        "as another kernel rounds: kept"
+                    )
                 captured = assisted.drafting_path.capture_s
                 if self.set_up and captured is not None:  # a reused worker paid none
                     drafting += f". This call captured them first, in {captured:.2f} s"
-            elif drafting and assisted.drafting_path.check in FALLBACK_WHY:
-                drafting += f". {FALLBACK_WHY[assisted.drafting_path.check]}"
+            elif drafting and path.check in FALLBACK_WHY:
+                drafting += f". {FALLBACK_WHY[path.check]}"
             return f"{status} Drafting: {drafting}." if drafting else status
         if self.phase == "warmup" and self._captures():
             return (

@@ -26,3 +26,6 @@ class ComparisonRequest:
         """The new tokens the call times: up to `max_new_tokens` plain, and as many
         assisted."""
         return self.settings.max_new_tokens, self.settings.max_new_tokens
+
+    def drafting_cap(self) -> int:
+        return self.draft.num_assistant_tokens

@@ -31,3 +31,7 @@ class ShootoutRequest:
         """The new tokens the call times: one plain run and one run a lane, each round."""
         tokens = self.repeats * self.settings.max_new_tokens
         return tokens, tokens * self.lanes
+
+    def drafting_cap(self) -> int:
+        """The pair's cap: its `auto` lane's, the longest any lane drafts."""
+        return self.pair.spec.draft.num_assistant_tokens
