@@ -234,3 +234,60 @@ def test_the_drafting_table_peaks_the_assistant_so_its_self_check_can_judge(monk
     drafting = flat.drafting(shallow)
     assert drafting.check == "inconclusive" and drafting.graphed_s is None
     assert drafting.reason.endswith("the lean loop on a DynamicCache")
+
+
+def test_the_graphs_command_writes_one_json_and_prints_one_table(tmp_path, capsys):
+    """`python -m assisted.lab.gpu_check.replays` on a CPU: the imposed runs, and no graphs
+    to compare, said as such."""
+    from assisted.lab.gpu_check import replays
+
+    arguments = ["--tiny", "--device", "cpu", "--dtype", "float32", "--tokens", "8"]
+    replays.main([*arguments, "--kinds", "chat", "--out", str(tmp_path)])
+    printed = capsys.readouterr().out
+    result = json.loads((tmp_path / replays.JSON_NAME).read_text())
+    assert result["imposed"]["held"] and list(result["imposed"]["kinds"]) == ["chat"]
+    assert result["caches"]["by_cache"] == [] and result["caches"]["check"] is None
+    assert "Imposed runs held on eager: chat " in printed
+    assert "| — | no graphs on this device |" in printed
+
+
+def test_the_graphs_command_compares_each_cache_s_replays_with_eager_passes(monkeypatch):
+    """Through the CPU's stand-in for CUDA graphs, as if on CUDA: each cache's replays, by
+    context and draft length, equal the eager passes (the stand-in replays them), every
+    position judged; a replay one ulp off shows as a gap, in the table with where."""
+    from dataclasses import replace
+
+    from assisted.engine.drafters import draft_graphs
+    from assisted.lab.gpu_check import replays
+    from assisted.lab.gpu_check.models import toy
+    from tests.engine.graph_stand_in import StandInGraphs
+    from tests.engine.test_drafting_faults import FaultyGraphs
+
+    monkeypatch.setattr(draft_graphs, "GRAPHS", StandInGraphs())
+    # The stand-in runs each capture's passes, which advance the cache: 128 at least.
+    monkeypatch.setattr(draft_graphs, "BUCKETS", (128, 256))
+    monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
+    # Two layers deep: the stand-in traces every operator of every pass.
+    monkeypatch.setattr(replays, "toy", lambda architecture: replace(toy(architecture), layers=2))
+    found = replays.caches(torch.device("cpu"), torch.float32, tiny=True)
+    assert found["check"] == "passed" and found["gap"] == 0.0
+    assert [cache["capacity"] for cache in found["by_cache"]] == [128, 256]
+    rows = [row for cache in found["by_cache"] for row in cache["rows"]]
+    assert {row["context"] for row in rows} == {"after the probe", "near the end"}
+    assert all(row["eager_equal"] and row["ids_equal"] and row["replays_equal"] for row in rows)
+    assert all(row["gap"] == 0.0 for row in rows) and sum(row["judged"] for row in rows) > 0
+
+    # Every replay's first probability a millionth up: within fp32's bound (1e-3).
+    skewed = FaultyGraphs()
+    skewed.skew = 1e-6
+    monkeypatch.setattr(draft_graphs, "GRAPHS", skewed)
+    monkeypatch.setattr(draft_graphs, "BUCKETS", (128,))
+    found = replays.caches(torch.device("cpu"), torch.float32, tiny=True)
+    assert found["check"] == "last-bit" and found["gap"] == pytest.approx(1e-6)
+    run = {"held": True, "drafting_path": CUDA_GRAPHS, "kinds": {}}
+    result = {"device": "CPU", "dtype": "float32", "tiny": True, "seconds": 1.0}
+    lines = replays.table(result | {"imposed": run, "caches": found})
+    assert "Self-check **last-bit**" in lines[0]
+    first = lines[4]  # the cache of 128, under the header and its rule
+    assert first.startswith("| 128 | yes | yes (") and "1e-06 (γ 1, 1, after the probe)" in first
+    assert all(line.count("|") == 7 for line in lines[2:])

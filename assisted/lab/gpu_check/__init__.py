@@ -46,6 +46,8 @@ docs/space.md#the-gpu-check, when a device was lent.
 - `paths`: drafting by path (the lean loop, the static cache, the graphs);
 - `end_to_end`: `running.run` plain then assisted through the path the product takes;
 - `imposed`: the same runs at an imposed acceptance, by prompt kind;
+- `replays`: the one command for a lent GPU's graphs: the imposed runs, then each cache's
+  replays against eager passes by draft length, in one JSON and one table;
 - `speedup`: the modelled speedup, and the per-token acceptance by prompt kind measured on
   a CPU that it prices at;
 - `report`: the tables as Markdown, the end-to-end paragraph, the files.

@@ -175,6 +175,8 @@ def _runs(pair: LoadedPair, draft: DraftSettings, tokens: int, kinds: Sequence[s
         "expected_path": expected,
         "self_check": path.check if path else None,
         "self_check_judged": path.judged if path else None,
+        "self_check_gap": path.gap if path else None,
+        "self_check_gap_at": path.gap_at if path else None,
         "kinds": figures,
     }
 
