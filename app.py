@@ -26,9 +26,8 @@ import spaces  # first: on ZeroGPU it must patch CUDA before anything touches it
 # isort: split
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import gradio as gr
 from spaces.config import Config as SpacesConfig
@@ -37,10 +36,6 @@ from assisted.core.examples import load_folder
 from assisted.models import pairs
 from assisted.models.registry import DEFAULT_PAIR, PAIRS, PairSpec, default_pair_for
 from assisted.ui import page
-from assisted.ui.benchmark import gpu as benchmark_gpu
-from assisted.ui.benchmark.tab import StreamBenchmark, build_benchmark_tab
-from assisted.ui.compare import gpu as compare_gpu
-from assisted.ui.compare.tab import StreamComparison, build_compare_tab
 from assisted.ui.device_queue import DeviceQueue
 from assisted.ui.errors import quiet_component_refusals
 from assisted.ui.gpu_time import GpuTimes
@@ -48,10 +43,8 @@ from assisted.ui.pace import Paces
 from assisted.ui.pair_access import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
 from assisted.ui.pair_access import PairAccess
 from assisted.ui.requests import GpuRequest
-from assisted.ui.shootout import gpu as shootout_gpu
-from assisted.ui.shootout.tab import StreamShootout, build_shootout_tab
 from assisted.ui.stop_flags import StopFlags
-from assisted.ui.tabs import BuildTab, TabState
+from assisted.ui.tabs import GpuWork, Tab, TabState, registry
 
 QUEUE_MAX_SIZE = 16  # requests waiting for the device; more are turned away
 # The most one ZeroGPU call asks for. ZeroGPU refuses longer requests ("The requested GPU
@@ -126,38 +119,27 @@ def _gpu_duration(request: GpuRequest) -> int:
     return _gpu_times.estimate(request, request.pair.spec.name in _preloaded).seconds
 
 
-# The GPU entry points, at module level as ZeroGPU wants them (each tab's `gpu` module):
-# each takes one request, and so does the function that sizes its duration, one for all.
-stream_comparison = spaces.GPU(duration=_gpu_duration)(compare_gpu.stream_comparison)
-stream_benchmark = spaces.GPU(duration=_gpu_duration)(benchmark_gpu.stream_benchmark)
-stream_shootout = spaces.GPU(duration=_gpu_duration)(shootout_gpu.stream_shootout)
-
-
 # -- the app -------------------------------------------------------------------------------
 
+# The page's tabs, in order, each its folder's `tab.TAB` (`assisted.ui.tabs.Tab`): a new tab
+# is a folder under `assisted/ui/` and its name here.
+TABS = registry("compare", "benchmark", "shootout")
 
-class GpuCalls(NamedTuple):
-    """The GPU entry point of each tab, by the tab's id (`TABS`): this module's
-    (`GPU_CALLS`), or (in tests) the same functions wrapped as ZeroGPU wraps them."""
-
-    compare: StreamComparison
-    benchmark: StreamBenchmark
-    shootout: StreamShootout
-
-
-GPU_CALLS = GpuCalls(stream_comparison, stream_benchmark, stream_shootout)
-
-# The tabs, in the page's order: each one's title, its id (its `GpuCalls` field, and its
-# element's id after "tab-") and its builder, which takes what every tab's takes.
-TABS: tuple[tuple[str, str, BuildTab], ...] = (
-    ("Compare", "compare", build_compare_tab),
-    ("Benchmark", "benchmark", build_benchmark_tab),
-    ("Shoot-out", "shootout", build_shootout_tab),
-)
+# Each tab's GPU call by its id, wrapped at import as ZeroGPU wants them, with the one
+# function that sizes every request's duration. The tests' ZeroGPU harness wraps the same
+# calls from `TABS` as `spaces` wraps them on a Space (`tests/zerogpu.py`).
+GPU_CALLS: dict[str, GpuWork] = {
+    tab.name: spaces.GPU(duration=_gpu_duration)(tab.gpu) for tab in TABS
+}
 
 
-def build_demo(config: AppConfig | None = None, gpu: GpuCalls = GPU_CALLS) -> gr.Blocks:
-    """The app's Blocks. Nothing loads until a page opens or a request arrives."""
+def build_demo(
+    config: AppConfig | None = None,
+    gpu: Mapping[str, GpuWork] = GPU_CALLS,
+    tabs: Sequence[Tab] = TABS,
+) -> gr.Blocks:
+    """The app's Blocks: `tabs`, each with its GPU call in `gpu` (by its id). Nothing loads
+    until a page opens or a request arrives."""
     config = config or AppConfig.from_env()
     if config.default_pair not in config.registry:
         raise ValueError(f"default pair {config.default_pair!r} is not in the registry")
@@ -167,9 +149,9 @@ def build_demo(config: AppConfig | None = None, gpu: GpuCalls = GPU_CALLS) -> gr
     with gr.Blocks(title=page.TITLE) as demo:
         gr.Markdown(page.HEADER)
         with gr.Tabs():
-            for title, name, build in TABS:
-                with gr.Tab(title, id=name, elem_id=f"tab-{name}") as tab:
-                    build(demo, tab, shared, getattr(gpu, name))
+            for made in tabs:
+                with gr.Tab(made.title, id=made.name, elem_id=f"tab-{made.name}") as tab:
+                    made.build(demo, tab, shared, gpu[made.name])
         with gr.Accordion("What is assisted generation?", open=False):
             gr.Markdown(page.EXPLANATION)
     demo.queue(max_size=QUEUE_MAX_SIZE)

@@ -94,11 +94,12 @@ class ZeroGPU:
         for name in ("load_pair", "loaded", "choose_device"):
             monkeypatch.setattr(pairs, name, self._watched(name, getattr(pairs, name)))
 
-    def calls(self):
-        """Every tab's GPU entry point (`app.GPU_CALLS`), each wrapped as ZeroGPU wraps it."""
+    def calls(self, tabs=None) -> dict:
+        """Every tab's GPU call (of `tabs`, by default `app.TABS`), by its id, each wrapped
+        as ZeroGPU wraps it."""
         import app
 
-        return app.GpuCalls(*(self.wrap(call, app._gpu_duration) for call in app.GPU_CALLS))
+        return {tab.name: self.wrap(tab.gpu, app._gpu_duration) for tab in tabs or app.TABS}
 
     def wrap(self, task: Callable[..., Iterator], duration: Callable[..., int]) -> Callable:
         """`task` as `@spaces.GPU(duration=duration)` makes it on ZeroGPU."""

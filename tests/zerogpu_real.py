@@ -224,7 +224,7 @@ def handler_request(app: dict, spec) -> dict:
     request = ComparisonRequest(
         place, "Say hi.", RunSettings(max_new_tokens=6), DraftSettings(), stop
     )
-    outputs = list(app["stream_comparison"](request))
+    outputs = list(app["GPU_CALLS"]["compare"](request))
     finals = [out for out in outputs if isinstance(out, CompareOutputs)]
     result = finals[-1].result if finals else None
     done["identical"] = result["identical"] if result else None

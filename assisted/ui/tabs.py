@@ -1,12 +1,14 @@
-"""What every tab is built with: the app's state each is handed (`TabState`), the
-arguments every tab's builder takes (`BuildTab`), how many of its visitors run at once,
-and the helpers its layout and handlers share.
+"""What every tab is built with: what each tab's folder exports (`Tab`) and the registry
+that finds them (`registry`), the app's state each is handed (`TabState`), the arguments
+every tab's builder takes (`BuildTab`), how many of its visitors run at once, and the
+helpers its layout and handlers share.
 
 A tab's outputs are a NamedTuple (each tab's `outputs`), the one place that orders them:
 the tab lists its components for Gradio in the order of the fields (`in_order`), and every
 handler yields an instance built by field name, so adding an output means adding a field.
 """
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -53,6 +55,31 @@ BuildTab = Callable[[gr.Blocks, gr.Tab, TabState, Callable[[Any], Iterator[Any]]
 `gr.Tab` of the page (`gr.Blocks`) where the caller builds it, from the app's state and
 the tab's GPU entry point. Every tab's takes the same arguments, so that `app.py` builds
 them all alike; each uses what it needs of them (the page's load, the tab's select)."""
+
+
+GpuWork = Callable[[Any], Iterator[Any]]
+"""A tab's GPU call, a generator function of one request (each tab's `gpu` module): `app.py`
+wraps it with `spaces.GPU`, so on ZeroGPU it runs in a forked worker."""
+
+
+@dataclass(frozen=True)
+class Tab:
+    """A tab of the page, as its folder exports it (`TAB` in its `tab` module): its title,
+    its id (its element's id after "tab-", and its GPU call's key in `app.GPU_CALLS`), its
+    builder and its GPU call. Every call's duration is the app's one estimate of the
+    request (`assisted.ui.gpu_time`), which each request's `timed_tokens` and
+    `drafting_cap` size."""
+
+    title: str
+    name: str
+    build: BuildTab
+    gpu: GpuWork
+
+
+def registry(*names: str) -> tuple[Tab, ...]:
+    """The tabs of the folders `names` (`assisted.ui.NAME`, each its `tab.TAB`), in the
+    page's order: a new tab is a folder, and its name here."""
+    return tuple(importlib.import_module(f"assisted.ui.{name}.tab").TAB for name in names)
 
 
 Outputs = TypeVar("Outputs", bound=NamedTuple)

@@ -58,7 +58,7 @@ class Recorded:
 
     def compare(self, request):
         self.started.append(request.prompt)
-        yield from app.stream_comparison(request)
+        yield from app.GPU_CALLS["compare"](request)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def recorded() -> Recorded:
 def server(tiny_dirs, recorded):
     registry = {"tiny": pairs.custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))}
     config = app.AppConfig(registry=registry, default_pair="tiny", dtype="float32")
-    demo, url = launch(config, app.GPU_CALLS._replace(compare=recorded.compare))
+    demo, url = launch(config, {**app.GPU_CALLS, "compare": recorded.compare})
     yield url
     demo.close()
 

@@ -46,10 +46,10 @@ def requests() -> tuple[ComparisonRequest, BenchmarkRequest]:
 
 
 def test_each_tab_has_a_gpu_entry_point_that_streams_and_takes_one_request():
-    assert app.GpuCalls._fields == tuple(name for _, name, _ in app.TABS)
-    for function in (*app.GPU_CALLS, app._gpu_duration):
+    assert list(app.GPU_CALLS) == [tab.name for tab in app.TABS]
+    for function in (*app.GPU_CALLS.values(), app._gpu_duration):
         assert list(inspect.signature(function).parameters) == ["request"], function
-    for function in app.GPU_CALLS:
+    for function in app.GPU_CALLS.values():
         # `spaces.GPU` streams a call's yields only from a generator function; any other
         # function's return value crosses the process boundary whole, pickled.
         assert inspect.isgeneratorfunction(function), function

@@ -388,7 +388,7 @@ def test_chunks_survive_the_round_trip_through_state():
 
 
 def test_a_finished_comparisons_outputs_pickle_across_the_gpu_process_boundary():
-    # ZeroGPU runs `app.stream_comparison` in a process of its own and pickles its yields.
+    # ZeroGPU runs `app.GPU_CALLS["compare"]` in a process of its own and pickles its yields.
     plain = RunRecord("plain", None, 5, [Step((t,), "x", 0, 0, 0.1 * t) for t in (1, 2, 3)], 0.3)
     steps = [Step((1, 2), "xx", 2, 1, 0.1), Step((3,), "x", 2, 0, 0.2)]
     assisted = RunRecord("assisted", DrafterKind.ASSISTANT, 5, steps, 0.2)

@@ -29,6 +29,7 @@ from assisted.ui.benchmark.format import (
     bench_warning,
     device_note,
 )
+from assisted.ui.benchmark.gpu import stream_benchmark
 from assisted.ui.benchmark.layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS, BENCH_MAX_REPEATS
 from assisted.ui.benchmark.outputs import BenchmarkOutputs
 from assisted.ui.benchmark.request import BenchmarkRequest, split
@@ -36,6 +37,7 @@ from assisted.ui.errors import refusal
 from assisted.ui.gpu_calls import GpuEvents
 from assisted.ui.gpu_turn import GpuTurn, TabHandlers, gpu_turn, stop_key
 from assisted.ui.tabs import (
+    Tab,
     TabState,
     int_if_whole,
     on_device,
@@ -51,7 +53,7 @@ are **sequential** on one device, after a short untimed warm-up per prompt, and 
 drift of the machine falls on both sides alike.
 """
 
-TAB = "benchmark"  # its requests' Stop key (`gpu_turn.stop_key`)
+NAME = "benchmark"  # its id: its element's, its GPU call's key, its requests' Stop key
 
 StreamBenchmark = Callable[[BenchmarkRequest], GpuEvents[bench.Progress | bench.Finished]]
 """`app.stream_benchmark`, the GPU work: one call's request → Progress events and
@@ -86,7 +88,7 @@ def _finished(report: dict, total: int, elapsed_s: float) -> BenchmarkOutputs:
 class BenchmarkHandlers(TabHandlers):
     """The tab's handlers: run and stop a benchmark, and keep its choices consistent."""
 
-    tab = TAB
+    tab = NAME
 
     def _checked(
         self, pair: str, categories: list[str], drafters: list[str], prompts: float, repeats: float
@@ -152,7 +154,7 @@ class BenchmarkHandlers(TabHandlers):
         for variant in variants:  # before a GPU is asked for
             access.check_for_device(spec, variant.draft)
         yield _no_report(f"**Loading** `{spec.name}`…")
-        with gpu_turn(self.shared, spec, True, stop_key(request, TAB)) as turn:
+        with gpu_turn(self.shared, spec, True, stop_key(request, NAME)) as turn:
             if not (yield from turn.waited(progress, _no_report, "no report")):
                 return
             examples, planned = tuple(chosen), tuple(variants)
@@ -321,3 +323,7 @@ def build_benchmark_tab(
         handlers.plan,
         **refresh_plan,
     )
+
+
+# What `app.py`'s registry finds (`assisted.ui.tabs.registry`).
+TAB = Tab("Benchmark", NAME, build_benchmark_tab, stream_benchmark)

@@ -24,6 +24,7 @@ from assisted.models.pairs import PairSpec
 from assisted.ui.compare import layout
 from assisted.ui.compare.chunks import chunks_from_dicts, race_timeline
 from assisted.ui.compare.format import run_html
+from assisted.ui.compare.gpu import stream_comparison
 from assisted.ui.compare.layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, draft_length_default
 from assisted.ui.compare.live import MODES, idle_outputs
 from assisted.ui.compare.outputs import UNCHANGED, CompareOutputs, ReplayOutputs
@@ -34,6 +35,7 @@ from assisted.ui.gpu_turn import TabHandlers, gpu_turn, stop_key
 from assisted.ui.pair_access import CUSTOM
 from assisted.ui.tabs import (
     VISITORS_AT_ONCE,
+    Tab,
     TabState,
     in_order,
     int_if_whole,
@@ -42,7 +44,7 @@ from assisted.ui.tabs import (
     updating_only,
 )
 
-TAB = "compare"  # its requests' Stop key (`gpu_turn.stop_key`)
+NAME = "compare"  # its id: its element's, its GPU call's key, its requests' Stop key
 REPLAY_EVERY_S = 0.05  # the race replay's update interval
 
 StreamComparison = Callable[[ComparisonRequest], GpuEvents[CompareOutputs]]
@@ -103,7 +105,7 @@ class CompareHandlers(TabHandlers):
     """The tab's handlers that use the app's shared state: its pairs, the line for the
     device, the stop events, the paces and GPU times, and the GPU entry point."""
 
-    tab = TAB
+    tab = NAME
 
     def compare(
         self,
@@ -145,7 +147,7 @@ class CompareHandlers(TabHandlers):
         spec, allow_local = access.spec_for(pair, custom_target, custom_assistant)
         draft = draft_settings(spec, draft_length, schedule, confidence_threshold, assistant_quant)
         access.check_for_device(spec, draft)  # before a GPU is asked for
-        key = stop_key(request, TAB)
+        key = stop_key(request, NAME)
         with gpu_turn(self.shared, spec, allow_local, key) as turn:
             if not (yield from turn.waited(progress, idle_outputs, "nothing ran")):
                 return
@@ -361,3 +363,7 @@ def _wire_pair_and_settings(
         concurrency_id="pair-status",
         concurrency_limit=VISITORS_AT_ONCE,
     )
+
+
+# What `app.py`'s registry finds (`assisted.ui.tabs.registry`).
+TAB = Tab("Compare", NAME, build_compare_tab, stream_comparison)

@@ -26,9 +26,11 @@ from assisted.ui.shootout.format import (
     sweep_frame,
     why_markdown,
 )
+from assisted.ui.shootout.gpu import stream_shootout
 from assisted.ui.shootout.outputs import ShootoutOutputs
 from assisted.ui.shootout.request import ShootoutRequest
 from assisted.ui.tabs import (
+    Tab,
     TabState,
     int_if_whole,
     on_device,
@@ -45,7 +47,7 @@ lanes are **ranked** by speedup over that baseline, with what explains each. At 
 {shootout.MAX_LANES} lanes and {shootout.MAX_NEW_TOKENS} new tokens a lane.
 """
 
-TAB = "shootout"  # its requests' Stop key (`gpu_turn.stop_key`)
+NAME = "shootout"  # its id: its element's, its GPU call's key, its requests' Stop key
 YIELD_EVERY_S = 0.1  # the live lanes' refresh while steps stream
 
 StreamShootout = Callable[[ShootoutRequest], GpuEvents[Progress | Streamed | dict]]
@@ -95,7 +97,7 @@ class _Lanes:
 class ShootoutHandlers(TabHandlers):
     """The tab's handlers: run and stop a shoot-out."""
 
-    tab = TAB
+    tab = NAME
 
     def run_shootout(
         self,
@@ -126,7 +128,7 @@ class ShootoutHandlers(TabHandlers):
             raise refusal(str(error), title="Shoot-out") from error
         lanes = len(shootout.lanes_for(spec, access.device_type(), "float32"))  # counted only
         yield _idle(f"**Loading** `{spec.name}`…")
-        with gpu_turn(self.shared, spec, True, stop_key(request, TAB)) as turn:
+        with gpu_turn(self.shared, spec, True, stop_key(request, NAME)) as turn:
             if not (yield from turn.waited(progress, _idle, "no ranking")):
                 return
             call = ShootoutRequest(
@@ -187,3 +189,7 @@ def build_shootout_tab(
     inputs = [prompt, pair, max_new_tokens, repeats, layout.steps_in_json()]
     on_device(run.click, handlers.run_shootout, inputs, ShootoutOutputs, outputs, "shootout")
     on_stop(stop, handlers.request_stop)
+
+
+# What `app.py`'s registry finds (`assisted.ui.tabs.registry`).
+TAB = Tab("Shoot-out", NAME, build_shootout_tab, stream_shootout)
