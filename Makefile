@@ -35,7 +35,7 @@ print-space-python:
 lint: $(VENV)/.dev space-build  ## ruff, no code newer than the lowest Python we run on, the Space's build
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/vermin -q --no-tips --violations --eval-annotations -t=3.11- app.py assisted tests
+	$(VENV)/bin/vermin -q --no-tips --violations --eval-annotations -t=3.11- app.py assisted lab tests
 
 space-build: $(VENV)/.dev  ## resolve requirements.txt as a Space build installs it, for the card's Python
 	$(PY) .ci/space_build.py

@@ -9,6 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "assisted"
+LAB = ROOT / "lab"  # the instruments, outside the package; their tests in lab/tests
+OURS = ("assisted", "lab")  # the top-level names of the project's own modules
 
 
 def module_name(path: Path) -> str:
@@ -29,16 +31,15 @@ def imports(path: Path, modules: set[str]) -> tuple[set[str], set[str]]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 target = alias.name
-                (found if target.split(".")[0] == "assisted" else libraries).add(
-                    target if target.startswith("assisted") else target.split(".")[0]
-                )
+                ours = target.split(".")[0] in OURS
+                (found if ours else libraries).add(target if ours else target.split(".")[0])
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
-            if not target.startswith("assisted"):
+            if target.split(".")[0] not in OURS:
                 libraries.add(target.split(".")[0])
                 continue
             for alias in node.names:
@@ -49,9 +50,10 @@ def imports(path: Path, modules: set[str]) -> tuple[set[str], set[str]]:
 
 
 def project() -> dict[str, tuple[Path, set[str], set[str]]]:
-    """Every module of the app and the package: its path, the project's modules it
-    imports and the libraries it imports."""
-    paths = [ROOT / "app.py", *sorted(PACKAGE.rglob("*.py"))]
+    """Every module of the app, the package and the lab (its tests aside): its path, the
+    project's modules it imports and the libraries it imports."""
+    lab = [path for path in sorted(LAB.rglob("*.py")) if "tests" not in path.parts]
+    paths = [ROOT / "app.py", *sorted(PACKAGE.rglob("*.py")), *lab]
     modules = {module_name(path) for path in paths}
     return {module_name(path): (path, *imports(path, modules)) for path in paths}
 

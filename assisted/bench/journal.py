@@ -15,7 +15,7 @@ run is lost to a later error or a Ctrl-C, and read back to make the report again
 a model (`python -m assisted.bench --report-from DIR`). From a benchmark that stopped early
 the report holds the runs that finished, each prompt pairing the repeats it finished, and
 says so in `partial`. `write_out` writes the same runs.jsonl and report at once, for a
-command that has its own reasons to write only at the end (`assisted.lab.precisions`).
+command that has its own reasons to write only at the end (`lab.precisions`).
 """
 
 from __future__ import annotations

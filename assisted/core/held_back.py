@@ -8,7 +8,7 @@ keeps its reason, `Step.held_back`).
 - WAITING: only in records written before the policy's wait rule (once the read could pay,
   wait until the time drafting would have saved reached half its cost) was folded into the
   first-draft rule; kept so that they still read (a benchmark's runs.jsonl, replayed by
-  `python -m assisted.lab.policy_fit`).
+  `python -m lab.policy_fit`).
 - CATCH_UP: the assistant skipped steps, and its read of their tokens costs more than
   drafting could save over the tokens left.
 - FLOOR: the run's steps with the assistant ran slower per committed token than plain

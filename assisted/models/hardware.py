@@ -44,7 +44,7 @@ CARD_BYTES_PER_S = {
 LARGE_SHARE = 0.5
 # A layer's dozen kernels and Transformers' Python around them, about 0.35 ms; weights
 # moved from host memory at a few GB/s. Estimates for a first request, refined by the
-# first call's own timings (`GpuTimes.note`); `python -m assisted.lab.gpu_check` measures
+# first call's own timings (`GpuTimes.note`); `python -m lab.gpu_check` measures
 # the real ones.
 LAUNCH_S_PER_LAYER = 3.5e-4
 LOAD_BYTES_PER_S = 4e9

@@ -5,7 +5,7 @@ each drafted token: it is bound by memory bandwidth, and 4-bit weights are half 
 bytes as int8. With bf16 activations one row through a layer is faster than "int8-wo"'s,
 though slower than the dynamic int8 layer's; with float32 activations (the pair's dtype
 without native bf16) it is many times slower, so like "int8-wo" it is no choice for such
-CPUs. `python -m assisted.lab.precisions` measures whether the whole run gains
+CPUs. `python -m lab.precisions` measures whether the whole run gains
 (docs/lab-notes.md).
 
 Reading many rows is another matter. The kernel unpacks every weight again for each row,

@@ -16,7 +16,7 @@ The precisions on a CPU (their figures: docs/benchmarks.md, "The assistant's pre
   a CPU where the pair runs in bf16, as fast as "int8" from half its weights, and, its
   drafting activations never quantized per pass, the oracle's hindsight reproduces more of
   its drafting steps. It reads the context through a dynamic int8 copy of its layers,
-  where the int4 kernel is slowest. `python -m assisted.lab.precisions` compares them.
+  where the int4 kernel is slowest. `python -m lab.precisions` compares them.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def quantize_int8(model: nn.Module, consume: bool = False) -> nn.Module:
     time and quantized, so no float32 copy of the model, or of a layer, exists at any time,
     and none is left reachable after (the embedding stays in float32: the int8 model's
     activations are float32). With `consume`, the original's layer gives up its weights as
-    well, so the copy's peak stays near the weights kept (`python -m assisted.lab.memory`;
+    well, so the copy's peak stays near the weights kept (`python -m lab.memory`;
     docs/space.md#memory)."""
     quantized = _structure(model)
     for parent, name, linear in _linears(quantized, model if consume else None):
@@ -196,7 +196,7 @@ _RELEASE_EVERY = 8
 _LARGE_LAYER = 32 * 2**20
 # Rows of a linear layer widened to float32 at a time. Quantizing the 0.5B's tied output
 # layer (151936 × 896) through one float32 copy would hold 545 MB beside it, the largest
-# part of the loading peak (`python -m assisted.lab.memory`); 4096 rows are 15 MB.
+# part of the loading peak (`python -m lab.memory`); 4096 rows are 15 MB.
 _BLOCK_ROWS = 4096
 
 
@@ -258,7 +258,7 @@ class RowSplitLinear(nn.Module):
     Packing a dynamic int8 layer holds about four int8 copies of its weights for a moment
     (the layer's own placeholder, the quantized tensor, its clamped copy, fbgemm's packed
     one), and the 0.5B's tied output layer, 151,936 x 896, is the largest by far: its
-    packing was the loading peak (`python -m assisted.lab.memory`). Packed a part at a time,
+    packing was the loading peak (`python -m lab.memory`). Packed a part at a time,
     each part's transients are freed before the next. The parts share one per-tensor scale
     and see the same activations, whose quantization each makes alike from the same
     range, so the product is the unsplit layer's, to the bit (tested)."""

@@ -53,7 +53,7 @@ With each choice the policy keeps what it expected of it (`Expectation`: tokens,
 and a plain step's seconds then); summed over the run's steps, these are its own prediction
 of the speedup (`assisted.analysis.stats`).
 
-Its bookkeeping per step: `python -m assisted.lab.policy_bookkeeping`. The constants and
+Its bookkeeping per step: `python -m lab.policy_bookkeeping`. The constants and
 the measurements behind them: docs/auto-policy.md. No torch here: numbers in, a choice out.
 """
 

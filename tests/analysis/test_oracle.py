@@ -282,7 +282,7 @@ def test_a_share_above_the_oracle_never_reads_as_a_share():
 
 @pytest.mark.parametrize("seed", range(10))
 def test_no_setting_of_the_policy_beats_the_oracle(seed):
-    from assisted.lab import policy_fit
+    from lab import policy_fit
 
     rng = random.Random(seed)
     n = rng.randint(4, 30)
@@ -332,7 +332,7 @@ def agreement_runs(right: list[bool]) -> list[int]:
 
 
 def test_the_drafts_ends_moved_in_hindsight_split_what_the_stopping_rule_leaves():
-    from assisted.lab import policy_fit
+    from lab import policy_fit
 
     rng = random.Random(0)
     right = [rng.random() < 0.7 for _ in range(40)]
@@ -356,7 +356,7 @@ def test_the_drafts_ends_moved_in_hindsight_split_what_the_stopping_rule_leaves(
 
 
 def test_the_replay_takes_the_benchmarks_token_budget_from_its_report(tmp_path, capsys):
-    from assisted.lab import policy_fit
+    from lab import policy_fit
 
     plain, assisted = assisted_run(list(range(12)), agreement_runs([True] * 12), [0.9] * 12)
     lines = [
@@ -393,7 +393,7 @@ def timed_run(drafter, question_id, step_s: float, rows: int, steps: int = 20) -
 
 
 def test_the_cost_replay_scores_each_setting_and_lets_plain_steps_refine_t1(tmp_path, capsys):
-    from assisted.lab import cost_fit
+    from lab import cost_fit
 
     # An assisted run timed as modelled, the plain run of the next prompt at half T(1), then
     # that prompt's assisted run, its rows still timed at 1 s: T(1) alone is half T(3).
@@ -428,7 +428,7 @@ def test_the_cost_replay_scores_each_setting_and_lets_plain_steps_refine_t1(tmp_
 def test_step_prices_set_each_kind_of_step_against_the_oracles_price(tmp_path, capsys):
     from dataclasses import replace
 
-    from assisted.lab import step_prices
+    from lab import step_prices
 
     h = hindsight([2] * 10, [[]] * 10, drafting_s=0.05, call_s=0.01, prefill_s=0.001)
     h = replace(h, catch_up_s=0.02)
@@ -487,7 +487,7 @@ def test_step_prices_set_each_kind_of_step_against_the_oracles_price(tmp_path, c
 
 
 def test_the_replay_under_a_larger_cap_prices_the_untimed_rows_and_drafts_longer(tmp_path, capsys):
-    from assisted.lab import policy_fit
+    from lab import policy_fit
 
     plain, assisted = assisted_run(list(range(24)), agreement_runs([True] * 24), [0.99] * 24)
     wider = policy_fit.with_cap(assisted, 8, row_share=0.1)

@@ -288,7 +288,7 @@ def test_a_refused_input_is_one_line_in_the_log_and_a_fault_keeps_its_traceback(
 def test_the_load_check_tells_each_visitors_outcome_on_loopback_only(
     server, device_held, cancelled
 ):
-    from assisted.lab import visitors
+    from lab import visitors
 
     with pytest.raises(SystemExit, match="loopback only"):
         visitors.loopback_only("https://huggingface.co/spaces/owner/assisted-decoding")

@@ -15,7 +15,6 @@ from assisted.core.settings import RunSettings
 from assisted.engine import comparison
 from assisted.engine.events import RunDone
 from assisted.engine.prompt import encode_prompt
-from assisted.lab.gpu_check.architectures import ARCHITECTURES
 from assisted.models import machines, pairs
 from assisted.models.registry import (
     DEFAULT_PAIR,
@@ -23,6 +22,7 @@ from assisted.models.registry import (
     Size,
     default_pair_for,
 )
+from lab.gpu_check.architectures import ARCHITECTURES
 from tests.tiny import build_model, build_tokenizer
 
 
@@ -97,7 +97,7 @@ def test_every_registry_pair_has_its_facts():
 
 
 def test_each_models_architecture_is_its_published_config_and_size():
-    """What the GPU check builds each model from (`assisted.lab.gpu_check.architectures`): the
+    """What the GPU check builds each model from (`lab.gpu_check.architectures`): the
     facts above, and widths whose parameter count is the model card's."""
     models = {m: f for m, f, a, g in PAIR_FACTS.values() for m, f in ((m, f), (a, g)) if f}
     assert set(models) | {"Qwen/Qwen2.5-Coder-1.5B-Instruct"} == set(ARCHITECTURES)

@@ -8,10 +8,10 @@ import pytest
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
-from assisted.lab.policy_bookkeeping import measure_bookkeeping_s
 from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel, DraftEnds
 from assisted.policy.answers import expected_tokens_left
 from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy, Expectation
+from lab.policy_bookkeeping import measure_bookkeeping_s
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
@@ -293,7 +293,7 @@ def test_missing_verification_times_are_refused():
 
 
 def test_the_bookkeeping_measure_runs_the_policy_through_its_steps():
-    """Its speed target is `python -m assisted.lab.policy_bookkeeping`'s (a timing, not a test)."""
+    """Its speed target is `python -m lab.policy_bookkeeping`'s (a timing, not a test)."""
     seconds = measure_bookkeeping_s(CAP, steps=50)
     assert 0 < seconds < 1
 

@@ -4,7 +4,7 @@ Transformers drafts with the assistant's whole `generate()`: per call it copies 
 generation config, builds logits processors and stopping criteria, prepares the cache and
 masks, and returns scores the target only reads when it samples. On a CPU that work is a
 sizable share of a small assistant's drafting call, against a bare loop of forward passes,
-which raises the effective cost ratio c (`python -m assisted.lab.lean_timing` times both
+which raises the effective cost ratio c (`python -m lab.lean_timing` times both
 ways and prints c; docs/lab-notes.md). Under greedy
 decoding the target needs the candidates' ids only, so the `auto` schedule drafts with
 this loop instead; the target still verifies every candidate in Transformers' own loop,

@@ -1,4 +1,6 @@
-"""The lab: instruments that measure and replay the product, outside its path.
+"""The lab: instruments that measure and replay the product, outside its path and outside
+its package: `assisted/` is what the app, the CLI and the Space run, and this folder what
+the project measures them with.
 
 - `policy_fit`, `cost_fit`, `step_prices`, `recorded`: the policy, its T(k) and each step's
   price replayed over a benchmark's recorded runs (`recorded` reads them);
@@ -14,8 +16,10 @@
   or left without an answer, and how long admission and `/config` take meanwhile;
 - `gpu_check`, a package: each registry pair's costs on a device, from random models at
   its published architectures, and its modelled speedup; its drafting by path (eager,
-  graphed), and a run end to end through the graphed path.
+  graphed), and a run end to end through the graphed path; `gpu_check.replays`, the one
+  command for a lent GPU's graphs;
+- `tests/`: the lab's tests, run with the project's (`pyproject.toml`'s `testpaths`).
 
-Each is a `python -m assisted.lab.NAME` command.
-May import every layer; nothing outside the lab imports it (tests aside).
+Each is a `python -m lab.NAME` command from the project's root.
+May import every layer of `assisted`; nothing in `assisted/` or `app.py` imports it.
 """

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assisted.core.drafters import DrafterKind
-from assisted.lab.gpu_check.paths import Drafting
 from assisted.models.registry import PairSpec
+from lab.gpu_check.paths import Drafting
 
 # Per-token acceptance α by prompt kind (examples/ categories) and the share of steps that
 # drafted, the embedded pair on a 2-core AMD EPYC with AVX512-BF16, bf16 with the bf16
@@ -23,7 +23,7 @@ from assisted.models.registry import PairSpec
 # a step under a constant schedule with no confidence cut, so each draft ran to its first
 # wrong token; prompt lookup ran under `auto` (8 at most), which drafts where a match is
 # found and pays, so its share understates the matches. α = accepted / (accepted + drafts
-# a wrong token cut): `python -m assisted.lab.gpu_check --acceptance bench-accept/runs.jsonl`
+# a wrong token cut): `python -m lab.gpu_check --acceptance bench-accept/runs.jsonl`
 # after `python -m assisted.bench --drafters assistant,prompt-lookup --schedule constant
 #  --num-assistant-tokens 8 --prompt-lookup-num-tokens 8 --confidence-threshold 0
 #  --assistant-quant none --limit 2 --repeats 1 --max-new-tokens 64 --out bench-accept`.

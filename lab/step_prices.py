@@ -14,7 +14,7 @@ A run's first step is left out: it holds the target's prefill of the prompt, whi
 oracle takes from the plain run's first step for every schedule alike.
 
     python -m assisted.bench --out bench-out
-    python -m assisted.lab.step_prices bench-out/runs.jsonl
+    python -m lab.step_prices bench-out/runs.jsonl
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from assisted.analysis import oracle
 from assisted.core.record import RunRecord
-from assisted.lab import recorded
+from lab import recorded
 
 PLAIN, LOOKUP, ASSISTANT = "plain", oracle.LOOKUP.value, oracle.ASSISTANT.value
 FIRST_DRAFT, CATCH_UP = f"{ASSISTANT}, first draft", f"{ASSISTANT}, after skipped steps"
@@ -113,7 +113,7 @@ def report(sums: Tally) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m assisted.lab.step_prices")
+    parser = argparse.ArgumentParser(prog="python -m lab.step_prices")
     parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
     args = parser.parse_args(argv)
     result = report(tally(args.runs))

@@ -1,4 +1,4 @@
-"""`python -m assisted.lab.gpu_check.replays --out DIR`: the one command for a lent GPU
+"""`python -m lab.gpu_check.replays --out DIR`: the one command for a lent GPU
 (about 3 minutes on an H100 or H200, at most 6), which says whether the assistant's CUDA
 graphs replay right on it, what they cost, and what they buy.
 
@@ -36,11 +36,11 @@ from assisted.core.drafters import DrafterKind
 from assisted.engine.drafters import draft_graphs
 from assisted.engine.drafters.graph_check import same, tolerance, top_two_gaps
 from assisted.engine.drafters.static_draft import DraftGraphs, draft_on_device, start
-from assisted.lab.gpu_check import end_to_end, imposed
-from assisted.lab.gpu_check.architectures import ARCHITECTURES
-from assisted.lab.gpu_check.models import build, free, peaked, toy
-from assisted.lab.gpu_check.speedup import ACCEPTANCE
 from assisted.models.registry import PAIRS
+from lab.gpu_check import end_to_end, imposed
+from lab.gpu_check.architectures import ARCHITECTURES
+from lab.gpu_check.models import build, free, peaked, toy
+from lab.gpu_check.speedup import ACCEPTANCE
 
 SOFTEN = 0.7  # the peaked head's scale: a top probability near 0.6–0.9 on the 0.5B's width
 PROBE = 32  # the probe's ids, as a preparation's warm-up prefix is about as long
@@ -49,7 +49,7 @@ JSON_NAME = "graphs_check.json"
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m assisted.lab.gpu_check.replays", description=__doc__.splitlines()[0]
+        prog="python -m lab.gpu_check.replays", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")

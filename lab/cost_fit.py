@@ -22,7 +22,7 @@ the product times: the step's bookkeeping and the assistant's call overhead are 
 the figures rank settings, and the absolute errors are a little high.
 
     python -m assisted.bench --out bench-out
-    python -m assisted.lab.cost_fit bench-out/runs.jsonl --prior 2,4 --window 12 --plain
+    python -m lab.cost_fit bench-out/runs.jsonl --prior 2,4 --window 12 --plain
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from pathlib import Path
 from assisted.analysis import stats
 from assisted.core import cost_curve
 from assisted.core.record import RunRecord
-from assisted.lab import recorded
 from assisted.policy import costs
 from assisted.policy.costs import CostModel, PlainSteps
+from lab import recorded
 
 
 @dataclass
@@ -145,7 +145,7 @@ def _spread(ratios: list[float]) -> dict | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m assisted.lab.cost_fit")
+    parser = argparse.ArgumentParser(prog="python -m lab.cost_fit")
     parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
     parser.add_argument(
         "--prior",

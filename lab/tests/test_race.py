@@ -1,11 +1,11 @@
-"""The race over the example kinds (`assisted.lab.race`): geomeans over the kinds, the
+"""The race over the example kinds (`lab.race`): geomeans over the kinds, the
 rounds' range, `auto` over each lane, and ties where the ranges overlap."""
 
 from __future__ import annotations
 
 import pytest
 
-from assisted.lab import race
+from lab import race
 
 
 def shootout(lanes: dict[str, list[float]]) -> dict:

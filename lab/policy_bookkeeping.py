@@ -1,4 +1,4 @@
-"""The `auto` policy's bookkeeping per step, timed: `python -m assisted.lab.policy_bookkeeping`
+"""The `auto` policy's bookkeeping per step, timed: `python -m lab.policy_bookkeeping`
 prints the seconds that choosing and the three observations take per step (cap 8, two
 sources on offer at every step), and exits 1 over its target: 1% of a 10 ms step, a fast
 GPU's. A target for this command, not a unit test: a shared machine's load moves a timing

@@ -10,7 +10,7 @@ from dataclasses import replace
 import torch
 import transformers
 
-from assisted.lab.gpu_check.architectures import Architecture
+from lab.gpu_check.architectures import Architecture
 
 TOY = {"hidden_size": 64, "intermediate_size": 128, "heads": 4, "head_dim": 16, "vocab": 512}
 

@@ -1,4 +1,4 @@
-"""`python -m assisted.lab.lean_timing`: what the lean drafting loop
+"""`python -m lab.lean_timing`: what the lean drafting loop
 (`assisted.engine.drafters.lean`) saves per drafting call against the assistant's `generate()`, on
 the embedded pair's drafting assistant after a 284-token example, and the effective cost ratio c
 each gives (seconds of a drafting call per token over the target's seconds for one row on the same

@@ -1,4 +1,4 @@
-"""`python -m assisted.lab.stream_cost`: what one streaming update of the Compare tab costs
+"""`python -m lab.stream_cost`: what one streaming update of the Compare tab costs
 the server, early in a run and late in a long one.
 
 A comparison's events are replayed into `assisted.ui.compare.live.Live` from made-up steps (no

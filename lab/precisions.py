@@ -1,6 +1,6 @@
-"""`python -m assisted.lab.precisions`: the assistant's precisions compared on one pair.
+"""`python -m lab.precisions`: the assistant's precisions compared on one pair.
 
-    python -m assisted.lab.precisions [--precisions none,int8,int4-wo] [--prompts PATH ...]
+    python -m lab.precisions [--precisions none,int8,int4-wo] [--prompts PATH ...]
                                         [--limit N] [--repeats N] [--passes N] [--out DIR]
                                         [--schedule constant|heuristic|auto]
 
@@ -73,7 +73,7 @@ _LINEAR_KINDS = (
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m assisted.lab.precisions",
+        prog="python -m lab.precisions",
         description="The assistant's precisions compared: weights, drafting cost, "
         "acceptance and speedup against one plain baseline.",
     )

@@ -1,4 +1,4 @@
-"""`python -m assisted.lab.gpu_check`: what each registry pair's models cost on this device,
+"""`python -m lab.gpu_check`: what each registry pair's models cost on this device,
 and what assisted generation would then gain there, modelled (the package's note).
 
 The command: its options, its parts in order (the pairs' costs, drafting by path, the run
@@ -22,11 +22,11 @@ import transformers
 
 from assisted.core.drafters import DrafterKind
 from assisted.engine.drafters import draft_graphs
-from assisted.lab.gpu_check import end_to_end, imposed
-from assisted.lab.gpu_check.report import end_to_end_line, imposed_lines, tables, write
-from assisted.lab.gpu_check.speedup import ACCEPTANCE, per_token_acceptance
-from assisted.lab.gpu_check.timing import CONTEXT, Timer, bandwidth, price
 from assisted.models.registry import PAIRS
+from lab.gpu_check import end_to_end, imposed
+from lab.gpu_check.report import end_to_end_line, imposed_lines, tables, write
+from lab.gpu_check.speedup import ACCEPTANCE, per_token_acceptance
+from lab.gpu_check.timing import CONTEXT, Timer, bandwidth, price
 
 KINDS = ACCEPTANCE[DrafterKind.ASSISTANT.value]  # the prompt kinds with a measured α
 
@@ -43,7 +43,7 @@ def processor() -> str:
 
 def options() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m assisted.lab.gpu_check", description=__doc__.splitlines()[0]
+        prog="python -m lab.gpu_check", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--pairs", default=",".join(PAIRS), help="comma list of registry pairs")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

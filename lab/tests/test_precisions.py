@@ -1,4 +1,4 @@
-"""`python -m assisted.lab.precisions` end to end on tiny models: the machine first, the
+"""`python -m lab.precisions` end to end on tiny models: the machine first, the
 table last, every precision measured against one plain baseline, and the JSON written."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from assisted.lab import precisions
+from lab import precisions
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`python -m assisted.lab.watch_cost`: what keeping each drafted token's p and q
+"""`python -m lab.watch_cost`: what keeping each drafted token's p and q
 (`assisted.engine.draft_probs`) costs a sampled assisted run of the embedded pair: the seconds
 spent reading them per step, against the step's time, and the run's tokens/s with and
 without them, alternating, after a warm-up. Greedy runs keep nothing, so only sampling is
@@ -33,7 +33,7 @@ from assisted.models.registry import DEFAULT_PAIR, PAIRS
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m assisted.lab.watch_cost")
+    parser = argparse.ArgumentParser(prog="python -m lab.watch_cost")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     args = parser.parse_args(argv)

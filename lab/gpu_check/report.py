@@ -9,15 +9,15 @@ import json
 from pathlib import Path
 
 from assisted.core.drafters import DrafterKind
-from assisted.lab.gpu_check.paths import GAMMA
-from assisted.lab.gpu_check.speedup import (
+from assisted.models.registry import PAIRS
+from lab.gpu_check.paths import GAMMA
+from lab.gpu_check.speedup import (
     ACCEPTANCE,
     Pricing,
     acceptance_for,
     geomean,
     modelled_speedup,
 )
-from assisted.models.registry import PAIRS
 
 CODE_KINDS = ("edit-code", "write-code")
 
@@ -101,7 +101,7 @@ def path_table(results: dict[str, Pricing | None]) -> list[str]:
     """The drafting table: per pair with an assistant model, drafting by path, the capture,
     host synchronisations per draft, and the modelled speedup with each path's cost."""
     lines = [
-        f"Drafting by path, drafts of {GAMMA} (`assisted.lab.gpu_check.paths`): the lean loop on "
+        f"Drafting by path, drafts of {GAMMA} (`lab.gpu_check.paths`): the lean loop on "
         "a DynamicCache, the same on a static cache, the draft replayed as CUDA graphs; "
         "modelled speedups (not measured) with the loop's and the graphs' cost, geomean of "
         f"the kinds and of the code kinds ({', '.join(CODE_KINDS)}):",

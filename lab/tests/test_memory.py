@@ -1,4 +1,4 @@
-"""`python -m assisted.lab.memory` on a tiny pair: a row per stage, read from /proc."""
+"""`python -m lab.memory` on a tiny pair: a row per stage, read from /proc."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from assisted.lab import memory
 from assisted.models import pairs
+from lab import memory
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

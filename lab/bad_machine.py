@@ -14,11 +14,11 @@ neighbour, or both. A free CPU Space is such a machine: the `auto` policy must s
 
 Point ASSISTED_LEARNT_DIR at an empty folder to start from nothing but the file given.
 
-    ASSISTED_LEARNT_DIR=$(mktemp -d) python -m assisted.lab.bad_machine \\
+    ASSISTED_LEARNT_DIR=$(mktemp -d) python -m lab.bad_machine \\
         --learnt ../shared/fixtures/learnt-disturbed-epyc-avx512.json --busy -- \\
         "Write a Python function that checks whether a string is a palindrome." \\
         --shootout --max-new-tokens 32 --json
-    python -m assisted.lab.bad_machine --busy --bench -- --categories edit-code --repeats 1
+    python -m lab.bad_machine --busy --bench -- --categories edit-code --repeats 1
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _spin() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m assisted.lab.bad_machine",
+        prog="python -m lab.bad_machine",
         description="A CLI or benchmark run on a disturbed learnt file or a busy machine.",
     )
     parser.add_argument("--learnt", type=Path, help="a learnt file to start from")

@@ -31,12 +31,12 @@ from assisted.engine.drafters import draft_graphs
 from assisted.engine.events import drain
 from assisted.engine.prepare import prepare
 from assisted.engine.prompt import encode_prompt
-from assisted.lab.gpu_check.architectures import ARCHITECTURES
-from assisted.lab.gpu_check.models import build, free, peaked, toy
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PAIRS, PairSpec
 from assisted.models.vocab import fit_vocabulary
 from assisted.policy.choice import Choice
+from lab.gpu_check.architectures import ARCHITECTURES
+from lab.gpu_check.models import build, free, peaked, toy
 
 PAIR = "qwen2.5-coder-7b"  # the Space's default GPU pair
 MARKERS = 3  # the word tokenizer's last ids: markers and end of sequence, never the output

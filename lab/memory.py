@@ -1,4 +1,4 @@
-"""`python -m assisted.lab.memory`: where a pair's memory goes, stage by stage (Linux).
+"""`python -m lab.memory`: where a pair's memory goes, stage by stage (Linux).
 
 Each stage reports the process's resident memory after it (`VmRSS`) and its peak during it
 (`VmHWM`, reset before each stage through `/proc/self/clear_refs`), beside the bytes of the
@@ -107,7 +107,7 @@ def render(rows: Sequence[dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m assisted.lab.memory", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m lab.memory", description=__doc__)
     parser.add_argument("--pair", default="embedded")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")

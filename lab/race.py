@@ -9,7 +9,7 @@ and highest of those over the rounds. `auto` over a lane is the ratio of their g
 with the range of the per-round ratios. Where `auto`'s range and a lane's overlap, this
 race cannot rank them, and says so ("tied").
 
-    python -m assisted.lab.race --repeats 5 --max-new-tokens 32 --json --out race.json
+    python -m lab.race --repeats 5 --max-new-tokens 32 --json --out race.json
 
 Machine-dependent: name the CPU (`/proc/cpuinfo`) beside any figure it prints.
 """
@@ -81,7 +81,7 @@ def render(summary: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m assisted.lab.race", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m lab.race", description=__doc__)
     parser.add_argument("--pair", default="embedded")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=32)

@@ -1,4 +1,4 @@
-"""`python -m assisted.lab.visitors --url http://127.0.0.1:7860/ --visitors 30`: a burst of
+"""`python -m lab.visitors --url http://127.0.0.1:7860/ --visitors 30`: a burst of
 visitors on a served app, over the Gradio client API, on loopback only.
 
 First one comparison warms the app up, untimed, and `--lone` more are timed alone, one
@@ -207,7 +207,7 @@ def render(visits: list[Visit]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m assisted.lab.visitors", description=__doc__.splitlines()[0]
+        prog="python -m lab.visitors", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--url", default="http://127.0.0.1:7860/")
     parser.add_argument("--visitors", type=int, default=30)

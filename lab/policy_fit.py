@@ -25,9 +25,9 @@ Modelled, not measured: it ranks settings by what the cost model prices, so a se
 wins here is then measured with `python -m assisted.bench`.
 
     python -m assisted.bench --limit 1 --out bench-out     # records with their hindsight
-    python -m assisted.lab.policy_fit bench-out/runs.jsonl --threshold 0,0.2,0.4,0.6 \
+    python -m lab.policy_fit bench-out/runs.jsonl --threshold 0,0.2,0.4,0.6 \
         --cumulative-threshold 0,0.5,0.7
-    python -m assisted.lab.policy_fit bench-out/runs.jsonl --threshold 0.4 \
+    python -m lab.policy_fit bench-out/runs.jsonl --threshold 0.4 \
         --cumulative-threshold 0.7 --cap 8,12,16 --row-share 0.045
 """
 
@@ -44,8 +44,8 @@ from assisted.analysis import oracle, stats
 from assisted.core.drafters import DrafterKind
 from assisted.core.figures import rounded
 from assisted.core.record import Hindsight, RunRecord
-from assisted.lab import recorded
 from assisted.policy.choice import DraftPolicy
+from lab import recorded
 
 ASSISTANT, LOOKUP = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
 
@@ -215,7 +215,7 @@ def benchmark_max_new_tokens(runs: Path) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m assisted.lab.policy_fit")
+    parser = argparse.ArgumentParser(prog="python -m lab.policy_fit")
     parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
     parser.add_argument("--threshold", default="0,0.2,0.4,0.6", help="confidence thresholds")
     parser.add_argument(

@@ -43,11 +43,11 @@ from assisted.engine import comparison, running
 from assisted.engine.drafters import draft_graphs
 from assisted.engine.events import drain
 from assisted.engine.prompt import encode_prompt
-from assisted.lab.gpu_check import end_to_end
-from assisted.lab.gpu_check.models import free, peaked
-from assisted.lab.gpu_check.speedup import ACCEPTANCE, per_token_alpha
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PAIRS
+from lab.gpu_check import end_to_end
+from lab.gpu_check.models import free, peaked
+from lab.gpu_check.speedup import ACCEPTANCE, per_token_alpha
 
 SEED = end_to_end.SEED  # the draws of every run, and the peaked models' cycles
 MARKERS = end_to_end.MARKERS

@@ -14,12 +14,12 @@ import torch
 
 from assisted.core.drafters import DrafterKind
 from assisted.engine.clock import synchronize
-from assisted.lab.gpu_check import paths
-from assisted.lab.gpu_check.architectures import ARCHITECTURES, Architecture
-from assisted.lab.gpu_check.models import build, free, peaked, toy
-from assisted.lab.gpu_check.paths import GAMMA, Drafting
-from assisted.lab.gpu_check.speedup import Costs, Pricing
 from assisted.models.registry import PairSpec
+from lab.gpu_check import paths
+from lab.gpu_check.architectures import ARCHITECTURES, Architecture
+from lab.gpu_check.models import build, free, peaked, toy
+from lab.gpu_check.paths import GAMMA, Drafting
+from lab.gpu_check.speedup import Costs, Pricing
 
 CONTEXT = 256  # tokens in the cache before the timed pass: a prompt and some answer
 WARMUP = 2  # untimed passes per row count (the kernels' first calls pick their algorithms)

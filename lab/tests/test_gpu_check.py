@@ -1,4 +1,4 @@
-"""The GPU check (`python -m assisted.lab.gpu_check`) at toy widths on the CPU, as a lent
+"""The GPU check (`python -m lab.gpu_check`) at toy widths on the CPU, as a lent
 device would run it at full ones; and its model of a speedup, against what must hold."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ import torch
 
 from assisted.core.drafters import DrafterKind
 from assisted.core.record import CUDA_GRAPHS, EAGER
-from assisted.lab.gpu_check import end_to_end, imposed
-from assisted.lab.gpu_check.__main__ import main
-from assisted.lab.gpu_check.architectures import ARCHITECTURES
-from assisted.lab.gpu_check.imposed import Imposed
-from assisted.lab.gpu_check.speedup import (
+from assisted.models.registry import PAIRS
+from lab.gpu_check import end_to_end, imposed
+from lab.gpu_check.__main__ import main
+from lab.gpu_check.architectures import ARCHITECTURES
+from lab.gpu_check.imposed import Imposed
+from lab.gpu_check.speedup import (
     ACCEPTANCE,
     acceptance_for,
     modelled_speedup,
     per_token_acceptance,
 )
-from assisted.models.registry import PAIRS
 
 PAIRS_CHECKED = "embedded,embedded-prompt-lookup,layerskip-llama3.2-1b"
 
@@ -215,7 +215,7 @@ def test_the_drafting_table_peaks_the_assistant_so_its_self_check_can_judge(monk
     from dataclasses import replace
 
     from assisted.engine.drafters import draft_graphs
-    from assisted.lab.gpu_check import timing
+    from lab.gpu_check import timing
     from tests.engine.graph_stand_in import StandInGraphs
 
     monkeypatch.setattr(draft_graphs, "GRAPHS", StandInGraphs())
@@ -237,9 +237,9 @@ def test_the_drafting_table_peaks_the_assistant_so_its_self_check_can_judge(monk
 
 
 def test_the_graphs_command_writes_one_json_and_prints_one_table(tmp_path, capsys):
-    """`python -m assisted.lab.gpu_check.replays` on a CPU: the imposed runs, and no graphs
+    """`python -m lab.gpu_check.replays` on a CPU: the imposed runs, and no graphs
     to compare, said as such."""
-    from assisted.lab.gpu_check import replays
+    from lab.gpu_check import replays
 
     arguments = ["--tiny", "--device", "cpu", "--dtype", "float32", "--tokens", "8"]
     replays.main([*arguments, "--kinds", "chat", "--out", str(tmp_path)])
@@ -258,8 +258,8 @@ def test_the_graphs_command_compares_each_cache_s_replays_with_eager_passes(monk
     from dataclasses import replace
 
     from assisted.engine.drafters import draft_graphs
-    from assisted.lab.gpu_check import replays
-    from assisted.lab.gpu_check.models import toy
+    from lab.gpu_check import replays
+    from lab.gpu_check.models import toy
     from tests.engine.graph_stand_in import StandInGraphs
     from tests.engine.test_drafting_faults import FaultyGraphs
 

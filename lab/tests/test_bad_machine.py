@@ -1,4 +1,4 @@
-"""The bad machine reproduced (`assisted.lab.bad_machine`): a learnt file of another machine
+"""The bad machine reproduced (`lab.bad_machine`): a learnt file of another machine
 carried over to the pair at hand, and a busy neighbour on one core."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections import OrderedDict
 
 import psutil
 
-from assisted.lab import bad_machine
 from assisted.models import learnt_store, pairs
+from lab import bad_machine
 
 DISTURBED = {1: 0.187, 2: 0.18, 3: 0.45, 9: 0.205}
 

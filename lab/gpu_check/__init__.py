@@ -1,4 +1,4 @@
-"""`python -m assisted.lab.gpu_check`: what each registry pair's models cost on this device,
+"""`python -m lab.gpu_check`: what each registry pair's models cost on this device,
 and what assisted generation would then gain there, modelled.
 
 Each model is built from its published architecture (`architectures`) with random weights,

@@ -1,0 +1,1 @@
+"""The lab's instruments at toy sizes (`lab`)."""

@@ -1,1 +1,0 @@
-"""The lab's instruments at toy sizes (`assisted.lab`)."""
