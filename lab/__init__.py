@@ -10,6 +10,7 @@ the project measures them with.
 - `stream_cost`: what one streaming update of the Compare tab costs the server;
 - `bad_machine`: a CLI or benchmark run from another machine's learnt file, or beside a
   neighbour spinning on one core;
+- `walk`: the files of `assisted/` a comparison and a shoot-out enter, traced in every thread;
 - `race`: `auto` against each fixed lane over the example kinds, a shoot-out on each, each
   lane's geomean with its rounds' range, and `auto` over each lane;
 - `visitors`: a burst of visitors on a served app, on loopback: who is served, refused,
