@@ -14,7 +14,8 @@ import argparse
 import json
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import assisted
@@ -27,6 +28,19 @@ PACKAGE = Path(assisted.__file__).resolve().parent
 PROMPT = "Write a palindrome check."
 SETTINGS = RunSettings(max_new_tokens=8)
 AUTO = DraftSettings(schedule="auto", num_assistant_tokens=4)
+
+
+@contextmanager
+def profiled(profile: Callable[..., None]) -> Iterator[None]:
+    """`profile` (`sys.setprofile`'s) on every call within the block, in this thread and in
+    the threads started within it (a run's worker)."""
+    threading.setprofile(profile)
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
 
 
 def entered(request: Callable[[], object]) -> list[str]:
@@ -43,13 +57,8 @@ def entered(request: Callable[[], object]) -> list[str]:
             with lock:
                 found.setdefault(str(path.relative_to(PACKAGE)), None)
 
-    threading.setprofile(profile)
-    sys.setprofile(profile)
-    try:
+    with profiled(profile):
         request()
-    finally:
-        sys.setprofile(None)
-        threading.setprofile(None)
     return list(found)
 
 

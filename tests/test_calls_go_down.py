@@ -7,8 +7,6 @@ one's code, and the layers hold on paper only."""
 from __future__ import annotations
 
 import collections
-import sys
-import threading
 from collections.abc import Callable
 
 import pytest
@@ -18,6 +16,7 @@ from assisted.bench import shootout
 from assisted.core.settings import RunSettings
 from assisted.engine import comparison, prompt
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
+from lab.walk import profiled
 from tests.engine.test_run_only_runs import module_of
 from tests.test_layers import ALLOWED, layer
 
@@ -42,13 +41,8 @@ def climbs(request: Callable[[], object]) -> collections.Counter[tuple[str, str]
         if layer(callee) not in ALLOWED[layer(below)] | {layer(below)}:
             found[(below, callee)] += 1
 
-    threading.setprofile(profile)
-    sys.setprofile(profile)
-    try:
+    with profiled(profile):
         request()
-    finally:
-        sys.setprofile(None)
-        threading.setprofile(None)
     return found
 
 

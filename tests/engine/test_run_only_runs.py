@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +22,7 @@ from assisted.engine.prepare import prepare
 from assisted.engine.prompt import encode_prompt
 from assisted.models import learnt_store
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
+from lab.walk import profiled
 
 PACKAGE = Path(assisted.__file__).resolve().parent
 ROOT = PACKAGE.parent
@@ -60,13 +59,8 @@ def entered() -> Iterator[set[str]]:
         if event == "call" and (module := module_of(frame.f_code.co_filename)) is not None:
             found.add(module)
 
-    threading.setprofile(profile)  # threads started within the block: the run's worker
-    sys.setprofile(profile)
-    try:
+    with profiled(profile):  # threads started within the block too: the run's worker
         yield found
-    finally:
-        sys.setprofile(None)
-        threading.setprofile(None)
 
 
 @pytest.fixture(scope="module")
