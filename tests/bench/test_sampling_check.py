@@ -14,6 +14,7 @@ import pytest
 from assisted.analysis import two_sample
 from assisted.analysis.sampling_evidence import ALPHA, PROMPT, TOKENS, CheckSettings, sentence
 from assisted.bench import sampling_check
+from assisted.bench.planning import Variant
 from assisted.bench.sampling_check import __main__ as sampling_check_command
 from assisted.core.examples import Example
 from assisted.core.settings import RunSettings, SettingsError
@@ -258,8 +259,10 @@ def test_the_check_gets_a_zerogpu_call_of_its_own_where_it_does_not_fit_beside_p
     prompts = [Example(f"q{index}", "chat", "prompt") for index in range(2)]
     settings, check = RunSettings(max_new_tokens=8), CheckSettings(samples=10)
 
-    place = PairPlace(replace(PAIRS[DEFAULT_PAIR], name="pair"), "cuda", "bfloat16", False)
-    request = BenchmarkRequest(place, tuple(prompts), (None,), settings, 1, None, None, check)
+    spec = replace(PAIRS[DEFAULT_PAIR], name="pair")
+    place = PairPlace(spec, "cuda", "bfloat16", False)
+    variant = Variant(spec.drafter.value, spec.drafter, spec.draft)  # one drafter
+    request = BenchmarkRequest(place, tuple(prompts), (variant,), settings, 1, None, None, check)
 
     def calls(max_s: int) -> list[list[str]]:
         times.max_s = max_s
