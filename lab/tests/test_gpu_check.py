@@ -274,7 +274,7 @@ def test_the_graphs_command_compares_each_cache_s_replays_with_eager_passes(monk
     assert [cache["capacity"] for cache in found["by_cache"]] == [128, 256]
     rows = [row for cache in found["by_cache"] for row in cache["rows"]]
     assert {row["context"] for row in rows} == {"after the probe", "near the end"}
-    assert all(row["eager_equal"] and row["ids_equal"] and row["replays_equal"] for row in rows)
+    assert all(row["eager_equal"] and row["agrees"] and row["replays_equal"] for row in rows)
     assert all(row["gap"] == 0.0 for row in rows) and sum(row["judged"] for row in rows) > 0
 
     # Every replay's first probability a millionth up: within fp32's bound (1e-3).
@@ -289,5 +289,8 @@ def test_the_graphs_command_compares_each_cache_s_replays_with_eager_passes(monk
     lines = replays.table(result | {"imposed": run, "caches": found})
     assert "Self-check **last-bit**" in lines[0]
     first = lines[4]  # the cache of 128, under the header and its rule
-    assert first.startswith("| 128 | yes | yes (") and "1e-06 (γ 1, 1, after the probe)" in first
+    assert (
+        first.startswith("| 128 | yes | yes (")
+        and "1e-06 (γ 1, candidate 1, after the probe)" in first
+    )
     assert all(line.count("|") == 7 for line in lines[2:])

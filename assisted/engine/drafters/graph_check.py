@@ -60,6 +60,21 @@ class Gap:
     at: str = ""
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """A draft of `gamma` replayed twice against the eager draft on its cache
+    (`replays`): the candidate (from 0) where the two replays first differed, None where
+    they agree in every bit; the positions whose candidates were judged against eager; the
+    largest probability gap over them, and where; what was wrong against eager ("":
+    nothing)."""
+
+    gamma: int
+    differs_at: int | None
+    judged: int
+    gap: Gap
+    wrong: str = ""
+
+
 def self_check(buckets: Sequence[DraftGraphs], probe: torch.Tensor) -> Verdict:
     """Check the replays on every cache of `buckets` on `probe` (1, n), whose first n − 2
     ids each cache holds (the module's note): against eager passes on its cache after the
@@ -121,15 +136,13 @@ def _against_eager(graphs: DraftGraphs, probe: torch.Tensor, margin: float) -> G
 
 def _near_the_end(graphs: DraftGraphs, probe: torch.Tensor, margin: float) -> Gap | str:
     """`_against_eager` for a draft of the cap whose last pass writes the cache's last
-    position, the cache filled with the probe's ids over and over (a position, a mask or a
-    length baked in at capture shows where a run's context is long); the cache then holds
-    the probe's context again."""
+    position (`near_the_end`: a position, a mask or a length baked in at capture shows
+    where a run's context is long); the cache then holds the probe's context again."""
     state, cap = graphs.state, graphs.cap
-    length = state.capacity - cap - 1  # the pair's two ids, then cap − 1 candidates
-    if length <= probe.shape[1]:
+    filled = near_the_end(state.capacity, cap, probe)
+    if filled is None:
         return Gap()  # the probe's own drafts were as near
-    repeats = math.ceil((length + 2) / probe.shape[1])
-    filled = probe.repeat(1, repeats)[:, : length + 2]
+    length = filled.shape[1] - 2
     state.rewind(0)
     state.feed(filled[:, :length])
     what = f"a draft of {{gamma}} near the cache's end (after {length} positions)"
@@ -137,6 +150,16 @@ def _near_the_end(graphs: DraftGraphs, probe: torch.Tensor, margin: float) -> Ga
     state.rewind(0)
     state.feed(probe[:, :-2])
     return found
+
+
+def near_the_end(capacity: int, cap: int, probe: torch.Tensor) -> torch.Tensor | None:
+    """The ids (1, n) of a context whose draft of `cap` after its first n − 2 writes the
+    last of `capacity` positions (its two last ids, then cap − 1 candidates): the probe's
+    ids over and over. None where the probe is as long."""
+    length = capacity - cap - 1
+    if length <= probe.shape[1]:
+        return None
+    return probe.repeat(1, math.ceil((length + 2) / probe.shape[1]))[:, : length + 2]
 
 
 def _compare(
@@ -147,24 +170,34 @@ def _compare(
     margin: float,
     what: str,
 ) -> Gap | str:
-    """Each replay of γ in `gammas` after `length` positions and `pair`, twice, against
-    the eager draft of the longest: the largest gap, or where one was wrong. `what` names
-    a draft, with `{gamma}` for its length."""
-    state = graphs.state
-    eager, ties = _eager_draft(state, length, pair, max(gammas), margin)
+    """`replays` of each γ in `gammas` after `length` positions and `pair`: the largest
+    gap, or where one was wrong. `what` names a draft, with `{gamma}` for its length."""
     largest = Gap()
-    for gamma in gammas:
-        named = what.format(gamma=gamma)
-        replays = [_replayed(graphs, length, pair, gamma) for _ in range(2)]
-        if not same(*replays):
-            at = _first_difference(*replays)
-            return f"two replays of {named} differed at candidate {at + 1}"
-        found = _gap(replays[0], eager[:, :gamma], ties, margin)
-        if isinstance(found, str):
-            return f"{named} {found} against eager passes on the same cache"
-        if found.size > largest.size:
-            largest = replace(found, at=f"{named} on a cache of {state.capacity}, {found.at}")
+    for found in replays(graphs, length, pair, gammas, margin):
+        named = what.format(gamma=found.gamma)
+        if found.differs_at is not None:
+            return f"two replays of {named} differed at candidate {found.differs_at + 1}"
+        if found.wrong:
+            return f"{named} {found.wrong} against eager passes on the same cache"
+        if found.gap.size > largest.size:
+            where = f"{named} on a cache of {graphs.state.capacity}, {found.gap.at}"
+            largest = replace(found.gap, at=where)
     return largest
+
+
+def replays(
+    graphs: DraftGraphs, length: int, pair: torch.Tensor, gammas: Sequence[int], margin: float
+) -> list[Replayed]:
+    """Each γ of `gammas` replayed twice after `length` positions and `pair`, against the
+    eager draft of the longest (the module's note)."""
+    eager, ties = eager_draft(graphs.state, length, pair, max(gammas), margin)
+    found = []
+    for gamma in gammas:
+        twice = [_replayed(graphs, length, pair, gamma) for _ in range(2)]
+        differs_at = None if same(*twice) else _first_difference(*twice)
+        judged, gap, wrong = _gap(twice[0], eager[:, :gamma], ties, margin)
+        found.append(Replayed(gamma, differs_at, judged, gap, wrong))
+    return found
 
 
 def _replayed(graphs: DraftGraphs, length: int, pair: torch.Tensor, gamma: int) -> torch.Tensor:
@@ -173,7 +206,7 @@ def _replayed(graphs: DraftGraphs, length: int, pair: torch.Tensor, gamma: int) 
     return graphs.state.out[:, :gamma].clone()
 
 
-def _eager_draft(
+def eager_draft(
     state: StaticState, length: int, pair: torch.Tensor, gamma: int, margin: float
 ) -> tuple[torch.Tensor, set[int]]:
     """The candidates and probabilities of `gamma` eager passes of `draft_on_device` after
@@ -183,29 +216,37 @@ def _eager_draft(
     return state.out[:, :gamma].clone(), {k for k, gap in enumerate(gaps) if gap <= margin}
 
 
-def _gap(replayed: torch.Tensor, eager: torch.Tensor, ties: set[int], margin: float) -> Gap | str:
-    """The largest probability gap of `replayed` against `eager` (rows: ids, then
-    probabilities) while their candidates agree; or what was wrong: a candidate changed
-    where the eager draft had no near-tie, a gap beyond `margin`, NaN against a number."""
+def _gap(
+    replayed: torch.Tensor, eager: torch.Tensor, ties: set[int], margin: float
+) -> tuple[int, Gap, str]:
+    """`replayed` against `eager` (rows: ids, then probabilities) while their candidates
+    agree: the positions judged, the largest probability gap, and what was wrong ("":
+    nothing): a candidate changed where the eager draft had no near-tie, a gap beyond
+    `margin`, NaN against a number."""
     ids, probabilities = replayed.tolist()
     eager_ids, eager_probabilities = eager.tolist()
     largest = Gap()
     for position, (token, expected) in enumerate(zip(ids, eager_ids, strict=True)):
         if token != expected:
             if position in ties:
-                break  # rounding may pick either of the top two, and go elsewhere after
-            return f"changed candidate {position + 1} ({int(expected)} to {int(token)})"
+                return position, largest, ""  # rounding may pick either, and go elsewhere
+            return (
+                position,
+                largest,
+                (f"changed candidate {position + 1} ({int(expected)} to {int(token)})"),
+            )
         got, want = probabilities[position], eager_probabilities[position]
         if math.isnan(got) and math.isnan(want):
             continue
         if math.isnan(got) or math.isnan(want):
-            return f"gave NaN against a number at candidate {position + 1}"
+            return position, largest, f"gave NaN against a number at candidate {position + 1}"
         size = abs(got - want)
         if size > margin:
-            return f"differed by {size:.3g} (bound {margin:.2g}) at candidate {position + 1}"
+            wrong = f"differed by {size:.3g} (bound {margin:.2g}) at candidate {position + 1}"
+            return position, largest, wrong
         if size > largest.size:
             largest = Gap(size, f"candidate {position + 1}")
-    return largest
+    return len(ids), largest, ""
 
 
 def same(first: torch.Tensor, second: torch.Tensor) -> bool:
