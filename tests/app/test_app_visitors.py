@@ -251,7 +251,9 @@ def test_a_run_whose_visitor_went_stops_after_its_current_step(server, client, s
     wait_for(lambda: not running_generations())
     ran = steps[running:]
     assert set(ran) <= {"generate-plain"} and len(ran) < 200
-    assert in_line() == 0
+    # The request's place is given up as its generator closes, after the run's thread has
+    # ended: a moment later, on a busy machine (no client call waits for that close here).
+    wait_for(lambda: in_line() == 0)
     after = client.predict(**inputs("after the gone run"), api_name="/compare")
     assert after[-1]["plain"]["new_tokens"] == 24
 
