@@ -65,7 +65,7 @@ from dataclasses import dataclass, replace
 from assisted.core.drafters import DrafterKind
 from assisted.core.held_back import HeldBack
 from assisted.policy.acceptance import Acceptance, AcceptanceCounts, AcceptanceModel, DraftEnds
-from assisted.policy.answers import Answer, expected_tokens_left
+from assisted.policy.answers import Answer, expected_tokens_left, scale_free_tokens_left
 from assisted.policy.costs import CostModel
 from assisted.policy.holds import Floor, Ledger
 
@@ -286,13 +286,17 @@ class DraftPolicy:
                 self.ledger.clear()
                 return None
             return self._wait(HeldBack.CATCH_UP, read_s, saving_s)
+        # The first read's bet, like its acceptances, is made at the prior: the lengths of
+        # other prompts' answers would make this prompt's start depend on what ran before
+        # it (a long passage's 3-token answer after 64-token ones read the passage for
+        # nothing: docs/lab-notes.md). Its wait accrues what the choice bets a token saves.
         read_s = self.costs.read_s(self.context - self.seen)
-        tokens = expected_tokens_left(self.committed, tokens_left, self.answers)
-        saving_s, probe_loss_s = self._first_read_value(offers[model], without)
+        tokens = scale_free_tokens_left(self.committed, tokens_left)
+        saving_s, probe_loss_s, bet_s = self._first_read_value(offers[model], without)
         if tokens * saving_s - probe_loss_s > read_s:
             self.ledger.clear()
             return None
-        return self._wait(HeldBack.FIRST_DRAFT, read_s + probe_loss_s, saving_s)
+        return self._wait(HeldBack.FIRST_DRAFT, read_s + probe_loss_s, bet_s)
 
     def _wait(self, reason: HeldBack, price_s: float, saving_s: float) -> HeldBack | None:
         """`reason` while its wait lasts (`assisted.policy.holds.Ledger`), None once it
@@ -328,10 +332,12 @@ class DraftPolicy:
         self.explored_s += loss_s
         return True
 
-    def _first_read_value(self, most: int, without: float) -> tuple[float, float]:
+    def _first_read_value(self, most: int, without: float) -> tuple[float, float, float]:
         """What the model source's first read buys, before it has drafted in this run: the
         seconds per token it can be expected to save against the best rate `without` it,
-        and the seconds its first draft's step can be expected to lose. Both are taken over
+        the seconds its first draft's step can be expected to lose, and the seconds a token
+        saves at the prior's optimistic acceptance, the bet the choice makes (what a wait
+        for the read accrues: `assisted.policy.holds`). The first two are taken over
         the prior's acceptances (`PRIOR_POINTS`, one acceptance α for every position): at an
         α where its best rate at up to `most` candidates beats `without`, it keeps drafting
         at that rate and saves what that rate saves; at any other, it saves nothing, and the
@@ -366,7 +372,8 @@ class DraftPolicy:
             else:
                 lost_s += max(costs[first - 1] - tokens[first] / without, 0.0)
         points = len(PRIOR_POINTS)
-        return saved_s / points, lost_s / points
+        bet_s = max(1.0 / without - costs[first - 1] / unseen.expected_tokens(first, True), 0.0)
+        return saved_s / points, lost_s / points, bet_s
 
     def _expectation(self, choice: Choice) -> Expectation:
         """What `choice` should commit and cost, from the models as they stand now."""

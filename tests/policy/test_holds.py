@@ -59,11 +59,16 @@ def run_random(seed: int, reasons: Counter) -> None:
     context, tokens_left = rng.randint(8, 3000), rng.randint(8, 512)
     slow = rng.choice([1.0, 1.0, 3.0])  # the assistant's steps as priced, or far slower
     lookups = rng.choice([0.0, 0.5])
-    waiting = False
+    if rng.random() < 1 / 3:  # met mid-run: the assistant drafted, then skipped steps
+        p.started, p.behind = True, True
+        p.seen = max(context - rng.randint(1, 400), 1)
+    waiting, stretch = False, False
     while tokens_left > 0:
-        # Lookup matches now and then, which the target mostly keeps: the assistant then
-        # skips steps, and must catch up on their tokens.
-        match = CAP if rng.random() < lookups else 0
+        # Lookup matches now and then, or in stretches (text the prompt repeats), which the
+        # target mostly keeps: the assistant then skips steps, and must catch up on their
+        # tokens.
+        stretch = stretch != (rng.random() < 0.1)
+        match = CAP if stretch or rng.random() < lookups else 0
         offers = {A: max(tokens_left - 1, 1), L: min(match, max(tokens_left - 1, 0))}
         choice = p.choose(offers, tokens_left, context, match_length=4)
         if choice.held_back is not None:

@@ -114,7 +114,7 @@ def test_a_prefill_the_tokens_left_cannot_repay_keeps_the_assistant_off():
         p.observe(0, 0)
     assert choice.prefill and choice.gamma > 1 and choice.held_back is None
     assert set(held) == {HeldBack.FIRST_DRAFT} and len(held) < 50
-    saving_s, loss_s = p._first_read_value(CAP, p.rate(None, 0))
+    saving_s, loss_s, _ = p._first_read_value(CAP, p.rate(None, 0))
     for committed, expected in ((len(held) - 1, False), (len(held), True)):
         tokens = expected_tokens_left(committed, 1000 - committed)
         assert (tokens * saving_s - loss_s > 0.002 * 700) is expected

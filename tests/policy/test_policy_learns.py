@@ -133,12 +133,18 @@ def test_from_a_disturbed_learnt_state_it_converges_to_the_lengths_the_true_cost
     assert seconds < plain_s / 1.5  # drafting pays here, and the run reaped it
 
 
-def test_the_pairs_record_of_long_answers_starts_the_assistant_at_once():
-    answers = (Answer(32, ended=False),) * 4  # earlier answers ran to their budget
-    p = seeded(replace(TRUE, read_s=0.0211), HUMP, answers)
-    choices, _ = simulate(p, TRUE, tokens=32)
-    assert first_draft(choices) < PROBE_AFTER
-    assert HeldBack.FIRST_DRAFT not in {choice.held_back for choice in choices}
+def test_the_first_read_is_bet_at_the_prior_whatever_the_pairs_record_of_answers():
+    # A read of 0.89 s: earlier answers that ran to their budget, or that ended at once,
+    # say nothing of where this one ends (a long passage's 3-token answer after 64-token
+    # ones); the bet and its bounded wait are the same with either record, or none.
+    long, short = (Answer(32, ended=False),) * 4, (Answer(2, ended=True),) * 32
+    runs = [
+        simulate(seeded(replace(TRUE, read_s=0.0211), HUMP, answers), TRUE, tokens=32)[0]
+        for answers in ((), long, short)
+    ]
+    assert runs[1] == runs[0] == runs[2]
+    first = first_draft(runs[0])
+    assert 0 < first < 32 and {c.held_back for c in runs[0][:first]} == {HeldBack.FIRST_DRAFT}
 
 
 def test_a_truly_expensive_assistant_stays_plain():

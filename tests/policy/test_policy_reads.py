@@ -65,7 +65,7 @@ def first_paying_step(p: DraftPolicy, tokens_left: int, context: int) -> int:
     """The first step of a run of plain steps at which the assistant's first read repays
     itself over the tokens the run can expect yet (the rule of `choice`'s note), each
     step's read of the context grown by the token before it."""
-    saving_s, loss_s = p._first_read_value(CAP, p.rate(None, 0))
+    saving_s, loss_s, _ = p._first_read_value(CAP, p.rate(None, 0))
     step = 0
     while step < tokens_left:
         expected = expected_tokens_left(step, tokens_left - step, p.answers)
