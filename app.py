@@ -35,16 +35,12 @@ from spaces.config import Config as SpacesConfig
 from assisted.core.examples import load_folder
 from assisted.models import pairs
 from assisted.models.registry import DEFAULT_PAIR, PAIRS, PairSpec, default_pair_for
-from assisted.ui import page
-from assisted.ui.device_queue import DeviceQueue
 from assisted.ui.errors import quiet_component_refusals
-from assisted.ui.gpu_time import GpuTimes
-from assisted.ui.pace import Paces
+from assisted.ui.gpu_time import GpuTimes, Paces
 from assisted.ui.pair_access import CUSTOM as CUSTOM  # re-exported: the custom pair's choice
-from assisted.ui.pair_access import PairAccess
-from assisted.ui.requests import GpuRequest
-from assisted.ui.stop_flags import StopFlags
-from assisted.ui.tabs import GpuWork, Tab, TabState, registry
+from assisted.ui.pair_access import DeviceQueue, PairAccess
+from assisted.ui.requests import GpuRequest, StopFlags
+from assisted.ui.tabs import CSS, EXPLANATION, HEADER, JS, TITLE, GpuWork, Tab, TabState, registry
 
 QUEUE_MAX_SIZE = 16  # requests waiting for the device; more are turned away
 # The most one ZeroGPU call asks for. ZeroGPU refuses longer requests ("The requested GPU
@@ -100,7 +96,7 @@ def offered_pairs(names: str) -> dict[str, PairSpec]:
 
 # Stop requests, by session (and tab): a Stop button sets its running request's flag, and
 # the backend ends the run within one step. Files, so that a GPU worker forked by ZeroGPU
-# sees them too (`assisted.ui.stop_flags`).
+# sees them too (`assisted.ui.requests`).
 _stops = StopFlags()
 # One request at a time uses the device, in order of arrival: timed runs, and loading pairs
 # into memory, which would slow a timed run down. Requests join only once their files are
@@ -146,21 +142,21 @@ def build_demo(
     queue = DeviceQueue(one_at_a_time=False) if config.zerogpu else _device
     access = PairAccess(config, queue, _gpu_times, _preloaded)
     shared = TabState(access, _stops, Paces(), _gpu_times, load_folder())
-    with gr.Blocks(title=page.TITLE) as demo:
-        gr.Markdown(page.HEADER)
+    with gr.Blocks(title=TITLE) as demo:
+        gr.Markdown(HEADER)
         with gr.Tabs():
             for made in tabs:
                 with gr.Tab(made.title, id=made.name, elem_id=f"tab-{made.name}") as tab:
                     made.build(demo, tab, shared, gpu[made.name])
         with gr.Accordion("What is assisted generation?", open=False):
-            gr.Markdown(page.EXPLANATION)
+            gr.Markdown(EXPLANATION)
     demo.queue(max_size=QUEUE_MAX_SIZE)
     quiet_component_refusals(demo)
     return demo
 
 
 # Gradio 6 takes the page's style and script at launch, not in `gr.Blocks`.
-LAUNCH_KWARGS = {"css": page.CSS, "js": page.JS, "theme": gr.themes.Soft()}
+LAUNCH_KWARGS = {"css": CSS, "js": JS, "theme": gr.themes.Soft()}
 
 
 def preload(config: AppConfig) -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 
 from assisted.core.settings import MAX_NEW_TOKENS_CAP, RunSettings
+from assisted.models.loading import DEVICES, DTYPES
 from assisted.models.pairs import PairError, custom_pair, get_spec
-from assisted.models.placement import DEVICES, DTYPES
 from assisted.models.registry import DEFAULT_PAIR, PairSpec, default_pair_for
 
 
@@ -75,7 +75,7 @@ def pair_spec(args: argparse.Namespace) -> PairSpec:
 def default_pair(device: str) -> str:
     """The registry's default pair for `device`, "auto" being the device this machine has."""
     if device == "auto":
-        from assisted.models.placement import choose_device
+        from assisted.models.loading import choose_device
 
         device = choose_device(device).type
     return default_pair_for(device)

@@ -1,5 +1,6 @@
 """`python -m assisted "PROMPT"`: plain then assisted decoding of one prompt, streamed to the
-terminal, then a stats table; `--json` ends stdout with one JSON line for scripts."""
+terminal, then a stats table; `--json` ends stdout with one JSON line for scripts.
+"""
 
 from __future__ import annotations
 
@@ -14,17 +15,17 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted.analysis import declines, divergence, faults, oracle_text, sampling, stats
+from assisted.analysis import divergence, faults, oracle, sampling, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.bench.shootout import MAX_LANES
 from assisted.bench.shootout import MAX_NEW_TOKENS as SHOOTOUT_TOKENS
 from assisted.bench.shootout import REPEATS as SHOOTOUT_REPEATS
-from assisted.core.drafters import DRAFTER_NAMES
 from assisted.core.examples import ExamplesError
 from assisted.core.record import RunRecord
 from assisted.core.settings import (
     ASSISTANT_QUANTS,
     AUTO_CAP,
+    DRAFTER_NAMES,
     LONGEST_MATCH,
     LOOKUPS,
     SCHEDULES,
@@ -162,8 +163,7 @@ def _compare(
     out: TextIO,
 ) -> int:
     # Imported here so `--help` and input errors answer without loading torch.
-    from assisted.engine.comparison import Phase, compare, report
-    from assisted.engine.events import RunDone, StepEvent
+    from assisted.engine.decoding import Phase, RunDone, StepEvent, compare, report
     from assisted.models.pairs import load_pair
 
     pair = load_pair(spec, args.device, args.dtype, progress=_ProgressPrinter(), allow_local=True)
@@ -271,11 +271,11 @@ def format_table(result: dict) -> str:
     acceptance = sampling.describe_acceptance(result.get("assisted") or {})
     if acceptance:
         lines.append(f"{'acceptance':22}{acceptance}")
-    held_back = declines.describe(result.get("assisted") or {})
+    held_back = stats.describe(result.get("assisted") or {})
     if held_back:
         lines.append(f"{'policy':22}{held_back}")
     if result.get("oracle") is not None:
-        lines.append(f"{'oracle':22}{oracle_text.describe(result['oracle'])}")
+        lines.append(f"{'oracle':22}{oracle.describe(result['oracle'])}")
     failed = faults.sentence(result.get("analysis_errors") or {})
     if failed:
         lines.append(f"{'analysis':22}{failed}")

@@ -1,5 +1,5 @@
 """Replay the `auto` policy's T(k) offline over a benchmark's recorded steps: how well would
-other weights of its prior and windows (`assisted.policy.costs`: `PRIOR_STEPS`, `WINDOW`)
+other weights of its prior and windows (`assisted.policy.costs`: `PRIOR_WEIGHT`, `WINDOW`)
 have predicted each step's time, and how near T(1) stays to the plain steps?
 
 The benchmark runs its `auto` runs in one process, and each run starts from the rows the
@@ -63,8 +63,8 @@ def replay(
     note), split by whether the paired plain run ran before or after, with the prior worth
     `prior` timings and windows of `window`; where `plain`, each plain run's median step
     becomes T(1)."""
-    saved = costs.PRIOR_STEPS, costs.WINDOW
-    costs.PRIOR_STEPS, costs.WINDOW = prior, window
+    saved = costs.PRIOR_WEIGHT, costs.WINDOW
+    costs.PRIOR_WEIGHT, costs.WINDOW = prior, window
     try:
         kept: dict[int, float] = {}  # the rows measured so far, as the learnt file holds them
         cap, errors, before, after = 0, [], [], []
@@ -92,7 +92,7 @@ def replay(
             kept |= {k: seconds for k, (seconds, _) in model.measured_verify().items()}
         return errors, before, after
     finally:
-        costs.PRIOR_STEPS, costs.WINDOW = saved
+        costs.PRIOR_WEIGHT, costs.WINDOW = saved
 
 
 def load(path: Path) -> list[Run]:
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
     parser.add_argument(
         "--prior",
-        default=f"{costs.PRIOR_STEPS},4",
+        default=f"{costs.PRIOR_WEIGHT},4",
         help="what the prior curve is worth, in timings (a comma list)",
     )
     parser.add_argument(

@@ -1,8 +1,8 @@
 """`python -m lab.lean_timing`: what the lean drafting loop
-(`assisted.engine.drafters.lean`) saves per drafting call against the assistant's `generate()`, on
-the embedded pair's drafting assistant after a 284-token example, and the effective cost ratio c
-each gives (seconds of a drafting call per token over the target's seconds for one row on the same
-context).
+(`assisted.engine.drafters.static_draft.LeanDrafter`) saves per drafting call against the
+assistant's `generate()`, on the embedded pair's drafting assistant after a 284-token example,
+and the effective cost ratio c each gives (seconds of a drafting call per token over the
+target's seconds for one row on the same context).
 
 Its figures for the embedded pair are in docs/lab-notes.md ("A lean drafting loop").
 """
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from assisted.core.examples import EXAMPLES_DIR
-from assisted.engine.drafters.lean import LeanDrafter
-from assisted.engine.prompt import encode_prompt
+from assisted.engine.drafters.static_draft import LeanDrafter
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import load_pair
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 

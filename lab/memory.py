@@ -48,8 +48,8 @@ def measure(
     last, with `beside`, that pair loaded beside it, and the weights both hold (a target
     they share counted once, `pairs.memory_in_use`)."""
     from assisted.core.settings import RunSettings
-    from assisted.engine import comparison, running
-    from assisted.engine.prompt import encode_prompt
+    from assisted.engine import decoding
+    from assisted.engine.prepare import encode_prompt
     from assisted.models import quantize
     from assisted.models.pairs import load_pair, memory_in_use
 
@@ -72,12 +72,12 @@ def measure(
         spec.draft.assistant_quant, spec.drafter, pair.device, pair.dtype_name
     )
     stage("the assistant's drafting copy", lambda: pair.drafting_assistant(precision))
-    stage("warm-up and calibration", lambda: comparison.warm_up(pair, ("plain", "assisted")))
+    stage("warm-up and calibration", lambda: decoding.warm_up(pair, ("plain", "assisted")))
     ids = encode_prompt(pair, PROMPT)
     settings = RunSettings(max_new_tokens=max_new_tokens)
     stage(
         f"a comparison, {max_new_tokens} tokens",
-        lambda: [list(running.run(pair, ids, mode, settings)) for mode in ("plain", "assisted")],
+        lambda: [list(decoding.run(pair, ids, mode, settings)) for mode in ("plain", "assisted")],
     )
     if beside is not None:
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from assisted.core.drafters import DrafterKind
+from assisted.core.settings import DrafterKind
 from assisted.policy.choice import DraftPolicy
 
 

@@ -41,9 +41,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from assisted.analysis import oracle, stats
-from assisted.core.drafters import DrafterKind
 from assisted.core.figures import rounded
 from assisted.core.record import Hindsight, RunRecord
+from assisted.core.settings import DrafterKind
 from assisted.policy.choice import DraftPolicy
 from lab import recorded
 
@@ -120,8 +120,9 @@ def _assistant_drafts(
 ) -> int:
     """How many of `gamma` candidates the assistant drafts at `position`: by the rule, it
     stops after a token it gives less than `threshold`, or once the product of its
-    confidences so far falls below `cumulative` (`assisted.engine.drafters.lean`). Its confidence is
-    known along the output and at its first disagreement; past that the draft is taken to go on.
+    confidences so far falls below `cumulative` (`assisted.engine.drafters.static_draft`).
+    Its confidence is known along the output and at its first disagreement; past that the
+    draft is taken to go on.
     `stops` moves the rule's end in hindsight (the module's note)."""
     agreeing = h.assistant_runs[position]
     first_wrong = min(gamma, agreeing + 1)  # the draft's length up to its first wrong token

@@ -45,11 +45,11 @@ from assisted.bench.reporting import Run
 from assisted.core.examples import EXAMPLES_DIR, ExamplesError
 from assisted.core.examples import load as load_examples
 from assisted.core.settings import SCHEDULES, SettingsError
-from assisted.engine.clock import synchronize
-from assisted.engine.prompt import encode_prompt
+from assisted.engine.observe import synchronize
+from assisted.engine.prepare import encode_prompt
 from assisted.models import learnt_store, quantize
-from assisted.models.int4 import Int4WeightOnlyLinear
 from assisted.models.pairs import LoadedPair, PairError, load_pair
+from assisted.models.quantize import Int4WeightOnlyLinear
 
 PRECISIONS = "none,int8,int4-wo"
 PASSES = 50  # timed one-row passes per precision: a median of 50 shrugs off a few slow ones

@@ -27,16 +27,15 @@ from types import SimpleNamespace
 import gradio as gr
 from gradio import utils as gradio_utils
 
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord, Step
-from assisted.core.settings import RunSettings
-from assisted.engine import comparison
-from assisted.engine.events import RunDone, StepEvent
+from assisted.core.settings import DrafterKind, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone, StepEvent
 from assisted.models.registry import PAIRS
-from assisted.ui.compare import layout as compare_layout
+from assisted.ui.compare import tab as compare_tab
+from assisted.ui.compare.format import UNCHANGED, CompareOutputs
 from assisted.ui.compare.gpu import YIELD_EVERY_S
 from assisted.ui.compare.live import Live
-from assisted.ui.compare.outputs import UNCHANGED, CompareOutputs
 
 PROMPT_TOKENS = 40
 
@@ -78,7 +77,7 @@ class GradioSide:
 
     def __init__(self) -> None:
         with gr.Blocks():
-            self.components = compare_layout.outputs()
+            self.components = compare_tab.output_components()
         self.last: list | None = None
 
     def __call__(self, outputs: CompareOutputs) -> int:
@@ -116,11 +115,11 @@ def window_cost(plain_tokens: int, assisted_tokens: int, window: int) -> tuple[f
     clock = Clock()
     live = Live(pair, PROMPT_TOKENS, RunSettings(max_new_tokens=1024), threading.Event(), clock)
     plain = made_up_steps("plain", plain_tokens)
-    events: list[comparison.Event] = [comparison.Phase("plain")]
+    events: list[decoding.Event] = [decoding.Phase("plain")]
     events += [StepEvent("plain", 0, step) for step in plain]
     if assisted_tokens:
         record = RunRecord("plain", None, PROMPT_TOKENS, plain, total_s=plain[-1].t_s)
-        events += [RunDone(record), comparison.Phase("assisted")]
+        events += [RunDone(record), decoding.Phase("assisted")]
         steps = made_up_steps("assisted", assisted_tokens)
         events += [StepEvent("assisted", 0, step) for step in steps]
     window = min(window, len(steps if assisted_tokens else plain))  # the last run's steps

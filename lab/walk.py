@@ -21,7 +21,7 @@ from pathlib import Path
 import assisted
 from assisted.bench import shootout
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison
+from assisted.engine import decoding
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
 
 PACKAGE = Path(assisted.__file__).resolve().parent
@@ -66,7 +66,7 @@ def walks(pair: LoadedPair) -> dict[str, list[str]]:
     """The files each request enters (the module's note)."""
 
     def compare() -> None:
-        for _ in comparison.compare(pair, PROMPT, SETTINGS, AUTO):
+        for _ in decoding.compare(pair, PROMPT, SETTINGS, AUTO):
             pass
 
     def race() -> None:

@@ -1,5 +1,5 @@
 """`python -m lab.watch_cost`: what keeping each drafted token's p and q
-(`assisted.engine.draft_probs`) costs a sampled assisted run of the embedded pair: the seconds
+(`assisted.engine.observe`) costs a sampled assisted run of the embedded pair: the seconds
 spent reading them per step, against the step's time, and the run's tokens/s with and
 without them, alternating, after a warm-up. Greedy runs keep nothing, so only sampling is
 timed.
@@ -23,11 +23,10 @@ from dataclasses import replace
 from assisted.analysis import stats
 from assisted.core.examples import EXAMPLES_DIR
 from assisted.core.settings import RunSettings
-from assisted.engine import comparison, running
-from assisted.engine.draft_probs import DraftProbabilities
-from assisted.engine.events import drain
-from assisted.engine.observe import StepObserver
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding
+from assisted.engine.decoding import drain
+from assisted.engine.observe import DraftProbabilities, StepObserver
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import load_pair
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 
@@ -42,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = RunSettings(max_new_tokens=args.max_new_tokens, sample=True, seed=1)
     prompt = (EXAMPLES_DIR / "write-code" / "fizzbuzz.txt").read_text()
     ids = encode_prompt(pair, prompt)
-    comparison.warm_up(pair, ("plain", "assisted"), draft, settings)
+    decoding.warm_up(pair, ("plain", "assisted"), draft, settings)
     read, watching = DraftProbabilities.read, StepObserver.watching_drafts
     spent_s = [0.0]  # in `read` since the last run
 
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
             StepObserver.watching_drafts = (
                 watching if way == "watched" else (lambda self: nullcontext())
             )
-            events = running.run(pair, ids, "assisted", settings, draft)
+            events = decoding.run(pair, ids, "assisted", settings, draft)
             record = drain(events)
             read_s, spent_s[0] = spent_s[0], 0.0
             if not repeat:

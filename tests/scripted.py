@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from assisted.engine.drafters import candidates
+from assisted.engine.drafters import seam
 from assisted.policy.choice import Choice, DraftPolicy
 
 
@@ -11,8 +11,8 @@ class Scripted(DraftPolicy):
     in turn (by default the assistant where one is offered), and remembers what it saw."""
 
     def __init__(self, lengths, sources=(None,)):
-        sources_s = {candidates.ASSISTANT: 0.0, candidates.LOOKUP: 0.0}
-        super().__init__(8, {k: 0.01 for k in range(1, 10)}, sources_s, candidates.ASSISTANT)
+        sources_s = {seam.ASSISTANT: 0.0, seam.LOOKUP: 0.0}
+        super().__init__(8, {k: 0.01 for k in range(1, 10)}, sources_s, seam.ASSISTANT)
         self.lengths = lengths
         self.sources = sources
         self.seen: list[tuple[int, int]] = []
@@ -23,7 +23,7 @@ class Scripted(DraftPolicy):
         gamma = self.lengths[step % len(self.lengths)]
         source = self.sources[step % len(self.sources)]
         if source is None:
-            source = candidates.ASSISTANT if candidates.ASSISTANT in offers else candidates.LOOKUP
+            source = seam.ASSISTANT if seam.ASSISTANT in offers else seam.LOOKUP
         gamma = min(gamma, offers.get(source, 0))
         self.offered.append(offers)
         self.choice = Choice(source, gamma) if gamma else Choice(None, 0)

@@ -134,12 +134,12 @@ def test_the_checks_find_a_planted_back_arrow_and_cycle():
     """The checks themselves: an arrow up the layers, and a loop, planted in the real graph."""
     modules = project()
     graph = {name: set(targets) for name, (_, targets, _) in modules.items()}
-    graph["assisted.analysis.stats"].add("assisted.engine.comparison")
+    graph["assisted.analysis.stats"].add("assisted.engine.decoding")
     assert back_arrows(graph, entry_points(modules)) == [
-        "assisted.analysis.stats -> assisted.engine.comparison"
+        "assisted.analysis.stats -> assisted.engine.decoding"
     ]
-    assert ["assisted.analysis.stats", "assisted.engine.comparison"] in [
-        [m for m in cycle if m in ("assisted.analysis.stats", "assisted.engine.comparison")]
+    assert ["assisted.analysis.stats", "assisted.engine.decoding"] in [
+        [m for m in cycle if m in ("assisted.analysis.stats", "assisted.engine.decoding")]
         for cycle in cycles(graph)
     ]
 
@@ -169,13 +169,9 @@ def test_at_most_six_modules_stand_directly_in_the_package():
 ENGINE_PUBLIC = {
     f"assisted.engine.{module}"
     for module in (
-        "prompt",
-        "running",
+        "decoding",
         "prepare",
-        "comparison",
-        "events",
         "learning",
-        "sampling_draws",
     )
 }
 
@@ -199,7 +195,7 @@ def test_callers_outside_the_engine_use_its_public_modules():
 
 def test_callers_outside_the_engine_use_its_public_names():
     """Outside `assisted.engine`, code imports its public modules' public names, never a
-    private helper (a leading underscore), nor reaches one through a module (`running._x`)."""
+    private helper (a leading underscore), nor reaches one through a module (`decoding._x`)."""
     engine_modules = {p.stem for p in (PACKAGE / "engine").rglob("*.py")} - {"__init__"}
     private = []
     for name, (path, _, _) in project().items():
@@ -245,7 +241,7 @@ SHARED_NAMES = {
     "refresh": "bring in what other processes kept: a pair's state, from its file",
     "fetching": "put files on disk, yielding progress: a model's, a pair's",
     "load": "read what is kept on disk (the examples, a pair's learnt file)",
-    "outputs": "a tab's output components, in the order its handlers yield",
+    "output_components": "a tab's output components, in the order its handlers yield",
     "run_settings": "the run's settings, read from a caller's inputs",
     "prompt_fields": "a prompt's fields in a result's rows",
     "replay": "a recorded run played again (the oracle's schedule, the Compare tab's race)",
@@ -335,9 +331,7 @@ def test_the_drafters_import_nothing_of_the_engine_beyond_themselves():
 
 # The drafters' modules that the rest of the project may import (`drafters/__init__`); the
 # lab, which times the drafting loops themselves, may import any.
-DRAFTERS_SEAM = {
-    f"{DRAFTERS}.{module}" for module in ("seam", "lookup", "draft_graphs", "cuda_context")
-}
+DRAFTERS_SEAM = {f"{DRAFTERS}.{module}" for module in ("seam", "draft_graphs")}
 
 
 def drafters_reached(graph: dict[str, set[str]]) -> list[str]:
@@ -361,19 +355,19 @@ def test_the_checks_find_a_planted_tab_crossing_and_drafters_import():
     """The checks above, on the real graph with one wrong import planted in each."""
     graph = {name: set(targets) for name, (_, targets, _) in project().items()}
     graph["assisted.ui.shootout.format"].add("assisted.ui.compare.format")
-    graph["assisted.ui.tabs"].add("assisted.ui.benchmark.layout")
-    graph[f"{DRAFTERS}.lookup"].add("assisted.engine.prepare")
-    graph["assisted.engine.plan"].add(f"{DRAFTERS}.lean")
+    graph["assisted.ui.tabs"].add("assisted.ui.benchmark.tab")
+    graph[f"{DRAFTERS}.static_draft"].add("assisted.engine.prepare")
+    graph["assisted.engine.decoding"].add(f"{DRAFTERS}.lean")
     graph["assisted.ui.compare.live"].add(f"{DRAFTERS}.draft_graphs")
-    graph["assisted.bench.measuring"].add("assisted.engine.plan")
+    graph["assisted.bench.measuring"].add("assisted.engine.observe")
     graph["lab.lean_timing"].add(f"{DRAFTERS}.static_draft")
     assert tab_crossings(graph) == [
         "assisted.ui.shootout.format -> assisted.ui.compare.format",
-        "assisted.ui.tabs -> assisted.ui.benchmark.layout",
+        "assisted.ui.tabs -> assisted.ui.benchmark.tab",
     ]
-    assert drafters_imports(graph) == [f"{DRAFTERS}.lookup -> assisted.engine.prepare"]
-    assert drafters_reached(graph) == [f"assisted.engine.plan -> {DRAFTERS}.lean"]
+    assert drafters_imports(graph) == [f"{DRAFTERS}.static_draft -> assisted.engine.prepare"]
+    assert drafters_reached(graph) == [f"assisted.engine.decoding -> {DRAFTERS}.lean"]
     assert engine_reaches(graph) == [
-        "assisted.bench.measuring -> assisted.engine.plan",
+        "assisted.bench.measuring -> assisted.engine.observe",
         f"assisted.ui.compare.live -> {DRAFTERS}.draft_graphs",
     ]

@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from assisted.analysis import sampling_evidence
+from assisted.analysis import sampling
 from assisted.core.record import RunRecord
 
 NEAR_TIE = "near-tie"
@@ -167,7 +167,7 @@ def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
     assisted_margin, noise, bound, verdict, reason}; `verdict` is None, and `reason` says why,
     for sampled runs, where one run ended first (a stop), where a position was not
     recorded, and where the dtype's precision is unknown. Token ids only:
-    `comparison.report` adds their text."""
+    `decoding.report` adds their text."""
     result = unjudged(plain, assisted, None)
     if result is None:
         return None
@@ -254,7 +254,7 @@ SAMPLING_CHECK_COMMAND = "python -m assisted.bench.sampling_check"
 def describe_sampled(check: dict | None) -> str:
     """What a sampled comparison can say, in a sentence: its runs are two draws, and
     whether assisted sampling follows the target's distribution was checked, in the words
-    of `sampling_evidence.sentence` for `check` (that module's result), or not in this run
+    of `sampling.sentence` for `check` (that module's result), or not in this run
     (`check` None)."""
     head = (
         "two draws: plain and assisted sampling each drew their own tokens, so their texts "
@@ -267,7 +267,7 @@ def describe_sampled(check: dict | None) -> str:
         )
     return (
         f"{head}. Whether assisted sampling follows the target's distribution: "
-        f"{sampling_evidence.sentence(check)}"
+        f"{sampling.sentence(check)}"
     )
 
 

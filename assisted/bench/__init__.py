@@ -3,11 +3,10 @@
 One job per module:
 - `planning`: the prompts and drafting variants to compare, checked before a model loads;
 - `measuring`: `benchmark()`, the timed runs on a loaded pair;
-- `reporting`: runs in, figures and text tables out (no models);
-- `chart`: the report's speedup per category, drawn;
+- `reporting`: runs in, figures (each run's share of the oracle, modelled and measured,
+  among them), text tables and the chart of speedup per category out (no models);
 - `journal`: a benchmark's files: its `--out` folder kept as it runs and read back to make
   the report again, or written at once (`write_out`);
-- `shares`: each run's share of the oracle, modelled and measured;
 - `shootout`: every drafter the target has on this device, raced on one prompt against
   one plain baseline, ranked, and why the winner won;
 - `sampling_check/`: sampled assisted output held against plain sampling, in distribution
@@ -23,7 +22,6 @@ May import: `core`, `policy`, `analysis`, `models`, `engine`; its entry points a
 the CLI's options (`assisted.arguments`).
 """
 
-from assisted.bench.chart import draw_chart
 from assisted.bench.journal import write_out
 from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
 from assisted.bench.planning import (
@@ -40,6 +38,7 @@ from assisted.bench.planning import (
 )
 from assisted.bench.reporting import (
     Run,
+    draw_chart,
     render,
     report,
     summarize_group,

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from assisted.analysis.sampling_evidence import SAMPLES, CheckSettings, sentence
+from assisted.analysis.sampling import SAMPLES, CheckSettings, sentence
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.bench.journal import Journal, rebuild, write_report
 from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
@@ -40,10 +40,9 @@ from assisted.bench.planning import (
     select_examples,
 )
 from assisted.bench.reporting import render
-from assisted.core.drafters import DRAFTER_NAMES
 from assisted.core.examples import EXAMPLES_DIR, Example, ExamplesError
 from assisted.core.examples import load as load_examples
-from assisted.core.settings import RunSettings, SettingsError
+from assisted.core.settings import DRAFTER_NAMES, RunSettings, SettingsError
 from assisted.models.pairs import PairError, PairSpec, load_pair
 
 

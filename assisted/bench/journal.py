@@ -27,11 +27,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from assisted.bench.chart import draw_chart
 from assisted.bench.planning import BenchError, Variant
-from assisted.bench.reporting import Run, report
-from assisted.core.drafters import DrafterKind
-from assisted.core.settings import DraftSettings, RunSettings
+from assisted.bench.reporting import Run, draw_chart, report
+from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
 
 META = "meta.json"
 RUNS = "runs.jsonl"

@@ -20,21 +20,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from assisted.analysis import stats
-from assisted.analysis.sampling_evidence import CheckSettings
+from assisted.analysis.sampling import CheckSettings
 from assisted.bench import sampling_check
 from assisted.bench.journal import Journal
 from assisted.bench.planning import BenchError, Variant, with_drafter
 from assisted.bench.reporting import Run, overhead_percent, report
-from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord
-from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
-from assisted.engine.events import RunDone, StepEvent, drain
-from assisted.engine.prompt import encode_prompt
+from assisted.core.settings import WARMUP_TOKENS, DrafterKind, DraftSettings, RunSettings
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntSnapshot
 
 if TYPE_CHECKING:
+    from assisted.engine.decoding import RunDone, StepEvent
     from assisted.engine.prepare import Prepared
 
 REPEATS = 3  # rounds per prompt; medians need at least three to shrug off one outlier
@@ -122,7 +120,8 @@ def benchmark(
     is kept once measured (`assisted.bench.journal`); None keeps them in memory only.
     `steps`: each timed run's steps are yielded as they happen (`Streamed`), for a caller
     that shows the runs as they go (the shoot-out)."""
-    from assisted.engine import comparison, running
+    from assisted.engine import decoding
+    from assisted.engine.prepare import encode_prompt
 
     settings.validate()
     if repeats < 1:
@@ -130,7 +129,7 @@ def benchmark(
     drafting = {v.drafter: with_drafter(pair, v.drafter) for v in variants}
     prompt_ids = [encode_prompt(pair, e.prompt, settings.chat_template) for e in examples]
     for ids in prompt_ids:
-        running.check_length(pair, ids, settings)
+        decoding.check_length(pair, ids, settings)
 
     # The overhead is measured in plain decoding and with the first variant.
     overhead_runs = 2 * repeats * (1 + min(1, len(variants))) if overhead else 0
@@ -150,10 +149,10 @@ def benchmark(
     # kept as its runs refine them.
     with pair.learnt.acceptance_apart():
         # On the path the timed runs take: a sampled benchmark warms the sampled one.
-        comparison.warm_up(pair, ("plain",), settings=settings)
+        decoding.warm_up(pair, ("plain",), settings=settings)
         for variant in variants:
             drafter, prepared = drafting[variant.drafter], session.prepared[variant.name]
-            comparison.warm_up(drafter, ("assisted",), variant.draft, settings, prepared)
+            decoding.warm_up(drafter, ("assisted",), variant.draft, settings, prepared)
         pair.learnt.restore(acceptance or LearntSnapshot({}))
 
         overheads: dict[str, float | None] = {}
@@ -294,7 +293,7 @@ def _time_prompt(
 ) -> Generator[Progress | Streamed, None, bool]:
     """Warm the prompt up untimed in every mode, then time its rounds (the `index`th prompt,
     which sets the order). Returns False if the benchmark was stopped."""
-    from assisted.engine import running
+    from assisted.engine import decoding
 
     pair, settings, stop = session.pair, session.settings, session.stop
     # The `auto` policy starts each run from the acceptance the pair's earlier runs saw.
@@ -303,19 +302,21 @@ def _time_prompt(
     learnt = pair.learnt.snapshot()
     yield session.progress(f"{example.label}: warm-up")
     warmup = settings.with_(max_new_tokens=min(WARMUP_TOKENS, settings.max_new_tokens))
-    drain(running.run(pair, ids, "plain", warmup, stop=stop))
+    decoding.drain(decoding.run(pair, ids, "plain", warmup, stop=stop))
     for variant in session.variants:
         drafter, prepared = session.drafting[variant.drafter], session.prepared[variant.name]
-        drain(running.run(drafter, ids, "assisted", warmup, variant.draft, stop, prepared))
+        decoding.drain(
+            decoding.run(drafter, ids, "assisted", warmup, variant.draft, stop, prepared)
+        )
     for repeat in range(session.repeats):
         for variant in _run_order(session.variants, index, repeat):
             if stop is not None and stop.is_set():
                 return False
             if variant is None:
-                events = running.run(pair, ids, "plain", settings, stop=stop)
+                events = decoding.run(pair, ids, "plain", settings, stop=stop)
             else:
                 pair.learnt.restore(learnt)
-                events = running.run(
+                events = decoding.run(
                     session.drafting[variant.drafter],
                     ids,
                     "assisted",
@@ -328,7 +329,7 @@ def _time_prompt(
             if session.steps:
                 record = yield from _streamed(events, name)
             else:
-                record = drain(events)
+                record = decoding.drain(events)
             if record.stopped:
                 return False
             copies = session.template_drafts(variant, record) if variant else None
@@ -342,6 +343,8 @@ def _streamed(
     events: Iterator[StepEvent | RunDone], drafter: str | None
 ) -> Generator[Streamed, None, RunRecord]:
     """A timed run's steps as they happen; its record."""
+    from assisted.engine.decoding import RunDone
+
     for event in events:
         if isinstance(event, RunDone):
             return event.record
@@ -375,12 +378,12 @@ def _time_per_token(
     OpenMP behaves differently on the main thread (on a busy 2-core machine the tiny test
     models run many times slower there), which would pass for our overhead.
     """
-    from assisted.engine import running
+    from assisted.engine import decoding
 
     if bare:
         result: list = []
         worker = threading.Thread(
-            target=lambda: result.append(running.run_bare(pair, ids, mode, settings, draft))
+            target=lambda: result.append(decoding.run_bare(pair, ids, mode, settings, draft))
         )
         worker.start()
         worker.join()
@@ -389,5 +392,5 @@ def _time_per_token(
         tokens, seconds = result[0]
         return seconds / max(1, len(tokens))
     start = time.perf_counter()
-    record = drain(running.run(pair, ids, mode, settings, draft))
+    record = decoding.drain(decoding.run(pair, ids, mode, settings, draft))
     return (time.perf_counter() - start) / max(1, stats.new_tokens(record))

@@ -10,9 +10,8 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
-from assisted.core.settings import DraftSettings, SettingsError
+from assisted.core.settings import DrafterKind, DraftSettings, SettingsError
 from assisted.models.pairs import LoadedPair, PairSpec
 
 EARLY_EXIT_LAYER = 4  # draft layer for early exit when the pair names none (LayerSkip's)
@@ -156,7 +155,7 @@ def parse_variant(spec: PairSpec, text: str, default_drafter: str) -> Variant:
 
 def _check_ngram_size(what: str, lookups: Sequence[str]) -> None:
     """An n-gram size means something to Transformers' lookup only: the suffix lookup
-    matches 2 to 8 tokens (`assisted.engine.drafters.lookup`), so a size given for it alone is
+    matches 2 to 8 tokens (`assisted.engine.drafters.seam`), so a size given for it alone is
     refused."""
     if "transformers" not in lookups:
         raise BenchError(f"{what} applies to lookup=transformers, not {', '.join(lookups)}")

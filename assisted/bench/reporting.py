@@ -22,13 +22,33 @@ Figures (terms as defined in `assisted.analysis.stats`):
   geometric mean of the per-prompt speedups.
 
 - **first draft**: how the first-draft rule went in most of a prompt's runs, why, and in how
-  many (`assisted.analysis.declines`); the card lists where it waited or declined.
+  many (`assisted.analysis.stats`); the card lists where it waited or declined.
 - **oracle** figures: the best schedule in hindsight and the shares of it the runs
-  reached, modelled and measured (`assisted.bench.shares`).
+  reached, modelled and measured (`assisted.bench.reporting`).
 
 The report's shape, as `report()` returns it and `python -m assisted.bench` prints it as
 JSON: docs/json.md, "The benchmark report". "overall" and "categories" describe the first
 drafter; "drafters" holds every drafter's; "prompts" holds a row per prompt and drafter.
+
+The benchmark's chart: speedup per category, measured beside predicted or fitted, per
+drafter, drawn from the report (`assisted.bench.reporting`). Matplotlib is imported when a
+chart is drawn, so the report and its card need none.
+
+The benchmark's oracle figures: how much of the best schedule in hindsight a drafter's
+runs reached (`assisted.analysis.oracle`), per prompt, per category and overall.
+
+Two shares, both of the oracle's modelled speedup:
+- **modelled** (the policy): the run's own choices priced by its costs, against the
+  oracle's schedule priced the same way (`policy_share`: oracle seconds ÷ the run's);
+- **measured** (the policy and the machinery around it): the measured speedup against the
+  oracle's (`measured_share`).
+
+A prompt's oracle speedup and modelled share are medians over its repeats, and its
+measured share is its speedup (median tokens/s ÷ median tokens/s) over that oracle
+speedup. A group's oracle speedup is the median of its prompts' (as its speedup is), with
+their geometric mean beside it; its shares are geometric means over its prompts, so its
+measured share is its speedup geomean over its oracle speedup geomean. The agreement
+(how many drafting steps the hindsight reproduces) is pooled over runs.
 """
 
 from __future__ import annotations
@@ -36,13 +56,94 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from assisted.analysis import declines, divergence, faults, oracle_text, stats
-from assisted.bench import shares
+from assisted.analysis import divergence, faults, oracle, stats
 from assisted.bench.planning import Variant
 from assisted.core.figures import rounded
 from assisted.core.record import RunRecord
 from assisted.core.settings import RunSettings
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def prompt_fields(
+    plain: Sequence[RunRecord],
+    assisted: Sequence[RunRecord],
+    failures: dict[str, str],
+    pooled: Sequence[RunRecord] = (),
+) -> dict:
+    """One prompt's oracle figures over its repeats (`plain[i]` pairs with `assisted[i]`),
+    T(k) priced from the steps of `pooled` too (the prompt's other drafters' runs); a
+    repeat whose oracle fails is left out, its fault kept in `failures`."""
+    found = []
+    for p, a in zip(plain, assisted, strict=True):
+        with faults.attempted(faults.ORACLE, failures):
+            found.append(oracle.report(p, a, pooled))
+    found = [f for f in found if f["reason"] is None]
+    if not found:
+        return dict.fromkeys(
+            ("oracle_speedup", "modelled_share", "oracle_agreement", "oracle_seconds")
+        ) | {"oracle_agreeing": 0, "oracle_drafting": 0}
+    agreeing = sum(f["agreeing_steps"] for f in found)
+    drafting = sum(f["drafting_steps"] for f in found)
+    return {
+        "oracle_speedup": rounded(stats.median([f["speedup_modelled"] for f in found])),
+        "modelled_share": rounded(stats.median([f["policy_share"] for f in found])),
+        "oracle_agreement": rounded(agreeing / drafting) if drafting else None,
+        "oracle_seconds": rounded(stats.median([f["seconds"] for f in found])),
+        # Pooled counts, so groups can pool them in turn.
+        "oracle_agreeing": agreeing,
+        "oracle_drafting": drafting,
+    }
+
+
+def measured_share(row: dict) -> float | None:
+    """A prompt's measured speedup over its oracle's."""
+    if row.get("speedup") is None or not row.get("oracle_speedup"):
+        return None
+    return rounded(row["speedup"] / row["oracle_speedup"])
+
+
+def group_fields(rows: Sequence[dict]) -> dict:
+    """A group of prompt rows' oracle figures (the module's note)."""
+    found = [r for r in rows if r.get("oracle_speedup")]
+    oracle_geomean = stats.geometric_mean([r["oracle_speedup"] for r in found])
+    measured = stats.geometric_mean([r["speedup"] for r in found if r["speedup"]])
+    agreeing = sum(r.get("oracle_agreeing") or 0 for r in rows)
+    drafting = sum(r.get("oracle_drafting") or 0 for r in rows)
+    return {
+        "oracle_speedup": rounded(stats.median([r["oracle_speedup"] for r in found])),
+        "oracle_speedup_geomean": rounded(oracle_geomean),
+        "modelled_share": rounded(stats.geometric_mean([r["modelled_share"] for r in found])),
+        "measured_share": rounded(measured / oracle_geomean)
+        if measured and oracle_geomean
+        else None,
+        "oracle_agreement": rounded(agreeing / drafting) if drafting else None,
+        "oracle_prompts": len(found),
+    }
+
+
+def overall_line(overall: dict) -> str:
+    """The card's line on the oracle for one drafter's `overall`."""
+    if not overall.get("oracle_prompts"):
+        return "  oracle: not computed (sampled, stopped, or no costs measured)"
+    return (
+        f"  oracle, in hindsight: {overall['oracle_speedup_geomean']:.2f}x (geomean over "
+        f"{overall['oracle_prompts']} prompts, modelled from each run's costs); reached "
+        f"{_percent(overall['modelled_share'])} of it modelled (the policy), "
+        f"{_share(overall['measured_share'])} measured (the policy and its machinery); the "
+        f"hindsight reproduced {_percent(overall['oracle_agreement'])} of drafting steps"
+    )
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else oracle.share_text(value)
 
 
 @dataclass(frozen=True)
@@ -131,10 +232,10 @@ def summarize_prompt(
             # The `auto` schedule's T(k) after the last repeat ([] under the others).
             "verify_cost_s": [[k, rounded(s, 6)] for k, s in curve],
         }
-        | declines.prompt_fields(assisted)
-        | shares.prompt_fields(plain, assisted, failures, pooled)
+        | stats.prompt_fields(assisted)
+        | prompt_fields(plain, assisted, failures, pooled)
     )
-    return summary | {"measured_share": shares.measured_share(summary), "analysis_errors": failures}
+    return summary | {"measured_share": measured_share(summary), "analysis_errors": failures}
 
 
 def summarize_group(rows: Sequence[dict]) -> dict:
@@ -171,7 +272,7 @@ def summarize_group(rows: Sequence[dict]) -> dict:
         "unexplained_prompts": sum(r["outcome"] == divergence.UNEXPLAINED for r in rows),
         "not_judged_prompts": sum(r["outcome"] == divergence.NOT_JUDGED for r in rows),
         "identical": all(r["identical"] for r in rows),
-    } | shares.group_fields(rows)
+    } | group_fields(rows)
 
 
 def report(
@@ -202,7 +303,7 @@ def report(
                 records = [r.record for r in plain], [r.record for r in assisted]
                 copies = [r.template_drafts for r in assisted]
                 # The target's costs are the same whatever drafted: every run of the
-                # prompt prices its T(k) (`assisted.analysis.measured_costs`).
+                # prompt prices its T(k) (`assisted.analysis.oracle`).
                 pooled = [r.record for mine in by_drafter.values() for r in mine]
                 rows.append(row | summarize_prompt(*records, copies, pooled))
     drafters = {}
@@ -276,7 +377,7 @@ _COLUMNS = (
     ("template runs", "template_draft_runs", "{}"),  # runs whose drafts copied the template
     ("oracle", "oracle_speedup", "{:.2f}x"),  # the best schedule in hindsight, modelled
     ("policy", "modelled_share", "{:.0%}"),  # the run's choices' share of it, modelled
-    ("reached", "measured_share", oracle_text.share_text),  # the measured speedup's share of it
+    ("reached", "measured_share", oracle.share_text),  # the measured speedup's share of it
 )
 
 
@@ -304,7 +405,7 @@ def render(result: dict) -> str:
         ),
         "",
         *faults.card_lines(result["prompts"]),
-        *declines.card_lines(result["prompts"]),
+        *stats.card_lines(result["prompts"]),
         "Per category (median speedup over prompts; acceptance pooled over runs)",
     ]
     groups, labels = [], []
@@ -336,7 +437,7 @@ def render(result: dict) -> str:
             f"drafts copied the chat template in {_cell(overall['template_draft_runs'], '{}')} "
             f"of {overall['assisted_runs']} runs, {_outcome_counts(overall)}"
         )
-        lines.append(shares.overall_line(overall))
+        lines.append(overall_line(overall))
     overhead = result["overall"].get("overhead_pct")
     if overhead is not None:
         lines.append(
@@ -422,3 +523,35 @@ def _cell(value: float | None, fmt: str | Callable[[float], str]) -> str:
     if value is None:
         return "–"
     return fmt(value) if callable(fmt) else fmt.format(value)
+
+
+def draw_chart(result: dict) -> Figure:
+    """Speedup per category, measured (solid) beside predicted or fitted (hatched), per drafter."""
+    from matplotlib.figure import Figure
+
+    drafters = result["drafters"]
+    categories = list(dict.fromkeys(c for d in drafters.values() for c in d["categories"]))
+    bars = 2 * max(1, len(drafters))
+    width = 0.8 / bars
+    figure = Figure(figsize=(max(6.0, 1.2 * len(categories) * max(1, len(drafters))), 4.0))
+    axes = figure.add_subplot()
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+    for d, (name, entry) in enumerate(drafters.items()):
+        colour = palette[d % len(palette)]
+        for k, (key, hatch, alpha) in enumerate(
+            (("speedup", None, 1.0), ("predicted_speedup", "//", 0.45))
+        ):
+            values = [entry["categories"].get(c, {}).get(key) or 0.0 for c in categories]
+            offsets = [i - 0.4 + width * (2 * d + k + 0.5) for i in range(len(categories))]
+            label = f"{name}: {'measured' if k == 0 else 'predicted / fitted'}"
+            bars_drawn = axes.bar(
+                offsets, values, width, color=colour, alpha=alpha, hatch=hatch, label=label
+            )
+            axes.bar_label(bars_drawn, fmt="%.2f", fontsize="x-small")
+    axes.axhline(1.0, color="grey", linewidth=1, linestyle="--")
+    axes.set_xticks(range(len(categories)), categories, rotation=20, ha="right")
+    axes.set_ylabel("speedup (× plain tokens/s)")
+    axes.set_title(f"{result['pair']} · {result['device']} · {result['dtype']}")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    return figure

@@ -26,7 +26,7 @@ confidence threshold as a constant lane's do and, past their first wrong token, 
 the lane's own drafts went on past one (priced at γ there, the sweep read the γ = 8 lane at
 0.80–0.90 of its measured speed on four prompts), priced as the oracle is by the costs the
 steps measured, the rows of T(k) a lane never verified from every lane's runs
-(`assisted.analysis.measured_costs`): modelled, not measured, and labelled so. The runs are
+(`assisted.analysis.oracle`): modelled, not measured, and labelled so. The runs are
 the benchmark's; torch is imported where they run.
 """
 
@@ -37,15 +37,20 @@ import statistics
 import threading
 from collections.abc import Iterator, Sequence
 
-from assisted.analysis import measured_costs, oracle, oracle_text, stats
+from assisted.analysis import oracle, stats
 from assisted.bench.measuring import Finished, Progress, Streamed, benchmark
 from assisted.bench.planning import Variant
 from assisted.bench.reporting import Run, report
-from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.figures import rounded
 from assisted.core.record import RunRecord
-from assisted.core.settings import DraftSettings, RunSettings, SettingsError, assistant_precision
+from assisted.core.settings import (
+    DrafterKind,
+    DraftSettings,
+    RunSettings,
+    SettingsError,
+    assistant_precision,
+)
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PAIRS, PairSpec
 
@@ -163,7 +168,7 @@ def rank(
     and its median repeat's comparison (the CLI's `--json` schema, each run's `per_step`
     only with `per_step`: hundreds of kB a lane on long runs), the race, the γ sweep and
     why the winner won."""
-    from assisted.engine.comparison import report as comparison_report
+    from assisted.engine.decoding import report as comparison_report
 
     plain = [r.record for r in runs if r.drafter is None]
     # A stopped shoot-out can leave a lane's run of a round whose plain run never ran: only
@@ -298,7 +303,7 @@ def sweep(ranked: Sequence[dict], runs: Sequence[Run], threshold: float = 0.0) -
             continue
         paired = (r.record for r in runs if r.drafter is None and r.repeat == mine.repeat)
         own = [run for run in (next(paired, None), median) if run is not None]
-        h = measured_costs.priced(median.hindsight, own, pooled)
+        h = oracle.priced(median.hindsight, own, pooled)
         source = (
             DrafterKind.ASSISTANT if h.assistant_runs is not None else DrafterKind.PROMPT_LOOKUP
         )
@@ -354,7 +359,7 @@ def render(result: dict) -> str:
             f"{_cell(lane['tokens_per_step'], '{:.2f}'):>10}"
             f"{_cell(lane['drafting_cost_ratio'], '{:.2f}'):>7}"
             f"{_cell(lane['oracle_speedup'], '{:.2f}x'):>8}"
-            f"{'—' if share is None else oracle_text.share_text(share):>7}  {lane['outcome']}"
+            f"{'—' if share is None else oracle.share_text(share):>7}  {lane['outcome']}"
         )
     if result["why"]:
         lines.append(result["why"])

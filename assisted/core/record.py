@@ -2,16 +2,56 @@
 
 Plain data only (no torch), so the UI, the CLI, the benchmark and `stats` can all read it.
 Every number shown anywhere is computed from these fields by `assisted.analysis.stats`.
+
+Why the `auto` policy kept the assistant from drafting at a step: the one place that names
+the reasons and says them in words (`assisted.policy.choice` decides them; a step's record
+keeps its reason, `Step.held_back`).
+
+- FIRST_DRAFT: the assistant has not drafted in this run, and its read of the context (the
+  prompt and what was committed since) costs more than drafting could be expected to save
+  over the tokens the run can expect yet.
+- WAITING: only in records written before the policy's wait rule (once the read could pay,
+  wait until the time drafting would have saved reached half its cost) was folded into the
+  first-draft rule; kept so that they still read (a benchmark's runs.jsonl, replayed by
+  `python -m lab.policy_fit`).
+- CATCH_UP: the assistant skipped steps, and its read of their tokens costs more than
+  drafting could save over the tokens left.
+- FLOOR: the run's steps with the assistant ran slower per committed token than plain
+  decoding does, by more than the noise of a step's timing.
+
+Each value is its name in the JSON and the API; the enum is a `str`, so it serialises as
+it and pickles across ZeroGPU's process boundary. No torch here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Literal
 
-from assisted.core.drafters import DrafterKind
-from assisted.core.held_back import HeldBack
+from assisted.core.settings import DrafterKind
+
+
+class HeldBack(StrEnum):
+    FIRST_DRAFT = "first-draft"
+    WAITING = "waiting"
+    CATCH_UP = "catch-up"
+    FLOOR = "floor"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def words(self) -> str:
+        """The reason for people, completing "the assistant did not draft because …"."""
+        return {
+            HeldBack.FIRST_DRAFT: "its first read of the prompt could not pay over the tokens left",
+            HeldBack.WAITING: "its first read of the prompt had not yet paid for itself",
+            HeldBack.CATCH_UP: "its catch-up on skipped steps could not pay over the tokens left",
+            HeldBack.FLOOR: "the run's steps with it ran slower than plain decoding",
+        }[self]
+
 
 Mode = Literal["plain", "assisted"]
 CalibrationSource = Literal["timed", "disk"]
@@ -54,13 +94,13 @@ class Step:
     commit, the seconds it would take, and the seconds a plain step would have taken then;
     None under other schedules.
     `held_back` is why the `auto` policy kept the assistant from drafting at this step, though
-    it could have (`assisted.core.held_back`: its first read of the prompt could not pay, or
+    it could have (`assisted.core.record`: its first read of the prompt could not pay, or
     had not yet; its catch-up could not pay; the run's steps with it fell behind plain);
     None where it did not, and under other schedules.
     `draft_p` and `draft_q` are, in a sampled run, each drafted token's probability under
     the target (p) and under the drafter (q), as Transformers accepted it with probability
     min(1, p/q): both after the run's temperature and top-p, q = 1 for a prompt-lookup
-    draft (`assisted.engine.draft_probs`). Empty in greedy runs and for steps that drafted nothing.
+    draft (`assisted.engine.observe`). Empty in greedy runs and for steps that drafted nothing.
 
     The fields after `t_s` default to empty, so records made before drafts were kept load.
     """
@@ -89,7 +129,7 @@ CUDA_GRAPHS = "cuda-graphs"
 EAGER = "eager"
 GENERATE = "generate"
 # The graphs' self-check verdicts (`DraftingPath.check`,
-# `assisted.engine.drafters.graph_check.self_check`): every replay bit for bit as eager
+# `assisted.engine.drafters.static_draft.self_check`): every replay bit for bit as eager
 # passes; within the last bits of them (the dtype's bound; graphs kept); a wrong replay;
 # too few positions judged.
 PASSED = "passed"
@@ -101,7 +141,7 @@ TRUSTED = frozenset({PASSED, LAST_BIT})  # the verdicts whose graphs draft
 
 @dataclass(frozen=True)
 class Verdict:
-    """The graphs' self-check's outcome (`assisted.engine.drafters.graph_check.self_check`):
+    """The graphs' self-check's outcome (`assisted.engine.drafters.static_draft.self_check`):
     "passed", "last-bit", "failed" or "inconclusive"; the positions its comparison with the
     DynamicCache loop judged; what differed, or why it could not judge ("" for a pass); the
     largest probability gap against eager passes and where (None where the check ended
@@ -143,7 +183,7 @@ class Calibration:
     this process spent timing, the checks included. `checked`: the costs read from the
     file that this process timed again ("T(1)", "T(9)", "drafting int8"), once per process;
     `corrected`: those whose new time was lower, and replaced the file's
-    (`assisted.engine.calibration.calibrate`). `file` is where the pair's learnt state is kept; None
+    (`assisted.engine.learning.calibrate`). `file` is where the pair's learnt state is kept; None
     where nothing is kept on disk (`assisted.models.learnt_store`)."""
 
     source: CalibrationSource
@@ -224,7 +264,7 @@ class RunRecord:
     # Under the `auto` schedule: where those costs came from. None under other schedules.
     calibration: Calibration | None = None
     # Under the `auto` schedule: the temperature band whose acceptance history seeded the
-    # run and received what it saw (`assisted.core.bands`). None under other schedules.
+    # run and received what it saw (`assisted.core.settings`). None under other schedules.
     acceptance_band: str | None = None
     # The target's two best tokens at each committed token, with their logits, as (first,
     # first_logit, second, second_logit); None where a position was not seen. They are the

@@ -1,14 +1,102 @@
 """Run and draft settings with their limits: plain values, validated before any model work.
 
 No torch here, so the UI can validate input and show limits without loading anything.
+
+Drafter kinds: the one place that names them and says what differs between them.
+
+A pair is a target plus a drafter, and every drafter is one of Transformers' own mechanisms:
+- ASSISTANT: a smaller model sharing the target's tokenizer (`assistant_model=`);
+- UNIVERSAL: an assistant model with a tokenizer of its own (`tokenizer=`,
+  `assistant_tokenizer=`: universal assisted generation);
+- PROMPT_LOOKUP: candidates copied from n-grams of the context (no second model);
+- EARLY_EXIT: the target's own first layers draft (`assistant_early_exit=`).
+
+A kind is also a step's **source**: where that step's candidates came from. Under `auto`
+a pair with an assistant model draws each step from the assistant or from a prompt-lookup
+match, so the source can change from step to step while the pair's drafter stays the same.
+
+Each kind's value is its name in the CLI, the JSON and the API ("assistant",
+"prompt-lookup", ...); the enum is a `str`, so it compares equal to that name, serialises as
+it and pickles across ZeroGPU's process boundary. No torch here.
+
+Temperature bands: the runs whose acceptance the `auto` policy learns from one another.
+
+The policy starts each run from the acceptance the pair's earlier runs saw
+(`assisted.policy.learnt`). That history only helps a run that accepts alike:
+- under greedy decoding a draft is accepted where it equals the target's argmax, so
+  acceptance is a property of the two models and the text;
+- under sampling a draft token is accepted with probability min(1, p/q) (Leviathan et al.
+  2023), and both distributions flatten as the temperature rises, so acceptance falls with
+  temperature, and a greedy run's acceptance says little about a sampled one's.
+
+So each band keeps a history of its own: greedy, and three temperature bands around the
+usual settings (0.7 is the app's default; above 1 the distributions flatten beyond the
+model's own). Top-p is left out: it narrows both distributions alike, and more bands would
+each see fewer runs to learn from.
+
+No torch here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Literal
 
-from assisted.core.drafters import DrafterKind
+
+class DrafterKind(StrEnum):
+    ASSISTANT = "assistant"
+    UNIVERSAL = "universal"
+    PROMPT_LOOKUP = "prompt-lookup"
+    EARLY_EXIT = "early-exit"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def has_model(self) -> bool:
+        """Runs a model of its own, with its own weights and precision (the assistant)."""
+        return self in (DrafterKind.ASSISTANT, DrafterKind.UNIVERSAL)
+
+    @property
+    def own_tokenizer(self) -> bool:
+        """Drafts in a tokenizer other than the target's."""
+        return self is DrafterKind.UNIVERSAL
+
+    @property
+    def auto_capable(self) -> bool:
+        """The `auto` policy can drive it: it sets the draft length of Transformers' own
+        assistant and prompt-lookup candidate generators, step by step."""
+        return self in (DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP)
+
+    @property
+    def times_drafting(self) -> bool:
+        """Drafts with forward passes, which hooks can time (prompt lookup searches n-grams)."""
+        return self is not DrafterKind.PROMPT_LOOKUP
+
+    @property
+    def label(self) -> str:
+        """Its name for people, as a source in charts and legends: the universal drafter is
+        an assistant model too."""
+        return {
+            DrafterKind.ASSISTANT: "assistant",
+            DrafterKind.UNIVERSAL: "assistant",
+            DrafterKind.PROMPT_LOOKUP: "prompt lookup",
+            DrafterKind.EARLY_EXIT: "early exit",
+        }[self]
+
+    @classmethod
+    def parse(cls, name: str | DrafterKind) -> DrafterKind:
+        """The kind called `name`; ValueError naming the kinds for anything else."""
+        try:
+            return cls(name)
+        except ValueError:
+            choices = ", ".join(kind.value for kind in cls)
+            raise ValueError(f"unknown drafter {name!r}; choose one of {choices}") from None
+
+
+DRAFTER_NAMES: tuple[str, ...] = tuple(kind.value for kind in DrafterKind)
+
 
 MAX_NEW_TOKENS_CAP = 1024  # longer runs tie the device up for minutes on a CPU
 MAX_PROMPT_CHARS = 32_000  # checked before tokenising; token length is checked against the model
@@ -35,7 +123,7 @@ SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "auto")
 AssistantQuant = Literal["auto", "none", "int8", "int8-wo", "int4-wo"]
 ASSISTANT_QUANTS: tuple[str, ...] = ("auto", "none", "int8", "int8-wo", "int4-wo")
 # Where prompt-lookup drafts come from: "suffix", the longest and most recent match in the
-# user's message and the output (assisted.engine.drafters.lookup); "transformers", Transformers' own
+# user's message and the output (assisted.engine.drafters.seam); "transformers", Transformers' own
 # search of the whole context, chat template included, first match first.
 Lookup = Literal["suffix", "transformers"]
 LOOKUPS: tuple[str, ...] = ("suffix", "transformers")
@@ -61,7 +149,7 @@ class DraftSettings:
     where each draft ends instead (`assisted.policy.choice`).
     `cumulative_threshold`: under `auto` and greedy decoding, the assistant also stops once
     the product of its top probabilities over the step's draft falls below this, beside
-    the policy's own floors (0 disables it; `assisted.engine.drafters.lean`).
+    the policy's own floors (0 disables it; `assisted.engine.drafters.static_draft`).
     `assistant_quant`: the assistant model's precision ("none": the pair's dtype). The target
     verifies every candidate, so this moves the acceptance rate and the drafting cost, never
     the output.
@@ -204,3 +292,20 @@ def _check_int(name: str, value: object, low: int, high: int) -> None:
         raise SettingsError(f"{name} must be a whole number, not {value!r}")
     if not low <= value <= high:
         raise SettingsError(f"{name} must be between {low} and {high}, not {value}")
+
+
+Band = Literal["greedy", "t<=0.5", "t<=1", "t>1"]
+GREEDY: Band = "greedy"
+SAMPLED_BANDS: tuple[Band, ...] = ("t<=0.5", "t<=1", "t>1")
+
+
+def band_of(settings: RunSettings) -> Band:
+    """The band of a run under `settings`: greedy where it does not sample, else the band
+    of its temperature."""
+    if not settings.sample:
+        return GREEDY
+    if settings.temperature <= 0.5:
+        return "t<=0.5"
+    if settings.temperature <= 1.0:
+        return "t<=1"
+    return "t>1"

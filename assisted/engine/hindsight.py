@@ -32,18 +32,17 @@ from transformers import DynamicCache
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from assisted.analysis import oracle
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import Hindsight, RunRecord
-from assisted.core.settings import MAX_DRAFT_TOKENS
-from assisted.engine import calibration, prepare
-from assisted.engine.clock import synchronize
-from assisted.engine.drafters.lookup import Match
+from assisted.core.settings import MAX_DRAFT_TOKENS, DrafterKind
+from assisted.engine import learning, prepare
+from assisted.engine.drafters.seam import Match
+from assisted.engine.observe import synchronize
 from assisted.models.loading import end_ids
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from assisted.engine.drafters.lookup import SuffixLookup
+    from assisted.engine.drafters.seam import SuffixLookup
     from assisted.engine.prepare import Prepared
     from assisted.models.pairs import LoadedPair
     from assisted.policy.choice import DraftPolicy
@@ -171,9 +170,7 @@ def _costs(
     if rows not in pair.learnt.verify_s and 1 in pair.learnt.verify_s:
         prepare.calibrate_rows(pair, rows)
     try:
-        verify_s, drafting, prefill = calibration.calibrated(
-            pair, prepared.precision, rows - 1, model
-        )
+        verify_s, drafting, prefill = learning.calibrated(pair, prepared.precision, rows - 1, model)
     except RuntimeError:
         return None
     return {

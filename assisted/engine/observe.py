@@ -6,7 +6,7 @@ We never reimplement speculative decoding; we watch it. `StepObserver` composes:
   generation), and a forward pre-hook on the target sees the positions each step verifies,
   which gives the draft: the candidates' ids, hence the drafted and accepted counts
   (Transformers reports neither); the text of each step and of its draft is decoded
-  incrementally (`assisted.engine.detokenizer`);
+  incrementally (`assisted.engine.observe`);
 - the drafting timing: forward hooks on the assistant (on the target's first layers under
   early exit) time each drafting pass, which gives each step's drafting time and the cost
   ratio c;
@@ -17,38 +17,223 @@ We never reimplement speculative decoding; we watch it. `StepObserver` composes:
   each step reads the target's top two tokens at the positions it committed, the evidence
   for a divergence from the plain run (`assisted.analysis.divergence`).
 - under sampling, each drafted token's p and q, kept where Transformers computes them
-  (`assisted.engine.draft_probs`), from which `assisted.analysis.stats` derives why a draft
+  (`assisted.engine.observe`), from which `assisted.analysis.stats` derives why a draft
   was accepted.
 
 On a GPU, passes are timed with CUDA events read once per step, not by synchronising the
 device around each pass, which would stall the very runs being compared.
+
+The engine's clock: the device synchronised before the host reads the time.
+
+Work on a GPU is queued: a clock read right after a call measures its launch, not its
+work. Every timing the engine makes (a run's, the calibration's, the hindsight's) waits
+for the device first.
+
+Incremental detokenisation of a run's steps, and of each step's draft (`Detokenizer`).
+
+The target's p and the drafter's q of each drafted token, taken where a sampled
+assisted run computes them.
+
+Under sampling, Transformers accepts a drafted token x with probability min(1, p(x)/q(x))
+(`_speculative_sampling`: Leviathan et al. 2023, "Fast Inference from Transformers via
+Speculative Decoding", algorithm 1). p is the target's distribution at x's position and q
+the assistant's, both after the run's logits processors (temperature, top-p). Transformers
+reports neither, and computing them again could only approximate what it used, so both are
+kept as it computes them:
+
+- q: the candidate generator returns the draft with `candidate_logits`, the assistant's
+  processed scores (its `generate()` samples with the target's warpers). The generator
+  Transformers builds for the run gets a `get_candidates` that keeps them. A prompt-lookup
+  draft has none: its q is a point mass on the drafted token, q = 1, and Transformers
+  accepts the token where the target's own sample equals it, with probability p.
+- p: the target's loop runs its logits processors on each row of the verification's
+  logits; one more processor, appended to that same list, keeps each processed row as it
+  passes and returns it unchanged. Transformers' prompt lookup runs the same list on fake
+  logits while it searches for a match, inside `get_candidates`, so rows are kept only
+  once `get_candidates` has returned.
+
+Greedy runs install none of this: their accepted tokens are the target's top tokens, and
+p and q say nothing more. Reading a step costs two softmaxes over its drafted rows, the
+ones Transformers computes too (measured in docs/app.md, "Sampling").
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 import torch
+from transformers.generation.logits_process import LogitsProcessor
 from transformers.generation.streamers import BaseStreamer
 
-from assisted.core.drafters import DrafterKind
-from assisted.core.held_back import HeldBack
-from assisted.core.record import Mode, RunRecord, Step, common_prefix_length
-from assisted.engine.detokenizer import Detokenizer
-from assisted.engine.draft_probs import DraftProbabilities
+from assisted.core.record import HeldBack, Mode, RunRecord, Step, common_prefix_length
+from assisted.core.settings import DrafterKind
 from assisted.engine.drafters import draft_graphs
 from assisted.policy.costs import PlainSteps
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers.generation.candidate_generator import CandidateGenerator
 
     from assisted.models.pairs import LoadedPair
     from assisted.policy.choice import DraftPolicy, Expectation
     from assisted.policy.costs import CostModel
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait until `device` has done the work queued on it, before reading the clock."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class Detokenizer:
+    """Incremental text: the new characters of each step, never half a multi-byte character.
+
+    Each step decodes a short window of the ids, not the whole output, which would make a
+    run's detokenisation quadratic in its length. As in TGI and vLLM, the window starts
+    with ids whose text was emitted a step before, so that the new ids decode as they do
+    in context (some decoders drop the leading space of a sequence's first token), and the
+    new characters are those past the window's emitted text. A decoder writes U+FFFD for
+    an incomplete UTF-8 sequence: while the window's text ends with it, the text before it
+    is emitted and the window grows until a token completes the character. Then it moves
+    on, keeping only the ids added since it last moved: the next window's context."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase):
+        self.tokenizer = tokenizer
+        self.window: list[int] = []  # the ids of the output from the window's start on
+        self.read = 0  # window[:read]: the ids whose text began the window, already emitted
+        self.emitted = 0  # characters of the window's text emitted so far
+
+    def add(self, token_ids: tuple[int, ...]) -> str:
+        """The text that `token_ids` add to the output, up to its last whole character."""
+        self.window.extend(token_ids)
+        text = self._decode(self.window)
+        whole = text.rstrip("\ufffd")
+        delta = whole[self.emitted :]
+        if len(whole) < len(text):
+            # A character split across tokens waits for the rest; the text before it does not.
+            self.emitted = len(whole)
+        else:
+            self.window = self.window[self.read :]
+            self.read = len(self.window)
+            self.emitted = len(self._decode(self.window))
+        return delta
+
+    def add_step(
+        self, token_ids: tuple[int, ...], draft_ids: tuple[int, ...], accepted: int
+    ) -> tuple[str, str, str]:
+        """The step's text, and its draft's text split into the accepted part and the
+        rejected remainder.
+
+        The draft is decoded after everything committed before it (in the window before the
+        step), as the step's text is, so a token's leading space or a character spread over
+        tokens comes out as it would have in the output. The accepted part is what the
+        step's text and the draft both begin with (the accepted candidates' text); a
+        character that the boundary splits goes to the remainder."""
+        before, emitted = list(self.window), self.emitted
+        text = self.add(token_ids)
+        if not draft_ids:
+            return text, "", ""
+        draft = self._decode(before + list(draft_ids)).rstrip("\ufffd")[emitted:]
+        if accepted == len(draft_ids):
+            head = draft
+        else:
+            head = self._decode(before + list(draft_ids[:accepted])).rstrip("\ufffd")[emitted:]
+        cut = min(common_prefix_length(text, head), common_prefix_length(head, draft))
+        return text, text[:cut], draft[cut:]
+
+    def finish(self) -> str:
+        """The text held back at the end: an incomplete character, as the decoder marks it."""
+        text = self._decode(self.window)
+        delta = text[self.emitted :]
+        self.emitted = len(text)
+        return delta
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+class DraftProbabilities:
+    """Keeps the q and the processed target rows of the step under way, and reads each
+    drafted token's p and q from them once the step has committed (`read`)."""
+
+    def __init__(self) -> None:
+        self.q_logits: torch.Tensor | None = None  # the step's candidate_logits
+        self.rows: list[torch.Tensor] = []  # the step's processed target rows, in order
+        self.keeping = False  # between the step's get_candidates and its commit
+
+    @contextmanager
+    def watching(self, target: PreTrainedModel) -> Iterator[None]:
+        """Within the block, `target.generate()`'s assisted loop shows us its candidate
+        logits and its processed rows. Wraps whatever builds the candidate generator now
+        (Transformers' own, or a drafting seam's, `assisted.engine.drafters.seam.drafting_policy`),
+        on this instance only, and puts it back afterwards."""
+        previous = vars(target).get("_get_candidate_generator")
+        build = target._get_candidate_generator
+
+        def get_candidate_generator(*args, **kwargs) -> CandidateGenerator:
+            generator = build(*args, **kwargs)
+            # The very list the assisted loop runs on each verification row.
+            kwargs["logits_processor"].append(_KeepRows(self))
+            candidates = generator.get_candidates
+
+            def get_candidates(input_ids: torch.LongTensor, **more):
+                candidate_ids, candidate_logits = candidates(input_ids, **more)
+                self.q_logits, self.rows, self.keeping = candidate_logits, [], True
+                return candidate_ids, candidate_logits
+
+            # On the instance: the generator keeps its type, which the loop checks.
+            generator.get_candidates = get_candidates
+            return generator
+
+        target._get_candidate_generator = get_candidate_generator
+        try:
+            yield
+        finally:
+            if previous is None:
+                del target._get_candidate_generator
+            else:
+                target._get_candidate_generator = previous
+
+    def read(self, draft: tuple[int, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """p and q of each token of `draft`, the candidates the step verified; empty where
+        the step drafted nothing or its rows were not seen whole. Clears the step."""
+        rows, q_logits = self.rows, self.q_logits
+        self.rows, self.q_logits, self.keeping = [], None, False
+        count = len(draft)
+        # The target verifies the candidates and adds a row of its own after them.
+        if not count or len(rows) != count + 1:
+            return (), ()
+        p = _probabilities(torch.cat(rows[:count]), draft)
+        if q_logits is None:  # prompt lookup: a point mass on each drafted token
+            return p, (1.0,) * count
+        if q_logits.shape[1] != count:
+            return (), ()
+        return p, _probabilities(q_logits[0], draft)
+
+
+class _KeepRows(LogitsProcessor):
+    """The last of the target's logits processors: keeps each processed row of a step's
+    verification, unchanged."""
+
+    def __init__(self, probabilities: DraftProbabilities):
+        self.probabilities = probabilities
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.probabilities.keeping:
+            self.probabilities.rows.append(scores)
+        return scores
+
+
+def _probabilities(scores: torch.Tensor, tokens: tuple[int, ...]) -> tuple[float, ...]:
+    """The probability of `tokens[i]` under the softmax of row i of `scores`, as
+    Transformers takes it (`_speculative_sampling`)."""
+    ids = torch.tensor(tokens, device=scores.device)
+    chosen = scores.float().softmax(dim=-1)[torch.arange(len(tokens), device=scores.device), ids]
+    return tuple(chosen.tolist())
 
 
 class StepObserver(BaseStreamer):
@@ -139,7 +324,7 @@ class StepObserver(BaseStreamer):
 
     def watching_drafts(self) -> AbstractContextManager:
         """Within the block, a sampled assisted run's p and q are kept
-        (`assisted.engine.draft_probs`). Entered inside any drafting seam, whose candidate
+        (`assisted.engine.observe`). Entered inside any drafting seam, whose candidate
         generator it wraps; nothing for greedy and plain runs."""
         if self.probabilities is None:
             return nullcontext()

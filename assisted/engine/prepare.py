@@ -7,15 +7,15 @@ ids never drafted. Here it is one stage, whose result a run receives (`Prepared`
 
 - the assistant's precision, and the model that drafts in it (`LoadedPair.drafting_assistant`:
   an int8 copy is made once, and may evict other pairs);
-- under `auto`, the calibration of the costs (`assisted.engine.calibration.calibrate`),
+- under `auto`, the calibration of the costs (`assisted.engine.learning.calibrate`),
   timed once per pair, machine and dtype, on a cache holding the warm-up prompt; on CUDA,
   the capture of the assistant's drafts as graphs, checked against its eager passes
   (`assisted.engine.drafters.draft_graphs`), once per process and once a greedy run is
   prepared, as only greedy runs replay them; and once a run samples, the assistant's
-  drafting through its sampling generator (`calibration.calibrate_sampled`), which greedy
+  drafting through its sampling generator (`learning.calibrate_sampled`), which greedy
   runs never pay for;
 - the template facts: the chat template's ids around an empty message, from which a run
-  finds the user's message in its prompt (`assisted.engine.drafters.lookup.user_span`), and the ids
+  finds the user's message in its prompt (`assisted.engine.drafters.seam.user_span`), and the ids
   a lookup never drafts;
 - the learnt state, read and merged where other processes kept more on disk.
 
@@ -28,8 +28,13 @@ int8 copy and the costs it inherited are not built or timed again), while a reus
 finds its own. Plain runs need nothing prepared.
 
 A process whose CUDA context a failure in drafting broke (`BrokenContext`, a sticky CUDA
-error: `assisted.engine.drafters.cuda_context`) prepares nothing more: `broken` says why,
+error: `assisted.engine.drafters.draft_graphs`) prepares nothing more: `broken` says why,
 and callers ask it before they touch the device (`assisted.ui.gpu_calls`).
+
+The engine's boundary with text: a prompt's text becomes token ids here, and nowhere
+else in the engine. Everything past it takes ids (a run, its plan, its drafters); the way
+back, ids to text as they stream, is the `assisted.engine.observe.Detokenizer`, which
+the run's observer applies to each step.
 """
 
 from __future__ import annotations
@@ -42,18 +47,42 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from assisted.core.settings import WARMUP_PROMPT, DraftSettings, RunSettings
-from assisted.engine import calibration, learning
+from assisted.core.settings import WARMUP_PROMPT, DraftSettings, RunSettings, validate_prompt
+from assisted.engine import learning
 from assisted.engine.drafters import draft_graphs
-from assisted.engine.drafters.cuda_context import BrokenContext, broken
-from assisted.engine.prompt import chat_ids, template_ids
+from assisted.engine.drafters.draft_graphs import BrokenContext, broken
 from assisted.models import process_state, quantize
 from assisted.models.loading import end_ids
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntState
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from assisted.models.pairs import LoadedPair
+
+
+def encode_prompt(pair: LoadedPair, prompt: str, chat_template: bool = True) -> list[int]:
+    """Token ids of `prompt`, wrapped in the target's chat template where it has one."""
+    validate_prompt(prompt)
+    tokenizer = pair.tokenizer
+    if chat_template and tokenizer.chat_template:
+        return chat_ids(tokenizer, prompt)
+    return list(tokenizer(prompt)["input_ids"])
+
+
+def chat_ids(tokenizer: PreTrainedTokenizerBase, content: str) -> list[int]:
+    """The ids of `content` as a user message in the tokenizer's chat template, followed by
+    the assistant's role tokens."""
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+    )
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def template_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The chat template's ids around an empty user message (none without a template)."""
+    return chat_ids(tokenizer, "") if tokenizer.chat_template else []
 
 
 # One preparation at a time: two would time each other.
@@ -77,7 +106,7 @@ class Prepared:
 class PairCache:
     """What the engine keeps of one loaded pair (`cache_of`): its preparations, by process
     and draft settings, and the paths the comparison's warm-up ran on it
-    (`assisted.engine.comparison.Warmed`). Each pair object has its own, the benchmark's
+    (`assisted.engine.decoding.Warmed`). Each pair object has its own, the benchmark's
     drafter variants (`dataclasses.replace` of a pair) included."""
 
     prepared: dict[tuple[int, DraftSettings], Prepared] = field(default_factory=dict)
@@ -128,9 +157,7 @@ def prepare(
         if found.precision not in pair.learnt.timed_here().sampled_drafting:
             with _preparing.lock:
                 prefix = _warmup_prefix(pair)
-                calibration.calibrate_sampled(
-                    pair, prefix, found.assistant, found.precision, settings
-                )
+                learning.calibrate_sampled(pair, prefix, found.assistant, found.precision, settings)
     else:
         # Greedy `auto` runs draft with the lean loop: on CUDA, captured graphs of it, whose
         # time per token then prices the policy's drafting (`learning.new_policy`). Only
@@ -156,9 +183,9 @@ def captures_graphs(pair: LoadedPair, draft: DraftSettings, settings: RunSetting
 
 def calibrate_rows(pair: LoadedPair, rows: int) -> None:
     """Time the target's verification of `rows` rows, as the calibration times T(cap + 1),
-    where this process has not (`calibration.time_verify_rows`). Call it off any clock."""
+    where this process has not (`learning.time_verify_rows`). Call it off any clock."""
     with _preparing.lock:
-        calibration.time_verify_rows(pair, _warmup_prefix(pair), rows)
+        learning.time_verify_rows(pair, _warmup_prefix(pair), rows)
 
 
 def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
@@ -169,7 +196,7 @@ def _prepare(pair: LoadedPair, draft: DraftSettings) -> Prepared:
     if draft.schedule == "auto":
         cap = draft.length_for(pair.spec.drafter)
         prefix = _warmup_prefix(pair)
-        calibration.calibrate(pair, prefix, assistant, precision, cap)
+        learning.calibrate(pair, prefix, assistant, precision, cap)
     computes_in = None
     if assistant is not None:
         computes_in = pair.dtype_name if precision == "none" else precision

@@ -1,15 +1,15 @@
 """Models into memory: the named pairs, the checks before loading, loading, quantizing.
 
 - `registry`: the named pairs and their draft settings;
-- `placement`: where a pair runs and in what precision (the device and dtype policy);
-- `pair_checks`, `pairs`: the checks a pair passes before any weights load; loading a pair
-  with the device and dtype policy;
+- `pairs`: the checks a pair passes before any weights load; loading a pair with the
+  device and dtype policy;
 - `process_state`: what a process keeps between requests (the pairs in memory, at most a
   few, and the other caches), and what a forked child keeps of it;
-- `loading`, `fetch`, `vocab`: one model into memory; its files onto disk; padded
+- `loading`, `fetch`, `vocab`: one model into memory, on the device and in the dtype the
+  device and dtype policy choose; its files onto disk; padded
   vocabularies fitted to the target's width;
 - `embedded`: the offline default pair, from the GGUF parts on PyPI;
-- `quantize`, `int4`, `cpu_linear`: the assistant's int8 and int4 copies; the CPU product
+- `quantize`, `cpu_linear`: the assistant's int8 and int4 copies; the CPU product
   for few-row verification;
 - `learnt_store`: what a pair learnt, kept on disk between processes;
 - `machines`, `hardware`: the machines ZeroGPU runs calls on, as the installed `spaces`

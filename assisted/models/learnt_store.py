@@ -4,7 +4,7 @@ Timing the costs takes seconds (5.6 s for the embedded pair on 2 busy CPU cores,
 `assisted.engine.auto`); kept in memory only, each CLI call and each Space restart would pay it
 again and start with no acceptance. So a pair reads what earlier processes learnt when it
 loads (`assisted.models.pairs`), and every `auto` run writes it back once its clock has stopped
-(`assisted.engine.running`). A process that lives on while others write (a ZeroGPU worker, forked
+(`assisted.engine.decoding`). A process that lives on while others write (a ZeroGPU worker, forked
 from the main process or reused) brings their learning in with `refresh`.
 
 Where: `learnt/` in the cache of the converted models (`assisted.models.embedded.cache_root`), or
@@ -27,11 +27,11 @@ outside the key: a stamp that differs never makes a file unusable.
 
 A file that cannot be read, holds another key or another format version is ignored with a
 warning, and the next save replaces it: it costs a calibration, never the loaded models.
-Format 3, written without the temperature bands (`assisted.core.bands`), is read: its costs
+Format 3, written without the temperature bands (`assisted.core.settings`), is read: its costs
 hold, and its acceptance, which greedy and sampled runs shared, is read as greedy's (most
 runs are greedy). Formats 3 and 4 hold T(k) without counts or times, interpolated rows
 among them, and no answers: their rows are read as measured, count unknown, and the
-calibration retimes those that disagree with the others (`assisted.engine.calibration`).
+calibration retimes those that disagree with the others (`assisted.engine.learning`).
 The next save writes format 5.
 
 Several processes write one file, each holding a copy read earlier, so a save never writes
@@ -324,7 +324,7 @@ def calibration(state: LearntState, file: LearntFile | None) -> Calibration:
     """Where the costs of a run starting now came from: "timed" where this process timed a
     cost the pair lacked (its first preparation for `auto`, as a rule), else read from the
     file ("disk"), with what this process timed again of them
-    (`assisted.engine.calibration.calibrate`)."""
+    (`assisted.engine.learning.calibrate`)."""
     path = None if file is None else str(file.path)
     timing = state.timed_here()
     source = "timed" if timing.fresh else "disk"

@@ -14,7 +14,7 @@ What the states keep, and when it goes:
   A child keeps them: the pairs in memory at the fork are what its GPU call counts on.
 - the preparations (`assisted.engine.prepare`): each loaded pair's own, gone with their
   pair, and kept by process, so a child prepares again on its own device;
-- the verdicts of the pairs checked (`assisted.models.pair_checks`): a few words a pair,
+- the verdicts of the pairs checked (`assisted.models.pairs`): a few words a pair,
   kept for the process's life, the child's too;
 - the fetches (`assisted.models.fetch`): the folders fetched, kept while their files are
   there; the jobs running, forgotten in a child.

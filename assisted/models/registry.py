@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from assisted.core.drafters import DrafterKind
-from assisted.core.settings import DraftSettings
+from assisted.core.settings import DrafterKind, DraftSettings
 from assisted.models import machines
 
 

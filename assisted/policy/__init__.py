@@ -1,7 +1,7 @@
 """The `auto` schedule's choice, torch-free: what each step should draft, and from what.
 
-- `choice`: the policy, choosing each step's drafter and γ from the costs and acceptance;
-- `holds`: why the assistant sits out a step, each hold a bounded wait in one ledger;
+- `choice`: the policy, choosing each step's drafter and γ from the costs and acceptance,
+  and why the assistant sits out a step, each hold a bounded wait in one ledger;
 - `costs`: its cost model (T(k) for k verified rows, drafting cost per token);
 - `acceptance`: its acceptance model, per drafter and band;
 - `learnt`: what a pair learnt, merged across runs and processes;

@@ -33,7 +33,7 @@ are not independent (a draft goes on where the assistant is sure, which is where
 target agrees): multiplied, they counted each unsure candidate twice, and priced the
 assistant's steps at 2.50 tokens where they committed 3.12 (docs/lab-notes.md).
 
-A lookup source that knows how long its match is (`assisted.engine.drafters.lookup`) keeps its
+A lookup source that knows how long its match is (`assisted.engine.drafters.seam`) keeps its
 estimates by that length too (`match_bucket`): a suffix that matched 8 tokens of the context is
 likelier to continue as it did than one that matched 2.
 
@@ -45,10 +45,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from assisted.core.drafters import DrafterKind
+from assisted.core.settings import DrafterKind
 
 DECAY = 0.98  # weight kept by old acceptance evidence at each observation
-PRIOR_WEIGHT = 2.0  # observations a position's prior counts for (Beta(1, 1) at the first)
+# What any prior of the policy counts for, in observations of the run: a position's
+# acceptance (Beta(1, 1) at the first), a cost's median (two copies among its timings), the
+# answers' scale-free prior (two answers of the record). Two let three of the run's own
+# observations overrule a prior, however wrong (docs/auto-policy.md, constants).
+PRIOR_WEIGHT = 2
 STREAK_TOKENS = 2  # a draft agreeing on fewer tokens than this starts no streak
 HISTORY_WEIGHT = 4.0  # observations that a pair's earlier runs count for in a new run
 

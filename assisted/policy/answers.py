@@ -10,7 +10,8 @@ The expectation mixes two things:
 - the pair's own record of answers (`Answer`, kept in `assisted.policy.learnt`): of the
   latest answers that ran past the tokens committed so far, the tokens each ran on beyond
   them, up to the budget. An answer its budget cut ran at least that long: past its cut
-  it is extended by the prior. The prior counts as `PRIOR_ANSWERS` answers.
+  it is extended by the prior. The prior counts as `PRIOR_WEIGHT` answers; the record keeps
+  the latest `assisted.policy.costs.WINDOW`.
 
 A 32-token budget expects 9.6 tokens from the prior alone; a pair whose answers ran to
 their budget expects the whole budget after a few runs. A prompt unlike the pair's earlier
@@ -26,8 +27,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-MAX_ANSWERS = 32  # the record kept: the pair's latest answers
-PRIOR_ANSWERS = 2  # what the scale-free prior counts as, in answers of the record
+from assisted.policy.acceptance import PRIOR_WEIGHT
 
 
 class Answer(NamedTuple):
@@ -67,4 +67,4 @@ def expected_tokens_left(committed: int, tokens_left: int, answers: Sequence[Ans
         else:
             run_on = scale_free_tokens_left(answer.tokens, budget - answer.tokens)
             beyond.append(answer.tokens - committed + run_on)
-    return (PRIOR_ANSWERS * prior + sum(beyond)) / (PRIOR_ANSWERS + len(beyond))
+    return (PRIOR_WEIGHT * prior + sum(beyond)) / (PRIOR_WEIGHT + len(beyond))

@@ -24,7 +24,7 @@ skipped the steps before (its cache then lacks the tokens it did not see). A pla
 
 **The costs a decision uses are the costs the run is paying.** Each figure starts from a
 prior (the calibration, refined by earlier runs: `assisted.policy.learnt`) that counts as
-`PRIOR_STEPS` timings, and each of the run's own timings joins a window of the latest
+`PRIOR_WEIGHT` timings, and each of the run's own timings joins a window of the latest
 `WINDOW`; the figure is the median of the window and the prior's copies. Three timings of
 the run overrule any prior, however wrong: a learnt file written while another job shared
 the cores once priced the first read 3× and T(3)…T(8) 2.5× above what the machine paid,
@@ -56,14 +56,14 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from assisted.core import cost_curve
-from assisted.core.drafters import DrafterKind
 from assisted.core.figures import median
+from assisted.core.settings import DrafterKind
+from assisted.policy.acceptance import PRIOR_WEIGHT
 
-# What the prior is worth, in timings of the run (the module's note) ...
-PRIOR_STEPS = 2
-# ... and how many of the run's latest timings of one figure the median is taken over:
-# enough to ride out a few slow passes, few enough to follow a neighbour that starts or
-# stops mid-run within a dozen steps.
+# How many of the latest observations an estimate keeps: a cost's timings in the run (its
+# median is taken over them and `PRIOR_WEIGHT` copies of its prior), the pair's reads whose
+# median prices the next, and the pair's answers: enough to ride out a few slow passes or
+# bursts, few enough to follow a neighbour that starts or stops mid-run within a dozen steps.
 WINDOW = 12
 # The fewest one-row passes whose median may stand for T(1): a stopped run's few do not,
 # nor a warm-up run's (`assisted.core.settings.WARMUP_TOKENS`, one pass fewer), paying first calls.
@@ -72,7 +72,7 @@ PLAIN_STEPS = 8
 
 @dataclass
 class Estimate:
-    """One cost: the median of the run's latest `WINDOW` timings and `PRIOR_STEPS` copies of
+    """One cost: the median of the run's latest `WINDOW` timings and `PRIOR_WEIGHT` copies of
     its prior (the module's note). A prior of None counts for nothing."""
 
     prior: float | None
@@ -83,7 +83,7 @@ class Estimate:
 
     def value(self, level: float = 1.0) -> float:
         """The figure, its prior taken at `level` (the module's note)."""
-        copies = [self.prior * level] * PRIOR_STEPS if self.prior is not None else []
+        copies = [self.prior * level] * PRIOR_WEIGHT if self.prior is not None else []
         return median([*self.timings, *copies]) or 0.0
 
 
@@ -112,7 +112,7 @@ class CostModel:
         self.prior_verify_s = dict(verify_s)
         self.verify_timings: dict[int, deque[float]] = {}
         self.verify_counts: dict[int, int] = {}
-        self.verify_s = cost_curve.fit({}, verify_s, self.prior_verify_s, PRIOR_STEPS)
+        self.verify_s = cost_curve.fit({}, verify_s, self.prior_verify_s, PRIOR_WEIGHT)
         self.drafter_s = dict(drafter_s)
         self.model_source = model_source
         self.drafting = Estimate(drafter_s.get(model_source))
@@ -153,11 +153,11 @@ class CostModel:
         self.verify_timings.setdefault(rows, deque(maxlen=WINDOW)).append(seconds)
         self.verify_counts[rows] = self.verify_counts.get(rows, 0) + 1
         self.verify_s = cost_curve.fit(
-            self.verify_timings, self.verify_s, self.prior_verify_s, PRIOR_STEPS
+            self.verify_timings, self.verify_s, self.prior_verify_s, PRIOR_WEIGHT
         )
         # The assistant shares the machine: its priors follow the level the target's
         # passes set, until its own timings overrule them (the module's note).
-        self.level = cost_curve.level(self.verify_timings, self.prior_verify_s, PRIOR_STEPS)
+        self.level = cost_curve.level(self.verify_timings, self.prior_verify_s, PRIOR_WEIGHT)
         if self.model_source is not None:
             self.drafter_s[self.model_source] = self.drafting.value(self.level)
             self.prefill_s = self.prefill.value(self.level)

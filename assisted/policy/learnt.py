@@ -11,13 +11,13 @@ Two kinds of knowledge, kept apart because they age differently:
   T(k) holds measured rows only, each with how many timings stand behind it and when it
   was last measured (`verify_timed`): a row fitted between measured ones is never kept,
   so a calibration checks measurements, not its own interpolation
-  (`assisted.engine.calibration`).
+  (`assisted.engine.learning`).
 - **answers**, a fact about the prompts seen: the lengths of the pair's latest answers
   (`answers`: tokens, and whether the answer ended or its budget cut it), from which the
   policy expects how long an answer runs on (`assisted.policy.answers`): every run's, plain
   or drafted, once per prompt in a row (`keep_answer`).
 - **acceptance**, a fact about the text seen: per assistant precision and temperature band
-  (`assisted.core.bands`: greedy, or sampled at one of three temperatures), (accepted, tried)
+  (`assisted.core.settings`: greedy, or sampled at one of three temperatures), (accepted, tried)
   counts per source and streak. Each run starts from the latest counts of its band,
   lightly (`assisted.policy.acceptance.HISTORY_WEIGHT`), and leaves its own there. Greedy's
   counts are `acceptance`, the field a file without bands holds; the sampled bands' are
@@ -28,7 +28,7 @@ without a model), since an int8 assistant drafts faster and is accepted less.
 
 `to_dict()` and `from_dict()` turn the state into JSON-ready data and back: a new process
 starts from what earlier ones learnt on the same machine (`assisted.models.learnt_store` keeps it
-on disk), and only checks the costs they timed (`assisted.engine.calibration.calibrate`).
+on disk), and only checks the costs they timed (`assisted.engine.learning.calibrate`).
 
 `snapshot()` and `restore()` cover the acceptance only: the benchmark (inside
 `acceptance_apart()`, so that none of it reaches the file) starts from no acceptance,
@@ -55,14 +55,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from assisted.core.bands import GREEDY, SAMPLED_BANDS, Band
-from assisted.core.drafters import DrafterKind
+from assisted.core.settings import GREEDY, SAMPLED_BANDS, Band, DrafterKind
 from assisted.policy.acceptance import LONG_MATCH, AcceptanceCounts, Counts, EstimateKey
-from assisted.policy.answers import MAX_ANSWERS, Answer
+from assisted.policy.answers import Answer
+from assisted.policy.costs import WINDOW
 
 _T = TypeVar("_T")
-
-MAX_READS = 5  # reads whose median prices the next (`keep_read`): two bursts move nothing
 
 
 @dataclass
@@ -92,9 +90,9 @@ class PrecisionLearnt:
 
     def keep_read(self, read_s: float, t1_s: float) -> None:
         """A run read context at `read_s` a token while its T(1) was `t1_s`: the next reads'
-        price is the median of the latest `MAX_READS`, each at the target's level now (a
+        price is the median of the latest `WINDOW`, each at the target's level now (a
         read timed in a burst that slowed the assistant alone sets no price)."""
-        self.reads = [*self.reads, read_s / t1_s][-MAX_READS:]
+        self.reads = [*self.reads, read_s / t1_s][-WINDOW:]
         self.prefill_s = statistics.median(self.reads) * t1_s
 
     def copy(self) -> PrecisionLearnt:
@@ -110,7 +108,7 @@ class PrecisionLearnt:
 
 @dataclass
 class ProcessTiming:
-    """What one process timed of the costs (`assisted.engine.calibration.calibrate`), so that it
+    """What one process timed of the costs (`assisted.engine.learning.calibrate`), so that it
     times each once, and its runs' reports say what it timed. Not kept on disk."""
 
     pid: int = field(default_factory=os.getpid)
@@ -145,7 +143,7 @@ class LearntState:
     # Per row of `verify_s`: how many timings stand behind it, and when (Unix seconds) it
     # was last measured; none for a row whose timings are unknown (a format-4 file's).
     verify_timed: dict[int, tuple[int, float]] = field(default_factory=dict)
-    # The pair's latest answers, oldest first, at most `MAX_ANSWERS`.
+    # The pair's latest answers, oldest first, at most `WINDOW`.
     answers: list[Answer] = field(default_factory=list)
     # What this process timed (`timed_here`). Not kept on disk.
     timing: ProcessTiming = field(default_factory=ProcessTiming, compare=False, repr=False)
@@ -184,12 +182,12 @@ class LearntState:
         self.verify_timed[rows] = (count + timings, round(time.time(), 1))
 
     def keep_answer(self, answer: Answer, prompt: int | None = None) -> None:
-        """One more answer of the pair, the oldest dropped past `MAX_ANSWERS`; an answer to
+        """One more answer of the pair, the oldest dropped past `WINDOW`; an answer to
         the same `prompt` (a key of its ids) as the latest one replaces it instead."""
         kept = self.answers
         if prompt is not None and prompt == self.answered and kept:
             kept = kept[:-1]
-        self.answers = [*kept, answer][-MAX_ANSWERS:]
+        self.answers = [*kept, answer][-WINDOW:]
         self.answered = prompt
 
     def precision(self, name: str) -> PrecisionLearnt:
@@ -293,7 +291,7 @@ class LearntState:
         rows = [_verify_row(row) for row in data["verify_s"]]
         verify_s = {k: seconds for k, seconds, _ in rows}
         verify_timed = {k: timed for k, _, timed in rows if timed is not None}
-        answers = [_answer(entry) for entry in data.get("answers", [])][-MAX_ANSWERS:]
+        answers = [_answer(entry) for entry in data.get("answers", [])][-WINDOW:]
         precisions = {
             name: PrecisionLearnt(
                 _optional(learnt["draft_s"]),
@@ -304,7 +302,7 @@ class LearntState:
                     _band(band): _counts(entries)
                     for band, entries in learnt.get("sampled", {}).items()
                 },
-                [_number(value) for value in learnt.get("reads", [])][-MAX_READS:],
+                [_number(value) for value in learnt.get("reads", [])][-WINDOW:],
             )
             for name, learnt in data["precisions"].items()
         }

@@ -4,17 +4,31 @@ loading; and the page's pair status line.
 
 A request fetches its pair's files first, outside the line for the device, so a download
 holds up no one comparing on a pair in memory. Only then does it take its turn
-(`assisted.ui.device_queue`): timed runs, and loading pairs into memory, which would slow a
+(`assisted.ui.pair_access`): timed runs, and loading pairs into memory, which would slow a
 timed run down, use the device one at a time.
 
 On ZeroGPU (`Config.zerogpu`) the handlers run in the main process, where CUDA is only
 emulated, and only in the thread that imported `spaces`: they fetch files and check
 settings, but never load a pair. A pair not loaded at start-up loads inside each GPU call
 that needs it, and the status line says so and what it costs.
+
+Turns on the one device: one request at a time, in order of arrival.
+
+Timed runs must not share the device, and loading a pair into memory competes with them too.
+A Gradio concurrency group gives the same order, but a request holds its place there for the
+whole event, downloads included, so one visitor's large download stalls everyone. Here a
+request joins the line only once its files are on disk, and sees its place while it waits.
+
+On ZeroGPU there is no one device to share: each call gets a GPU of its own, and ZeroGPU
+schedules the calls itself. A queue made with `one_at_a_time=False` lets every request
+through at once.
 """
+
+from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -23,10 +37,56 @@ import gradio as gr
 from assisted.core.settings import DraftSettings, SettingsError, assistant_precision
 from assisted.models import pairs
 from assisted.models.pairs import PairError, PairSpec
-from assisted.ui.device_queue import DeviceQueue, Turn
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_time import Estimate, GpuTimes
-from assisted.ui.stop_flags import StopFlag, StopFlags
+from assisted.ui.requests import StopFlag, StopFlags
+
+POLL_S = 2.0  # a waiter hears of its place at least this often (and can notice a Stop)
+
+
+class DeviceQueue:
+    """The line for the device: the request using it first, then the waiting ones."""
+
+    def __init__(self, one_at_a_time: bool = True) -> None:
+        self.one_at_a_time = one_at_a_time
+        self._changed = threading.Condition()
+        self._line: list[Turn] = []
+
+    def turn(self) -> Turn:
+        """A place to take in the line: `Turn.waiting()` joins it, `Turn.leave()` leaves."""
+        return Turn(self)
+
+
+class Turn:
+    """One request's turn on the device."""
+
+    def __init__(self, queue: DeviceQueue) -> None:
+        self._queue = queue
+
+    def waiting(self, poll_s: float = POLL_S) -> Iterator[int]:
+        """Join the line. Yields how many requests are ahead, whenever that changes and at
+        least every `poll_s`; ends once the device is ours, to keep until `leave()`."""
+        if not self._queue.one_at_a_time:
+            return
+        changed, line = self._queue._changed, self._queue._line
+        with changed:
+            line.append(self)
+            ahead = line.index(self)
+        while ahead:
+            yield ahead
+            with changed:
+                if line.index(self) == ahead:
+                    changed.wait(poll_s)
+                ahead = line.index(self)
+
+    def leave(self) -> None:
+        """Give up the place, or the device (nothing, if the line was never joined)."""
+        changed, line = self._queue._changed, self._queue._line
+        with changed:
+            if self in line:
+                line.remove(self)
+                changed.notify_all()
+
 
 CUSTOM = "custom"  # the pair dropdown's choice for user-supplied target/assistant ids
 

@@ -25,7 +25,7 @@ Per pair with an assistant model, it also times drafting by path (`paths`): the 
 on a DynamicCache, the same on a static cache, and the draft replayed as CUDA graphs; the
 graphs' capture time; host synchronisations per draft; and the modelled speedup with the
 loop's and with the graphs' drafting cost, at the same acceptance. Then it runs
-`running.run` end to end on the default GPU pair's shapes, plain and assisted, and checks
+`decoding.run` end to end on the default GPU pair's shapes, plain and assisted, and checks
 that the output is identical (or where bf16 rounding explains a flip, a near-tie) and that
 the graphed path ran. Last, it measures the same path at an imposed acceptance (`imposed`):
 the target peaked so that its greedy output is known from a plain run, the assistant
@@ -44,7 +44,7 @@ docs/space.md#the-gpu-check, when a device was lent.
   peaked so that rounding cannot flip its greedy output;
 - `timing`: each model's T(k), floors and the copy bandwidth, within the budget;
 - `paths`: drafting by path (the lean loop, the static cache, the graphs);
-- `end_to_end`: `running.run` plain then assisted through the path the product takes;
+- `end_to_end`: `decoding.run` plain then assisted through the path the product takes;
 - `imposed`: the same runs at an imposed acceptance, by prompt kind;
 - `replays`: the one command for a lent GPU's graphs: the imposed runs, then each cache's
   replays against eager passes by draft length, in one JSON and one table;

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from assisted.core.drafters import DrafterKind
+from assisted.core.settings import DrafterKind
 from assisted.engine.drafters import draft_graphs
 from assisted.models.registry import PAIRS
 from lab.gpu_check import end_to_end, imposed

@@ -1,6 +1,6 @@
 """A real run through the path the product takes: the GPU check's end-to-end check.
 
-It runs `running.run`, plain and then assisted, on the Space's default GPU pair's shapes
+It runs `decoding.run`, plain and then assisted, on the Space's default GPU pair's shapes
 with random weights and a word tokenizer as wide as its vocabulary (no Hub here), the
 assistant drafting its cap at every step: random weights would talk the policy out of
 drafting, and the check is of the path, not of the policy. The assistant is peaked
@@ -23,14 +23,12 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from assisted.analysis import divergence
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import CUDA_GRAPHS, EAGER
-from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, plan, running
+from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import drain
 from assisted.engine.drafters import draft_graphs
-from assisted.engine.events import drain
-from assisted.engine.prepare import prepare
-from assisted.engine.prompt import encode_prompt
+from assisted.engine.prepare import encode_prompt, prepare
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PAIRS, PairSpec
 from assisted.models.vocab import fit_vocabulary
@@ -68,7 +66,7 @@ def word_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
 def drafting_every_step() -> Iterator[None]:
     """Within the block, `auto` runs draft the cap with the assistant at every step (the
     module's note): the policy as built, its choice fixed."""
-    built = plan.auto_policy
+    built = decoding.auto_policy
 
     def every_step(pair, prepared, band, max_length, prompt_ids=()):
         policy = built(pair, prepared, band, max_length, prompt_ids)
@@ -83,11 +81,11 @@ def drafting_every_step() -> Iterator[None]:
         policy.choose = choose
         return policy
 
-    plan.auto_policy = every_step
+    decoding.auto_policy = every_step
     try:
         yield
     finally:
-        plan.auto_policy = built
+        decoding.auto_policy = built
 
 
 def random_pair(
@@ -114,7 +112,7 @@ def random_pair(
 def run(
     spec: PairSpec, target, assistant, device: torch.device, dtype: torch.dtype, tokens: int
 ) -> dict:
-    """Plain then assisted `running.run` of `tokens` new tokens on `spec`'s shapes built as
+    """Plain then assisted `decoding.run` of `tokens` new tokens on `spec`'s shapes built as
     `target` and `assistant` (random weights), the assistant drafting at every step; what
     ran, and whether it held (the module's note)."""
     pair, draft = random_pair(spec, target, assistant, device, dtype)
@@ -128,14 +126,14 @@ def run(
     handle = module.register_forward_hook(lambda *_: replays.append(1)) if module else None
     try:
         with drafting_every_step():
-            comparison.warm_up(pair, ("plain", "assisted"), draft)
+            decoding.warm_up(pair, ("plain", "assisted"), draft)
             replays.clear()
-            plain = drain(running.run(pair, ids, "plain", settings))
-            assisted = drain(running.run(pair, ids, "assisted", settings, draft))
+            plain = drain(decoding.run(pair, ids, "plain", settings))
+            assisted = drain(decoding.run(pair, ids, "assisted", settings, draft))
     finally:
         if handle is not None:
             handle.remove()
-    summary = comparison.report(pair, plain, assisted, steps=False)
+    summary = decoding.report(pair, plain, assisted, steps=False)
     output = divergence.outcome(divergence.explain(plain, assisted))
     path = assisted.drafting_path
     expected = expected_path(device)

@@ -4,7 +4,7 @@ weights would otherwise agree on nothing.
 The target is peaked (`models.peaked`), so that its greedy output stands out at every
 verification width; it runs plain first, and its output is then known. The assistant is
 peaked too, so that its graphs' self-check has positions to judge. Each assisted run
-goes through `running.run` under `auto`, the assistant drafting its cap at every step
+goes through `decoding.run` under `auto`, the assistant drafting its cap at every step
 (`end_to_end.drafting_every_step`), and the seam builds its lean drafter as for any greedy
 run (`draft_graphs.drafter_for_run`: replayed graphs on CUDA, the eager loop on a static
 cache on a CPU). That drafter drafts for real, paying the assistant's cost on that path;
@@ -36,13 +36,12 @@ from contextlib import contextmanager
 import torch
 
 from assisted.analysis import stats
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import CUDA_GRAPHS, DraftingPath, RunRecord, common_prefix_length
-from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, running
+from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import drain
 from assisted.engine.drafters import draft_graphs
-from assisted.engine.events import drain
-from assisted.engine.prompt import encode_prompt
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PAIRS
 from lab.gpu_check import end_to_end
@@ -154,13 +153,13 @@ def _runs(pair: LoadedPair, draft: DraftSettings, tokens: int, kinds: Sequence[s
     vocab_size = pair.target.config.get_text_config().vocab_size
     figures = {}
     with end_to_end.drafting_every_step():
-        comparison.warm_up(pair, ("plain", "assisted"), draft)
-        plain = drain(running.run(pair, ids, "plain", settings))
+        decoding.warm_up(pair, ("plain", "assisted"), draft)
+        plain = drain(decoding.run(pair, ids, "plain", settings))
         expected = ids + plain.token_ids
         for kind in kinds:
             alpha = alphas[kind][0]
             with imposing(expected, alpha, vocab_size) as made:
-                assisted = drain(running.run(pair, ids, "assisted", settings, draft))
+                assisted = drain(decoding.run(pair, ids, "assisted", settings, draft))
             figures[kind] = _kind(alpha, plain, assisted, made[-1])
     path = assisted.drafting_path
     expected = end_to_end.expected_path(pair.device)

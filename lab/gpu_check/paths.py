@@ -3,8 +3,9 @@
 Drafting per token, the assistant drafting `gamma` tokens a draft after a context of
 `context` tokens (no stopping rule, so every draft runs to its length), medians of
 `repeats` drafts after warm-up ones, the device synchronised around each:
-- the lean loop on a DynamicCache (`assisted.engine.drafters.lean`), a pass and a read a token;
-- the same loop on a static cache (`assisted.engine.drafters.static_draft`), eager;
+- the lean loop on a DynamicCache (`assisted.engine.drafters.static_draft.LeanDrafter`), a
+  pass and a read a token;
+- the same loop on a static cache (`static_draft.StaticDrafter`), eager;
 - the draft replayed as CUDA graphs (`assisted.engine.drafters.draft_graphs`), read back
   once, where they were captured (CUDA, and graphs on); with the capture's seconds, and
   the self-check's verdict and the positions it judged (the caller peaks a random model,
@@ -23,10 +24,9 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from assisted.engine.clock import synchronize
 from assisted.engine.drafters import draft_graphs
-from assisted.engine.drafters.lean import LeanDrafter
-from assisted.engine.drafters.static_draft import StaticDrafter, StaticState
+from assisted.engine.drafters.static_draft import LeanDrafter, StaticDrafter, StaticState
+from assisted.engine.observe import synchronize
 
 GAMMA = 8  # the drafts timed: the registry's cap under `auto`
 WARMUP_DRAFTS = 2  # untimed drafts after the one that prefills the context

@@ -32,16 +32,16 @@ from pathlib import Path
 
 import torch
 
-from assisted.core.drafters import DrafterKind
+from assisted.core.settings import DrafterKind
 from assisted.engine.drafters import draft_graphs
-from assisted.engine.drafters.graph_check import (
+from assisted.engine.drafters.static_draft import (
+    DraftGraphs,
     eager_draft,
     near_the_end,
     replays,
     same,
     tolerance,
 )
-from assisted.engine.drafters.static_draft import DraftGraphs
 from assisted.models.registry import PAIRS
 from lab.gpu_check import end_to_end, imposed
 from lab.gpu_check.architectures import ARCHITECTURES

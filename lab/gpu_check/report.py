@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from assisted.core.drafters import DrafterKind
+from assisted.core.settings import DrafterKind
 from assisted.models.registry import PAIRS
 from lab.gpu_check.paths import GAMMA
 from lab.gpu_check.speedup import (
@@ -149,7 +149,7 @@ def end_to_end_line(result: dict) -> str:
     """The end-to-end check in one paragraph."""
     verdict = "held" if result["held"] else "FAILED"
     return (
-        f"End to end ({verdict}): `running.run` on {result['pair']}'s shapes, random weights, "
+        f"End to end ({verdict}): `decoding.run` on {result['pair']}'s shapes, random weights, "
         f"{result['new_tokens']} tokens plain then assisted: output {result['output']}; "
         f"drafting path {result['drafting_path']} "
         f"(expected {result['expected_path']}: {result['drafting_path_reason']}); "
@@ -173,7 +173,7 @@ def imposed_lines(result: dict) -> list[str]:
     """The runs measured at an imposed acceptance (`imposed`): a paragraph and a table."""
     verdict = "held" if result["held"] else "FAILED"
     lines = [
-        f"Measured at an imposed acceptance ({verdict}): `running.run` on {result['pair']}'s "
+        f"Measured at an imposed acceptance ({verdict}): `decoding.run` on {result['pair']}'s "
         f"shapes, random weights, both models peaked so that the target's greedy output is "
         f"known from the plain run, {result['new_tokens']} tokens; the assistant drafts its "
         f"cap at every step on drafting path {result['drafting_path']} "

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from assisted.core.drafters import DrafterKind
+from assisted.core.settings import DrafterKind
 from assisted.models.registry import PairSpec
 from lab.gpu_check.paths import Drafting
 

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import torch
 
-from assisted.core.drafters import DrafterKind
-from assisted.engine.clock import synchronize
+from assisted.core.settings import DrafterKind
+from assisted.engine.observe import synchronize
 from assisted.models.registry import PairSpec
 from lab.gpu_check import paths
 from lab.gpu_check.architectures import ARCHITECTURES, Architecture

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import CUDA_GRAPHS, EAGER
+from assisted.core.settings import DrafterKind
 from assisted.models.registry import PAIRS
 from lab.gpu_check import end_to_end, imposed
 from lab.gpu_check.__main__ import main

@@ -15,7 +15,7 @@ def test_each_request_names_the_files_it_enters(tiny_dirs, capsys):
     first, again, race = found.values()
     # The run itself, entered in its worker thread; the shoot-out's own module in it alone.
     for files in (first, again):
-        assert {"engine/decoding.py", "engine/drafters/candidates.py"} <= set(files)
+        assert {"engine/decoding.py", "engine/drafters/seam.py"} <= set(files)
     assert "bench/shootout.py" in race and "bench/shootout.py" not in first
     assert all(not name.startswith("..") for names in found.values() for name in names)
     walk.main(arguments)  # which files depends on the steps the policy chose: counts vary

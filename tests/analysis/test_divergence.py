@@ -9,8 +9,8 @@ from assisted.analysis import divergence, stats
 from assisted.analysis.divergence import NEAR_TIE, UNEXPLAINED, Top2, explain, first_divergence, ulp
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, running
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 
 
@@ -268,7 +268,7 @@ def run(pair, mode, hook=None) -> RunRecord:
 
     handle = pair.target.register_forward_hook(edit) if hook else None
     try:
-        events = list(running.run(pair, ids, mode, GREEDY, DRAFT))
+        events = list(decoding.run(pair, ids, mode, GREEDY, DRAFT))
     finally:
         if handle is not None:
             handle.remove()
@@ -330,7 +330,7 @@ def test_a_tie_that_rounding_breaks_the_other_way_is_a_near_tie(pair):
     assert (found["plain_token"], found["assisted_token"]) == (first, second)
     assert found["verdict"] == NEAR_TIE
     assert found["plain_margin"] == 0.0 and found["assisted_margin"] < 0
-    named = comparison.report(pair, plain, assisted)["divergence"]
+    named = decoding.report(pair, plain, assisted)["divergence"]
     assert named["plain_text"] == pair.tokenizer.decode([first])
     assert "a near-tie" in divergence.describe(named)
 

@@ -1,4 +1,4 @@
-"""The oracle priced by the costs the run's steps measured (`assisted.analysis.measured_costs`),
+"""The oracle priced by the costs the run's steps measured (`assisted.analysis.oracle`),
 beside the one priced by the policy's cost model, and flagged where they differ."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from assisted.analysis import measured_costs, oracle, oracle_text
-from assisted.core.drafters import DrafterKind
+from assisted.analysis import oracle
 from assisted.core.record import Hindsight, RunRecord, Step
+from assisted.core.settings import DrafterKind
 
 A = DrafterKind.ASSISTANT
 CAP = 4
@@ -57,7 +57,7 @@ def runs() -> tuple[RunRecord, RunRecord]:
 
 def test_the_steps_price_each_cost_as_the_machine_charged_it():
     plain, assisted = runs()
-    h = measured_costs.priced(assisted.hindsight, [plain, assisted])
+    h = oracle.priced(assisted.hindsight, [plain, assisted])
     curve = dict(h.verify_s)
     assert (curve[1], curve[CAP + 1]) == pytest.approx((FLAT[1], FLAT[CAP + 1]))  # measured
     # The rows no step verified: the policy's hump, cut down to the larger row's cost.
@@ -73,9 +73,9 @@ def test_a_policy_priced_oracle_far_from_the_measured_one_is_flagged():
     assert found["speedup_modelled"] > 1.3 * by_policy["speedup_modelled"]
     assert found["prices_differ"] is True
     assert found["measured_rows"] == [1, CAP + 1]
-    assert "did not pay" in oracle_text.describe(found)
+    assert "did not pay" in oracle.describe(found)
     # Priced as it paid, nothing is flagged.
-    assisted.hindsight = measured_costs.priced(assisted.hindsight, [plain, assisted])
+    assisted.hindsight = oracle.priced(assisted.hindsight, [plain, assisted])
     assert oracle.report(plain, assisted)["prices_differ"] is False
 
 
@@ -95,7 +95,7 @@ def test_a_row_the_lane_verified_is_priced_from_its_own_steps_not_the_pool():
     slow.steps = timed_steps([0, 4, 4, 1], [0, 4, 4, 1])
     for i, s in enumerate(slow.steps):
         slow.steps[i] = Step(s.token_ids, "", s.drafted, s.accepted, 2 * s.t_s, draft_s=s.draft_s)
-    h = measured_costs.priced(assisted.hindsight, [plain, assisted], pooled=[slow])
+    h = oracle.priced(assisted.hindsight, [plain, assisted], pooled=[slow])
     curve = dict(h.verify_s)
     assert curve[CAP + 1] == pytest.approx(FLAT[CAP + 1])
     assert curve[2] > FLAT[2]  # from the slow lane: no own step verified 2 rows
@@ -128,13 +128,13 @@ def test_a_row_the_assisted_run_timed_is_priced_from_it_not_from_its_plain_run()
     # The plain run of its round ran twice as slow (a neighbour, a minute apart): the rows
     # the assisted run timed three times or more are priced from its own steps.
     plain, assisted = plain_steps_first()
-    h = measured_costs.priced(assisted.hindsight, [slowed(plain, 2.0), assisted])
+    h = oracle.priced(assisted.hindsight, [slowed(plain, 2.0), assisted])
     assert dict(h.verify_s)[1] == pytest.approx(FLAT[1])
     # A row it timed once is priced from the plain run, which timed it 19 times; a row only
     # it timed, from its own two steps.
     _, sparse = runs()
     sparse.steps = timed_steps([0, 4, 0, 4], [0, 4, 0, 4])
-    rows = measured_costs.rows_measured([slowed(plain, 2.0), sparse])
+    rows = oracle.rows_measured([slowed(plain, 2.0), sparse])
     assert len(rows[1]) == 19 and len(rows[CAP + 1]) == 2
 
 

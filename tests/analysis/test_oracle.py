@@ -9,12 +9,11 @@ from functools import cache
 
 import pytest
 
-from assisted.analysis import oracle, oracle_text, stats
-from assisted.core.drafters import DrafterKind
+from assisted.analysis import oracle, stats
 from assisted.core.record import Hindsight, RunRecord, Step
-from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison
-from assisted.engine.events import RunDone
+from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
 from assisted.models.pairs import custom_pair, load_pair
 
 ASSISTANT, LOOKUP = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
@@ -160,7 +159,7 @@ GREEDY = RunSettings(max_new_tokens=24)
 
 def compare(pair, settings=GREEDY, draft=AUTO):
     done = {}
-    for event in comparison.compare(pair, "def add(a, b):", settings, draft):
+    for event in decoding.compare(pair, "def add(a, b):", settings, draft):
         if isinstance(event, RunDone):
             done[event.record.mode] = event.record
     return done
@@ -244,37 +243,37 @@ def hand_made(total_s: float, runs) -> tuple[RunRecord, RunRecord]:
 
 
 def test_the_benchmark_reports_the_share_of_the_oracle_its_runs_reached():
-    from assisted.bench import shares
+    from assisted.bench import reporting
 
     plain, assisted = hand_made(4.0, [8, 7, 6, 5, 4, 3, 2, 1])
-    row = shares.prompt_fields([plain], [assisted], {})
+    row = reporting.prompt_fields([plain], [assisted], {})
     # The plain run: 8 s, prefill 0 (its first step took T(1)). The oracle: one step of 7.
     assert row["oracle_speedup"] == pytest.approx(8.0)
     assert row["modelled_share"] == pytest.approx(0.5)  # the run took 2 steps
     assert row["oracle_agreement"] == 1.0
     row |= {"speedup": 2.0}  # measured: 8 s against 4 s
-    assert shares.measured_share(row) == pytest.approx(0.25)
+    assert reporting.measured_share(row) == pytest.approx(0.25)
     other = dict(row, oracle_speedup=2.0, modelled_share=1.0, speedup=2.0)
-    group = shares.group_fields([row, other])
+    group = reporting.group_fields([row, other])
     assert group["oracle_speedup_geomean"] == pytest.approx(4.0)
     assert group["measured_share"] == pytest.approx(0.5)  # geomean 2.0 ÷ geomean 4.0
     assert group["modelled_share"] == pytest.approx(0.5**0.5, abs=1e-4)
-    assert "4.00x" in shares.overall_line(group)
+    assert "4.00x" in reporting.overall_line(group)
 
 
 def test_a_share_above_the_oracle_never_reads_as_a_share():
-    assert oracle_text.share_text(0.85) == "85%"
-    assert oracle_text.share_text(1.0) == "100%"
-    assert oracle_text.share_text(1.28) == "above the oracle (×1.28)"
+    assert oracle.share_text(0.85) == "85%"
+    assert oracle.share_text(1.0) == "100%"
+    assert oracle.share_text(1.28) == "above the oracle (×1.28)"
     group = {"oracle_prompts": 1, "oracle_speedup_geomean": 1.0, "modelled_share": 1.0}
-    from assisted.bench import shares
+    from assisted.bench import reporting
 
-    line = shares.overall_line(group | {"measured_share": 1.28, "oracle_agreement": 1.0})
+    line = reporting.overall_line(group | {"measured_share": 1.28, "oracle_agreement": 1.0})
     assert "above the oracle (×1.28) measured" in line and "128%" not in line
     # A run measured at 0.5 s: 16x against the oracle's 8x (modelled), in the run's sentence.
     found = oracle.report(*hand_made(0.5, [8, 7, 6, 5, 4, 3, 2, 1]))
     assert found["measured_share"] == pytest.approx(2.0)
-    assert "as a share of the oracle's: above the oracle (×2.00)." in oracle_text.describe(found)
+    assert "as a share of the oracle's: above the oracle (×2.00)." in oracle.describe(found)
 
 
 # -- replaying the policy offline ------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 
 from assisted import cli
 from assisted.bench import __main__ as bench_command
-from assisted.ui.compare.charts import histogram_frame
+from assisted.ui.compare.chunks import histogram_frame
 
 FORCED = "RuntimeError: forced"
 # Each analysis found after the runs, and the function that computes it.

@@ -15,12 +15,12 @@ import gradio as gr  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 import app  # noqa: E402
-from assisted.engine import comparison  # noqa: E402
-from assisted.engine.events import StepEvent  # noqa: E402
+from assisted.engine import decoding  # noqa: E402
+from assisted.engine.decoding import StepEvent  # noqa: E402
 from assisted.models import pairs  # noqa: E402
-from assisted.ui.benchmark.outputs import BenchmarkOutputs  # noqa: E402
-from assisted.ui.compare.charts import ORACLE  # noqa: E402
-from assisted.ui.compare.outputs import CompareOutputs  # noqa: E402
+from assisted.ui.benchmark.format import BenchmarkOutputs  # noqa: E402
+from assisted.ui.compare.chunks import ORACLE  # noqa: E402
+from assisted.ui.compare.format import CompareOutputs  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
 RESULT_KEYS = {
@@ -159,7 +159,7 @@ def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
     client, tiny_dirs, monkeypatch
 ):
     drafts: list[tuple] = []  # each assisted step's (token ids, draft ids), as recorded
-    compare = comparison.compare
+    compare = decoding.compare
 
     def recording(*args, **kwargs):
         for event in compare(*args, **kwargs):
@@ -167,7 +167,7 @@ def test_each_step_of_the_result_carries_its_draft_split_at_the_first_rejection(
                 drafts.append((event.step.token_ids, event.step.draft_ids))
             yield event
 
-    monkeypatch.setattr(comparison, "compare", recording)
+    monkeypatch.setattr(decoding, "compare", recording)
     job = client.submit(**settings(), api_name="/compare")
     *streamed, final = list(job)
     # Updates as the runs stream leave the growing list out; the last one carries it.
@@ -339,10 +339,10 @@ def test_stop_keeps_what_was_produced_and_marks_it_stopped(client, slow_steps):
 
 def test_a_failure_inside_generation_is_an_error_not_a_hang(client, monkeypatch):
     def broken(*args, **kwargs):
-        yield comparison.Phase("plain")
+        yield decoding.Phase("plain")
         raise RuntimeError("device on fire")
 
-    monkeypatch.setattr(comparison, "compare", broken)
+    monkeypatch.setattr(decoding, "compare", broken)
     start = time.perf_counter()
     with pytest.raises(gradio_client.exceptions.AppError, match="device on fire"):
         client.predict(**settings(), api_name="/compare")

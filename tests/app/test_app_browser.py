@@ -559,7 +559,7 @@ def test_the_compare_charts_draw_their_marks(page):
 
 
 # The share of an image's pixels in the benchmark chart's first drafter's colour (#1f77b4,
-# `assisted.bench.chart`), its measured bars.
+# `assisted.bench.reporting`), its measured bars.
 FIRST_DRAFTER_PIXELS_JS = """
 img => {
     const canvas = document.createElement("canvas");

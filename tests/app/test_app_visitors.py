@@ -19,9 +19,9 @@ from gradio_client.client import Job  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 import app  # noqa: E402
-from assisted.engine import comparison  # noqa: E402
+from assisted.engine import decoding  # noqa: E402
 from assisted.engine.observe import StepObserver  # noqa: E402
-from assisted.models import pair_checks, pairs  # noqa: E402
+from assisted.models import pairs  # noqa: E402
 from assisted.ui.pair_access import YOUR_TURN  # noqa: E402
 from tests.serve import launch  # noqa: E402
 
@@ -182,7 +182,7 @@ def test_a_request_for_a_pair_in_memory_neither_fetches_nor_checks(client, monke
         raise AssertionError("fetched or checked a pair in memory")
 
     monkeypatch.setattr(pairs, "fetching", refused)
-    monkeypatch.setattr(pair_checks, "check_pair", refused)
+    monkeypatch.setattr(pairs, "check_pair", refused)
     job = client.submit(**inputs("second"), api_name="/compare")
     first, *_ = next(iter(job))
     assert first == YOUR_TURN  # its place comes first: the front of the line
@@ -277,10 +277,10 @@ def test_a_refused_input_is_one_line_in_the_log_and_a_fault_keeps_its_traceback(
     assert "Traceback" not in log
 
     def broken(*args, **kwargs):
-        yield comparison.Phase("plain")
+        yield decoding.Phase("plain")
         raise RuntimeError("device on fire")
 
-    monkeypatch.setattr(comparison, "compare", broken)
+    monkeypatch.setattr(decoding, "compare", broken)
     with pytest.raises(AppError, match="device on fire"):
         client.predict(**inputs("a fault"), api_name="/compare")
     log = capfd.readouterr().err

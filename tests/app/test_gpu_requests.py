@@ -8,7 +8,7 @@ import pickle
 from pathlib import Path
 
 import app
-from assisted.analysis.sampling_evidence import CheckSettings
+from assisted.analysis.sampling import CheckSettings
 from assisted.bench import plan_variants
 from assisted.core.examples import Example
 from assisted.core.settings import DraftSettings, RunSettings
@@ -17,8 +17,7 @@ from assisted.policy.learnt import LearntSnapshot
 from assisted.ui import gpu_time
 from assisted.ui.benchmark.request import BenchmarkRequest
 from assisted.ui.compare.request import ComparisonRequest
-from assisted.ui.requests import PairPlace
-from assisted.ui.stop_flags import StopFlags
+from assisted.ui.requests import PairPlace, StopFlags
 
 ROOT = Path(app.__file__).resolve().parent
 SPEC = PAIRS[DEFAULT_PAIR]
@@ -67,12 +66,14 @@ def test_a_request_pickles_whole_with_its_stop_flag():
 def test_the_durations_read_the_request_as_the_estimates_do():
     comparison, benchmark = requests()
     preloaded = SPEC.name in app._preloaded
-    asked = app._gpu_times.runs(SPEC.name, 8, 8, preloaded).seconds
+    # The capture priced at the request's own cap, as every request's is.
+    asked = app._gpu_times.runs(SPEC.name, 8, 8, preloaded, comparison.drafting_cap()).seconds
     assert app._gpu_duration(comparison) == asked
     # 1 prompt × 2 repeats × 8 tokens, plain and per variant; the check's samples assisted.
     checking = benchmark.check.draws() * gpu_time.CHECK_SAMPLE_TOKENS
     plain, assisted = 16, 16 * len(benchmark.variants) + checking
-    asked = app._gpu_times.runs(SPEC.name, plain, assisted, preloaded).seconds
+    cap = benchmark.drafting_cap()
+    asked = app._gpu_times.runs(SPEC.name, plain, assisted, preloaded, cap).seconds
     assert app._gpu_duration(benchmark) == asked
 
 

@@ -17,8 +17,7 @@ import pytest
 from assisted.analysis import stats
 from assisted.core.examples import EXAMPLES_DIR
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine.comparison import compare, report
-from assisted.engine.events import RunDone
+from assisted.engine.decoding import RunDone, compare, report
 from assisted.engine.prepare import prepare
 from assisted.models import embedded
 from assisted.models.pairs import get_spec, load_pair

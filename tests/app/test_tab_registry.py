@@ -27,7 +27,7 @@ REQUEST = '''
 from dataclasses import dataclass
 
 from assisted.ui.requests import PairPlace
-from assisted.ui.stop_flags import StopFlag
+from assisted.ui.requests import StopFlag
 
 
 @dataclass(frozen=True)

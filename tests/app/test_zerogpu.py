@@ -19,7 +19,7 @@ gradio_client = pytest.importorskip("gradio_client")
 
 import app  # noqa: E402
 from assisted.models import learnt_store, pairs  # noqa: E402
-from assisted.ui import gpu_time, refusals  # noqa: E402
+from assisted.ui import errors, gpu_time  # noqa: E402
 from tests.app.test_app import settings  # noqa: E402
 from tests.serve import launch  # noqa: E402
 from tests.zerogpu import ZeroGPU  # noqa: E402
@@ -334,24 +334,24 @@ def test_zerogpu_a_fork_taken_while_a_handler_holds_the_pairs_lock_runs(client, 
 
 REFUSALS = [
     (
-        refusals.QUOTA,
+        errors.QUOTA,
         "You have exceeded your free ZeroGPU quota (65s requested vs. 30s left). "
         "Try again in 0:09:30.",
         "Sign in to Hugging Face",
     ),
     (
-        refusals.TOO_LONG,
+        errors.TOO_LONG,
         "The requested GPU duration (400s) is larger than the maximum allowed",
         "fewer new tokens",
     ),
     (
-        refusals.PENDING,
+        errors.PENDING,
         "You have too many ZeroGPU credits allocated to running tasks. "
         "Try again once some of those tasks have completed.",
         "once they have finished",
     ),
-    (refusals.QUEUE, "No GPU was available after 60s. Try again later.", "in a minute"),
-    (refusals.CLIENT, "Expired ZeroGPU proxy token", "Reload the page"),
+    (errors.QUEUE, "No GPU was available after 60s. Try again later.", "in a minute"),
+    (errors.CLIENT, "Expired ZeroGPU proxy token", "Reload the page"),
 ]
 
 
@@ -371,7 +371,7 @@ def test_zerogpu_a_refusal_is_a_clear_error_and_the_next_comparison_runs(
     zerogpu.refusal = (title, said)
     inputs = settings(max_new_tokens=8)
     error, status, values = refused_then_next(client, "/compare", inputs)
-    headline = refusals.WORDS[title][0]
+    headline = errors.WORDS[title][0]
     assert headline in error and advice in error and said.rstrip(".") in error
     assert headline in status and advice in status  # the page says it too
     assert values[-1]["identical"] is not None  # the next request ran to its result
@@ -381,7 +381,7 @@ def test_zerogpu_a_refused_benchmark_says_why_and_the_next_one_runs(client, zero
     title, said, advice = REFUSALS[0]
     zerogpu.refusal = (title, said)
     error, status, values = refused_then_next(client, "/benchmark", bench_inputs())
-    assert advice in error and refusals.WORDS[title][0] in status
+    assert advice in error and errors.WORDS[title][0] in status
     assert values[-1]["overall"]["speedup_geomean"] is not None
 
 
@@ -396,7 +396,7 @@ def test_zerogpu_an_aborted_call_is_a_clear_error_and_the_next_comparison_asks_m
             job.result()
     finally:
         zerogpu.abort = False
-    happened, advice = refusals.ABORTED_WORDS
+    happened, advice = errors.ABORTED_WORDS
     assert happened in str(raised.value) and advice in str(raised.value)
     assert happened in job.outputs()[-1][0]
     values = client.predict(**settings(max_new_tokens=8), api_name="/compare")

@@ -62,7 +62,7 @@ def test_zerogpu_a_pair_that_fails_or_overfills_the_disk_is_not_fetched_ahead(
 
 def test_a_pair_is_fetched_ahead_only_with_room_left_for_a_visitors_pair(start_up, monkeypatch):
     spec = pairs.custom_pair("owner/hub-model", None)
-    monkeypatch.setattr(pairs.pair_checks, "weight_files_bytes", lambda ref: 10 * 10**9)
+    monkeypatch.setattr(pairs, "weight_files_bytes", lambda ref: 10 * 10**9)
     monkeypatch.setattr(pairs, "MAX_MODEL_GB", 40.0)
     monkeypatch.setattr(pairs.fetch, "free_bytes", lambda: 60 * 10**9)
     assert pairs.disk_too_full_for(spec) is None  # 60 - 10 leaves the 40 kept

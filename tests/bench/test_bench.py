@@ -17,12 +17,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from assisted import bench
 from assisted.analysis import stats
 from assisted.bench import __main__ as command
-from assisted.core.drafters import DrafterKind
 from assisted.core.examples import Example
 from assisted.core.record import RunRecord, Step
-from assisted.core.settings import WARMUP_TOKENS, DraftSettings, RunSettings
-from assisted.engine.events import RunDone
-from assisted.engine.prompt import encode_prompt
+from assisted.core.settings import WARMUP_TOKENS, DrafterKind, DraftSettings, RunSettings
+from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import encode_prompt
 from assisted.models import pairs
 from tests.tiny import build_model, build_tokenizer
 
@@ -414,7 +413,7 @@ def test_prompt_lookup_shares_the_loaded_target(models):
 def test_timed_runs_alternate_order_by_round_and_by_prompt(models, monkeypatch):
     """Plain first, then the variants; the next round reversed; and each prompt starts the
     other way round from the one before: (prompt index + repeat) odd means reversed."""
-    from assisted.engine import comparison, running
+    from assisted.engine import decoding
 
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     kinds = [DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP]
@@ -434,8 +433,8 @@ def test_timed_runs_alternate_order_by_round_and_by_prompt(models, monkeypatch):
             timed.append((prompt_of[tuple(ids)], name))
         yield RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
-    monkeypatch.setattr(comparison, "warm_up", lambda *args, **kwargs: None)
-    monkeypatch.setattr(running, "run", fake_run)
+    monkeypatch.setattr(decoding, "warm_up", lambda *args, **kwargs: None)
+    monkeypatch.setattr(decoding, "run", fake_run)
     events = list(bench.benchmark(pair, examples, variants, settings, repeats=2))
 
     forward = ["plain", *(v.name for v in variants)]  # two assistant variants, prompt lookup
@@ -455,7 +454,7 @@ def test_every_timed_run_of_a_prompt_starts_from_what_the_earlier_prompts_taught
     """Each assisted run "learns" by counting itself into the pair's acceptance; a timed run
     must start from the count the earlier prompts left (their warm-ups and timed runs), never
     from its own prompt's warm-up or earlier repeats."""
-    from assisted.engine import comparison, running
+    from assisted.engine import decoding
 
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     variants = bench.plan_variants(pair.spec, ["assistant"], {"num_assistant_tokens": [2, 3]})
@@ -473,8 +472,8 @@ def test_every_timed_run_of_a_prompt_starts_from_what_the_earlier_prompts_taught
             learnt[key] = ([0.0], [seen + 1])  # this run learnt something
         yield RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
-    monkeypatch.setattr(comparison, "warm_up", lambda *args, **kwargs: None)
-    monkeypatch.setattr(running, "run", fake_run)
+    monkeypatch.setattr(decoding, "warm_up", lambda *args, **kwargs: None)
+    monkeypatch.setattr(decoding, "run", fake_run)
     # What runs before the benchmark taught, in this process or read from an earlier one's
     # file, is not where it starts.
     pair.learnt.precision("none").acceptance[key] = ([0.0], [7.0])
@@ -489,7 +488,7 @@ def test_the_benchmark_keeps_its_costs_but_never_its_acceptance_in_the_learnt_fi
 ):
     """Each assisted run saves what it learnt, as `learning.keep_learnt` does: the costs reach
     the file, the benchmark's acceptance neither reaches it nor stays in the pair."""
-    from assisted.engine import comparison, running
+    from assisted.engine import decoding
     from assisted.models import learnt_store
     from assisted.policy.learnt import LearntState
 
@@ -510,8 +509,8 @@ def test_the_benchmark_keeps_its_costs_but_never_its_acceptance_in_the_learnt_fi
             learnt_store.save(drafter.learnt_file, drafter.learnt)
         yield RunDone(record(mode, [(1, 0, 0)] * 4, total_s=0.1))
 
-    monkeypatch.setattr(comparison, "warm_up", lambda *args, **kwargs: None)
-    monkeypatch.setattr(running, "run", fake_run)
+    monkeypatch.setattr(decoding, "warm_up", lambda *args, **kwargs: None)
+    monkeypatch.setattr(decoding, "run", fake_run)
     list(bench.benchmark(pair, [Example("q", "chat", "prompt")], variants, settings, repeats=1))
     on_disk = learnt_store.load(file)
     assert on_disk.verify_s == {1: 0.5, 2: 0.25}
@@ -599,7 +598,7 @@ def test_the_benchmark_counts_template_copies_of_each_assisted_run(capsys, model
 
 
 def test_a_sampled_benchmark_warms_the_sampled_path(models, monkeypatch):
-    from assisted.engine import comparison, running
+    from assisted.engine import decoding
 
     pair = pairs.load_pair(pairs.custom_pair(models[1], models[3]), "cpu", "float32")
     variants = bench.plan_variants(pair.spec, ["assistant"], {"num_assistant_tokens": [2]})
@@ -612,7 +611,7 @@ def test_a_sampled_benchmark_warms_the_sampled_path(models, monkeypatch):
     def warm_up(pair, modes, draft=None, settings=None, prepared=None):
         warmed.append((modes, settings))
 
-    monkeypatch.setattr(comparison, "warm_up", warm_up)
-    monkeypatch.setattr(running, "run", fake_run)
+    monkeypatch.setattr(decoding, "warm_up", warm_up)
+    monkeypatch.setattr(decoding, "run", fake_run)
     list(bench.benchmark(pair, [Example("q", "chat", "prompt")], variants, settings, repeats=1))
     assert warmed == [(("plain",), settings), (("assisted",), settings)]

@@ -38,9 +38,9 @@ def argv(tiny_dirs, tmp_path):
 
 def fail_after(monkeypatch, timed: int, error: BaseException) -> None:
     """The timed run after the first `timed` raises `error` as it starts."""
-    from assisted.engine import running
+    from assisted.engine import decoding
 
-    real, started = running.run, []
+    real, started = decoding.run, []
 
     def run(pair, ids, mode, settings, *args, **kwargs):
         if settings.max_new_tokens == TOKENS:
@@ -49,7 +49,7 @@ def fail_after(monkeypatch, timed: int, error: BaseException) -> None:
                 raise error
         return real(pair, ids, mode, settings, *args, **kwargs)
 
-    monkeypatch.setattr(running, "run", run)
+    monkeypatch.setattr(decoding, "run", run)
 
 
 def kept_line(out, runs: int) -> str:

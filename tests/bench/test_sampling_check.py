@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 from assisted.analysis import two_sample
-from assisted.analysis.sampling_evidence import ALPHA, PROMPT, TOKENS, CheckSettings, sentence
+from assisted.analysis.sampling import ALPHA, PROMPT, TOKENS, CheckSettings, sentence
 from assisted.bench import sampling_check
 from assisted.bench.planning import Variant
 from assisted.bench.sampling_check import __main__ as sampling_check_command
 from assisted.core.examples import Example
 from assisted.core.settings import RunSettings, SettingsError
-from assisted.engine import running, sampling_draws
-from assisted.engine.events import RunDone
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import encode_prompt
 from assisted.models import pairs
 from assisted.models.loading import end_ids
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
@@ -160,13 +160,13 @@ def test_batched_plain_samples_follow_one_row_plain_runs(pair):
     distribution as the product's plain runs of one row each."""
     run = SETTINGS.run_settings()
     ids = encode_prompt(pair, SETTINGS.prompt)
-    batched = sampling_draws.plain_samples(pair, ids, run, 60)
+    batched = decoding.plain_samples(pair, ids, run, 60)
     eos = frozenset(end_ids(pair.target.generation_config))
     single = []
     for seed in range(100, 160):
-        events = running.run(pair, ids, "plain", run.with_(seed=seed))
+        events = decoding.run(pair, ids, "plain", run.with_(seed=seed))
         record = next(event for event in events if isinstance(event, RunDone)).record
-        single.append(sampling_draws.first_tokens(record.token_ids, eos))
+        single.append(decoding.first_tokens(record.token_ids, eos))
     assert not two_sample.permutation_test(batched, single, ALPHA).flagged
 
 
@@ -174,7 +174,7 @@ def test_the_verifier_is_restored_however_the_control_ends():
     from transformers.generation import utils
 
     original = utils._speculative_sampling
-    with pytest.raises(RuntimeError), sampling_draws.biased_verifier():
+    with pytest.raises(RuntimeError), decoding.biased_verifier():
         assert utils._speculative_sampling is not original
         raise RuntimeError("a run failed")
     assert utils._speculative_sampling is original

@@ -15,8 +15,7 @@ import pytest
 from assisted import cli
 from assisted.bench import shootout
 from assisted.bench.measuring import Progress, Streamed
-from assisted.core.drafters import DrafterKind
-from assisted.core.settings import RunSettings, SettingsError
+from assisted.core.settings import DrafterKind, RunSettings, SettingsError
 from assisted.models.pairs import custom_pair, load_pair
 from tests.engine.runs import fresh_copy
 

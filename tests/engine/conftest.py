@@ -29,7 +29,7 @@ def lookup_pair(tiny_dirs):
     from a prompt of that token repeated are all accepted."""
     import torch
 
-    from assisted.core.drafters import DrafterKind
+    from assisted.core.settings import DrafterKind
     from tests.engine.runs import load
 
     lookup = load(tiny_dirs, assistant=None, drafter=DrafterKind.PROMPT_LOOKUP)

@@ -7,8 +7,8 @@ import dataclasses
 
 from assisted.core.record import RunRecord
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, prepare
-from assisted.engine.events import RunDone
+from assisted.engine import decoding, prepare
+from assisted.engine.decoding import RunDone
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
 from assisted.policy.learnt import LearntState
 
@@ -44,7 +44,7 @@ def priced(
 def records(pair, prompt=PROMPT, settings=GREEDY, draft=DRAFT, **kwargs) -> dict[str, RunRecord]:
     """A comparison's records, by mode."""
     done = {}
-    for event in comparison.compare(pair, prompt, settings, draft, **kwargs):
+    for event in decoding.compare(pair, prompt, settings, draft, **kwargs):
         if isinstance(event, RunDone):
             done[event.record.mode] = event.record
     return done

@@ -10,16 +10,14 @@ import itertools
 import pytest
 
 from assisted import bench
-from assisted.analysis import declines, stats
-from assisted.core.drafters import DrafterKind
-from assisted.core.held_back import HeldBack
-from assisted.core.record import RunRecord, Step
-from assisted.core.settings import RunSettings
-from assisted.engine import comparison, running
-from assisted.engine.events import RunDone
-from assisted.engine.prompt import encode_prompt
+from assisted.analysis import stats
+from assisted.core.record import HeldBack, RunRecord, Step
+from assisted.core.settings import DrafterKind, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
-from assisted.policy.holds import Floor
+from assisted.policy.choice import Floor
 from assisted.policy.learnt import LearntState
 from assisted.ui.compare.format import summary_markdown
 from tests.engine.runs import AUTO, PROMPT, priced
@@ -36,7 +34,7 @@ def pair(tiny_dirs):
 
 def run(pair, mode: str) -> RunRecord:
     ids = encode_prompt(pair, PROMPT)
-    events = running.run(pair, ids, mode, SETTINGS, AUTO)
+    events = decoding.run(pair, ids, mode, SETTINGS, AUTO)
     (done,) = [event for event in events if isinstance(event, RunDone)]
     return done.record
 
@@ -54,9 +52,9 @@ def test_a_read_that_cannot_pay_keeps_the_assistant_off_and_says_so(pair):
     assert summary["held_back"] == {"first-draft": len(held)}
     assert [row["held_back"] for row in summary["per_step"]] == ["first-draft"] * len(held) + [None]
     assert RunRecord.from_dict(assisted.to_dict()) == assisted
-    said = declines.describe(summary)
+    said = stats.describe(summary)
     assert said == f"The assistant never drafted: {HeldBack.FIRST_DRAFT.words}."
-    result = comparison.report(pair, plain, assisted)
+    result = decoding.report(pair, plain, assisted)
     assert f"**Policy:** {said}" in summary_markdown(result)
 
 
@@ -71,7 +69,7 @@ def test_a_read_that_pays_at_once_starts_the_assistant_at_the_first_step(pair, t
     # Later steps may hold it back for other reasons (its first draft taught the policy
     # what its reads really cost); never for the first-draft rule.
     assert not {"first-draft", "waiting"} & set(summary["held_back"])
-    assert "never drafted" not in (declines.describe(summary) or "")
+    assert "never drafted" not in (stats.describe(summary) or "")
 
 
 def held_back_run(reasons: list[HeldBack | None], drafted_at: int | None) -> RunRecord:
@@ -124,8 +122,8 @@ def test_the_benchmark_says_per_prompt_where_the_first_draft_rule_declined_or_wa
         2,
     )
     assert (code["first_draft"], code["first_draft_reason"]) == ("waited", "first-draft")
-    assert declines.first_draft(older) == (declines.WAITED, waiting)
-    said = declines.describe(stats.summarize(older))
+    assert stats.first_draft(older) == (stats.WAITED, waiting)
+    said = stats.describe(stats.summarize(older))
     assert said.startswith("The assistant started after 2 steps waiting")
     assert (chat["first_draft"], chat["first_draft_reason"]) == ("at once", None)
     card = bench.render(result)
@@ -155,7 +153,7 @@ def test_the_floor_weighs_each_assistant_step_by_the_tokens_that_step_committed(
 
     monkeypatch.setattr(Floor, "observe", spy)
     ids = encode_prompt(self_pair, PROMPT)
-    events = running.run(self_pair, ids, "assisted", RunSettings(max_new_tokens=18), AUTO)
+    events = decoding.run(self_pair, ids, "assisted", RunSettings(max_new_tokens=18), AUTO)
     (done,) = [event for event in events if isinstance(event, RunDone)]
     steps = done.record.steps
     # The first step is left out: it holds the target's read of the prompt.

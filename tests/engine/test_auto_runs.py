@@ -9,16 +9,16 @@ import dataclasses
 import pytest
 
 from assisted.analysis import oracle, stats
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord
 from assisted.core.settings import (
+    DrafterKind,
     DraftSettings,
     RunSettings,
     SettingsError,
 )
-from assisted.engine import comparison, prepare, running
-from assisted.engine.events import RunDone, StepEvent
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding, prepare
+from assisted.engine.decoding import RunDone, StepEvent
+from assisted.engine.prepare import encode_prompt
 from tests.engine.runs import AUTO, GREEDY, PROMPT, events_record, fresh_copy, load, records
 
 
@@ -58,7 +58,7 @@ def test_the_auto_schedule_drafts_long_when_drafts_are_free_and_right(lookup_pai
     prepare.prepare(fresh, auto)
     fresh.learnt.verify_s.update({k: 1.0 for k in range(1, 8)})
     settings = RunSettings(max_new_tokens=40)
-    events = list(running.run(fresh, [repeat] * 8, "assisted", settings, auto))
+    events = list(decoding.run(fresh, [repeat] * 8, "assisted", settings, auto))
     steps = [e.step for e in events if isinstance(e, StepEvent)]
     # Five steps of 7 tokens, then the limit leaves room for 4 candidates and the target's own.
     assert [step.chosen for step in steps] == [6, 6, 6, 6, 6, 4]
@@ -82,10 +82,10 @@ def test_the_auto_schedule_samples_and_runs_bare(pair):
     sampled = RunSettings(max_new_tokens=12, sample=True, temperature=1.0, top_p=0.95, seed=3)
     ids = encode_prompt(pair, PROMPT)
     (done,) = [
-        e for e in running.run(pair, ids, "assisted", sampled, AUTO) if isinstance(e, RunDone)
+        e for e in decoding.run(pair, ids, "assisted", sampled, AUTO) if isinstance(e, RunDone)
     ]
     assert stats.new_tokens(done.record) == 12
-    bare, _ = running.run_bare(pair, ids, "assisted", GREEDY, AUTO)
+    bare, _ = decoding.run_bare(pair, ids, "assisted", GREEDY, AUTO)
     assert bare == records(pair, modes=("plain",))["plain"].token_ids
     assert "_get_candidate_generator" not in vars(pair.target)
 
@@ -93,4 +93,4 @@ def test_the_auto_schedule_samples_and_runs_bare(pair):
 def test_the_auto_schedule_is_refused_for_drafters_it_cannot_drive(tiny_dirs):
     universal = load(tiny_dirs, assistant="other_tokenizer", drafter=DrafterKind.UNIVERSAL)
     with pytest.raises(SettingsError, match="auto"):
-        list(comparison.compare(universal, PROMPT, GREEDY, AUTO))
+        list(decoding.compare(universal, PROMPT, GREEDY, AUTO))

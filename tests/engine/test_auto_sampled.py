@@ -11,13 +11,10 @@ import pytest
 import torch
 
 from assisted.analysis import stats
-from assisted.core import bands
-from assisted.core.drafters import DrafterKind
-from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import calibration as calibrating
-from assisted.engine import comparison, learning, running
-from assisted.engine.events import RunDone
-from assisted.engine.prompt import encode_prompt
+from assisted.core.settings import DrafterKind, DraftSettings, RunSettings, band_of
+from assisted.engine import decoding, learning
+from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import encode_prompt
 from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
 from assisted.models.pairs import custom_pair, load_pair
@@ -54,7 +51,7 @@ def sampled_timings(monkeypatch) -> list:
         calls.append(settings)
         return SAMPLED_DRAFT_S
 
-    monkeypatch.setattr(calibrating, "_time_sampled_drafting", timing)
+    monkeypatch.setattr(learning, "_time_sampled_drafting", timing)
     return calls
 
 
@@ -64,7 +61,7 @@ def free_run(pair, monkeypatch, trusted_prices):
     that it drafts and leaves counts in every run (a pair carries the assistant's
     acceptance, not a lookup's); priced again before each run, whose first read teaches
     the pair the tiny assistant's real read time."""
-    monkeypatch.setattr(calibrating, "_time_sampled_drafting", lambda *args: 1e-7)
+    monkeypatch.setattr(learning, "_time_sampled_drafting", lambda *args: 1e-7)
 
     def run(settings: RunSettings):
         priced(pair, prefill_s=0.0, draft_s=1e-7, draft=AUTO, verify_s=1e-3)
@@ -75,15 +72,15 @@ def free_run(pair, monkeypatch, trusted_prices):
 
 def auto_run(pair, settings: RunSettings):
     ids = encode_prompt(pair, "def add(a, b):")
-    events = running.run(pair, ids, "assisted", settings, AUTO)
+    events = decoding.run(pair, ids, "assisted", settings, AUTO)
     return next(event.record for event in events if isinstance(event, RunDone))
 
 
 def test_a_runs_band_is_greedy_or_its_temperatures():
-    assert bands.band(RunSettings(temperature=2.0)) == "greedy"  # not sampling
+    assert band_of(RunSettings(temperature=2.0)) == "greedy"  # not sampling
     for temperature, band in [(0.2, "t<=0.5"), (0.5, "t<=0.5"), (0.7, "t<=1"), (1.0, "t<=1")]:
-        assert bands.band(RunSettings(sample=True, temperature=temperature)) == band
-    assert bands.band(RunSettings(sample=True, temperature=1.5)) == "t>1"
+        assert band_of(RunSettings(sample=True, temperature=temperature)) == band
+    assert band_of(RunSettings(sample=True, temperature=1.5)) == "t>1"
 
 
 def test_a_sampled_run_leaves_greedys_history_as_it_was_and_keeps_its_own(pair, free_run):
@@ -127,9 +124,7 @@ def test_the_sampled_drafting_cost_is_timed_once_and_prices_sampled_runs(pair, s
     auto_run(pair, SAMPLED.with_(temperature=1.5))  # another band, the same cost
     assert sampled_timings == [SAMPLED]  # timed with the first sampled run's settings
     prefix = torch.tensor([[1, 2, 3]])
-    calibrating.calibrate_sampled(
-        pair, prefix, pair.assistant, "none", SAMPLED
-    )  # a racing thread's
+    learning.calibrate_sampled(pair, prefix, pair.assistant, "none", SAMPLED)  # a racing thread's
     assert sampled_timings == [SAMPLED]
     learnt = pair.learnt.precision("none")
     assert learnt.sampled_draft_s == SAMPLED_DRAFT_S != learnt.draft_s
@@ -152,7 +147,7 @@ def test_a_sampled_drafting_time_from_disk_is_checked_and_the_smaller_stands(pai
 
 def test_the_sampled_drafting_time_is_a_time_per_token(loaded):
     prefix = torch.tensor([encode_prompt(loaded, "def add(a, b):")])
-    seconds = calibrating._time_sampled_drafting(loaded.assistant, prefix, SAMPLED, loaded.device)
+    seconds = learning._time_sampled_drafting(loaded.assistant, prefix, SAMPLED, loaded.device)
     assert 0 <= seconds < 1 and math.isfinite(seconds)
 
 
@@ -165,26 +160,26 @@ def warm_runs(monkeypatch) -> list:
         runs.append((mode, settings))
         return iter(())
 
-    monkeypatch.setattr(running, "run", fake_run)
+    monkeypatch.setattr(decoding, "run", fake_run)
     return runs
 
 
 def test_the_warm_up_warms_the_sampled_path_once_with_the_runs_settings(
     pair, warm_runs, sampled_timings
 ):
-    comparison.warm_up(pair, ("plain", "assisted"), AUTO, SAMPLED)
+    decoding.warm_up(pair, ("plain", "assisted"), AUTO, SAMPLED)
     assert [mode for mode, _ in warm_runs] == ["plain", "assisted"]
     for _, settings in warm_runs:
         assert settings.sample and (settings.temperature, settings.top_p) == (0.7, 0.9)
     assert sampled_timings == [SAMPLED]  # prepared for a sampled run, before it
     warm_runs.clear()
-    comparison.warm_up(pair, ("plain", "assisted"), AUTO, SAMPLED.with_(temperature=1.5))
+    decoding.warm_up(pair, ("plain", "assisted"), AUTO, SAMPLED.with_(temperature=1.5))
     assert warm_runs == []  # the sampled path is warm, at any temperature
-    comparison.warm_up(pair, ("plain", "assisted"), AUTO, GREEDY)
+    decoding.warm_up(pair, ("plain", "assisted"), AUTO, GREEDY)
     assert [(mode, settings.sample) for mode, settings in warm_runs] == [
         ("plain", False),
         ("assisted", False),
     ]
     warm_runs.clear()
-    comparison.warm_up(pair, ("plain", "assisted"), AUTO)  # greedy, as before settings
+    decoding.warm_up(pair, ("plain", "assisted"), AUTO)  # greedy, as before settings
     assert warm_runs == []

@@ -17,10 +17,9 @@ import torch
 
 from assisted.core.record import CUDA_GRAPHS, EAGER, FAILED
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import plan
-from assisted.engine.drafters import candidates, cuda_context, draft_graphs
-from assisted.engine.prepare import prepare
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding
+from assisted.engine.drafters import draft_graphs, seam
+from assisted.engine.prepare import encode_prompt, prepare
 from assisted.ui import gpu_calls
 from assisted.ui.requests import PairPlace
 from tests.engine.graph_stand_in import StandInGraphs
@@ -81,7 +80,7 @@ def on_cuda(monkeypatch) -> FaultyGraphs:
     monkeypatch.setattr(draft_graphs, "GRAPHS", graphs)
     monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
     yield graphs
-    cuda_context._broken.pop(os.getpid(), None)
+    draft_graphs._broken.pop(os.getpid(), None)
 
 
 @pytest.fixture
@@ -119,7 +118,7 @@ def comparison(pair) -> dict:
     """A comparison whose `auto` runs draft from the assistant at every step (`Scripted`),
     so that a faulty replay is met."""
     with pytest.MonkeyPatch.context() as scripted:
-        scripted.setattr(plan, "auto_policy", lambda *_args, **_kwargs: Scripted([3, 1, 4, 2]))
+        scripted.setattr(decoding, "auto_policy", lambda *_args, **_kwargs: Scripted([3, 1, 4, 2]))
         done = records(pair, PROMPT, GREEDY, AUTO)
     assert done["assisted"].token_ids == done["plain"].token_ids  # lossless, and answered
     return done
@@ -161,8 +160,8 @@ def test_a_fault_in_drafting_falls_back_and_the_next_request_captures_nothing_ag
     # Priced at the loop's own cost, timed after the fault (a replay's: at the next request).
     assert outcome.loop_s > 0
     ids = encode_prompt(pair, PROMPT)
-    ready = plan.make_plan(pair, ids, "assisted", GREEDY, prepare(pair, AUTO))
-    assert ready.policy.costs.drafter_s[candidates.ASSISTANT] == outcome.loop_s
+    ready = decoding.make_plan(pair, ids, "assisted", GREEDY, prepare(pair, AUTO))
+    assert ready.policy.costs.drafter_s[seam.ASSISTANT] == outcome.loop_s
 
 
 def test_a_fault_in_timing_the_fallback_loop_still_answers(pair, on_cuda, monkeypatch):
@@ -193,11 +192,11 @@ def test_a_sticky_cuda_error_ends_the_request_in_words_and_no_later_one_meets_it
     else:
         comparison(pair)  # captured and drafting through the graphs
         graphs.replay_fault = sticky
-    with pytest.raises(cuda_context.BrokenContext) as raised:
+    with pytest.raises(draft_graphs.BrokenContext) as raised:
         comparison(pair)
     words = str(raised.value)
     assert "CUDA context is broken" in words and ILLEGAL_ADDRESS in words
-    assert cuda_context.broken() == words
+    assert draft_graphs.broken() == words
 
     ran = []
     request = types.SimpleNamespace(pair=PairPlace(pair.spec, "cuda", "float32", True))

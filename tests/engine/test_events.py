@@ -15,15 +15,15 @@ from assisted.core.settings import (
     RunSettings,
     SettingsError,
 )
-from assisted.engine import comparison, plan, prepare, running
-from assisted.engine.events import RunDone, StepEvent
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding, prepare
+from assisted.engine.decoding import RunDone, StepEvent
+from assisted.engine.prepare import encode_prompt
 from tests.engine.runs import DRAFT, GREEDY, PROMPT, records
 
 
 def test_events_stream_in_order_with_text(pair):
-    events = list(comparison.compare(pair, PROMPT, GREEDY, DRAFT))
-    phases = [e.name for e in events if isinstance(e, comparison.Phase)]
+    events = list(decoding.compare(pair, PROMPT, GREEDY, DRAFT))
+    phases = [e.name for e in events if isinstance(e, decoding.Phase)]
     assert phases == ["warmup", "plain", "assisted"]
     for mode in ("plain", "assisted"):
         steps = [e for e in events if isinstance(e, StepEvent) and e.mode == mode]
@@ -41,7 +41,7 @@ def test_stop_ends_the_run_within_one_step_and_keeps_the_output(pair):
     ids = encode_prompt(pair, PROMPT)
     seen = 0
     record = None
-    for event in running.run(pair, ids, "plain", RunSettings(max_new_tokens=200), stop=stop):
+    for event in decoding.run(pair, ids, "plain", RunSettings(max_new_tokens=200), stop=stop):
         if isinstance(event, StepEvent):
             seen += 1
             if seen == 3:
@@ -58,7 +58,7 @@ def test_stop_ends_the_run_within_one_step_and_keeps_the_output(pair):
 def test_stop_before_assisted_skips_it(pair):
     stop = threading.Event()
     done = {}
-    for event in comparison.compare(pair, PROMPT, GREEDY, DRAFT, stop=stop):
+    for event in decoding.compare(pair, PROMPT, GREEDY, DRAFT, stop=stop):
         if isinstance(event, StepEvent) and event.mode == "plain":
             stop.set()
         if isinstance(event, RunDone):
@@ -68,7 +68,7 @@ def test_stop_before_assisted_skips_it(pair):
 
 def test_abandoning_a_run_stops_its_worker(pair):
     ids = encode_prompt(pair, PROMPT)
-    events = running.run(pair, ids, "plain", RunSettings(max_new_tokens=200))
+    events = decoding.run(pair, ids, "plain", RunSettings(max_new_tokens=200))
     next(events)
     events.close()  # as when a browser tab closes mid-stream
     assert not [t for t in threading.enumerate() if t.name.startswith("generate-")]
@@ -81,7 +81,7 @@ def test_a_failure_inside_generate_surfaces(pair, monkeypatch):
     monkeypatch.setattr(pair.target, "generate", broken)
     ids = encode_prompt(pair, PROMPT)
     with pytest.raises(RuntimeError, match="device fell over"):
-        list(running.run(pair, ids, "plain", GREEDY))
+        list(decoding.run(pair, ids, "plain", GREEDY))
 
 
 @pytest.mark.parametrize("prompt", ["", "   \n\t"])
@@ -89,19 +89,19 @@ def test_empty_prompt_is_refused(pair, prompt):
     with pytest.raises(SettingsError, match="cumulative threshold"):
         DraftSettings(cumulative_threshold=1.0).validate()
     with pytest.raises(SettingsError, match="empty"):
-        list(comparison.compare(pair, prompt, GREEDY, DRAFT))
+        list(decoding.compare(pair, prompt, GREEDY, DRAFT))
 
 
 def test_prompt_longer_than_the_context_is_refused(pair):
     with pytest.raises(SettingsError, match="context"):
-        list(comparison.compare(pair, "word " * 400, GREEDY, DRAFT))
+        list(decoding.compare(pair, "word " * 400, GREEDY, DRAFT))
     assert records(pair, modes=("plain",))["plain"].steps  # still usable
 
 
 @pytest.mark.parametrize("max_new_tokens", [0, -3, MAX_NEW_TOKENS_CAP + 1])
 def test_max_new_tokens_out_of_range_is_refused(pair, max_new_tokens):
     with pytest.raises(SettingsError, match="max new tokens"):
-        list(comparison.compare(pair, PROMPT, RunSettings(max_new_tokens=max_new_tokens), DRAFT))
+        list(decoding.compare(pair, PROMPT, RunSettings(max_new_tokens=max_new_tokens), DRAFT))
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_max_new_tokens_out_of_range_is_refused(pair, max_new_tokens):
 )
 def test_draft_settings_out_of_range_are_refused(pair, draft):
     with pytest.raises(SettingsError):
-        list(comparison.compare(pair, PROMPT, GREEDY, draft))
+        list(decoding.compare(pair, PROMPT, GREEDY, draft))
 
 
 def test_the_coldest_temperature_accepted_samples_and_a_colder_one_is_refused(pair):
@@ -125,7 +125,7 @@ def test_the_coldest_temperature_accepted_samples_and_a_colder_one_is_refused(pa
     assert all(record.token_ids for record in done.values())
     for temperature in (1e-20, 5e-324):
         with pytest.raises(SettingsError, match="choose greedy"):
-            list(comparison.compare(pair, PROMPT, coldest.with_(temperature=temperature), DRAFT))
+            list(decoding.compare(pair, PROMPT, coldest.with_(temperature=temperature), DRAFT))
 
 
 def test_the_largest_seed_samples_and_a_larger_one_is_refused(pair):
@@ -135,7 +135,7 @@ def test_the_largest_seed_samples_and_a_larger_one_is_refused(pair):
     assert all(record.token_ids for record in records(pair, settings=largest).values())
     for seed in (MAX_SEED + 1, 10**30, -1):
         with pytest.raises(SettingsError, match="seed must be between 0 and"):
-            list(comparison.compare(pair, PROMPT, largest.with_(seed=seed), DRAFT))
+            list(decoding.compare(pair, PROMPT, largest.with_(seed=seed), DRAFT))
 
 
 def test_without_the_chat_template_the_whole_prompt_is_the_users_text(pair):
@@ -145,7 +145,7 @@ def test_without_the_chat_template_the_whole_prompt_is_the_users_text(pair):
     prepared = prepare.prepare(pair, DRAFT)
     text = encode_prompt(pair, "def add(a, b):", chat_template=False)
     ids = [*text, *text, prepared.template_ids[-1]]
-    lookup = plan.suffix_lookup(ids, prepared, chat_template=False)
+    lookup = decoding.suffix_lookup(ids, prepared, chat_template=False)
     assert lookup.user_span == (0, len(ids))
     # In the template, the same ids would share their last token with it.
-    assert plan.suffix_lookup(ids, prepared, chat_template=True).user_span[1] < len(ids)
+    assert decoding.suffix_lookup(ids, prepared, chat_template=True).user_span[1] < len(ids)

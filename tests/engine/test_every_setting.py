@@ -1,8 +1,8 @@
 """Every setting a visitor can pick finishes: a property test over the input space that the
 page, the CLI and the API offer, on tiny pairs of every drafter kind.
 
-Each example runs the comparison as the CLI and the API do (`comparison.compare`, then
-`comparison.report`, the JSON and the CLI's table) and must end in one of two ways: a
+Each example runs the comparison as the CLI and the API do (`decoding.compare`, then
+`decoding.report`, the JSON and the CLI's table) and must end in one of two ways: a
 complete report whose analyses all succeeded, or the worded refusal that bad input gets
 (`SettingsError`, `PairError`). Any other exception, or a report with a failed analysis,
 is a failure. The examples are drawn from a fixed seed, so every run tries the same ones.
@@ -36,9 +36,9 @@ from assisted.core.settings import (
     RunSettings,
     SettingsError,
 )
-from assisted.engine import comparison
-from assisted.engine.events import RunDone
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import LoadedPair, PairError, custom_pair, load_pair
 from tests.searched import fixed
 from tests.tiny import CORPUS, build_model
@@ -266,10 +266,10 @@ def compared(pair: LoadedPair, prompt: str, visit: dict) -> dict:
     prompt_tokens = len(encode_prompt(pair, prompt, run.chat_template))
     forced = visit["eos_after"]
     with nullcontext() if forced is None else eos_after(pair, prompt_tokens, forced):
-        for event in comparison.compare(pair, prompt, run, draft, modes):
+        for event in decoding.compare(pair, prompt, run, draft, modes):
             if isinstance(event, RunDone):
                 records[event.record.mode] = event.record
-    result = comparison.report(pair, records.get("plain"), records.get("assisted"))
+    result = decoding.report(pair, records.get("plain"), records.get("assisted"))
     format_table(result)  # the CLI prints it before the JSON line
     return json.loads(json.dumps(result, ensure_ascii=False, allow_nan=False))
 

@@ -1,5 +1,5 @@
 """The graphs' self-check tells a wrong replay from a last bit
-(`assisted.engine.drafters.graph_check`): replays equal to eager passes on their cache
+(`assisted.engine.drafters.static_draft`): replays equal to eager passes on their cache
 pass; replays within the dtype's bound pass as "last-bit", with the largest gap and where,
 and keep drafting through the graphs; a replay beyond it, a candidate changed where the
 eager draft had no near-tie, two replays that differ, a fault near the cache's end, NaN
@@ -14,9 +14,14 @@ import pytest
 import torch
 
 from assisted.core.record import CUDA_GRAPHS, FAILED, LAST_BIT, PASSED
-from assisted.engine.drafters import draft_graphs, graph_check
-from assisted.engine.drafters.graph_check import self_check, tolerance
-from assisted.engine.drafters.static_draft import DraftGraphs, StaticDrafter, draft_on_device
+from assisted.engine.drafters import draft_graphs, static_draft
+from assisted.engine.drafters.static_draft import (
+    DraftGraphs,
+    StaticDrafter,
+    draft_on_device,
+    self_check,
+    tolerance,
+)
 from tests.engine.graph_stand_in import StandInGraphs
 from tests.engine.test_static_draft import CAP, CAPACITY, checked_graphs, near_pair, prompt_ids
 
@@ -35,7 +40,7 @@ def faulty(graphs: DraftGraphs, fault) -> DraftGraphs:
     return graphs
 
 
-def checked(pair, fault) -> graph_check.Verdict:
+def checked(pair, fault) -> static_draft.Verdict:
     prompt = prompt_ids(pair)
     return self_check([faulty(checked_graphs(pair.assistant, prompt), fault)], prompt)
 
@@ -137,7 +142,7 @@ def test_nan_in_both_the_replay_and_the_eager_passes_passes(near_pair, monkeypat
         draft_on_device(state, gamma)
         nan_first(state, gamma)
 
-    monkeypatch.setattr(graph_check, "draft_on_device", eager_with_nan)
+    monkeypatch.setattr(static_draft, "draft_on_device", eager_with_nan)
     verdict = checked(near_pair, nan_first)
     assert verdict.check == PASSED, verdict.detail
     assert verdict.gap == 0.0

@@ -1,4 +1,4 @@
-"""The lean drafting loop (`assisted.engine.drafters.lean`): it drafts what the assistant's
+"""The lean drafting loop (`assisted.engine.drafters.static_draft`): it drafts what the assistant's
 `generate()` would, with the same argmax, end-of-sequence and confidence rules, on sliding-window
 assistants too, and only where the target needs ids alone (greedy decoding)."""
 
@@ -14,9 +14,8 @@ from transformers.generation.candidate_generator import AssistedCandidateGenerat
 
 from assisted.core.settings import DraftSettings
 from assisted.engine.drafters import seam
-from assisted.engine.drafters.lean import LeanDrafter
-from assisted.engine.drafters.static_draft import StaticDrafter
-from assisted.engine.prompt import encode_prompt
+from assisted.engine.drafters.static_draft import LeanDrafter, StaticDrafter
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
 from tests.tiny import build_model

@@ -8,10 +8,10 @@ import torch
 
 from assisted.bench.measuring import TEMPLATE_RUN, copies_template, template_ngrams
 from assisted.core.settings import LONGEST_MATCH, DraftSettings, RunSettings
-from assisted.engine import prepare, running
-from assisted.engine.drafters.lookup import NO_MATCH, Match, SuffixLookup, user_span
-from assisted.engine.events import StepEvent
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding, prepare
+from assisted.engine.decoding import StepEvent
+from assisted.engine.drafters.seam import NO_MATCH, Match, SuffixLookup, user_span
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 
 # A made-up chat: template 90-92, the user's message 10-19, template 93-95, the output.
@@ -126,10 +126,10 @@ def test_no_draft_of_a_run_holds_template_tokens_and_the_output_is_plains(lookup
     special |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
     assert {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>")} <= special
     ids = encode_prompt(lookup_pair, prompt)
-    plain = [t for e in running.run(lookup_pair, ids, "plain", settings) for t in tokens(e)]
+    plain = [t for e in decoding.run(lookup_pair, ids, "plain", settings) for t in tokens(e)]
     for lookup in ("suffix", "transformers"):
         draft = DraftSettings(prompt_lookup_num_tokens=4, lookup=lookup)
-        events = running.run(lookup_pair, ids, "assisted", settings, draft)
+        events = decoding.run(lookup_pair, ids, "assisted", settings, draft)
         steps = [e.step for e in events if isinstance(e, StepEvent)]
         assert [t for step in steps for t in step.token_ids] == plain
         if lookup == "suffix":
@@ -167,7 +167,7 @@ def test_a_run_never_drafts_a_role_marker_typed_into_the_prompt(lookup_pair):
     handle = lookup_pair.target.lm_head.register_forward_hook(always_a)
     try:
         draft = DraftSettings(prompt_lookup_num_tokens=4)
-        events = running.run(lookup_pair, [a, a, marker] * 3, "assisted", RunSettings(12), draft)
+        events = decoding.run(lookup_pair, [a, a, marker] * 3, "assisted", RunSettings(12), draft)
         steps = [e.step for e in events if isinstance(e, StepEvent)]
     finally:
         handle.remove()

@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 
 from assisted.analysis import stats
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord
 from assisted.core.settings import (
+    DrafterKind,
     DraftSettings,
     RunSettings,
 )
-from assisted.engine import running
-from assisted.engine.events import RunDone, StepEvent
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone, StepEvent
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from tests.engine.runs import DRAFT, GREEDY, PROMPT, load, records
 from tests.tiny import CORPUS, build_model, build_tokenizer
@@ -101,12 +101,12 @@ def test_each_step_keeps_the_draft_the_target_verified(pair):
 
 def test_an_identical_assistant_drafting_eos_has_every_candidate_accepted(self_pair, monkeypatch):
     ids = encode_prompt(self_pair, PROMPT)
-    plain = next(e for e in running.run(self_pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
+    plain = next(e for e in decoding.run(self_pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
     # Make the target's third token its EOS: the assistant drafts up to it, the target
     # agrees, and the step ends there, with no token of the target's own after the draft.
     eos = plain.record.token_ids[2]
     monkeypatch.setattr(self_pair.target.generation_config, "eos_token_id", eos)
-    events = running.run(self_pair, ids, "assisted", GREEDY, DRAFT)
+    events = decoding.run(self_pair, ids, "assisted", GREEDY, DRAFT)
     (step,) = [e.step for e in events if isinstance(e, StepEvent)]
     assert step.token_ids == step.draft_ids == tuple(plain.record.token_ids[:3])
     assert step.drafted == step.accepted == 3
@@ -119,7 +119,7 @@ def test_a_step_the_length_limit_cuts_counts_every_committed_candidate(lookup_pa
     lookup_draft = DraftSettings(prompt_lookup_num_tokens=4, lookup="transformers")
     # 7 new tokens: a full step of 4 candidates + the target's own, then 2 of the next 4
     # candidates fit; the limit cuts the step before the target's own token.
-    events = running.run(
+    events = decoding.run(
         lookup, [repeat] * 8, "assisted", RunSettings(max_new_tokens=7), lookup_draft
     )
     steps = [e.step for e in events if isinstance(e, StepEvent)]
@@ -172,8 +172,8 @@ def test_a_universal_assistant_samples_and_stays_whole_for_greedy_runs(
 def test_sampling_with_a_seed_is_reproducible(pair):
     sampled = RunSettings(max_new_tokens=16, sample=True, temperature=1.0, top_p=0.95, seed=7)
     ids = encode_prompt(pair, PROMPT)
-    first = [e for e in running.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
-    second = [e for e in running.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
+    first = [e for e in decoding.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
+    second = [e for e in decoding.run(pair, ids, "plain", sampled) if isinstance(e, RunDone)]
     assert first[0].record.token_ids == second[0].record.token_ids
 
 
@@ -182,7 +182,7 @@ def test_heuristic_schedule_is_reset_between_runs(self_pair):
     ids = encode_prompt(self_pair, PROMPT)
 
     def drafted_per_step():
-        events = running.run(self_pair, ids, "assisted", GREEDY, heuristic)
+        events = decoding.run(self_pair, ids, "assisted", GREEDY, heuristic)
         return [e.step.drafted for e in events if isinstance(e, StepEvent)]
 
     first = drafted_per_step()

@@ -10,7 +10,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from assisted.core.record import common_prefix_length
-from assisted.engine.detokenizer import Detokenizer
+from assisted.engine.observe import Detokenizer
 from tests.tiny import CORPUS
 
 # Spaces, tabs, newlines, accents, arrows, CJK, Greek, emoji (one a ZWJ sequence): the

@@ -8,14 +8,13 @@ import dataclasses
 import pytest
 
 from assisted.analysis import stats
-from assisted.core.drafters import DrafterKind
 from assisted.core.settings import (
+    DrafterKind,
     DraftSettings,
 )
-from assisted.engine import calibration as calibrating
-from assisted.engine import prepare, running
-from assisted.engine.events import RunDone
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding, learning, prepare
+from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import encode_prompt
 from assisted.models import learnt_store, quantize
 from assisted.models.pairs import LoadedPair
 from tests.engine.runs import AUTO, DRAFT, GREEDY, PROMPT, fresh_copy, load
@@ -23,7 +22,7 @@ from tests.engine.runs import AUTO, DRAFT, GREEDY, PROMPT, fresh_copy, load
 
 def refuse(monkeypatch, pair):
     """Make every piece of preparation raise: building a drafting copy, resolving the
-    precision, calibrating, rendering the chat template, reading the learnt state."""
+    precision, learning, rendering the chat template, reading the learnt state."""
 
     def refused(*args, **kwargs):
         raise AssertionError("a run prepared")
@@ -32,8 +31,8 @@ def refuse(monkeypatch, pair):
     monkeypatch.setattr(LoadedPair, "drafting_assistant", refused)
     monkeypatch.setattr(quantize, "resolve", refused)
     monkeypatch.setattr(quantize, "quantized_copy", refused)
-    monkeypatch.setattr(calibrating, "calibrate", refused)
-    monkeypatch.setattr(calibrating, "_time_forwards", refused)
+    monkeypatch.setattr(learning, "calibrate", refused)
+    monkeypatch.setattr(learning, "_time_forwards", refused)
     monkeypatch.setattr(prepare, "never_drafted", refused)
     monkeypatch.setattr(prepare, "template_ids", refused)
     monkeypatch.setattr(pair.tokenizer, "apply_chat_template", refused)
@@ -58,10 +57,10 @@ def test_a_prepared_run_only_runs(pair, tiny_dirs, monkeypatch, schedule):
         refuse(monkeypatch, each)
         for mode in ("plain", "assisted"):
             (done,) = [
-                e for e in running.run(each, ids, mode, GREEDY, draft) if isinstance(e, RunDone)
+                e for e in decoding.run(each, ids, mode, GREEDY, draft) if isinstance(e, RunDone)
             ]
             assert stats.new_tokens(done.record) > 0
-        assert running.run_bare(each, ids, "assisted", GREEDY, draft)[0]
+        assert decoding.run_bare(each, ids, "assisted", GREEDY, draft)[0]
 
 
 def test_a_run_handed_a_preparation_for_another_draft_refuses_it(pair):
@@ -71,10 +70,10 @@ def test_a_run_handed_a_preparation_for_another_draft_refuses_it(pair):
     ids = encode_prompt(model_pair, PROMPT)
     int8 = prepare.prepare(model_pair, dataclasses.replace(DRAFT, assistant_quant="int8"))
     with pytest.raises(ValueError, match="another draft"):
-        list(running.run(model_pair, ids, "assisted", GREEDY, DRAFT, prepared=int8))
+        list(decoding.run(model_pair, ids, "assisted", GREEDY, DRAFT, prepared=int8))
     (done,) = [
         e
-        for e in running.run(model_pair, ids, "assisted", GREEDY, int8.draft, prepared=int8)
+        for e in decoding.run(model_pair, ids, "assisted", GREEDY, int8.draft, prepared=int8)
         if isinstance(e, RunDone)
     ]
     assert stats.new_tokens(done.record) > 0
@@ -91,7 +90,7 @@ def test_preparing_is_cached_per_process(pair, monkeypatch):
     assert first.assistant_precision == "int8" and first.learnt.verify_s
     monkeypatch.setattr(prepare.os, "getpid", lambda: -1)  # another process
     monkeypatch.setattr(quantize, "quantized_copy", lambda *args: pytest.fail("copied again"))
-    monkeypatch.setattr(calibrating, "_time_forwards", lambda *args: pytest.fail("timed again"))
+    monkeypatch.setattr(learning, "_time_forwards", lambda *args: pytest.fail("timed again"))
     forked = prepare.prepare(model_pair, draft)
     assert forked is not first and forked.assistant is first.assistant
     assert prepare.prepare(model_pair, draft) is forked

@@ -15,11 +15,9 @@ import pytest
 import assisted
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import decoding
-from assisted.engine.events import drain
+from assisted.engine.decoding import drain, make_plan
 from assisted.engine.observe import StepObserver
-from assisted.engine.plan import make_plan
-from assisted.engine.prepare import prepare
-from assisted.engine.prompt import encode_prompt
+from assisted.engine.prepare import encode_prompt, prepare
 from assisted.models import learnt_store
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
 from lab.walk import profiled
@@ -29,7 +27,6 @@ ROOT = PACKAGE.parent
 # What prepares a pair (its assistant's precisions) and what keeps what it learnt.
 PREPARING_OR_KEEPING = {
     "assisted.models.quantize",
-    "assisted.models.int4",
     "assisted.models.learnt_store",
     "assisted.policy.learnt",
 }
@@ -97,17 +94,15 @@ SAMPLED = RunSettings(max_new_tokens=16, sample=True, temperature=0.8, seed=3)
 # and its observers, as a constant run; the policy that chooses each step (choice,
 # acceptance, costs, answers, held back, and the cost curve and figures it prices with) and
 # the sources it chooses between (the candidates' generators, the suffix lookup); greedy,
-# the static-cache loop, where its drafts end (`lean.DraftEnd`) and the end-of-sequence ids
+# the static-cache loop, where its drafts end (`static_draft.DraftEnd`) and the end-of-sequence ids
 # it stops at (`models.loading`);
 # sampled, the draft's probabilities. Which of them a run enters depends on the steps the
 # policy chooses, and so on the machine's timings: the bound is the set, not a count.
 AUTO_MODULES = {
-    *(f"assisted.core.{m}" for m in ("drafters", "record", "cost_curve", "figures", "held_back")),
-    *(f"assisted.engine.{m}" for m in ("clock", "decoding", "detokenizer", "events", "observe")),
-    "assisted.engine.draft_probs",
-    *(f"assisted.engine.drafters.{m}" for m in ("seam", "draft_graphs", "candidates")),
-    *(f"assisted.engine.drafters.{m}" for m in ("lookup", "static_draft", "lean")),
-    *(f"assisted.policy.{m}" for m in ("choice", "holds", "acceptance", "costs", "answers")),
+    *(f"assisted.core.{m}" for m in ("settings", "record", "cost_curve", "figures")),
+    *(f"assisted.engine.{m}" for m in ("decoding", "observe")),
+    *(f"assisted.engine.drafters.{m}" for m in ("seam", "draft_graphs", "static_draft")),
+    *(f"assisted.policy.{m}" for m in ("choice", "acceptance", "costs", "answers")),
     "assisted.models.cpu_linear",
     "assisted.models.loading",
 }
@@ -132,7 +127,7 @@ def test_an_auto_run_enters_only_the_policy_s_and_the_drafters_modules(pair, set
 )
 def test_a_run_calls_nothing_that_prepares_or_keeps_what_it_learnt(pair, mode, draft, settings):
     """Not the assistant's quantization, nor the learnt state on disk or in memory: its
-    callers prepare before it and keep what it learnt after (`assisted.engine.running`)."""
+    callers prepare before it and keep what it learnt after (`assisted.engine.decoding`)."""
     assert run_entering(pair, mode, draft, settings) & PREPARING_OR_KEEPING == set()
 
 

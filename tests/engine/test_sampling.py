@@ -13,13 +13,12 @@ import torch
 from transformers.generation import utils as generation_utils
 
 from assisted.analysis import sampling, stats
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord, Step
-from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import running
-from assisted.engine.events import RunDone
+from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
 from assisted.engine.observe import StepObserver
-from assisted.engine.prompt import encode_prompt
+from assisted.engine.prepare import encode_prompt
 from tests.engine.runs import load
 
 PROMPT = "def add(a, b):"
@@ -36,7 +35,7 @@ def sampled(temperature: float = 0.7, top_p: float = 0.9, seed: int = 3, tokens:
 
 def assisted_run(pair, settings, draft=DRAFT, prompt=PROMPT) -> RunRecord:
     ids = encode_prompt(pair, prompt)
-    events = running.run(pair, ids, "assisted", settings, draft)
+    events = decoding.run(pair, ids, "assisted", settings, draft)
     return next(e for e in events if isinstance(e, RunDone)).record
 
 
@@ -163,7 +162,7 @@ def test_under_auto_a_free_and_right_lookup_draft_has_q_one_and_a_bonus_after_it
     try:
         draft = DraftSettings(prompt_lookup_num_tokens=6, schedule="auto")
         ids = [repeat] * 8
-        events = running.run(lookup, ids, "assisted", sampled(temperature=1.0), draft)
+        events = decoding.run(lookup, ids, "assisted", sampled(temperature=1.0), draft)
         record = next(e for e in events if isinstance(e, RunDone)).record
     finally:
         handle.remove()
@@ -199,14 +198,14 @@ def test_a_greedy_run_installs_nothing_and_records_no_probabilities(pair, monkey
     def refuse(*args, **kwargs):
         raise AssertionError("a greedy run must not watch its drafts")
 
-    monkeypatch.setattr("assisted.engine.draft_probs.DraftProbabilities.watching", refuse)
+    monkeypatch.setattr("assisted.engine.observe.DraftProbabilities.watching", refuse)
     record = assisted_run(pair, GREEDY)
     assert all(step.draft_p == step.draft_q == () for step in record.steps)
 
 
 def test_the_greedy_json_has_no_key_of_sampling(pair):
     ids = encode_prompt(pair, PROMPT)
-    plain = next(e for e in running.run(pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
+    plain = next(e for e in decoding.run(pair, ids, "plain", GREEDY) if isinstance(e, RunDone))
     result = stats.report("p", "cpu", "float32", plain.record, assisted_run(pair, GREEDY))
     assert "sampling_check" not in result
     assisted = result["assisted"]
@@ -226,7 +225,7 @@ def test_the_greedy_json_has_no_key_of_sampling(pair):
 
 def test_the_sampled_json_lists_each_draft_and_kind(pair):
     ids = encode_prompt(pair, PROMPT)
-    events = running.run(pair, ids, "plain", sampled())
+    events = decoding.run(pair, ids, "plain", sampled())
     plain = next(e for e in events if isinstance(e, RunDone)).record
     record = assisted_run(pair, sampled())
     result = stats.report("p", "cpu", "float32", plain, record)

@@ -10,11 +10,10 @@ from transformers.generation.candidate_generator import (
     AssistedCandidateGenerator,
 )
 
-from assisted.core.drafters import DrafterKind
-from assisted.engine.drafters import candidates, seam
-from assisted.engine.drafters.lean import LeanDrafter
-from assisted.engine.drafters.static_draft import StaticDrafter
-from assisted.engine.prompt import encode_prompt
+from assisted.core.settings import DrafterKind
+from assisted.engine.drafters import seam
+from assisted.engine.drafters.static_draft import LeanDrafter, StaticDrafter
+from assisted.engine.prepare import encode_prompt
 from tests.engine.runs import PROMPT, load
 from tests.scripted import Scripted
 
@@ -79,7 +78,7 @@ def test_the_assistant_can_start_after_the_first_step(pair, first):
 
 def test_lookup_matches_and_assistant_drafts_mix_losslessly(self_pair, pair):
     prompt = "def add(a, b):\n    return a + b\n" * 3
-    lookup, assistant = candidates.LOOKUP, candidates.ASSISTANT
+    lookup, assistant = seam.LOOKUP, seam.ASSISTANT
     for model_pair in (self_pair, pair):
         model_pair.assistant.generation_config.num_assistant_tokens_schedule = "constant"
         model_pair.assistant.generation_config.assistant_confidence_threshold = 0.0

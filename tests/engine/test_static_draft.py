@@ -31,21 +31,20 @@ from assisted.core.record import (
     DraftingPath,
 )
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, decoding, plan, running
-from assisted.engine.drafters import candidates, draft_graphs, seam, static_draft
-from assisted.engine.drafters.graph_check import MIN_JUDGED, self_check
-from assisted.engine.drafters.lean import LeanDrafter
+from assisted.engine import decoding
+from assisted.engine.decoding import drain, make_plan
+from assisted.engine.drafters import draft_graphs, seam, static_draft
 from assisted.engine.drafters.static_draft import (
+    MIN_JUDGED,
     DraftGraphs,
+    LeanDrafter,
     StaticDrafter,
     StaticState,
     cut,
     draft_on_device,
+    self_check,
 )
-from assisted.engine.events import drain
-from assisted.engine.plan import make_plan
-from assisted.engine.prepare import prepare
-from assisted.engine.prompt import encode_prompt
+from assisted.engine.prepare import encode_prompt, prepare
 from assisted.models import pairs
 from assisted.models.pairs import custom_pair, load_pair
 from tests.engine.graph_stand_in import ContractBroken, StandInGraphs
@@ -124,7 +123,7 @@ def test_a_static_draft_follows_the_dynamic_loop_across_rejections_and_rollbacks
         return drafted
 
     ids = prompt_ids(pair)
-    policy = Scripted([4, 2, 0, 5, 3, 1], sources=(None, None, None, None, candidates.LOOKUP, None))
+    policy = Scripted([4, 2, 0, 5, 3, 1], sources=(None, None, None, None, seam.LOOKUP, None))
     StaticDrafter.draft = recording
     try:
         with seam.drafting_policy(pair.target, policy):
@@ -213,21 +212,21 @@ def test_cut_keeps_what_the_loop_keeps():
 
 
 def test_greedy_runs_draft_on_the_static_cache_and_say_so(near_pair, monkeypatch):
-    """Through `running.run`: an `auto` run drafts with the lean loop on a static cache
+    """Through `decoding.run`: an `auto` run drafts with the lean loop on a static cache
     (eager: no CUDA here) and its output is plain decoding's; its record says which path
     ran and why, as the JSON does, with the drafting time per token. (The tiny pair's
     costs would make the policy draft nothing: a scripted one drafts.)"""
     pair = near_pair
-    monkeypatch.setattr(plan, "auto_policy", lambda *_: Scripted([3, 1, 4]))
+    monkeypatch.setattr(decoding, "auto_policy", lambda *_: Scripted([3, 1, 4]))
     settings = RunSettings(max_new_tokens=24)
     draft = DraftSettings(schedule="auto", assistant_quant="none")
     ids = encode_prompt(pair, PROMPT)
-    plain = drain(running.run(pair, ids, "plain", settings))
-    assisted = drain(running.run(pair, ids, "assisted", settings, draft))
+    plain = drain(decoding.run(pair, ids, "plain", settings))
+    assisted = drain(decoding.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
     assert assisted.drafting_path == DraftingPath(EAGER, "not on CUDA: eager on a static cache")
     assert plain.drafting_path is None
-    summary = comparison.report(pair, plain, assisted)["assisted"]
+    summary = decoding.report(pair, plain, assisted)["assisted"]
     assert summary["drafting_path"] == EAGER
     assert "not on CUDA" in summary["drafting_path_reason"]
     assert summary["drafting_s_per_token"] > 0
@@ -377,18 +376,18 @@ def test_after_a_failed_or_inconclusive_self_check_the_dynamic_cache_loop_drafts
     ids = encode_prompt(pair, PROMPT)
     built = draft_graphs.drafter_for_run(prepared.assistant, 0.0, (), 0.0, len(ids) + 24, CAP)
     assert type(built) is LeanDrafter
-    ready = plan.make_plan(pair, ids, "assisted", RunSettings(max_new_tokens=24), prepared)
-    assert ready.policy.costs.drafter_s[candidates.ASSISTANT] == outcome.loop_s
+    ready = decoding.make_plan(pair, ids, "assisted", RunSettings(max_new_tokens=24), prepared)
+    assert ready.policy.costs.drafter_s[seam.ASSISTANT] == outcome.loop_s
 
-    monkeypatch.setattr(plan, "auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
+    monkeypatch.setattr(decoding, "auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
     settings = RunSettings(max_new_tokens=24)
-    plain = drain(running.run(pair, ids, "plain", settings))
-    assisted = drain(running.run(pair, ids, "assisted", settings, draft))
+    plain = drain(decoding.run(pair, ids, "plain", settings))
+    assisted = drain(decoding.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
     path = assisted.drafting_path
     assert (path.path, path.check, path.reason) == (EAGER, verdict, outcome.reason)
     assert path.judged == outcome.verdict.judged
-    summary = comparison.report(pair, plain, assisted)["assisted"]
+    summary = decoding.report(pair, plain, assisted)["assisted"]
     assert summary["drafting_self_check"] == verdict
     assert summary["drafting_self_check_judged"] == outcome.verdict.judged
 
@@ -437,8 +436,8 @@ def test_a_greedy_policy_prices_drafting_by_the_path_its_run_takes(near_pair, mo
 
     def priced_at(max_new_tokens: int) -> float:
         settings = RunSettings(max_new_tokens=max_new_tokens)
-        ready = plan.make_plan(pair, ids, "assisted", settings, prepared)
-        return ready.policy.costs.drafter_s[candidates.ASSISTANT]
+        ready = decoding.make_plan(pair, ids, "assisted", settings, prepared)
+        return ready.policy.costs.drafter_s[seam.ASSISTANT]
 
     fits = CAPACITY - len(ids)  # the longest answer the graphs' cache holds
     assert draft_graphs.for_run(prepared.assistant, len(ids) + fits, CAP)[0] is graphs
@@ -462,13 +461,13 @@ def test_each_draft_length_is_priced_from_its_own_replay(near_pair, monkeypatch)
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
     monkeypatch.setattr(draft_graphs, "device_of", lambda model: torch.device("cuda"))
     ids = encode_prompt(pair, PROMPT)
-    ready = plan.make_plan(pair, ids, "assisted", RunSettings(max_new_tokens=16), prepared)
+    ready = decoding.make_plan(pair, ids, "assisted", RunSettings(max_new_tokens=16), prepared)
     costs = ready.policy.costs
     for gamma, seconds in graphs.replay_s.items():
-        assert costs.drafting_s(candidates.ASSISTANT, gamma) == pytest.approx(seconds), gamma
-    assert costs.drafting_s(candidates.ASSISTANT, 2) > 2 / 5 * graphs.replay_s[5]
+        assert costs.drafting_s(seam.ASSISTANT, gamma) == pytest.approx(seconds), gamma
+    assert costs.drafting_s(seam.ASSISTANT, 2) > 2 / 5 * graphs.replay_s[5]
     verify = costs.verify_s[3] + costs.call_s
-    assert costs.cost_s(candidates.ASSISTANT, 2) == pytest.approx(5e-6 + verify)
+    assert costs.cost_s(seam.ASSISTANT, 2) == pytest.approx(5e-6 + verify)
 
 
 @pytest.fixture
@@ -511,11 +510,11 @@ def test_a_run_drafts_on_the_smallest_cache_that_holds_it(near_pair, long_assist
 
 
 def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair, monkeypatch):
-    """`running.run` with the assistant's drafts replayed (here by the CPU's stand-in, as
+    """`decoding.run` with the assistant's drafts replayed (here by the CPU's stand-in, as
     if on CUDA): the output is plain decoding's, the record says the graphed path ran, and
     the replays were timed as drafting, a token computed at a time."""
     pair = near_pair
-    monkeypatch.setattr(plan, "auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
+    monkeypatch.setattr(decoding, "auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
     prepared = prepare(pair, draft)
     graphs = graphed(prepared.assistant)
@@ -526,8 +525,8 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     graphs.module.register_forward_hook(lambda _, args, out: replays.append(args[0]))
     settings = RunSettings(max_new_tokens=24)
     ids = encode_prompt(pair, PROMPT)
-    plain = drain(running.run(pair, ids, "plain", settings))
-    assisted = drain(running.run(pair, ids, "assisted", settings, draft))
+    plain = drain(decoding.run(pair, ids, "plain", settings))
+    assisted = drain(decoding.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
     reason = f"stand-in replays; a cache of {CAPACITY}"
     assert assisted.drafting_path == DraftingPath(CUDA_GRAPHS, reason, 0.0)
@@ -625,7 +624,7 @@ def test_a_draft_after_a_fully_accepted_one_replays_with_no_eager_pass(self_pair
     pair = self_pair
     assert pair.assistant is not pair.target  # a pass of the assistant is the assistant's
     policy = Scripted([CAP, 3])
-    monkeypatch.setattr(plan, "auto_policy", lambda *_: policy)
+    monkeypatch.setattr(decoding, "auto_policy", lambda *_: policy)
     # No threshold: a cut draft leaves its uncut rest in the cache, which the target's
     # token then matches, and the step leaves one id to read, not two.
     draft = DraftSettings(
@@ -668,7 +667,7 @@ def test_the_capture_holds_the_graphs_contract_and_its_run_is_plain_decoding(
     which raises where a replay would read or write other memory than its capture: they
     pass, and a run drafting through those replays, as if on CUDA, is plain decoding."""
     pair = near_pair
-    monkeypatch.setattr(plan, "auto_policy", lambda *_: Scripted([3, 1, 4, 2, CAP]))
+    monkeypatch.setattr(decoding, "auto_policy", lambda *_: Scripted([3, 1, 4, 2, CAP]))
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
     prepared = prepare(pair, draft)
     stand_in = StandInGraphs()
@@ -681,8 +680,8 @@ def test_the_capture_holds_the_graphs_contract_and_its_run_is_plain_decoding(
     checked = stand_in.replays
     settings = RunSettings(max_new_tokens=24)
     ids = encode_prompt(pair, PROMPT)
-    plain = drain(running.run(pair, ids, "plain", settings))
-    assisted = drain(running.run(pair, ids, "assisted", settings, draft))
+    plain = drain(decoding.run(pair, ids, "plain", settings))
+    assisted = drain(decoding.run(pair, ids, "assisted", settings, draft))
     assert assisted.token_ids == plain.token_ids
     assert assisted.drafting_path.path == CUDA_GRAPHS
     drafted = [step.drafted for step in assisted.steps if step.drafted]

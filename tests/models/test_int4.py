@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM
 
-from assisted.models import int4, quantize
+from assisted.models import quantize
 
 
 def _linear(inputs: int, outputs: int, dtype: torch.dtype, bias: bool = True) -> nn.Linear:
@@ -25,8 +25,8 @@ def _linear(inputs: int, outputs: int, dtype: torch.dtype, bias: bool = True) ->
 
 def _reference(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     """The product with the weights dequantized by hand: (q − 8)·s + z, in float32."""
-    levels, scales, zeros = int4.quantize_groups(linear.weight.detach(), linear.weight.dtype)
-    weight = int4.dequantize(levels, scales, zeros)
+    levels, scales, zeros = quantize.quantize_groups(linear.weight.detach(), linear.weight.dtype)
+    weight = quantize.dequantize(levels, scales, zeros)
     bias = None if linear.bias is None else linear.bias.detach().float()
     return nn.functional.linear(x.float(), weight, bias)
 
@@ -35,7 +35,7 @@ def _reference(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
 def test_the_layer_s_product_is_that_of_its_dequantized_weights_in_float32(bias):
     # 4160 rows: two packing blocks (`_BLOCK_ROWS`), the second short.
     linear = _linear(128, 4160, torch.float32, bias)
-    layer = int4.Int4WeightOnlyLinear(linear)
+    layer = quantize.Int4WeightOnlyLinear(linear)
     x = torch.randn(2, 3, 128)
     got, expected = layer(x), _reference(linear, x)
     assert got.shape == (2, 3, 4160) and got.dtype == torch.float32
@@ -44,7 +44,7 @@ def test_the_layer_s_product_is_that_of_its_dequantized_weights_in_float32(bias)
 
 def test_the_layer_s_product_is_that_of_its_dequantized_weights_in_bfloat16():
     linear = _linear(256, 192, torch.bfloat16)
-    layer = int4.Int4WeightOnlyLinear(linear)
+    layer = quantize.Int4WeightOnlyLinear(linear)
     x = torch.randn(5, 256).to(torch.bfloat16)
     got, expected = layer(x), _reference(linear, x)
     assert got.dtype == torch.bfloat16
@@ -54,30 +54,30 @@ def test_the_layer_s_product_is_that_of_its_dequantized_weights_in_bfloat16():
 
 def test_each_weight_is_within_half_a_step_of_its_level_and_the_levels_span_4_bits():
     weight = _linear(192, 32, torch.float32).weight.detach()
-    levels, scales, zeros = int4.quantize_groups(weight, torch.float32)
+    levels, scales, zeros = quantize.quantize_groups(weight, torch.float32)
     assert levels.min() == 0 and levels.max() == 15
-    steps = scales.repeat_interleave(int4.GROUP_SIZE, dim=1)
-    error = (int4.dequantize(levels, scales, zeros) - weight).abs()
+    steps = scales.repeat_interleave(quantize.GROUP_SIZE, dim=1)
+    error = (quantize.dequantize(levels, scales, zeros) - weight).abs()
     assert (error <= steps / 2 * (1 + 1e-4)).all()
 
 
 def test_a_group_of_equal_weights_comes_back_exactly():
     weight = torch.zeros(16, 64)
     weight[3] = 0.25
-    levels, scales, zeros = int4.quantize_groups(weight, torch.bfloat16)
+    levels, scales, zeros = quantize.quantize_groups(weight, torch.bfloat16)
     assert levels.min() >= 0 and levels.max() <= 15
-    assert torch.equal(int4.dequantize(levels, scales, zeros), weight)
+    assert torch.equal(quantize.dequantize(levels, scales, zeros), weight)
 
 
 def test_the_kernel_takes_multiples_of_16_rows_and_64_inputs_only():
-    assert int4.fits(nn.Linear(64, 16)) and int4.fits(nn.Linear(896, 151936))
-    assert not int4.fits(nn.Linear(64, 300)) and not int4.fits(nn.Linear(96, 32))
+    assert quantize.fits(nn.Linear(64, 16)) and quantize.fits(nn.Linear(896, 151936))
+    assert not quantize.fits(nn.Linear(64, 300)) and not quantize.fits(nn.Linear(96, 32))
 
 
 def test_the_weights_take_about_a_quarter_of_bf16_s_bytes():
     # Four bits a weight, plus a bf16 scale and zero per 64: 9/32 of bf16's 16 bits.
     linear = _linear(896, 4864, torch.bfloat16, bias=False)
-    ratio = quantize.weights_bytes(int4.Int4WeightOnlyLinear(linear)) / quantize.weights_bytes(
+    ratio = quantize.weights_bytes(quantize.Int4WeightOnlyLinear(linear)) / quantize.weights_bytes(
         linear
     )
     assert ratio == pytest.approx(9 / 32)
@@ -87,15 +87,15 @@ def test_many_rows_read_through_the_int8_copy_and_fewer_through_the_int4_kernel(
     linear = _linear(256, 192, torch.bfloat16)
     (layer,) = quantize.quantized_copy(nn.Sequential(linear), "int4-wo")
     assert layer.many_rows is not None
-    alone = int4.Int4WeightOnlyLinear(linear)
+    alone = quantize.Int4WeightOnlyLinear(linear)
     torch.manual_seed(1)
     with torch.inference_mode():
-        for rows in range(1, int4.MANY_ROWS):
+        for rows in range(1, quantize.MANY_ROWS):
             x = torch.randn(1, rows, 256).to(torch.bfloat16)
             assert torch.equal(layer(x), alone(x)), rows
-        x = torch.randn(1, int4.MANY_ROWS, 256).to(torch.bfloat16)
+        x = torch.randn(1, quantize.MANY_ROWS, 256).to(torch.bfloat16)
         got = layer(x)
-        assert got.dtype == torch.bfloat16 and got.shape == (1, int4.MANY_ROWS, 192)
+        assert got.dtype == torch.bfloat16 and got.shape == (1, quantize.MANY_ROWS, 192)
         assert torch.equal(got, layer.many_rows(x.float()).to(torch.bfloat16))
         assert not torch.equal(got, alone(x))
         # Per-tensor int8 weights and activations: within a few percent of the float product.
@@ -107,7 +107,7 @@ def test_a_tiny_model_s_int4_copy_computes_what_its_dequantized_weights_do_and_g
     tiny_dirs, monkeypatch
 ):
     # The int4 kernel's product, at every number of rows: the int8 copies are the test above's.
-    monkeypatch.setattr(int4, "MANY_ROWS", 10**9)
+    monkeypatch.setattr(quantize, "MANY_ROWS", 10**9)
     model = AutoModelForCausalLM.from_pretrained(tiny_dirs["other"]).eval()
     quantized = quantize.quantized_copy(model, "int4-wo")
     layers = dict(quantized.named_modules())
@@ -116,11 +116,11 @@ def test_a_tiny_model_s_int4_copy_computes_what_its_dequantized_weights_do_and_g
     embedding = reference.get_input_embeddings()
     embedding.weight = nn.Parameter(embedding.weight.detach().clone())
     linears = [(n, m) for n, m in reference.named_modules() if type(m) is nn.Linear]
-    assert linears and all(type(layers[n]) is int4.Int4WeightOnlyLinear for n, _ in linears)
+    assert linears and all(type(layers[n]) is quantize.Int4WeightOnlyLinear for n, _ in linears)
     with torch.no_grad():
         for _, linear in linears:
-            levels, scales, zeros = int4.quantize_groups(linear.weight, linear.weight.dtype)
-            linear.weight.copy_(int4.dequantize(levels, scales, zeros))
+            levels, scales, zeros = quantize.quantize_groups(linear.weight, linear.weight.dtype)
+            linear.weight.copy_(quantize.dequantize(levels, scales, zeros))
     ids = torch.tensor([[5, 17, 42, 99, 7, 250, 3]])
     with torch.inference_mode():
         got, expected = quantized(ids).logits, reference(ids).logits
@@ -154,7 +154,7 @@ def test_a_layer_the_kernel_refuses_becomes_int8_weight_only():
     copy = quantize.quantized_copy(model, "int4-wo")
     kinds = [type(layer) for layer in copy]
     assert kinds == [
-        int4.Int4WeightOnlyLinear,
+        quantize.Int4WeightOnlyLinear,
         quantize.Int8WeightOnlyLinear,
         quantize.Int8WeightOnlyLinear,
     ]
@@ -162,6 +162,6 @@ def test_a_layer_the_kernel_refuses_becomes_int8_weight_only():
     x = torch.randn(2, 64)
     with torch.inference_mode():
         expected = quantize.Int8WeightOnlyLinear(third)(
-            quantize.Int8WeightOnlyLinear(second)(int4.Int4WeightOnlyLinear(first)(x))
+            quantize.Int8WeightOnlyLinear(second)(quantize.Int4WeightOnlyLinear(first)(x))
         )
         assert torch.equal(copy(x), expected)

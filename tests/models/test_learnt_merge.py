@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from assisted.core.drafters import DrafterKind
+from assisted.core.settings import DrafterKind
 from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
 from assisted.policy.learnt import LearntState

@@ -18,16 +18,15 @@ import torch
 import transformers
 
 from assisted.analysis import stats
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import Calibration, RunRecord
-from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import calibration as calibrating
-from assisted.engine import running
-from assisted.engine.events import RunDone
-from assisted.engine.prompt import encode_prompt
+from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
+from assisted.engine import decoding, learning
+from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import encode_prompt
 from assisted.models import learnt_store, loading, pairs
 from assisted.models.learnt_store import LearntFile
-from assisted.policy.answers import MAX_ANSWERS, Answer
+from assisted.policy.answers import Answer
+from assisted.policy.costs import WINDOW
 from assisted.policy.learnt import LearntState
 
 AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
@@ -55,7 +54,7 @@ def load(tiny_dirs) -> pairs.LoadedPair:
 
 def auto_run(pair: pairs.LoadedPair) -> RunRecord:
     ids = encode_prompt(pair, "def add(a, b):")
-    events = running.run(pair, ids, "assisted", RunSettings(max_new_tokens=12), AUTO)
+    events = decoding.run(pair, ids, "assisted", RunSettings(max_new_tokens=12), AUTO)
     return next(event.record for event in events if isinstance(event, RunDone))
 
 
@@ -116,11 +115,11 @@ def test_a_new_process_reads_the_costs_an_earlier_one_timed_and_checks_two_of_th
         kept = on_disk.precision("none")  # the read a little dearer beside drafting
         return {k: 10 * kept.draft_s if k == 1 else 11 * kept.prefill_s * k for k in rows}
 
-    monkeypatch.setattr(calibrating, "_time_forwards", timing)
+    monkeypatch.setattr(learning, "_time_forwards", timing)
     record = auto_run(second)
     record = auto_run(second)  # prepared already: nothing timed again
     # T(1), T(2) and T(cap + 1) of the target, the assistant's drafting row and read: each once.
-    assert timed == [(True, [1, 2, 5]), (False, [1, calibrating._PREFILL_ROWS])]
+    assert timed == [(True, [1, 2, 5]), (False, [1, learning._PREFILL_ROWS])]
     checked = ("T(1)", "T(2)", "T(5)", "drafting none", "read none")
     seconds = second.learnt.timed_s
     assert record.calibration == Calibration("disk", seconds, str(path), checked, ())
@@ -382,9 +381,9 @@ def test_measured_rows_keep_their_count_and_time_and_the_answers_come_back():
     back = LearntState.from_dict(json.loads(json.dumps(state.to_dict())))
     assert back.verify_s == {3: 0.21} and back.verify_timed[3][0] == 7
     assert back.verify_timed[3][1] > 0 and back.answers == [stats_answer]
-    for _ in range(MAX_ANSWERS + 3):
+    for _ in range(WINDOW + 3):
         state.keep_answer(Answer(8, ended=False))
-    assert len(state.answers) == MAX_ANSWERS  # the latest only
+    assert len(state.answers) == WINDOW  # the latest only
 
 
 def test_a_format_4_file_is_read_its_rows_without_counts():

@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoTokenizer, MambaConfig, ViTConfig
 
-from assisted.core.drafters import DrafterKind
-from assisted.models import pair_checks, pairs, placement, registry
+from assisted.core.settings import DrafterKind
+from assisted.models import loading, pairs, registry
 from assisted.models.pairs import PairError, custom_pair, get_spec, load_pair, resolve_model_ref
 from tests.tiny import build_model
 
@@ -100,14 +100,14 @@ def test_a_pair_that_generate_would_refuse_is_refused_before_its_weights_load(
 
 def test_a_pair_is_checked_once_and_its_verdict_kept(tiny_dirs, monkeypatch):
     """Checking loads both tokenizers (seconds for a real pair): once per process."""
-    monkeypatch.setattr(pair_checks, "_verdicts", {})
-    checked, check = [], pair_checks.check_pair
+    monkeypatch.setattr(pairs, "_verdicts", {})
+    checked, check = [], pairs.check_pair
 
     def counted(spec, folders):
         checked.append(spec)
         check(spec, folders)
 
-    monkeypatch.setattr(pair_checks, "check_pair", counted)
+    monkeypatch.setattr(pairs, "check_pair", counted)
     target = str(tiny_dirs["target"])
     good = custom_pair(target, str(tiny_dirs["other"]))
     bad = custom_pair(target, str(tiny_dirs["other_tokenizer"]))
@@ -125,16 +125,16 @@ def test_one_tokenizer_is_known_from_its_files_without_loading_it(tiny_dirs, mon
 
     spec = custom_pair(str(tiny_dirs["target"]), str(tiny_dirs["other"]))
     folders = [str(tiny_dirs["target"]), str(tiny_dirs["other"])]
-    assert pair_checks.same_tokenizer_files(folders)
-    assert not pair_checks.same_tokenizer_files([folders[0], str(tiny_dirs["other_tokenizer"])])
+    assert pairs.same_tokenizer_files(folders)
+    assert not pairs.same_tokenizer_files([folders[0], str(tiny_dirs["other_tokenizer"])])
 
     def unloadable(*args, **kwargs):
         raise AssertionError("loaded a tokenizer its files already told apart")
 
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", unloadable)
-    pair_checks.check_pair(spec, folders)  # passes: one tokenizer
+    pairs.check_pair(spec, folders)  # passes: one tokenizer
     with pytest.raises(PairError, match="share one tokenizer"):
-        pair_checks.check_pair(custom_pair(*folders, "universal"), folders)
+        pairs.check_pair(custom_pair(*folders, "universal"), folders)
 
 
 def test_the_universal_drafter_needs_vocab_sizes_that_differ(tiny_dirs, tmp_path):
@@ -240,12 +240,12 @@ def test_pairs_that_name_one_target_hold_one_copy_of_it(tiny_dirs, monkeypatch):
 
 def test_dtype_policy():
     cpu = torch.device("cpu")
-    native = placement.cpu_has_native_bf16()
-    assert placement.choose_dtype(cpu) == (torch.bfloat16 if native else torch.float32)
-    assert placement.choose_dtype(cpu, "float32") == torch.float32
-    assert placement.choose_dtype(cpu, "bfloat16") == torch.bfloat16
+    native = loading.cpu_has_native_bf16()
+    assert loading.choose_dtype(cpu) == (torch.bfloat16 if native else torch.float32)
+    assert loading.choose_dtype(cpu, "float32") == torch.float32
+    assert loading.choose_dtype(cpu, "bfloat16") == torch.bfloat16
     with pytest.raises(PairError, match="unknown dtype"):
-        placement.choose_dtype(cpu, "float8")
+        loading.choose_dtype(cpu, "float8")
 
 
 def test_device_policy():

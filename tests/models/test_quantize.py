@@ -14,9 +14,9 @@ from torch import nn
 
 from assisted.analysis import stats
 from assisted.core.settings import DraftSettings, RunSettings, SettingsError
-from assisted.engine import comparison, running
-from assisted.engine.events import RunDone
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import encode_prompt
 from assisted.models import pairs, quantize
 from assisted.models.pairs import custom_pair, load_pair
 
@@ -31,7 +31,7 @@ def draft(quant: str) -> DraftSettings:
 
 def records(pair, quant: str) -> dict:
     done = {}
-    for event in comparison.compare(pair, PROMPT, GREEDY, draft(quant)):
+    for event in decoding.compare(pair, PROMPT, GREEDY, draft(quant)):
         if isinstance(event, RunDone):
             done[event.record.mode] = event.record
     return done
@@ -303,8 +303,8 @@ def test_a_prompt_lookup_run_refuses_int8_before_generating(tiny_dirs):
     lookup = load_pair(custom_pair(str(tiny_dirs["target"]), None), "cpu", "float32")
     ids = encode_prompt(lookup, PROMPT)
     with pytest.raises(SettingsError, match="no separate model"):
-        next(running.run(lookup, ids, "assisted", GREEDY, draft("int8")))
-    run = list(running.run(lookup, ids, "assisted", GREEDY, draft("auto")))
+        next(decoding.run(lookup, ids, "assisted", GREEDY, draft("int8")))
+    run = list(decoding.run(lookup, ids, "assisted", GREEDY, draft("auto")))
     assert run[-1].record.assistant_precision is None
 
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from assisted.core.settings import RunSettings
-from assisted.engine import comparison
-from assisted.engine.events import RunDone
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import encode_prompt
 from assisted.models import machines, pairs
 from assisted.models.registry import (
     DEFAULT_PAIR,
@@ -190,7 +190,7 @@ def tiny_spec(name: str, folders: dict[str, str]) -> pairs.PairSpec:
 
 def token_ids(pair, draft) -> dict[str, list[int]]:
     done = {}
-    for event in comparison.compare(pair, "def add(a, b):", GREEDY, draft):
+    for event in decoding.compare(pair, "def add(a, b):", GREEDY, draft):
         if isinstance(event, RunDone):
             done[event.record.mode] = event.record.token_ids
     return done
@@ -228,7 +228,7 @@ def test_a_padded_pair_samples_with_the_assistant_at_the_target_width(tiny_model
     draft = dataclasses.replace(pair.spec.draft, num_assistant_tokens=4)
     runs = [
         event.record
-        for event in comparison.compare(pair, "def add(a, b):", sampled, draft)
+        for event in decoding.compare(pair, "def add(a, b):", sampled, draft)
         if isinstance(event, RunDone)
     ]
     assert [run.mode for run in runs] == ["plain", "assisted"]

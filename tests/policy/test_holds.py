@@ -1,4 +1,4 @@
-"""The `auto` policy's holds as bounded waits (`assisted.policy.holds`), on hand-made costs:
+"""The `auto` policy's holds as bounded waits (`assisted.policy.choice`), on hand-made costs:
 over random machines, learnt histories, answer records, prompts and budgets, no hold lasts
 a step past the point where what the assistant would have saved reached the hold's price,
 and so the time a hold can lose against hindsight stays within that price."""
@@ -10,12 +10,11 @@ from collections import Counter
 
 import pytest
 
-from assisted.core.drafters import DrafterKind
-from assisted.core.held_back import HeldBack
+from assisted.core.record import HeldBack
+from assisted.core.settings import DrafterKind
 from assisted.policy.acceptance import HISTORY_WEIGHT
 from assisted.policy.answers import Answer
-from assisted.policy.choice import DraftPolicy
-from assisted.policy.holds import FLOOR_STEPS, Floor, Ledger
+from assisted.policy.choice import FLOOR_STEPS, DraftPolicy, Floor, Ledger
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP

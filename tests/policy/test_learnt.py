@@ -7,11 +7,10 @@ import dataclasses
 
 import pytest
 
-from assisted.core.drafters import DrafterKind
-from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import running
-from assisted.engine.events import RunDone
-from assisted.engine.prompt import encode_prompt
+from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.learnt import LearntState
 from tests.engine.runs import priced
@@ -37,7 +36,7 @@ def auto_run(pair, prompt: str) -> None:
     # Verifying as cheap as a plain step, whatever a busy machine timed: drafting pays.
     pair.learnt.verify_s.update(dict.fromkeys(range(1, AUTO.num_assistant_tokens + 2), 1e-3))
     ids = encode_prompt(pair, prompt)
-    events = running.run(pair, ids, "assisted", SHORT, AUTO)
+    events = decoding.run(pair, ids, "assisted", SHORT, AUTO)
     assert any(isinstance(event, RunDone) for event in events)
 
 
@@ -120,7 +119,8 @@ def test_a_restore_brings_back_the_sampled_bands_too():
 
 
 def test_a_reads_price_is_the_median_of_the_latest_at_the_targets_level_now():
-    from assisted.policy.learnt import MAX_READS, PrecisionLearnt
+    from assisted.policy.costs import WINDOW
+    from assisted.policy.learnt import PrecisionLearnt
 
     learnt = PrecisionLearnt()
     for read_s in (0.005, 0.005, 0.030, 0.005):  # one read timed during a burst
@@ -128,9 +128,9 @@ def test_a_reads_price_is_the_median_of_the_latest_at_the_targets_level_now():
     assert learnt.prefill_s == pytest.approx(0.005)  # the burst sets no price
     learnt.keep_read(0.010, t1_s=0.50)  # the whole machine twice as slow now
     assert learnt.prefill_s == pytest.approx(0.010)  # the same reads, at today's level
-    for _ in range(MAX_READS):
+    for _ in range(WINDOW):
         learnt.keep_read(0.008, t1_s=0.25)
-    assert learnt.prefill_s == pytest.approx(0.008) and len(learnt.reads) == MAX_READS
+    assert learnt.prefill_s == pytest.approx(0.008) and len(learnt.reads) == WINDOW
     again = LearntState.from_dict(LearntState(precisions={"int8": learnt}).to_dict())
     assert again.precisions["int8"].reads == learnt.reads
 
@@ -140,7 +140,7 @@ def test_every_run_leaves_its_answer_once_a_prompt_and_none_knows_its_own(pair, 
     priced(pair, prefill_s=0.0, draft_s=1e-7, draft=AUTO)
     ids = encode_prompt(pair, "def add(a, b):")
     for mode in ("plain", "assisted"):  # a comparison: two runs of one prompt
-        list(running.run(pair, ids, mode, SHORT, DraftSettings(num_assistant_tokens=2)))
+        list(decoding.run(pair, ids, mode, SHORT, DraftSettings(num_assistant_tokens=2)))
     assert len(learnt.answers) == 1  # plain runs leave theirs too, once a prompt
     # A run of the same prompt right after does not expect from its own answer.
     from assisted.engine import learning

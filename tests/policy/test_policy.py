@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from assisted.core.drafters import DrafterKind
-from assisted.core.held_back import HeldBack
+from assisted.core.record import HeldBack
+from assisted.core.settings import DrafterKind
 from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel, DraftEnds
 from assisted.policy.answers import expected_tokens_left
 from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy, Expectation

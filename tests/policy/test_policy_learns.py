@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from assisted.core.drafters import DrafterKind
-from assisted.core.held_back import HeldBack
+from assisted.core.record import HeldBack
+from assisted.core.settings import DrafterKind
 from assisted.policy.answers import Answer
 from assisted.policy.choice import PROBE_AFTER, PROBE_SHARE, Choice, DraftPolicy
 

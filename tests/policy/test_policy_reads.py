@@ -9,13 +9,12 @@ import math
 
 import pytest
 
-from assisted.core.drafters import DrafterKind
-from assisted.core.held_back import HeldBack
+from assisted.core.record import HeldBack
+from assisted.core.settings import DrafterKind
 from assisted.policy.acceptance import HISTORY_WEIGHT, Acceptance, AcceptanceModel
 from assisted.policy.answers import expected_tokens_left
-from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy
+from assisted.policy.choice import FLOOR_MARGIN, FLOOR_STEPS, PROBE_AFTER, Choice, DraftPolicy
 from assisted.policy.costs import CostModel
-from assisted.policy.holds import FLOOR_MARGIN, FLOOR_STEPS
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
@@ -199,7 +198,7 @@ def test_a_read_is_weighed_against_the_tokens_the_run_can_expect_not_its_whole_b
 def assert_read_after_a_bounded_wait(choices: list[Choice], released: list) -> None:
     """The first read was not made at once: the assistant sat out, held back by the first
     read's rule, until the savings it would have made reached the read's price, and not a
-    step longer (ski rental: `assisted.policy.holds`)."""
+    step longer (ski rental: `assisted.policy.choice`)."""
     first = next((i for i, choice in enumerate(choices) if choice.prefill), len(choices))
     assert first > 0
     assert {choice.held_back for choice in choices[:first]} == {HeldBack.FIRST_DRAFT}

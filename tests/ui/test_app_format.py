@@ -13,18 +13,16 @@ import pandas as pd
 
 from assisted.analysis import stats
 from assisted.analysis.stats import report
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import Calibration, RunRecord, Step
-from assisted.core.settings import RunSettings
-from assisted.engine.events import RunDone
+from assisted.core.settings import DrafterKind, RunSettings
+from assisted.engine.decoding import RunDone
 from assisted.ui.benchmark import format as benchmark_format
-from assisted.ui.compare import charts as compare_charts
 from assisted.ui.compare import chunks as chunk_view
 from assisted.ui.compare import format as compare_format
 from assisted.ui.compare.chunks import Chunk
+from assisted.ui.compare.format import CompareOutputs, ReplayOutputs
 from assisted.ui.compare.live import Live
-from assisted.ui.compare.outputs import CompareOutputs, ReplayOutputs
-from assisted.ui.pace import Pace, Paces
+from assisted.ui.gpu_time import Pace, Paces
 from assisted.ui.shootout import format as shootout_format
 
 
@@ -280,15 +278,15 @@ def test_chart_rows_count_tokens_and_histogram_bars():
         "plain": [Chunk(0.1, "", "a", 1, 0, 0), Chunk(0.2, "", "b", 1, 0, 0)],
         "assisted": [Chunk(0.15, "a", "b", 2, 3, 1)],
     }
-    rows = compare_charts.timeline_rows(runs)
+    rows = chunk_view.timeline_rows(runs)
     assert rows[0] == {"run": "plain", "t_s": 0.0, "tokens": 0}
-    assert compare_charts.timeline_rows({"plain": [], "assisted": []})[1]["run"] == "assisted"
+    assert chunk_view.timeline_rows({"plain": [], "assisted": []})[1]["run"] == "assisted"
     assert [row["tokens"] for row in rows[:5]] == [0, 0, 1, 1, 2]  # a staircase
     assert rows[-2:] == [
         {"run": "assisted", "t_s": 0.15, "tokens": 0},
         {"run": "assisted", "t_s": 0.15, "tokens": 2},
     ]
-    assert compare_charts.histogram_rows([3, 0, 2]) == [
+    assert chunk_view.histogram_rows([3, 0, 2]) == [
         {"accepted": "0", "steps": 3},
         {"accepted": "1", "steps": 0},
         {"accepted": "2", "steps": 2},
@@ -301,18 +299,18 @@ def test_chart_rows_count_tokens_and_histogram_bars():
 
 
 def test_rows_of_acceptance_by_position_and_of_time_per_step():
-    assert compare_charts.position_rows([0.75, 0.5]) == [
+    assert chunk_view.position_rows([0.75, 0.5]) == [
         {"position": "1", "accepted": 0.75},
         {"position": "2", "accepted": 0.5},
     ]
-    rows = compare_charts.step_time_rows({"plain": [(None, 0.4)], "assisted": [(0.1, 0.6)]})
+    rows = chunk_view.step_time_rows({"plain": [(None, 0.4)], "assisted": [(0.1, 0.6)]})
     assert rows == [
         {"run": "plain", "step": 1, "part": "target", "s": 0.4},
         {"run": "assisted", "step": 1, "part": "drafting", "s": 0.1},
         {"run": "assisted", "step": 1, "part": "target", "s": 0.6},
     ]
-    assert compare_charts.step_time_label("assisted", 3.25) == "assisted: 3.25 tokens/step"
-    assert compare_charts.step_time_label("plain", None) == "plain: — tokens/step"  # not run yet
+    assert chunk_view.step_time_label("assisted", 3.25) == "assisted: 3.25 tokens/step"
+    assert chunk_view.step_time_label("plain", None) == "plain: — tokens/step"  # not run yet
 
 
 def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_otherwise():
@@ -323,18 +321,18 @@ def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_oth
             0.3, "e", "f", 2, 3, 1, chosen=4, source=DrafterKind.PROMPT_LOOKUP
         ),  # a shorter match
     ]
-    rows = compare_charts.draft_length_rows(auto)
+    rows = chunk_view.draft_length_rows(auto)
     # First, every series without a point: the chart's colours come from its first value.
-    seeds = rows[: len(compare_charts.DRAFT_SOURCES)]
-    assert [row["source"] for row in seeds] == list(compare_charts.DRAFT_SOURCES)
+    seeds = rows[: len(chunk_view.DRAFT_SOURCES)]
+    assert [row["source"] for row in seeds] == list(chunk_view.DRAFT_SOURCES)
     assert all(row["step"] is None and row["candidates"] is None for row in seeds)
     # Then an undrawn point past the last step and above the longest draft: the chart clips
     # the points on its edges.
     headroom = rows[len(seeds)]
-    assert headroom["source"] == compare_charts.HEADROOM
+    assert headroom["source"] == chunk_view.HEADROOM
     assert (headroom["step"], headroom["candidates"]) == (20.5, 4.5)  # at least 20 steps
     long = [Chunk(0.1, "a", "b", 2, 1, 1, chosen=1, source=DrafterKind.ASSISTANT)] * 30
-    headroom = compare_charts.draft_length_rows(long)[len(seeds)]
+    headroom = chunk_view.draft_length_rows(long)[len(seeds)]
     assert (headroom["step"], headroom["candidates"]) == (30.5, 3.5)  # at least 3 candidates
     steps = rows[len(seeds) + 1 :]
     assert [(r["step"], r["candidates"], r["source"]) for r in steps] == [
@@ -348,16 +346,16 @@ def test_draft_length_rows_plot_the_chosen_length_under_auto_and_the_drafted_oth
         Chunk(0.1, "a", "b", 2, 3, 1, source=DrafterKind.EARLY_EXIT),
         Chunk(0.2, "", "c", 1, 0, 0),
     ]
-    points = compare_charts.draft_length_rows(constant)[len(seeds) + 1 :]
+    points = chunk_view.draft_length_rows(constant)[len(seeds) + 1 :]
     assert [(r["candidates"], r["source"]) for r in points] == [
         (3, "early exit"),
         (0, chunk_view.NOTHING_DRAFTED),
     ]
-    assert len(compare_charts.draft_length_rows([])) == len(seeds) + 1
-    assert set(compare_charts.DRAFT_SOURCES) == {
+    assert len(chunk_view.draft_length_rows([])) == len(seeds) + 1
+    assert set(chunk_view.DRAFT_SOURCES) == {
         *(kind.label for kind in DrafterKind),
         "none",
-        compare_charts.ORACLE,
+        chunk_view.ORACLE,
     }
 
 
@@ -367,17 +365,17 @@ def test_the_draft_length_chart_overlays_the_oracles_schedule():
         {"position": 0, "source": "assistant", "gamma": 8, "committed": 9},
         {"position": 9, "source": None, "gamma": 0, "committed": 1},
     ]
-    rows = compare_charts.draft_length_rows(chunks, {"schedule": schedule})
-    overlay = [row for row in rows if row["source"] == compare_charts.ORACLE and row["step"]]
+    rows = chunk_view.draft_length_rows(chunks, {"schedule": schedule})
+    overlay = [row for row in rows if row["source"] == chunk_view.ORACLE and row["step"]]
     assert [(r["step"], r["candidates"], r["accepted"]) for r in overlay] == [(1, 8, 8), (2, 0, 0)]
     # The headroom clears the oracle's longest draft too.
-    headroom = next(row for row in rows if row["source"] == compare_charts.HEADROOM)
+    headroom = next(row for row in rows if row["source"] == chunk_view.HEADROOM)
     assert headroom["candidates"] == 8.5
     # No schedule (sampled, or not yet done): nothing overlaid.
     assert (
-        rows[len(compare_charts.DRAFT_SOURCES) + 1 :][:3]
-        == compare_charts.draft_length_rows(chunks, {"schedule": None})[
-            len(compare_charts.DRAFT_SOURCES) + 1 :
+        rows[len(chunk_view.DRAFT_SOURCES) + 1 :][:3]
+        == chunk_view.draft_length_rows(chunks, {"schedule": None})[
+            len(chunk_view.DRAFT_SOURCES) + 1 :
         ]
     )
 
@@ -431,11 +429,15 @@ def packages(names: set[str]) -> set[str]:
 # What formats and names the tabs' values: plain values, made without a UI or a model.
 FRAMEWORK_FREE = (
     "compare/format",
-    "compare/charts",
+    "compare/chunks",
+    "compare/request",
     "benchmark/format",
+    "benchmark/request",
+    "shootout/format",
+    "shootout/request",
     "numbers",
-    "compare/outputs",
-    "benchmark/outputs",
+    "requests",
+    "gpu_time",
 )
 
 
@@ -553,8 +555,7 @@ def test_a_targets_pace_comes_from_its_latest_plain_run_else_from_an_auto_runs_o
 
 def test_picking_auto_makes_the_draft_length_its_cap():
     from assisted.core.settings import AUTO_CAP
-    from assisted.ui.compare.layout import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL
-    from assisted.ui.compare.tab import on_schedule_change
+    from assisted.ui.compare.tab import DRAFT_CAP_LABEL, DRAFT_LENGTH_LABEL, on_schedule_change
 
     auto = on_schedule_change("auto", 3.0)
     assert auto["value"] == AUTO_CAP and auto["label"] == DRAFT_CAP_LABEL

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from assisted.ui.device_queue import DeviceQueue
+from assisted.ui.pair_access import DeviceQueue
 
 # How long a test waits for an event that takes milliseconds, before it fails rather than
 # hangs: generous, as a busy 2-core machine can leave a thread unscheduled for seconds.

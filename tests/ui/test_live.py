@@ -14,14 +14,13 @@ import gradio as gr
 import pandas as pd
 import pytest
 
-from assisted.core.drafters import DrafterKind
 from assisted.core.record import RunRecord, Step
-from assisted.core.settings import RunSettings
-from assisted.engine import comparison
-from assisted.engine.events import RunDone, StepEvent
+from assisted.core.settings import DrafterKind, RunSettings
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone, StepEvent
 from assisted.ui.compare import live as live_module
+from assisted.ui.compare.format import UNCHANGED
 from assisted.ui.compare.live import HELD, WHOLE_SHARE, Live
-from assisted.ui.compare.outputs import UNCHANGED
 from assisted.ui.compare.tab import filled_in, skipping_unchanged
 
 TOKENIZER = SimpleNamespace(decode=lambda ids, **kwargs: "".join(f"<{t}>" for t in ids))
@@ -76,13 +75,13 @@ def assisted_steps(count: int, sampled: bool = False) -> list[Step]:
 
 def streamed(
     live: Live, plain: list[Step], assisted: list[Step], sampled: bool = False
-) -> list[comparison.Event]:
+) -> list[decoding.Event]:
     """The events of a comparison; each run's record ends with the text of its last step
     completed (a character held back while it streamed)."""
-    events: list[comparison.Event] = [comparison.Phase("warmup"), comparison.Phase("plain")]
+    events: list[decoding.Event] = [decoding.Phase("warmup"), decoding.Phase("plain")]
     for mode, steps in (("plain", plain), ("assisted", assisted)):
         if mode == "assisted":
-            events.append(comparison.Phase("assisted"))
+            events.append(decoding.Phase("assisted"))
         events += [StepEvent(mode, 0, step) for step in steps]
         last = replace(steps[-1], text=steps[-1].text + "!")
         drafter = DrafterKind.ASSISTANT if mode == "assisted" else None
@@ -191,7 +190,7 @@ def test_a_held_output_crosses_the_gpu_process_and_is_skipped_in_the_tab():
 
 def live_first_outputs():
     live = Live(PAIR, 7, RunSettings(), threading.Event())
-    live.add(comparison.Phase("plain"))
+    live.add(decoding.Phase("plain"))
     return live.outputs()
 
 

@@ -12,13 +12,13 @@ which is lossless too. The check measures it on one prompt:
 
 1. Draw N samples of the first k new tokens with plain sampling, twice (two independent
    sets), and N with assisted sampling, each set with its own seeds
-   (`assisted.engine.sampling_draws`: the product's own paths).
+   (`assisted.engine.decoding`: the product's own paths).
 2. The TV between the assisted set and the first plain set, held against a permutation
    test's bound at α = 5% (`assisted.analysis.two_sample`: exact, so at most 5% false alarms); the
    TV between the two plain sets beside it, as the finite-sample baseline. **passed**: the
    assisted TV is within the bound.
 3. The negative control: N more assisted samples with a verifier that keeps every draft
-   (`sampling_draws.biased_verifier`), through the same test; it must be **flagged**.
+   (`decoding.biased_verifier`), through the same test; it must be **flagged**.
 4. The check's power: the TV from the target's distribution it detects with 80%
    probability, among distributions between the plain and the control's.
 
@@ -43,9 +43,8 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 
 from assisted.analysis import two_sample
-from assisted.analysis.sampling_evidence import CheckSettings
+from assisted.analysis.sampling import CheckSettings
 from assisted.core.settings import DraftSettings
-from assisted.engine.prompt import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PairSpec
 
@@ -78,22 +77,23 @@ def run_check(
 ) -> Generator[CheckProgress, None, dict | None]:
     """Run the check (the module's note) on `pair`, drafting with `draft` (default:
     `check_draft`); yields progress, returns the result, or None if `stop` was set."""
-    from assisted.engine import comparison, running, sampling_draws
+    from assisted.engine import decoding
+    from assisted.engine.prepare import encode_prompt
 
     started = time.perf_counter()
     settings = (settings or CheckSettings()).validate()
     draft = (draft or check_draft(pair.spec, settings.tokens)).validate_for(pair.spec.drafter)
     run = settings.run_settings()
     ids = encode_prompt(pair, settings.prompt)
-    running.check_length(pair, ids, run)
+    decoding.check_length(pair, ids, run)
     n, total = settings.samples, settings.draws()
     yield CheckProgress(0, total, "sampling check: warming up")
-    comparison.warm_up(pair, ("plain", "assisted"), draft)
+    decoding.warm_up(pair, ("plain", "assisted"), draft)
     plain = []
     for index in range(2):
         yield CheckProgress(index * n, total, f"sampling check: plain set {index + 1}")
         seeded = run.with_(seed=settings.seed + index)
-        plain.append(sampling_draws.plain_samples(pair, ids, seeded, n))
+        plain.append(decoding.plain_samples(pair, ids, seeded, n))
     first = settings.seed + 2
     runs = {"assisted": range(first, first + n)}
     if settings.control:
@@ -103,9 +103,9 @@ def run_check(
         for index, (name, seeds) in enumerate(runs.items()):
             done, label = (2 + index) * n, f"sampling check: {name}"
             yield CheckProgress(done, total, label)
-            verifier = sampling_draws.biased_verifier() if name == "control" else nullcontext()
+            verifier = decoding.biased_verifier() if name == "control" else nullcontext()
             with verifier as calls:
-                samples = sampling_draws.assisted_samples(pair, ids, run, draft, seeds, stop)
+                samples = decoding.assisted_samples(pair, ids, run, draft, seeds, stop)
                 drawn[name] = yield from _counted(samples, done, total, label)
             if drawn[name] is None:
                 return None

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
-from assisted.analysis.sampling_evidence import CheckSettings, card, sentence
+from assisted.analysis.sampling import CheckSettings, card, sentence
 from assisted.arguments import add_pair_options, pair_spec
 from assisted.bench.sampling_check import check_draft, run_check
 from assisted.core.settings import SCHEDULES, SettingsError

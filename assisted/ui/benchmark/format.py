@@ -3,16 +3,38 @@ the device, the plan and its time estimate before a run, the progress line, and 
 report's tables and headline. Imports neither torch nor gradio.
 
 Every figure comes from `assisted.bench.report(...)`; this module only formats.
+
+Its outputs, by name, in the order of the /benchmark endpoint's (`BenchmarkOutputs`, as
+`compare.format.CompareOutputs` orders Compare's).
 """
 
 from __future__ import annotations
 
-from assisted.analysis import sampling_evidence, stats
-from assisted.core.settings import WARMUP_TOKENS
-from assisted.ui.numbers import number, percent
-from assisted.ui.pace import Pace
+from typing import TYPE_CHECKING, NamedTuple
 
-# The guess before a pair's pace is measured (`assisted.ui.pace`): the embedded pair on a
+from assisted.analysis import sampling, stats
+from assisted.core.settings import WARMUP_TOKENS
+from assisted.ui.gpu_time import Pace
+from assisted.ui.numbers import number, percent
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+
+class BenchmarkOutputs(NamedTuple):
+    """The Benchmark tab's outputs: the /benchmark endpoint's, in this order. The tables,
+    headline, chart and report come with the last value; until then only `status` moves."""
+
+    status: str  # Markdown
+    categories: pd.DataFrame  # "Per category" (`benchmark.format.CATEGORY_HEADERS`)
+    prompts: pd.DataFrame  # "Per prompt" (`benchmark.format.PROMPT_HEADERS`)
+    overall: str  # Markdown
+    chart: Figure | None  # "Speedup per category" (`assisted.bench.draw_chart`)
+    report: dict | None  # `assisted.bench.report(...)`, what `python -m assisted.bench` prints
+
+
+# The guess before a pair's pace is measured (`assisted.ui.gpu_time`): the embedded pair on a
 # 2-core CPU, where a plain run of 128 new tokens takes about a minute.
 CPU_SECONDS_PER_TOKEN = 0.5
 
@@ -216,7 +238,7 @@ def bench_overall_markdown(report: dict) -> str:
             f"{_identical_prompts(overall)}"
         )
     if report.get("sampling_check"):
-        lines.append(f"**Sampling check**: {sampling_evidence.sentence(report['sampling_check'])}")
+        lines.append(f"**Sampling check**: {sampling.sentence(report['sampling_check'])}")
     return "\n\n".join(lines)
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from assisted.analysis.sampling_evidence import CheckSettings
+from assisted.analysis.sampling import CheckSettings
 from assisted.bench.planning import Variant
 from assisted.core.examples import Example
 from assisted.core.settings import RunSettings
 from assisted.policy.learnt import LearntSnapshot
 from assisted.ui.gpu_time import CHECK_SAMPLE_TOKENS, GpuTimes
-from assisted.ui.requests import PairPlace
-from assisted.ui.stop_flags import StopFlag
+from assisted.ui.requests import PairPlace, StopFlag
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,12 @@ progress; its last output is the report that `python -m assisted.bench` prints.
 
 `build_benchmark_tab` lays the tab out and wires its events; its handlers are
 `BenchmarkHandlers`' methods.
+
+The Benchmark tab's components, laid out: what to benchmark, how much, and the outputs.
+`benchmark.tab.build_benchmark_tab` wires their events.
 """
+
+from __future__ import annotations
 
 import dataclasses
 import time
@@ -13,14 +18,19 @@ import gradio as gr
 import pandas as pd
 
 from assisted import bench
-from assisted.analysis.sampling_evidence import CheckSettings
-from assisted.core.drafters import DrafterKind
-from assisted.core.settings import RunSettings, SettingsError
+from assisted.analysis.sampling import SAMPLES, CheckSettings
+from assisted.core.settings import (
+    ASSISTANT_QUANTS,
+    MAX_NEW_TOKENS_CAP,
+    DrafterKind,
+    RunSettings,
+    SettingsError,
+)
 from assisted.models.pairs import PairSpec
-from assisted.ui.benchmark import layout
 from assisted.ui.benchmark.format import (
     CATEGORY_HEADERS,
     PROMPT_HEADERS,
+    BenchmarkOutputs,
     bench_category_rows,
     bench_overall_markdown,
     bench_plan_markdown,
@@ -30,20 +40,118 @@ from assisted.ui.benchmark.format import (
     device_note,
 )
 from assisted.ui.benchmark.gpu import stream_benchmark
-from assisted.ui.benchmark.layout import BENCH_MAX_NEW_TOKENS, BENCH_MAX_PROMPTS, BENCH_MAX_REPEATS
-from assisted.ui.benchmark.outputs import BenchmarkOutputs
 from assisted.ui.benchmark.request import BenchmarkRequest, split
 from assisted.ui.errors import refusal
-from assisted.ui.gpu_calls import GpuEvents
-from assisted.ui.gpu_turn import GpuTurn, TabHandlers, gpu_turn, stop_key
+from assisted.ui.gpu_calls import GpuEvents, GpuTurn, TabHandlers, gpu_turn, stop_key
+from assisted.ui.pair_access import Config
 from assisted.ui.tabs import (
     Tab,
     TabState,
+    by_field,
+    folded_json,
     int_if_whole,
     on_device,
     on_stop,
+    tokens_and_rounds,
     updating_only,
+    whole_slider,
 )
+
+BENCH_MAX_NEW_TOKENS = 64  # default: a CPU takes about a minute per plain run of 128 tokens
+BENCH_MAX_PROMPTS = 3  # prompts per category (examples/ has three)
+BENCH_MAX_REPEATS = 3
+# The sampling check's samples per set: its default takes 6.5 minutes on a busy 2-core CPU
+# (docs/benchmarks.md#sampling-check), so four times as many take the better part of half an
+# hour there.
+BENCH_MAX_CHECK_SAMPLES = 4 * SAMPLES
+
+
+def pair_choices(
+    config: Config, drafters: list[str], categories: list[str]
+) -> tuple[gr.Dropdown, gr.CheckboxGroup, gr.CheckboxGroup, gr.CheckboxGroup]:
+    """The pair, categories, drafters and assistant precisions to benchmark: `drafters` are
+    the default pair's choices."""
+    spec = config.registry[config.default_pair]
+    pair = gr.Dropdown(
+        list(config.registry),
+        value=config.default_pair,
+        label="Model pair",
+        info="custom pairs: python -m assisted.bench --target … --assistant …",
+        elem_id="bench-pair",
+    )
+    chosen = gr.CheckboxGroup(
+        categories, value=categories, label="Categories", elem_id="bench-categories"
+    )
+    drafted = gr.CheckboxGroup(
+        drafters,
+        value=[spec.drafter.value],
+        label="Drafters (each compared with the same plain runs)",
+        elem_id="bench-drafters",
+    )
+    quants = gr.CheckboxGroup(
+        list(ASSISTANT_QUANTS),
+        value=[spec.draft.assistant_quant],
+        label="Assistant precisions (each compared with the same plain runs)",
+        info="none: the pair's dtype · int8: weights and activations · "
+        "int8-wo: int8 weights only · int4-wo: 4-bit weights only · auto: int4-wo on a bf16 "
+        "CPU, int8 on an fp32 one",
+        visible=spec.drafter.has_model,
+        elem_id="bench-quants",
+    )
+    return pair, chosen, drafted, quants
+
+
+def size_sliders() -> tuple[gr.Slider, gr.Slider, gr.Slider]:
+    """Prompts per category, new tokens per run and repeats."""
+    prompts = whole_slider(BENCH_MAX_PROMPTS, 1, "Prompts per category", elem_id="bench-prompts")
+    rounds = "Repeats (the median of three shrugs off one outlier)"
+    sizes = tokens_and_rounds(
+        MAX_NEW_TOKENS_CAP, BENCH_MAX_NEW_TOKENS, BENCH_MAX_REPEATS, rounds, "bench"
+    )
+    return prompts, *sizes
+
+
+def output_components() -> dict[str, gr.components.Component]:
+    """The tab's outputs, laid out, by their names in `BenchmarkOutputs`."""
+    status = gr.Markdown(
+        "Press **Run benchmark**; progress shows here.", elem_id="bench-status", label="status"
+    )
+    overall = gr.Markdown(elem_id="bench-overall", label="overall")
+    categories = gr.Dataframe(
+        pd.DataFrame(columns=CATEGORY_HEADERS),
+        label="Per category",
+        interactive=False,
+        wrap=True,
+        elem_id="bench-categories-table",
+    )
+    chart = gr.Plot(label="Speedup per category", elem_id="bench-chart")
+    prompts = gr.Dataframe(
+        pd.DataFrame(columns=PROMPT_HEADERS),
+        label="Per prompt",
+        interactive=False,
+        wrap=True,
+        # Wide enough that no header breaks inside a word.
+        column_widths=["13%", "14%", "11%", "8%", "9%", "9%", "9%", "8%", "9%", "10%"],
+        elem_id="bench-prompts-table",
+    )
+    report = folded_json("Report as JSON (python -m assisted.bench's)", "report")
+    return by_field(BenchmarkOutputs, locals())
+
+
+def check_samples() -> gr.Slider:
+    """The sampling check's samples per set; 0, the default, runs no check."""
+    return gr.Slider(
+        0,
+        BENCH_MAX_CHECK_SAMPLES,
+        value=0,
+        step=1,
+        precision=0,
+        label="Sampling check: samples per set (0: none)",
+        info=f"after the timed runs, whether assisted sampling follows the target's "
+        f"distribution ({SAMPLES} samples: 6.5 minutes on a busy 2-core CPU)",
+        elem_id="bench-sampling-check",
+    )
+
 
 NOTE = """
 Times the example prompts, category by category: each prompt runs plain and with each chosen
@@ -277,10 +385,10 @@ def build_benchmark_tab(
     with gr.Row(equal_height=False):
         with gr.Column():
             default_drafters = handlers.drafters_for(config.default_pair)[0]["choices"]
-            pair, chosen, drafters, quants = layout.choices(config, default_drafters, categories)
+            pair, chosen, drafters, quants = pair_choices(config, default_drafters, categories)
         with gr.Column():
-            prompts, max_new_tokens, repeats = layout.sizes()
-            check = layout.check_samples()
+            prompts, max_new_tokens, repeats = size_sliders()
+            check = check_samples()
     plan_inputs = [pair, chosen, prompts, max_new_tokens, repeats, drafters, quants]
     first_plan = handlers.plan(
         spec.name,
@@ -295,7 +403,7 @@ def build_benchmark_tab(
     with gr.Row():
         run = gr.Button("Run benchmark", variant="primary", elem_id="bench-run")
         stop = gr.Button("Stop", variant="stop", elem_id="bench-stop")
-    outputs = layout.outputs()
+    outputs = output_components()
     # The estimate refreshes without a queue or a spinner: it reads no model.
     refresh_plan = {
         "inputs": plan_inputs,

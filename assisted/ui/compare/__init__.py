@@ -1,10 +1,10 @@
 """The Compare tab: one prompt through plain decoding, then assisted generation, streamed
 side by side with their statistics.
 
-`tab` wires the tab's events to its handlers, `layout` places its components, `request`
+`tab` places the tab's components and wires their events to its handlers, `request`
 is what its GPU call takes and `gpu` that call's work, `live` renders a streaming
-comparison to the outputs' values (`outputs` names them), `chunks` turns a run's steps
-into the values shown, and `format`, `draws` and `charts` turn them and the statistics
-into HTML, text and chart rows. The format, draws, charts, chunks, outputs and request
+comparison to the outputs' values (`format.CompareOutputs` names them), `chunks` turns a
+run's steps into the values shown and the charts' rows, and `format` (a sampled run's draws
+too) turns them and the statistics into HTML and text. The format, chunks and request
 modules import neither gradio nor torch.
 """

@@ -4,22 +4,128 @@ Imports neither torch nor gradio; the charts' rows are `compare.charts`'.
 
 Every figure comes from `assisted.analysis.stats` (a `summarize`/`compare_runs`/`report`
 dict, or its functions of a record); this module only formats.
+
+**Its outputs, by name** (`CompareOutputs`, and `ReplayOutputs` for the race replay). The
+NamedTuple is the one place that orders the tab's outputs: the tab lists its components
+for Gradio in the order of the fields (`assisted.ui.tabs.in_order`), and every handler yields an
+instance built by field name, so adding an output means adding a field. The values are
+plain (strings, data frames, dicts), and the classes are defined at module level, so an
+instance pickles: the values are made in the GPU process on ZeroGPU
+(`app.stream_comparison`) and cross its process boundary.
+
+**A sampled assisted run's draws**: each drafted token's p, q and min(1, p/q) in its
+step's details, and the marks of the target's corrected and bonus tokens; the terms are
+`assisted.analysis.stats`'s.
+
+Under sampling the target's own token is not simply "the target's": after a rejection it
+is drawn from max(0, p − q), renormalised, which is what keeps assisted sampling exactly
+the target's distribution; after a fully accepted draft it comes free, drawn from p. The
+text marks the two apart, so a reader sees where the mechanism corrected a draft.
 """
 
 from __future__ import annotations
 
+import enum
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
-from assisted.analysis import declines, divergence, faults, oracle_text, sampling, stats
-from assisted.core.drafters import DrafterKind
+from assisted.analysis import divergence, faults, oracle, sampling, stats
+from assisted.analysis.sampling import BONUS, CORRECTED, TARGET, accept_prob
+from assisted.core.settings import DrafterKind
 from assisted.models import learnt_store
-from assisted.ui.compare import draws
-from assisted.ui.compare.chunks import Chunk, source_label
+from assisted.ui.compare.chunks import Chunk, Draw, source_label
 from assisted.ui.numbers import number, percent
 
-# -- run text ------------------------------------------------------------------------------
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class Held(enum.Enum):
+    """An output that a streaming update leaves as it was (`live.HELD`): the tab gives
+    Gradio `gr.skip()` for it. An enum, so it is itself again across a pickle."""
+
+    UNCHANGED = "unchanged"
+
+
+UNCHANGED = Held.UNCHANGED
+
+
+class CompareOutputs(NamedTuple):
+    """The Compare tab's outputs. All but `race` are the /compare endpoint's outputs, in
+    this order and under these names (the components' labels); the last value an API user
+    receives carries the JSON `result`. `race` is the page's state for Replay race (the
+    finished runs' chunks, `live.Live.outputs`), which Gradio keeps out of the API.
+    While the runs stream, the charts and the result may be `UNCHANGED`."""
+
+    status: str  # Markdown
+    plain_text: str  # HTML (`compare.format.run_html`)
+    assisted_text: str
+    plain_stats: str  # HTML (`compare.format.stat_card_html`)
+    assisted_stats: str
+    summary: str  # Markdown
+    tokens_over_time: pd.DataFrame  # the charts' rows (`compare.charts`)
+    accept_histogram: pd.DataFrame
+    acceptance_by_position: pd.DataFrame
+    time_per_step: pd.DataFrame
+    draft_length_per_step: pd.DataFrame
+    result: dict | None  # `stats.report(...)`, the CLI's --json schema
+    race: dict | None
+
+
+class ReplayOutputs(NamedTuple):
+    """The Compare outputs that Replay race updates, by the same names. A subset rather
+    than every output with the rest skipped: Gradio rebuilds the component of each skipped
+    output on every update, and the replay updates twenty times a second."""
+
+    status: str
+    plain_text: str
+    assisted_text: str
+
+
+# The kinds of the target's own token that the text marks, each by a class of its own.
+MARKED = (CORRECTED, BONUS)
+# What the step's details say of the target's own token, by its kind.
+OWN_KINDS = {
+    CORRECTED: "corrected: after the rejection, drawn from max(0, p − q), renormalised",
+    BONUS: "a bonus: every candidate was accepted, so drawn from p at no extra step",
+    TARGET: "drawn from p, as plain sampling does",
+}
+LEGEND_HTML = (
+    'Sampling: the target\'s token <span class="tok own corrected">corrected</span> after a '
+    'rejection, from max(0, p − q), or a <span class="tok own bonus">bonus</span> after a '
+    "whole draft, from p."
+)
+
+
+def _probability(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def draw_lines(draws: Sequence[Draw], accepted: int, visible: Callable[[str], str]) -> list[str]:
+    """A line per drafted token of a sampled step: its text (through `visible`), p, q and
+    min(1, p/q), and what became of it: accepted, rejected (the first refused), or never
+    tested, after the rejection."""
+    lines = []
+    for i, (text, p, q) in enumerate(draws):
+        if i < accepted:
+            fate = "accepted"
+        elif i == accepted:
+            fate = "rejected"
+        else:
+            fate = "after the rejection"
+        lines.append(
+            f"“{visible(text)}”: p {_probability(p)} · q {_probability(q)} · "
+            f"min(1, p/q) {_probability(accept_prob(p, q))} · {fate}"
+        )
+    return lines
+
+
+def own_class(kind: str | None) -> str:
+    """The class of the target's own token's span: "own", and its kind where marked."""
+    return f"own {kind}" if kind in MARKED else "own"
+
 
 # The toggle is a plain checkbox that the page's style sheet reads: hiding the rejected
 # drafts re-runs nothing and needs no round trip, and it holds through streaming and replay.
@@ -30,7 +136,7 @@ LEGEND_HTML = (
     '<span class="tok own">the target\'s own token</span> '
     "— one box per target step; hover over a step for its details, or tab to the text "
     "and move between steps with the arrow keys.<br>"
-    f"{draws.LEGEND_HTML}<br>"
+    f"{LEGEND_HTML}<br>"
     '<label class="toggle"><input type="checkbox" id="show-rejected" checked> '
     "show rejected drafts</label>"
     "</div>"
@@ -69,10 +175,10 @@ def step_details(step_number: int, chunk: Chunk) -> list[str]:
     else:
         rejected = chunk.drafted - chunk.accepted
         lines.append(f"rejected {rejected}: “{_visible(chunk.rejected_text)}”")
-    lines += draws.draw_lines(chunk.draws, chunk.accepted, _visible)
+    lines += draw_lines(chunk.draws, chunk.accepted, _visible)
     if chunk.own_text:
         own = f"then the target's own token: “{_visible(chunk.own_text)}”"
-        kind = draws.OWN_KINDS.get(chunk.own_kind)
+        kind = OWN_KINDS.get(chunk.own_kind)
         lines.append(f"{own}, {kind}" if kind else own)
     if chunk.diverged is not None:
         lines.append(DIVERGED_HERE)
@@ -113,7 +219,7 @@ def _step_html(step_number: int, chunk: Chunk) -> str:
             shown = shown[:REJECTED_SHOWN_CHARS] + "…"
         parts.append(f'<s class="rej">{html.escape(shown)}</s>')
     own = _marked(chunk.own_text, len(chunk.accepted_text), chunk.diverged)
-    parts.append(f'<span class="{draws.own_class(chunk.own_kind)}">{own}</span>')
+    parts.append(f'<span class="{own_class(chunk.own_kind)}">{own}</span>')
     details = "<br>".join(html.escape(line) for line in step_details(step_number, chunk))
     parts.append(f'<span class="tip" role="tooltip">{details}</span>')
     tabindex = 0 if step_number == 1 else -1
@@ -335,7 +441,7 @@ def _prediction_basis(result: dict) -> str:
 
 
 def summary_markdown(result: dict) -> str:
-    """The comparison's verdict, from `comparison.report(...)`."""
+    """The comparison's verdict, from `decoding.report(...)`."""
     plain, assisted = result.get("plain"), result.get("assisted")
     if not plain or not assisted:
         which = "plain" if plain else "neither run"
@@ -360,12 +466,12 @@ def summary_markdown(result: dict) -> str:
     acceptance = sampling.describe_acceptance(assisted)
     if acceptance:
         lines.append(f"**Acceptance**: {acceptance}.")
-    held_back = declines.describe(assisted)
+    held_back = stats.describe(assisted)
     if held_back:
         lines.append(f"**Policy:** {held_back}")
     lines.append(_divergence_line(result))
     if result.get("oracle") is not None:
-        lines.append(f"**Oracle:** {oracle_text.describe(result['oracle'])}")
+        lines.append(f"**Oracle:** {oracle.describe(result['oracle'])}")
     if plain.get("stopped") or assisted.get("stopped"):
         lines.append("Stopped: the figures cover what was produced before the stop.")
     return "\n\n".join(lines)

@@ -11,12 +11,12 @@ next call asks for (`assisted.ui.gpu_time`).
 import time
 from collections.abc import Iterator
 
-from assisted.engine import comparison
-from assisted.engine.events import RunDone, StepEvent
-from assisted.engine.prompt import encode_prompt
+from assisted.engine import decoding
+from assisted.engine.decoding import RunDone, StepEvent
+from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import LoadedPair
+from assisted.ui.compare.format import CompareOutputs
 from assisted.ui.compare.live import Live
-from assisted.ui.compare.outputs import CompareOutputs
 from assisted.ui.compare.request import ComparisonRequest
 from assisted.ui.gpu_calls import CallTiming, GpuEvents, gpu_call
 
@@ -32,7 +32,7 @@ def stream_comparison(request: ComparisonRequest) -> GpuEvents[CompareOutputs]:
         prompt_ids = encode_prompt(pair, request.prompt, settings.chat_template)
         live = Live(pair, len(prompt_ids), settings, stop, draft=draft or pair.spec.draft)
         last_yield = 0.0
-        for event in comparison.compare(pair, prompt_ids, settings, draft, stop=stop):
+        for event in decoding.compare(pair, prompt_ids, settings, draft, stop=stop):
             live.add(event)
             if isinstance(event, RunDone):
                 timing.timed(event.record)

@@ -1,5 +1,5 @@
 """A comparison as it streams: the value of every Compare output, from the events of
-`assisted.engine.comparison.compare`. Values only (strings, data frames, dicts) in a
+`assisted.engine.decoding.compare`. Values only (strings, data frames, dicts) in a
 `CompareOutputs`, so they pickle across ZeroGPU's process boundary."""
 
 import bisect
@@ -12,25 +12,28 @@ from dataclasses import replace
 from assisted.analysis import faults, stats
 from assisted.core.record import CUDA_GRAPHS, FAILED, INCONCLUSIVE, LAST_BIT, RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import comparison, prepare
-from assisted.engine.events import RunDone, StepEvent
+from assisted.engine import decoding, prepare
+from assisted.engine.decoding import RunDone, StepEvent
 from assisted.models import pairs
-from assisted.ui.compare.charts import (
+from assisted.ui.compare.chunks import (
+    Chunk,
+    chunk_of,
+    chunks_of,
     draft_length_frame,
     histogram_frame,
     position_frame,
     step_time_frame,
     timeline_frame,
 )
-from assisted.ui.compare.chunks import Chunk, chunk_of, chunks_of
 from assisted.ui.compare.format import (
+    UNCHANGED,
+    CompareOutputs,
     chunk_html,
     run_html,
     run_html_of,
     stat_card_html,
     summary_markdown,
 )
-from assisted.ui.compare.outputs import UNCHANGED, CompareOutputs
 
 MODES = ("plain", "assisted")
 WAITING = {
@@ -111,8 +114,8 @@ class Live:
         self._whole_at = self._whole_s = 0.0  # when it ended and what it took
         self._whole_due = True  # a run started or ended since
 
-    def add(self, event: comparison.Event) -> None:
-        if isinstance(event, comparison.Phase):
+    def add(self, event: decoding.Event) -> None:
+        if isinstance(event, decoding.Phase):
             self.phase = event.name
             self._whole_due = True
         elif isinstance(event, StepEvent):
@@ -187,7 +190,7 @@ class Live:
         shown = dict(self.chunks)
         assisted = runs["assisted"]
         # `per_step` grows with the run, so only the last update carries it.
-        result = comparison.report(self.pair, runs["plain"], assisted, steps=done)
+        result = decoding.report(self.pair, runs["plain"], assisted, steps=done)
         # Two sampled runs part as two draws do: no token of theirs is marked as a fault.
         if done and result["divergence"] is not None and not self.settings.sample:
             index = result["divergence"]["index"]

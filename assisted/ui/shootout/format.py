@@ -1,14 +1,37 @@
 """The Shoot-out tab's values: its lanes as they run, the ranking as a table, and the
 race and the γ sweep as chart rows. Imports neither torch nor gradio.
+
+Its outputs, by name, in the order of the /shootout endpoint's (`ShootoutOutputs`, as
+`compare.format.CompareOutputs` orders Compare's).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, NamedTuple
+
 import pandas as pd
 
-from assisted.analysis import oracle_text
+from assisted.analysis import oracle
 from assisted.bench.shootout import range_text
 from assisted.ui.numbers import number, percent
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class ShootoutOutputs(NamedTuple):
+    """The Shoot-out tab's outputs: the /shootout endpoint's, in this order. `lanes` moves
+    as the runs stream; the table, the why, the charts and the result come with the last
+    value."""
+
+    status: str  # Markdown
+    lanes: str  # Markdown: each lane's latest run, the one running as it streams
+    ranking: pd.DataFrame  # `format.RANKING_HEADERS`
+    why: str  # Markdown: why the winner won
+    race: pd.DataFrame | None  # tokens over time, a line per lane: seconds, tokens, lane
+    sweep: pd.DataFrame | None  # modelled speedup by constant γ: γ, speedup, lane
+    result: dict | None  # `assisted.bench.shootout.rank(...)`, what the CLI's --json prints
+
 
 RANKING_HEADERS = [
     "#",
@@ -60,9 +83,7 @@ def ranking_rows(result: dict) -> list[list]:
             if lane["drafting_s_per_token"] == 0.0
             else number(lane["drafting_cost_ratio"], 2),
             number(lane["oracle_speedup"], 2, "×"),
-            "—"
-            if lane["measured_share"] is None
-            else oracle_text.share_text(lane["measured_share"]),
+            "—" if lane["measured_share"] is None else oracle.share_text(lane["measured_share"]),
             lane["outcome"],
         ]
         for place, lane in enumerate(result["lanes"], start=1)

@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from assisted.core.settings import RunSettings
-from assisted.ui.requests import PairPlace
-from assisted.ui.stop_flags import StopFlag
+from assisted.ui.requests import PairPlace, StopFlag
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,12 @@ ranking that `python -m assisted PROMPT --shootout --json` prints.
 
 `build_shootout_tab` lays the tab out and wires its events; its handlers are
 `ShootoutHandlers`' methods.
+
+The Shoot-out tab's components, laid out: the prompt, the pair, how much, and the
+outputs. `shootout.tab.build_shootout_tab` wires their events.
 """
+
+from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
@@ -13,12 +18,13 @@ import gradio as gr
 
 from assisted.bench import Progress, shootout
 from assisted.bench.measuring import Streamed
+from assisted.bench.shootout import MAX_NEW_TOKENS, MAX_REPEATS
 from assisted.core.settings import RunSettings, SettingsError, validate_prompt
 from assisted.ui.errors import refusal
-from assisted.ui.gpu_calls import GpuEvents
-from assisted.ui.gpu_turn import TabHandlers, gpu_turn, stop_key
-from assisted.ui.shootout import layout
+from assisted.ui.gpu_calls import GpuEvents, TabHandlers, gpu_turn, stop_key
+from assisted.ui.pair_access import Config
 from assisted.ui.shootout.format import (
+    ShootoutOutputs,
     lanes_markdown,
     progress_markdown,
     race_frame,
@@ -27,16 +33,109 @@ from assisted.ui.shootout.format import (
     why_markdown,
 )
 from assisted.ui.shootout.gpu import stream_shootout
-from assisted.ui.shootout.outputs import ShootoutOutputs
 from assisted.ui.shootout.request import ShootoutRequest
 from assisted.ui.tabs import (
+    TICKS,
     Tab,
     TabState,
+    by_field,
+    folded_json,
     int_if_whole,
     on_device,
     on_stop,
+    prompt_box,
+    tokens_and_rounds,
     updating_only,
 )
+
+DEFAULT_NEW_TOKENS = 64
+
+
+def input_components(config: Config) -> tuple[gr.Textbox, gr.Dropdown, gr.Slider, gr.Slider]:
+    """The prompt, the pair whose target the lanes share, new tokens a lane and rounds."""
+    prompt = prompt_box("One prompt every drafter races on…", "shootout-prompt", lines=4)
+    with gr.Row():
+        pair = gr.Dropdown(
+            list(config.registry),
+            value=config.default_pair,
+            label="Model pair (its target; the lanes are every drafter it has here)",
+            elem_id="shootout-pair",
+        )
+        rounds = "Rounds (a plain run and a run a lane each; three give medians)"
+        sizes = tokens_and_rounds(
+            MAX_NEW_TOKENS, DEFAULT_NEW_TOKENS, MAX_REPEATS, rounds, "shootout"
+        )
+    return prompt, pair, *sizes
+
+
+def output_components() -> dict[str, gr.components.Component]:
+    """The tab's outputs, laid out, by their names in `ShootoutOutputs`."""
+    status = gr.Markdown(
+        "Press **Run shoot-out**; progress shows here.", elem_id="shootout-status", label="status"
+    )
+    why = gr.Markdown(elem_id="shootout-why", label="why")
+    ranking = gr.Dataframe(
+        ranking_frame(None),
+        label="Ranking",
+        interactive=False,
+        wrap=True,
+        elem_id="shootout-ranking",
+    )
+    # A chart a row: the legend is one line of up to eight lanes, wider than half a page.
+    race = _lines(
+        "race",
+        "seconds",
+        "tokens",
+        "The race: new tokens over time, each lane's median run",
+        ("seconds since the run started", "new tokens"),
+    )
+    sweep = _lines(
+        "sweep",
+        "γ",
+        "speedup",
+        "Speedup at a constant γ, replayed from the runs' own costs (modelled)",
+        ("γ, candidates a step", "speedup (modelled)"),
+    )
+    with gr.Accordion("The lanes as they run", open=True):
+        lanes = gr.Markdown(elem_id="shootout-lanes", label="lanes")
+    result = folded_json("Ranking as JSON (python -m assisted --shootout --json's)", "result")
+    return by_field(ShootoutOutputs, locals())
+
+
+def steps_in_json() -> gr.Checkbox:
+    """Whether the ranking's JSON keeps each lane's runs' steps (`per_step`), under it."""
+    return gr.Checkbox(
+        False,
+        label="Keep each lane's steps in the JSON (per_step: hundreds of kB on long runs)",
+        elem_id="shootout-steps",
+    )
+
+
+def _lines(label: str, x: str, y: str, title: str, axes: tuple[str, str]) -> gr.LinePlot:
+    """A chart of a line per lane, empty until a ranking. Its title names it; the label,
+    its output's name, stays hidden, as the chart is drawn its full height below it and
+    the legend, at its foot, would be cut off.
+
+    Gradio's chart builds its drawing from the first frame it gets (each axis's type from
+    its column's, the colours and the legend from the lanes in it) and later only swaps
+    the rows in; an empty frame would fix no lanes, and an untyped one categories for
+    axes. So the chart holds no frame until a ranking, and each run clears it first
+    (`shootout.tab`): every ranking's chart is drawn from its own lanes."""
+    return gr.LinePlot(
+        None,
+        x=x,
+        y=y,
+        color="lane",
+        title=title,
+        label=label,
+        show_label=False,
+        x_title=axes[0],
+        y_title=axes[1],
+        height=300,
+        x_axis_format=TICKS,
+        elem_id=f"shootout-{label}",
+    )
+
 
 NOTE = f"""
 Races every drafter this target has on this device on your prompt: its assistant under
@@ -57,7 +156,7 @@ ranking, within the call's events (`assisted.ui.gpu_calls`)."""
 
 def _idle(status: str) -> ShootoutOutputs:
     """Every output's value without a ranking: before one exists, or when none will. The
-    charts hold nothing, so that the next ranking's are drawn afresh (`layout._lines`)."""
+    charts hold nothing, so that the next ranking's are drawn afresh (`_lines`)."""
     return ShootoutOutputs(
         status=status,
         lanes=lanes_markdown({}, None, {}),
@@ -180,13 +279,13 @@ def build_shootout_tab(
     """The tab's components and events, inside the caller's `tab` (`tabs.BuildTab`)."""
     handlers = ShootoutHandlers(shared, stream)
     gr.Markdown(NOTE)
-    prompt, pair, max_new_tokens, repeats = layout.inputs(shared.pairs.config)
+    prompt, pair, max_new_tokens, repeats = input_components(shared.pairs.config)
     with gr.Row():
         run = gr.Button("Run shoot-out", variant="primary", elem_id="shootout-run")
         stop = gr.Button("Stop", variant="stop", elem_id="shootout-stop")
-    outputs = layout.outputs()
+    outputs = output_components()
     # The steps last: API users who leave them out get the ranking without them.
-    inputs = [prompt, pair, max_new_tokens, repeats, layout.steps_in_json()]
+    inputs = [prompt, pair, max_new_tokens, repeats, steps_in_json()]
     on_device(run.click, handlers.run_shootout, inputs, ShootoutOutputs, outputs, "shootout")
     on_stop(stop, handlers.request_stop)
 
