@@ -7,7 +7,7 @@ is known too (`assisted.engine.hindsight` finds it, off the run's clock):
 - the lookup's proposal at i, `lookup_drafts[i]`, is a pure function of the ids; cut to L
   tokens it commits min(L, its agreement with the output) + 1.
 
-With the costs the run's steps measured (`assisted.analysis.oracle`: T(k) from
+With the costs the run's steps measured (`priced`: T(k) from
 the steps' wall times, the assistant's seconds per drafted token, its catch-up after
 skipped steps, its first read), a dynamic programme over (position, the assistant's
 state) finds the fastest schedule: at each step none, the assistant with γ = 1 … cap, or
@@ -36,11 +36,11 @@ measured run, up to the noise between its own steps.
 
 No torch here: the run's record in, seconds and a schedule out.
 
-The oracle's finding in words (`assisted.analysis.oracle`): for the CLI's card, the app's
-summary and the shoot-out's ranking. No torch here.
+The oracle's finding in words (`describe`): for the CLI's card, the app's
+summary and the shoot-out's ranking.
 
 The costs a run paid, read back from its steps: what the oracle and the shoot-out's γ sweep
-are priced by (`assisted.analysis.oracle`), beside the costs the policy believed.
+are priced by (`priced`), beside the costs the policy believed.
 
 The policy's costs are a model: what the calibration timed, refined by the run. Priced by
 them, the oracle is wrong in the same way the policy is, so its share flatters a policy
@@ -70,8 +70,6 @@ of step cost, the run's machinery in:
   of a step after steps the assistant skipped.
 Drafting figures come from the run's own steps only (each lane's assistant runs in its own
 precision). A figure no step measured keeps the policy's.
-
-No torch here: records in, costs out.
 """
 
 from __future__ import annotations

@@ -24,14 +24,14 @@ Figures (terms as defined in `assisted.analysis.stats`):
 - **first draft**: how the first-draft rule went in most of a prompt's runs, why, and in how
   many (`assisted.analysis.stats`); the card lists where it waited or declined.
 - **oracle** figures: the best schedule in hindsight and the shares of it the runs
-  reached, modelled and measured (`assisted.bench.reporting`).
+  reached, modelled and measured (`prompt_fields`, `measured_share`).
 
 The report's shape, as `report()` returns it and `python -m assisted.bench` prints it as
 JSON: docs/json.md, "The benchmark report". "overall" and "categories" describe the first
 drafter; "drafters" holds every drafter's; "prompts" holds a row per prompt and drafter.
 
 The benchmark's chart: speedup per category, measured beside predicted or fitted, per
-drafter, drawn from the report (`assisted.bench.reporting`). Matplotlib is imported when a
+drafter, drawn from the report (`draw_chart`). Matplotlib is imported when a
 chart is drawn, so the report and its card need none.
 
 The benchmark's oracle figures: how much of the best schedule in hindsight a drafter's

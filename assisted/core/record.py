@@ -94,7 +94,7 @@ class Step:
     commit, the seconds it would take, and the seconds a plain step would have taken then;
     None under other schedules.
     `held_back` is why the `auto` policy kept the assistant from drafting at this step, though
-    it could have (`assisted.core.record`: its first read of the prompt could not pay, or
+    it could have (`HeldBack`: its first read of the prompt could not pay, or
     had not yet; its catch-up could not pay; the run's steps with it fell behind plain);
     None where it did not, and under other schedules.
     `draft_p` and `draft_q` are, in a sampled run, each drafted token's probability under

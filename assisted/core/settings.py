@@ -17,7 +17,7 @@ match, so the source can change from step to step while the pair's drafter stays
 
 Each kind's value is its name in the CLI, the JSON and the API ("assistant",
 "prompt-lookup", ...); the enum is a `str`, so it compares equal to that name, serialises as
-it and pickles across ZeroGPU's process boundary. No torch here.
+it and pickles across ZeroGPU's process boundary.
 
 Temperature bands: the runs whose acceptance the `auto` policy learns from one another.
 
@@ -33,8 +33,6 @@ So each band keeps a history of its own: greedy, and three temperature bands aro
 usual settings (0.7 is the app's default; above 1 the distributions flatten beyond the
 model's own). Top-p is left out: it narrows both distributions alike, and more bands would
 each see fewer runs to learn from.
-
-No torch here.
 """
 
 from __future__ import annotations

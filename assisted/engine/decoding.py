@@ -33,7 +33,7 @@ What a run yields is a `StepEvent` per target step, then `RunDone` with its reco
 Samples of a prompt's first tokens, drawn as the product draws them, for the sampling
 check (`assisted.bench.sampling_check`), and the biased verifier that is its negative control.
 
-- Plain samples take the product's plain path (`assisted.engine.decoding`: the same
+- Plain samples take the product's plain path (`make_plan`: the same
   generation config, logits processors and seeding), n rows in one `generate()` call:
   rows of a batch sample independently, so this is the distribution of n runs of one row,
   up to the rounding of a batched matrix product. The prompt's prefill is computed once

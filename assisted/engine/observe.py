@@ -6,7 +6,7 @@ We never reimplement speculative decoding; we watch it. `StepObserver` composes:
   generation), and a forward pre-hook on the target sees the positions each step verifies,
   which gives the draft: the candidates' ids, hence the drafted and accepted counts
   (Transformers reports neither); the text of each step and of its draft is decoded
-  incrementally (`assisted.engine.observe`);
+  incrementally (`Detokenizer`);
 - the drafting timing: forward hooks on the assistant (on the target's first layers under
   early exit) time each drafting pass, which gives each step's drafting time and the cost
   ratio c;
@@ -17,7 +17,7 @@ We never reimplement speculative decoding; we watch it. `StepObserver` composes:
   each step reads the target's top two tokens at the positions it committed, the evidence
   for a divergence from the plain run (`assisted.analysis.divergence`).
 - under sampling, each drafted token's p and q, kept where Transformers computes them
-  (`assisted.engine.observe`), from which `assisted.analysis.stats` derives why a draft
+  (`DraftProbabilities`), from which `assisted.analysis.stats` derives why a draft
   was accepted.
 
 On a GPU, passes are timed with CUDA events read once per step, not by synchronising the
@@ -324,7 +324,7 @@ class StepObserver(BaseStreamer):
 
     def watching_drafts(self) -> AbstractContextManager:
         """Within the block, a sampled assisted run's p and q are kept
-        (`assisted.engine.observe`). Entered inside any drafting seam, whose candidate
+        (`DraftProbabilities`). Entered inside any drafting seam, whose candidate
         generator it wraps; nothing for greedy and plain runs."""
         if self.probabilities is None:
             return nullcontext()

@@ -13,7 +13,7 @@ Where a pair runs and in what precision: the device and dtype policy.
 
 CUDA → bf16 (fp16 where bf16 is unsupported); CPU → bf16 where the CPU has native bf16
 instructions, else fp32, as emulated bf16 matmuls run slower than fp32. Large targets on
-CUDA may spread over GPU and CPU memory (`assisted.models.loading`).
+CUDA may spread over GPU and CPU memory (`load_model`'s `offload`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A pair is a target plus a drafter, of one of the kinds in `assisted.core.settings`; the named
 ones are in `assisted.models.registry`. What a pair must pass before its weights load is checked
-in `assisted.models.pairs`.
+first (`check_pair`, below).
 
 The device and dtype a pair runs in are `assisted.models.loading`'s choice; pairs that
 name one target on one device in one dtype hold one copy of it. `trust_remote_code` is
@@ -11,7 +11,7 @@ never enabled. The pairs in memory are kept, and evicted, by
 
 Checks a pair passes before its weights load, from its configs, tokenizer files and the
 sizes of its weight files: what `generate()` or the server's limits would refuse later,
-refused while it costs the pairs in memory nothing (`assisted.models.pairs`). Each pair
+refused while it costs the pairs in memory nothing. Each pair
 is checked once per process and its verdict kept (`checking`).
 """
 

@@ -12,7 +12,7 @@ The precisions on a CPU (their figures: docs/benchmarks.md, "The assistant's pre
   kernels too, on CPUs without native bf16, where the pair runs in fp32.
 - "int8-wo", int8 weights only with bf16 activations (`_weight_int8pack_mm`): slow with fp32
   activations, so it is no default for CPUs without native bf16.
-- "int4-wo", 4-bit weights in groups of 64 (`assisted.models.quantize`): what "auto" drafts in on
+- "int4-wo", 4-bit weights in groups of 64 (`quantize_int4_weight_only`): what "auto" drafts in on
   a CPU where the pair runs in bf16, as fast as "int8" from half its weights, and, its
   drafting activations never quantized per pass, the oracle's hindsight reproduces more of
   its drafting steps. It reads the context through a dynamic int8 copy of its layers,
@@ -36,7 +36,7 @@ context before its first draft, and the tokens of the steps it skipped before a 
 Read in int4, the 0.5B took 4.8–5.3 ms a context token, against 1.8–2.4 ms in int8: 1.1 s
 of a 231-token passage's 5 s run, where int8 read it in 0.4 s. So a layer may keep a
 second copy of its weights for inputs of `MANY_ROWS` rows or more (`many_rows`: fbgemm's
-dynamic int8 layer, `assisted.models.quantize`): the read then costs what the int8
+dynamic int8 layer, as `quantize_int8` makes it): the read then costs what the int8
 assistant's does, and drafting, one row at a time, what int4's does. The copy is what the
 read costs in memory (docs/space.md#memory); the target verifies every candidate either
 way, so which copy read the context moves the drafts, never the output.
@@ -200,7 +200,7 @@ def quantize_int8_weight_only(model: nn.Module, consume: bool = False) -> nn.Mod
 
 def quantize_int4_weight_only(model: nn.Module, consume: bool = False) -> nn.Module:
     """Linear weights in 4 bits, a scale and a zero per 64 inputs, activations in the
-    model's own dtype (`assisted.models.quantize`). The rest of the model is shared with `model`
+    model's own dtype (the int4 kernel, above). The rest of the model is shared with `model`
     (`consume`: as in `quantize_int8`).
 
     A layer whose shape the int4 kernel refuses (`fits`: output features a multiple
@@ -209,7 +209,7 @@ def quantize_int4_weight_only(model: nn.Module, consume: bool = False) -> nn.Mod
     (its sizes are multiples of 128); a vocabulary of 300, as in a test, does.
 
     Each int4 layer but the output layer keeps a dynamic int8 copy for reading many rows
-    (`assisted.models.quantize`'s note): the output layer sees one row whatever the input,
+    (the module's note): the output layer sees one row whatever the input,
     since the drafters keep only the last position's logits."""
     quantized = _structure(model)
     output_layer = getattr(quantized, "get_output_embeddings", None)

@@ -30,16 +30,16 @@ drafting and rows.
 **Holds, each a bounded wait.** Before its first draft the assistant must read the whole
 context, after skipped steps their tokens, and where its steps ran slower than plain ones
 (`Floor`) a further step is a probe that may lose: each is paid once, and the run may never
-earn it back. The read is a bet made at each step until the assistant starts: **it starts
-at once where the time it can be expected to save over the tokens the run can expect yet
-repays the read** (`assisted.policy.answers`: the pair's record of answers and a scale-free
-prior on where they end; before its first draft the saving is weighed over the prior's
-acceptances, as a probe's: `_first_read_value`). Where it cannot, the assistant sits out in
-a bounded wait (`assisted.policy.choice`: ski rental): the ledger adds up what it would have
-saved at each step it sat out, and it starts once that reaches the read's price. A catch-up
-and the floor go through the same ledger, so no hold outlasts its price, whatever the
-learnt file or the answer record say. Each step the policy holds the assistant back
-records why (`assisted.core.record`).
+earn it back. The read is a bet made at each step until the assistant starts: **it starts at
+once where the time it can be expected to save over the tokens the run can expect yet repays
+the read** (`assisted.policy.answers`: the pair's record of answers and a scale-free prior
+on where they end; before its first draft the saving is weighed over the prior's
+acceptances, as a probe's, and over the tokens the prior alone expects:
+`_first_read_value`). Where it cannot, the assistant sits out in a bounded wait (`Ledger`:
+ski rental): the ledger adds up what it would have saved at each step it sat out, and it
+starts once that reaches the read's price. A catch-up and the floor go through the same
+ledger, so no hold outlasts its price, whatever the learnt file or the answer record say.
+Each step the policy holds the assistant back records why (`assisted.core.record.HeldBack`).
 
 **Probes.** After `PROBE_AFTER` γ = 0 steps in a row the policy drafts one candidate, so
 that drafting resumes when the text becomes predictable again, and an assistant that the
@@ -71,8 +71,6 @@ the hold's price. Held too long, the run lost at most the price; released wrongl
 loses the price once more: about twice the price against hindsight, whatever the answer's
 length, the learnt file or the answer record say. A hold whose reason changes (the read
 made, the floor met) starts a new wait.
-
-No torch here: seconds in, a verdict out.
 """
 
 from __future__ import annotations
@@ -234,7 +232,7 @@ class DraftPolicy:
         self.committed = 0  # tokens the run's steps have committed
         self.seen = 0  # the context the model source has read (after its latest draft)
         self.floor = Floor()
-        self.ledger = Ledger()  # the hold under way, a bounded wait (`assisted.policy.choice`)
+        self.ledger = Ledger()  # the hold under way, a bounded wait (the module's note)
         self.read_s = 0.0  # seconds the latest draft spent reading the context first
         self.answers = tuple(answers)
         self.explored_s = 0.0  # what the run's probes of a held-back assistant could lose
@@ -382,7 +380,7 @@ class DraftPolicy:
         return self._wait(HeldBack.FIRST_DRAFT, read_s + probe_loss_s, bet_s)
 
     def _wait(self, reason: HeldBack, price_s: float, saving_s: float) -> HeldBack | None:
-        """`reason` while its wait lasts (`assisted.policy.choice.Ledger`), None once it
+        """`reason` while its wait lasts (`Ledger`), None once it
         ended."""
         return reason if self.ledger.holds(reason, price_s, saving_s) else None
 
@@ -420,7 +418,7 @@ class DraftPolicy:
         seconds per token it can be expected to save against the best rate `without` it,
         the seconds its first draft's step can be expected to lose, and the seconds a token
         saves at the prior's optimistic acceptance, the bet the choice makes (what a wait
-        for the read accrues: `assisted.policy.choice`). The first two are taken over
+        for the read accrues: `Ledger`). The first two are taken over
         the prior's acceptances (`PRIOR_POINTS`, one acceptance α for every position): at an
         α where its best rate at up to `most` candidates beats `without`, it keeps drafting
         at that rate and saves what that rate saves; at any other, it saves nothing, and the

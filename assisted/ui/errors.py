@@ -97,7 +97,7 @@ ABORTED_WORDS = (
 class Refused(gr.Error):
     """A ZeroGPU refusal or abort, explained: `status` for the page, the message for the
     API, under the wrapper's own title. Expected, so the log gets one line, no traceback
-    (`assisted.ui.errors`)."""
+    (as `refusal` logs it)."""
 
     def __init__(self, status: str, message: str, title: str, aborted: bool = False):
         super().__init__(message, title=title, print_exception=False)

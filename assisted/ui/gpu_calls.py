@@ -2,7 +2,7 @@
 module hands it the tab's work): the pair ready in the call's process, the work on it,
 then what the call measured. A call yields typed events (`GpuEvents`): a `Status` line of
 the call's own, the tab's items, and last a `CallReport`. The handlers' side of the call
-is `assisted.ui.gpu_calls`.
+is `gpu_turn`, below.
 
 On ZeroGPU each call runs in a process forked from the main one (or an idle one reused):
 it loads the pair where that process does not hold it, and starts from what earlier
@@ -12,7 +12,7 @@ A request's way to the GPU, the same for every tab: its Stop flag and its turn i
 line for the device (`gpu_turn`), status lines while its pair's files are fetched and it
 waits, the pair loaded (off ZeroGPU; on ZeroGPU the call loads it), then each GPU call
 (`GpuTurn.call`): the status line as it asks ZeroGPU for a GPU, the call's events
-(`assisted.ui.gpu_calls.GpuEvents`) read, its status lines shown and its items streamed,
+(`GpuEvents`) read, its status lines shown and its items streamed,
 what the call measured kept for the next one's request, and ZeroGPU's refusals said in
 the status line.
 

@@ -4,7 +4,7 @@ loading; and the page's pair status line.
 
 A request fetches its pair's files first, outside the line for the device, so a download
 holds up no one comparing on a pair in memory. Only then does it take its turn
-(`assisted.ui.pair_access`): timed runs, and loading pairs into memory, which would slow a
+(`DeviceQueue`): timed runs, and loading pairs into memory, which would slow a
 timed run down, use the device one at a time.
 
 On ZeroGPU (`Config.zerogpu`) the handlers run in the main process, where CUDA is only

@@ -6,7 +6,7 @@ times, from which `assisted.ui.gpu_time` sizes its call.
 
 On ZeroGPU the call runs in a forked process and its arguments are pickled: a request is
 a frozen dataclass of plain values, the settings and a Stop flag that a file carries
-across processes (`assisted.ui.requests`). No torch, no gradio.
+across processes (`StopFlag`). No torch, no gradio.
 
 Stop requests that a forked process can see: one file per request.
 
@@ -19,8 +19,6 @@ same flags serve the threads of one process.
 
 A run checks its flag once per target step (`assisted.engine.decoding`): one `stat` call, a few
 microseconds, against steps of tens of milliseconds or more.
-
-No torch, no gradio.
 """
 
 from __future__ import annotations

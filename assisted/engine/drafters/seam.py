@@ -4,11 +4,11 @@ The target's `_get_candidate_generator` is overridden on the instance for the ru
 the candidate generator Transformers built so that `assisted.policy.choice` chooses, before
 each step, the source of the candidates (the assistant, or a prompt-lookup match) and their
 number (0: a plain target step). Transformers still verifies and accepts. The matches come
-from `assisted.engine.drafters.seam` (or Transformers' own search, `lookup:
+from the suffix lookup (`SuffixLookup`, below; or Transformers' own search, `lookup:
 "transformers"`); under greedy decoding the assistant drafts with the lean loop
 (`assisted.engine.drafters.static_draft`), else with its own generator, and either way from a cache
-that holds committed ids only. The generators that draft are in
-`assisted.engine.drafters.seam`; this module installs them.
+that holds committed ids only. `drafting_policy` installs the generators that draft
+(below).
 
 The candidate generators the `auto` policy chooses between, and the one that chooses.
 
@@ -16,11 +16,11 @@ Transformers' assisted loop asks a `CandidateGenerator` for each step's candidat
 tells it afterwards how many the target accepted (`get_candidates`,
 `update_candidate_strategy`). `PolicyDrafter` is that generator under `auto`: before each
 step it asks the policy (`assisted.policy.choice`) to choose between the assistant's draft, a
-prompt-lookup match from one of two sources (`SuffixSource`: `assisted.engine.drafters.seam`'s
-matches; `TransformersLookup`: Transformers' own search) and a plain step, and drafts what it chose.
-`LookupDrafter` puts `assisted.engine.drafters.seam`'s matches in place of Transformers' search
-under the constant schedule. `assisted.engine.drafters.seam` installs them in `generate()`; nothing
-here knows of that seam.
+prompt-lookup match from one of two sources (`SuffixSource`: the suffix lookup's matches;
+`TransformersLookup`: Transformers' own search) and a plain step, and drafts what it chose.
+`LookupDrafter` puts the suffix lookup's matches in place of Transformers' search under the
+constant schedule. `drafting_policy` installs them in `generate()`; the generators
+themselves know nothing of that seam.
 
 Prompt lookup that drafts only what is worth showing: the longest, most recent match in
 the user's text and the output, never in the chat template.
@@ -186,7 +186,7 @@ LOOKUP = DrafterKind.PROMPT_LOOKUP
 
 
 class SuffixSource:
-    """`assisted.engine.drafters.seam`'s matches, as the policy's lookup source."""
+    """The suffix lookup's matches (`SuffixLookup`), as the policy's lookup source."""
 
     def __init__(self, lookup: SuffixLookup):
         self.lookup = lookup
@@ -218,7 +218,7 @@ def _with_tokens(input_ids: torch.LongTensor, tokens: Sequence[int]) -> torch.Lo
 
 
 class LookupDrafter(CandidateGenerator):
-    """Prompt lookup with `assisted.engine.drafters.seam`'s matches, `num_tokens` at most a step,
+    """Prompt lookup with the suffix lookup's matches, `num_tokens` at most a step,
     in place of Transformers' own search, for the constant schedule."""
 
     def __init__(self, lookup: SuffixLookup, num_tokens: int, max_length: int):
@@ -353,7 +353,7 @@ def drafting_policy(
     built: list[DraftLoop] | None = None,
 ) -> Iterator[None]:
     """Within the block, `target.generate()` drafts as `policy` chooses, and prompt lookup
-    matches with `lookup` (`assisted.engine.drafters.seam`; None: Transformers' own search). Under
+    matches with `lookup` (`SuffixLookup`; None: Transformers' own search). Under
     a policy and greedy decoding the assistant drafts with the lean loop where `lean`
     (`assisted.engine.drafters.static_draft`: on a static cache, graphed where captured), else with
     its generator's `generate()`. Each lean drafter built is appended to `built`, where

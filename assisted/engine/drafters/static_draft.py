@@ -159,7 +159,7 @@ class LeanDrafter:
         # states past its window until the next crop, so a draft can be taken back.
         self.cache.activate_past_recording()
         self.held: list[int] = []  # the ids whose keys and values the cache holds
-        # `assisted.engine.drafters.static_draft` drafts on a static cache, except for an
+        # `StaticDrafter` drafts on a static cache, except for an
         # assistant with sliding-window layers, or whose graphs failed their capture or
         # self-check (`assisted.engine.drafters.draft_graphs`, which then gives `path`).
         self.path = path or DraftingPath(EAGER, "sliding-window layers: a dynamic cache")
@@ -395,7 +395,7 @@ class StaticDrafter:
     ) -> list[int]:
         """Up to `gamma` candidates to follow `input_ids` (one sequence), whose ids the
         caller may have read already (`ids`): else they are read here; ending where
-        `floors` say (`assisted.engine.drafters.static_draft.DraftEnd`)."""
+        `floors` say (`DraftEnd`)."""
         if ids is None:
             ids = input_ids[0].tolist()
         if self.fallback is not None:
