@@ -75,50 +75,51 @@ made, the floor met) starts a new wait.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from assisted.core.record import HeldBack
 from assisted.core.settings import DrafterKind
-from assisted.policy.acceptance import Acceptance, AcceptanceCounts, AcceptanceModel, DraftEnds
+from assisted.policy.acceptance import (
+    PRIOR_WEIGHT,
+    Acceptance,
+    AcceptanceCounts,
+    AcceptanceModel,
+    DraftEnds,
+)
 from assisted.policy.answers import Answer, expected_tokens_left, scale_free_tokens_left
-from assisted.policy.costs import CostModel
-
-# The floor: a plain step's timing varies by about this share around the pair's T(1)
-# (docs/auto-policy.md, constants), so the assistant's steps are behind plain only beyond
-# it ...
-FLOOR_MARGIN = 0.15
-FLOOR_STEPS = 3  # ... over at least this many of its steps,
-FLOOR_DECAY = 0.7  # ... each older step weighing this share of the one after it.
+from assisted.policy.costs import WINDOW, CostModel
 
 
 class Floor:
-    """The seconds per committed token of the steps the assistant drafted in a run, recent
-    steps weighing most, against a plain step's."""
+    """The seconds per committed token of the latest `WINDOW` steps the assistant drafted in
+    a run, against a plain step's. It judges once the run's own steps outvote the prior
+    that drafting pays (more than `PRIOR_WEIGHT` of them), and with no margin for noise:
+    its hold is a wait priced at the excess it measured (`Choice._held_back`), so a floor
+    met by a step's noise alone costs a wait about as small as that noise."""
 
     def __init__(self) -> None:
-        self.seconds = 0.0  # decayed seconds of the assistant's steps
-        self.tokens = 0.0  # decayed tokens they committed
-        self.steps = 0  # how many there were
+        self.latest: deque[tuple[float, int]] = deque(maxlen=WINDOW)  # (seconds, tokens)
 
     def observe(self, seconds: float, tokens: int) -> None:
         """A step the assistant drafted took `seconds` and committed `tokens`."""
-        self.seconds = FLOOR_DECAY * self.seconds + seconds
-        self.tokens = FLOOR_DECAY * self.tokens + tokens
-        self.steps += 1
+        self.latest.append((seconds, tokens))
+
+    def _pace_s(self) -> float | None:
+        """The seconds per token of the steps kept; None before any committed a token."""
+        tokens = sum(t for _, t in self.latest)
+        return sum(s for s, _ in self.latest) / tokens if tokens else None
 
     def behind(self, plain_step_s: float) -> bool:
-        """Whether those steps ran slower per token than plain steps of `plain_step_s`,
-        beyond the noise."""
-        if self.steps < FLOOR_STEPS:
-            return False
-        return self.seconds > (1.0 + FLOOR_MARGIN) * plain_step_s * self.tokens
+        """Whether those steps ran slower per token than plain steps of `plain_step_s`."""
+        pace_s = self._pace_s()
+        return len(self.latest) > PRIOR_WEIGHT and pace_s is not None and pace_s > plain_step_s
 
     def excess_s(self, plain_step_s: float) -> float:
         """The seconds per token its steps ran beyond plain steps of `plain_step_s`."""
-        if not self.tokens:
-            return 0.0
-        return max(self.seconds / self.tokens - plain_step_s, 0.0)
+        pace_s = self._pace_s()
+        return 0.0 if pace_s is None else max(pace_s - plain_step_s, 0.0)
 
 
 class Ledger:

@@ -61,13 +61,12 @@ from assisted.core.settings import DrafterKind
 from assisted.policy.acceptance import PRIOR_WEIGHT
 
 # How many of the latest observations an estimate keeps: a cost's timings in the run (its
-# median is taken over them and `PRIOR_WEIGHT` copies of its prior), the pair's reads whose
-# median prices the next, and the pair's answers: enough to ride out a few slow passes or
-# bursts, few enough to follow a neighbour that starts or stops mid-run within a dozen steps.
+# median is taken over them and `PRIOR_WEIGHT` copies of its prior), the fewest of a plain
+# run's passes whose median sets T(1), the pair's reads whose median prices the next, the
+# pair's answers, and the steps the floor weighs (`assisted.policy.choice.Floor`): enough to
+# ride out a few slow passes or bursts, few enough to follow a neighbour that starts or stops
+# mid-run within a dozen steps.
 WINDOW = 12
-# The fewest one-row passes whose median may stand for T(1): a stopped run's few do not,
-# nor a warm-up run's (`assisted.core.settings.WARMUP_TOKENS`, one pass fewer), paying first calls.
-PLAIN_STEPS = 8
 
 
 @dataclass
@@ -231,5 +230,6 @@ class PlainSteps:
             self.seconds.append(seconds)
 
     def t1_s(self) -> float | None:
-        """T(1) as the run's passes time it; None for a run of too few (`PLAIN_STEPS`)."""
-        return statistics.median(self.seconds) if len(self.seconds) >= PLAIN_STEPS else None
+        """T(1) as the run's passes time it: their median, once they fill a `WINDOW` (a
+        stopped run's few passes, or a warm-up's, paying first calls, set nothing)."""
+        return statistics.median(self.seconds) if len(self.seconds) >= WINDOW else None

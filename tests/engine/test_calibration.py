@@ -108,9 +108,9 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
     assert learnt_store.load(file).verify_s == pytest.approx(fresh.learnt.verify_s)
     # A stopped run's few passes set nothing, nor a warm-up's; nor does a pair nothing has
     # calibrated.
-    assert WARMUP_TOKENS <= costs.PLAIN_STEPS
+    assert WARMUP_TOKENS <= costs.WINDOW
     fresh.learnt.verify_s[1] = slow[1]
-    list(decoding.run(fresh, ids, "plain", RunSettings(max_new_tokens=costs.PLAIN_STEPS)))
+    list(decoding.run(fresh, ids, "plain", RunSettings(max_new_tokens=costs.WINDOW)))
     assert fresh.learnt.verify_s[1] == slow[1]
     bare = fresh_copy(pair)
     list(decoding.run(bare, ids, "plain", GREEDY))

@@ -12,9 +12,10 @@ import pytest
 
 from assisted.core.record import HeldBack
 from assisted.core.settings import DrafterKind
-from assisted.policy.acceptance import HISTORY_WEIGHT
+from assisted.policy.acceptance import HISTORY_WEIGHT, PRIOR_WEIGHT
 from assisted.policy.answers import Answer
-from assisted.policy.choice import FLOOR_STEPS, DraftPolicy, Floor, Ledger
+from assisted.policy.choice import DraftPolicy, Floor, Ledger
+from assisted.policy.costs import WINDOW
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
@@ -131,7 +132,7 @@ def test_the_floor_is_a_wait_too_priced_at_what_a_step_at_its_pace_loses():
     verify_s = {k: 0.25 for k in range(1, CAP + 2)}
     p = DraftPolicy(CAP, verify_s, {A: 0.010, L: 0.0}, A, prefill_s=0.0)
     p.started = True
-    for _ in range(FLOOR_STEPS):  # steps at twice a plain step's time per token
+    for _ in range(PRIOR_WEIGHT + 1):  # steps at twice a plain step's time per token
         p.choice = p._choice(A, 4)
         p.observe(4, 1)
         p.observe_step_s(2 * 0.25 * 2, 2)
@@ -152,6 +153,18 @@ def test_the_floor_measures_what_its_steps_lose_per_token():
     floor.observe(1.0, 2)
     assert floor.excess_s(0.25) == pytest.approx(0.25)
     assert Floor().excess_s(0.25) == 0.0
+
+
+def test_the_floor_forgets_steps_past_its_window():
+    """A neighbour that slowed the assistant's first steps and left: a window of steps
+    after it clears the floor."""
+    floor = Floor()
+    for _ in range(WINDOW):
+        floor.observe(2.0, 2)  # a token a second, plain's 0.25 s
+    assert floor.behind(0.25)
+    for _ in range(WINDOW):
+        floor.observe(0.3, 3)
+    assert not floor.behind(0.25) and floor.excess_s(0.25) == 0.0
 
 
 def test_the_policys_floors_rise_with_what_drafting_and_a_row_cost():
