@@ -5,8 +5,6 @@
 - `record`: the raw per-step record of one run, the only thing a run hands on, and why the
   `auto` policy kept the assistant from drafting at a step, named and said in words once;
 - `figures`: the one rounding and the one median every figure is made with;
-- `cost_curve`: T(k), the target's seconds to verify k rows, fitted monotone from measured
-  rows (the policy runs on it, the calibration checks against it, the oracle is priced by it);
 - `examples`: the prompt sets (the `examples/` folder and JSONL files).
 
 May import: nothing in `assisted`.

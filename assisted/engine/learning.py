@@ -13,7 +13,7 @@ run's clock starts (`assisted.engine.prepare` calls it), and read back without t
 (`calibrated`).
 
 The calibration times T(1), T(2) and T(cap + 1) and fits the rows between them
-(`assisted.core.cost_curve`: monotone, never above a larger row), plus the assistant's
+(`assisted.policy.costs`: monotone, never above a larger row), plus the assistant's
 row and its read of a block of context, in a fraction of the time every row of the cap
 would take
 (docs/lab-notes.md says how long, and on what). T(2) because the curve bends there: one
@@ -45,7 +45,6 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from assisted.core import cost_curve
 from assisted.core.record import RunRecord
 from assisted.core.settings import (
     GREEDY,
@@ -58,6 +57,7 @@ from assisted.core.settings import (
 from assisted.engine.drafters import draft_graphs
 from assisted.engine.observe import synchronize
 from assisted.models import learnt_store
+from assisted.policy import costs
 from assisted.policy.answers import Answer
 from assisted.policy.choice import DraftPolicy
 from assisted.policy.costs import PlainSteps
@@ -111,7 +111,7 @@ def calibrate(
     started = time.perf_counter()
     # Rows a disturbance left on disk are timed once more: the monotone fit already keeps
     # them from any decision, and a machine still busy would time them dear again.
-    disturbed = cost_curve.dearer_than_fit(pair.learnt.verify_s, DISTURBED)
+    disturbed = costs.dearer_than_fit(pair.learnt.verify_s, DISTURBED)
     timed = _time_target(pair, prefix, sorted({1, 2, cap + 1}), timing)
     timed |= _time_target(pair, prefix, disturbed, timing, attempts=1)
     if assistant is not None and precision not in timing.drafting:
@@ -150,7 +150,7 @@ def _time_target(
     for _ in range(attempts if rows else 0):
         for k, seconds in _time_forwards(pair.target, prefix, pending, pair.device).items():
             learnt.keep_verify(k, min(seconds, verify_s.get(k, seconds)), _CALIBRATION_REPEATS)
-        disturbed = cost_curve.dearer_than_fit(verify_s, DISTURBED)
+        disturbed = costs.dearer_than_fit(verify_s, DISTURBED)
         pending = [k for k in rows if k in disturbed]
         if not pending:
             break
@@ -225,7 +225,7 @@ def calibrated(
             "prepare the pair first (assisted.engine.prepare)"
         )
     counts = {k: count for k, (count, _) in pair.learnt.verify_timed.items()}
-    curve = cost_curve.fit({k: [t] for k, t in verify_s.items()}, range(1, cap + 2), counts=counts)
+    curve = costs.fit({k: [t] for k, t in verify_s.items()}, range(1, cap + 2), counts=counts)
     if not model:
         return curve, 0.0, 0.0
     return curve, draft_s, drafting.prefill_s
