@@ -41,8 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from assisted.analysis import oracle, stats
-from assisted.core.figures import rounded
-from assisted.core.record import Hindsight, RunRecord
+from assisted.core.record import Hindsight, RunRecord, rounded
 from assisted.core.settings import DrafterKind
 from assisted.policy.choice import DraftPolicy
 from lab import recorded

@@ -80,8 +80,7 @@ from enum import IntEnum
 from itertools import pairwise
 
 from assisted.analysis.faults import HINDSIGHT
-from assisted.core.figures import median, rounded
-from assisted.core.record import Hindsight, RunRecord, Step
+from assisted.core.record import Hindsight, RunRecord, Step, median, rounded
 from assisted.core.settings import DrafterKind
 from assisted.policy import costs
 

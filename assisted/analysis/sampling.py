@@ -26,8 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from assisted.core.figures import rounded
-from assisted.core.record import RunRecord, Step
+from assisted.core.record import RunRecord, Step, rounded
 from assisted.core.settings import RunSettings, SettingsError, validate_prompt
 
 # What each committed token of a sampled assisted step is.

@@ -29,8 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from assisted.analysis import divergence, faults, oracle, sampling
-from assisted.core.figures import median, rounded
-from assisted.core.record import HeldBack, RunRecord
+from assisted.core.record import HeldBack, RunRecord, median, rounded
 from assisted.core.settings import DrafterKind
 
 AT_ONCE, WAITED, DECLINED = "at once", "waited", "declined"

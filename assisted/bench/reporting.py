@@ -60,8 +60,7 @@ from typing import TYPE_CHECKING
 
 from assisted.analysis import divergence, faults, oracle, stats
 from assisted.bench.planning import Variant
-from assisted.core.figures import rounded
-from assisted.core.record import RunRecord
+from assisted.core.record import RunRecord, rounded
 from assisted.core.settings import RunSettings
 
 if TYPE_CHECKING:

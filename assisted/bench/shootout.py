@@ -42,8 +42,7 @@ from assisted.bench.measuring import Finished, Progress, Streamed, benchmark
 from assisted.bench.planning import Variant
 from assisted.bench.reporting import Run, report
 from assisted.core.examples import Example
-from assisted.core.figures import rounded
-from assisted.core.record import RunRecord
+from assisted.core.record import RunRecord, rounded
 from assisted.core.settings import (
     DrafterKind,
     DraftSettings,

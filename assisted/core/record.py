@@ -16,11 +16,14 @@ keeps its reason, `Step.held_back`).
   `python -m lab.policy_fit`).
 - CATCH_UP: the assistant skipped steps, and its read of their tokens costs more than
   drafting could save over the tokens left.
-- FLOOR: the run's steps with the assistant ran slower per committed token than plain
-  decoding does, by more than the noise of a step's timing.
+- FLOOR: the run's latest steps with the assistant ran slower per committed token than
+  plain decoding does.
 
 Each value is its name in the JSON and the API; the enum is a `str`, so it serialises as
-it and pickles across ZeroGPU's process boundary. No torch here.
+it and pickles across ZeroGPU's process boundary.
+
+Every figure derived from a record is made with the one rounding (`rounded`, to `DIGITS`
+decimals in the JSON) and the one median (`median`) defined here. No torch here.
 """
 
 from __future__ import annotations
@@ -333,3 +336,23 @@ def _step_from_dict(data: dict) -> Step:
 
 def _kind(name: str | None) -> DrafterKind | None:
     return None if name is None else DrafterKind(name)
+
+
+DIGITS = 4  # decimals a figure keeps in the JSON
+
+
+def rounded(value: float | None, digits: int = DIGITS) -> float | None:
+    """`value` to `digits` decimals; None stays None."""
+    return None if value is None else round(value, digits)
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    """The median of the values that are not None (the mean of the two middle ones for an
+    even count); None where there are none."""
+    ordered = sorted(v for v in values if v is not None)
+    if not ordered:
+        return None
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2

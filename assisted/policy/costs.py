@@ -81,7 +81,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from assisted.core.figures import median
+from assisted.core.record import median
 from assisted.core.settings import DrafterKind
 from assisted.policy.acceptance import PRIOR_WEIGHT
 

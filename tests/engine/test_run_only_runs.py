@@ -99,7 +99,7 @@ SAMPLED = RunSettings(max_new_tokens=16, sample=True, temperature=0.8, seed=3)
 # sampled, the draft's probabilities. Which of them a run enters depends on the steps the
 # policy chooses, and so on the machine's timings: the bound is the set, not a count.
 AUTO_MODULES = {
-    *(f"assisted.core.{m}" for m in ("settings", "record", "figures")),
+    *(f"assisted.core.{m}" for m in ("settings", "record")),
     *(f"assisted.engine.{m}" for m in ("decoding", "observe")),
     *(f"assisted.engine.drafters.{m}" for m in ("seam", "draft_graphs", "static_draft")),
     *(f"assisted.policy.{m}" for m in ("choice", "acceptance", "costs", "answers")),
