@@ -103,7 +103,6 @@ AUTO_MODULES = {
     *(f"assisted.engine.{m}" for m in ("decoding", "observe")),
     *(f"assisted.engine.drafters.{m}" for m in ("seam", "draft_graphs", "static_draft")),
     *(f"assisted.policy.{m}" for m in ("choice", "acceptance", "costs", "answers")),
-    "assisted.models.cpu_linear",
     "assisted.models.loading",
 }
 

@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from assisted.models import cpu_linear, pairs
+from assisted.models import loading, pairs
 
 
 def test_few_rows_forward_matches_linear_for_every_row_count():
@@ -11,7 +11,7 @@ def test_few_rows_forward_matches_linear_for_every_row_count():
     layer = nn.Linear(48, 80)
     reference = nn.Linear(48, 80)
     reference.load_state_dict(layer.state_dict())
-    assert cpu_linear.use_few_rows_linear(layer) == 1
+    assert loading.use_few_rows_linear(layer) == 1
     for shape in [(1, 48), (1, 2, 48), (1, 5, 48), (3, 48), (1, 40, 48), (0, 48)]:
         x = torch.randn(*shape)
         torch.testing.assert_close(layer(x), reference(x), rtol=1e-5, atol=1e-5)
@@ -20,7 +20,7 @@ def test_few_rows_forward_matches_linear_for_every_row_count():
 def test_bias_free_layers_work_too():
     layer = nn.Linear(16, 8, bias=False)
     weight = layer.weight.detach().clone()
-    cpu_linear.use_few_rows_linear(layer)
+    loading.use_few_rows_linear(layer)
     x = torch.randn(1, 4, 16)
     torch.testing.assert_close(layer(x), x @ weight.t())
 
