@@ -17,10 +17,10 @@ The key: the pair (its name, drafter and both model ids, so that custom pairs ne
 file), the machine (`machine`: for a CUDA device its name, compute capability, memory and
 the CUDA version; for a CPU its model, the instruction set torch uses and the threads it
 runs on: the same CPU given fewer cores verifies slower), the dtype, whether the target
-verifies with the few-row product (`loading.use_few_rows_linear`: ASSISTED_CPU_FEW_ROWS, fp32 on a CPU), and
-the torch and Transformers versions, whose kernels and generation loop set the costs. The
-costs are facts about all of these; the acceptance, per assistant precision, is already
-keyed inside the state.
+verifies with the few-row product (`loading.use_few_rows_linear`: ASSISTED_CPU_FEW_ROWS,
+fp32 on a CPU), and the torch and Transformers versions, whose kernels and generation loop
+set the costs. The costs are facts about all of these; the acceptance, per assistant
+precision, is already keyed inside the state.
 
 Each save stamps the file with when it was written and with which versions (`written`),
 outside the key: a stamp that differs never makes a file unusable.
