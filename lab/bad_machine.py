@@ -8,7 +8,7 @@ neighbour, or both. A free CPU Space is such a machine: the `auto` policy must s
   of the same name on the machine at hand: written under this machine's key where the pair
   keeps its learnt file, just before the pair first reads it, so the run starts from them
   as a process would that found them on disk, and the calibration checks them as it
-  checks any file (`assisted.engine.learning`).
+  checks any file (`assisted.engine.engine`).
 - `--busy`: a neighbour process spinning on one of the two cores from before the models
   load (so through the calibration) to the end of the runs, at the same priority.
 

@@ -3,12 +3,12 @@ other weights of its prior and windows (`assisted.policy.costs`: `PRIOR_WEIGHT`,
 have predicted each step's time, and how near T(1) stays to the plain steps?
 
 The benchmark runs its `auto` runs in one process, and each run starts from the rows the
-runs before it measured and kept (`assisted.engine.learning.keep_learnt`). So a real
+runs before it measured and kept (`assisted.engine.engine.keep_learnt`). So a real
 `CostModel` is made for every assisted run in the order they ran, its prior the rows kept
 so far (at first the first run's final T(k): the records keep no earlier curve), and fed
 each step's time as a verification of its rows (drafted + 1), and what it measured is kept
 for the next; with `--plain`, each plain run's steps set T(1) between them, as the
-product's plain runs do (`assisted.engine.learning.keep_plain_steps`). For each setting it
+product's plain runs do (`assisted.engine.engine.keep_plain_steps`). For each setting it
 reports:
 - the error of each assisted step's prediction before its timing is fed:
   |log(time ÷ T(rows))|;
@@ -74,7 +74,7 @@ def replay(
                 cap, kept = h.cap, dict(h.verify_s)
             if not kept or not (assisted or plain):
                 continue
-            if not assisted:  # as `assisted.engine.learning.keep_plain_steps` does
+            if not assisted:  # as `assisted.engine.engine.keep_plain_steps` does
                 kept[1] = run.plain_steps.t1_s() or kept[1]
                 continue
             curve = costs.fit({k: [t] for k, t in kept.items()}, range(1, cap + 2))

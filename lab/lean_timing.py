@@ -17,7 +17,7 @@ import torch
 
 from assisted.core.examples import EXAMPLES_DIR
 from assisted.engine.drafters.static_draft import LeanDrafter
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import load_pair
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 

@@ -49,8 +49,7 @@ def measure(
     they share counted once, `pairs.memory_in_use`)."""
     from assisted.core.settings import RunSettings
     from assisted.engine import decoding
-    from assisted.engine.prepare import encode_prompt
-    from assisted.models import quantize
+    from assisted.engine.engine import encode_prompt
     from assisted.models.pairs import load_pair, memory_in_use
 
     rows: list[dict] = []
@@ -68,9 +67,7 @@ def measure(
     stage("imports", lambda: None)
     stage("load the pair", lambda: holder.update(pair=load_pair(spec, device, dtype)))
     pair = holder["pair"]
-    precision = quantize.resolve(
-        spec.draft.assistant_quant, spec.drafter, pair.device, pair.dtype_name
-    )
+    precision = pair.drafting_precision(spec.draft.assistant_quant)
     stage("the assistant's drafting copy", lambda: pair.drafting_assistant(precision))
     stage("warm-up and calibration", lambda: decoding.warm_up(pair, ("plain", "assisted")))
     ids = encode_prompt(pair, PROMPT)

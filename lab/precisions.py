@@ -45,8 +45,8 @@ from assisted.bench.reporting import Run
 from assisted.core.examples import EXAMPLES_DIR, ExamplesError
 from assisted.core.examples import load as load_examples
 from assisted.core.settings import SCHEDULES, SettingsError
+from assisted.engine.engine import encode_prompt
 from assisted.engine.observe import synchronize
-from assisted.engine.prepare import encode_prompt
 from assisted.models import learnt_store, quantize
 from assisted.models.pairs import LoadedPair, PairError, load_pair
 from assisted.models.quantize import Int4WeightOnlyLinear
@@ -182,12 +182,7 @@ def measure(args: argparse.Namespace) -> tuple[dict, list[Run]]:
     }
     variants = plan_variants(spec, [spec.drafter], sweeps)
     pair = load_pair(spec, device=args.device, dtype=args.dtype)
-    resolved = {
-        v.name: quantize.resolve(
-            v.draft.assistant_quant, spec.drafter, pair.device, pair.dtype_name
-        )
-        for v in variants
-    }
+    resolved = {v.name: pair.drafting_precision(v.draft.assistant_quant) for v in variants}
     # The assistant as loaded first, where it is asked for: kept from then on, it is not
     # consumed by the copies and loaded again (`LoadedPair.drafting_assistant`).
     models = {

@@ -25,8 +25,8 @@ from assisted.core.examples import EXAMPLES_DIR
 from assisted.core.settings import RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import drain
+from assisted.engine.engine import encode_prompt
 from assisted.engine.observe import DraftProbabilities, StepObserver
-from assisted.engine.prepare import encode_prompt
 from assisted.models.pairs import load_pair
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 

@@ -14,7 +14,7 @@ import pytest
 from assisted.analysis import oracle
 from assisted.bench import shootout
 from assisted.core.settings import RunSettings
-from assisted.engine import decoding, prepare
+from assisted.engine import decoding, engine
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
 from lab.walk import profiled
 from tests.engine.test_run_only_runs import module_of
@@ -71,6 +71,6 @@ def test_a_request_never_calls_back_up_a_layer(pair, request_):
 def test_the_check_finds_a_planted_call_back_up(pair, monkeypatch):
     """The check itself: an analysis that calls into the engine (the oracle's report swapped
     for an engine function; it raises there, and the oracle is marked failed) is caught."""
-    monkeypatch.setattr(oracle, "report", prepare.encode_prompt)
+    monkeypatch.setattr(oracle, "report", engine.encode_prompt)
     found = climbs(lambda: race(pair))
-    assert ("assisted.analysis.stats", "assisted.engine.prepare") in found
+    assert ("assisted.analysis.stats", "assisted.engine.engine") in found

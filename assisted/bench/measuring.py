@@ -1,6 +1,6 @@
 """Measuring a benchmark: every prompt timed plain and with every variant, on one loaded pair.
 
-Method: every variant prepared first (`assisted.engine.prepare`); then, per prompt, a short
+Method: every variant prepared first (`assisted.engine.engine`); then, per prompt, a short
 untimed warm-up of the prompt in every mode, then `--repeats` rounds of one plain run and
 one assisted run per drafter. The order flips from round to
 round and from prompt to prompt (plain first, then the drafters; next time the reverse), so
@@ -33,7 +33,7 @@ from assisted.policy.learnt import LearntSnapshot
 
 if TYPE_CHECKING:
     from assisted.engine.decoding import RunDone, StepEvent
-    from assisted.engine.prepare import Prepared
+    from assisted.engine.engine import Prepared
 
 REPEATS = 3  # rounds per prompt; medians need at least three to shrug off one outlier
 
@@ -121,7 +121,7 @@ def benchmark(
     `steps`: each timed run's steps are yielded as they happen (`Streamed`), for a caller
     that shows the runs as they go (the shoot-out)."""
     from assisted.engine import decoding
-    from assisted.engine.prepare import encode_prompt
+    from assisted.engine.engine import encode_prompt
 
     settings.validate()
     if repeats < 1:
@@ -197,10 +197,10 @@ class _Session:
     prepared: dict[str, Prepared] = field(default_factory=dict)
 
     def prepare_variants(self) -> None:
-        """Every variant prepared before any run (`assisted.engine.prepare`: copies,
+        """Every variant prepared before any run (`assisted.engine.engine`: copies,
         calibration, the learnt state read), so that no timed run prepares; and what each
         never drafts and its template's text, to count the runs that copy it."""
-        from assisted.engine.prepare import prepare
+        from assisted.engine.engine import prepare
 
         for variant in self.variants:
             prepared = prepare(self.drafting[variant.drafter], variant.draft, self.settings)

@@ -186,7 +186,7 @@ class Calibration:
     this process spent timing, the checks included. `checked`: the costs read from the
     file that this process timed again ("T(1)", "T(9)", "drafting int8"), once per process;
     `corrected`: those whose new time was lower, and replaced the file's
-    (`assisted.engine.learning.calibrate`). `file` is where the pair's learnt state is kept; None
+    (`assisted.engine.engine.calibrate`). `file` is where the pair's learnt state is kept; None
     where nothing is kept on disk (`assisted.models.learnt_store`)."""
 
     source: CalibrationSource

@@ -1,13 +1,14 @@
 """A run and a comparison, top to bottom: check, prepare, plan, generate, keep.
 
 A comparison (`compare`) checks once, warms each path up once per loaded pair
-(`warm_up`: what it ran is kept in the engine's cache of the pair,
-`assisted.engine.prepare.PairCache`, so no timed run pays a first call's costs), then runs
+(`warm_up`: what it ran is kept by the pair's `assisted.engine.engine.Engine`, so no
+timed run pays a first call's costs), then runs
 each mode in turn on one device, yielding its `Phase`s between; `report` makes every figure
 from the records (`assisted.analysis.stats`). A run (`run`) is one prompt in one mode:
 
 - **check**: settings, draft and length refused with words at the door (`check`);
-- **prepare**: the pair prepared to draft (`assisted.engine.prepare`, once per process);
+- **prepare**: the pair prepared to draft (`assisted.engine.engine.Engine.prepare`, once
+  per process);
 - **plan**: everything one `generate()` call is given, built before its clock (`make_plan`):
   plain decoding where nothing is prepared; else Transformers' assisted generation, its
   prompt lookup or early exit, and under `auto` the policy's seam
@@ -22,12 +23,12 @@ from the records (`assisted.analysis.stats`). A run (`run`) is one prompt in one
   arrive; it builds, times and writes nothing else, and reads nothing the pair learnt;
 - **keep**: once the clock has stopped, an assisted run's hindsight for the oracle
   (`assisted.engine.hindsight`) and, under `auto`, its costs and what it learnt, for the
-  pair's next runs (`assisted.engine.learning`; a plain run's T(1) too). On ZeroGPU the
+  pair's next runs (`assisted.engine.engine`; a plain run's T(1) too). On ZeroGPU the
   worker's memory ends with the call, so what is kept goes to the learnt file as well.
 
 What a run yields is a `StepEvent` per target step, then `RunDone` with its record;
 `drain` consumes them to the record. The engine takes a prompt's text (encoded by
-`assisted.engine.prepare`) or its ids; the way back to text is the observer's
+`assisted.engine.engine`) or its ids; the way back to text is the observer's
 `assisted.engine.observe.Detokenizer`.
 
 Samples of a prompt's first tokens, drawn as the product draws them, for the sampling
@@ -71,10 +72,10 @@ from assisted.core.settings import (
     SettingsError,
     band_of,
 )
-from assisted.engine import hindsight, learning
+from assisted.engine import engine, hindsight
 from assisted.engine.drafters.seam import DraftLoop, SuffixLookup, drafting_policy, user_span
+from assisted.engine.engine import Engine, Prepared, encode_prompt, input_device
 from assisted.engine.observe import StepObserver, synchronize
-from assisted.engine.prepare import Prepared, cache_of, encode_prompt, input_device, prepare
 from assisted.models import learnt_store
 from assisted.models.loading import end_ids, release_memory
 from assisted.models.pairs import LoadedPair
@@ -122,8 +123,8 @@ Event = StepEvent | RunDone | Phase
 
 @dataclass(frozen=True)
 class Warmed:
-    """A path the warm-up ran once on a pair (`warm_up`), kept in the engine's cache of the
-    pair (`assisted.engine.prepare.PairCache`): each assistant precision is a model of its
+    """A path the warm-up ran once on a pair (`warm_up`), kept by the pair's engine
+    (`assisted.engine.engine.Engine`): each assistant precision is a model of its
     own, with its own first-call costs, and so is sampling."""
 
     mode: Mode
@@ -140,7 +141,7 @@ def compare(
     stop: threading.Event | None = None,
 ) -> Iterator[Event]:
     """Check, prepare and warm up, then run `modes` one after the other on one device,
-    streaming every event. `prompt` is text, encoded here (`assisted.engine.prepare`, in the
+    streaming every event. `prompt` is text, encoded here (`assisted.engine.engine`, in the
     chat template where `settings` ask for it), or the ids its caller encoded."""
     prompt_ids = (
         encode_prompt(pair, prompt, settings.chat_template)
@@ -165,7 +166,7 @@ def warm_up(
     settings: RunSettings | None = None,
     prepared: Prepared | None = None,
 ) -> None:
-    """Prepare the pair to draft with `draft` (`assisted.engine.prepare`) where `modes`
+    """Prepare the pair to draft with `draft` (`assisted.engine.engine`) where `modes`
     draft (unless the caller hands its `prepared`), then run each mode briefly once per
     loaded pair and path (greedy, or sampled where `settings` sample: warping, sampling and
     the assistant's generator in place of the lean loop have first-call costs of their
@@ -173,12 +174,12 @@ def warm_up(
     first runs, a quantized copy and the calibration freed."""
     sampled = settings is not None and settings.sample
     if "assisted" in modes and prepared is None:
-        prepared = prepare(pair, draft, settings)
+        prepared = Engine.of(pair).prepare(draft, settings)
     ids = encode_prompt(pair, WARMUP_PROMPT)
     warm = RunSettings(max_new_tokens=WARMUP_TOKENS)
     if sampled:  # the run's own temperature and top-p
         warm = settings.with_(max_new_tokens=WARMUP_TOKENS, chat_template=True)
-    warmed = cache_of(pair).warmed
+    warmed = Engine.of(pair).warmed
     ran = False
     for mode in modes:
         # Each assistant precision is its own model, with its own first-call costs.
@@ -196,7 +197,7 @@ def warm_up(
 def warmed_paths(pair: LoadedPair) -> int:
     """How many paths the warm-up has run on `pair` in this process or the one it was
     forked from: more after a call than before means that call warmed up."""
-    return len(cache_of(pair).warmed)
+    return len(Engine.of(pair).warmed)
 
 
 def report(
@@ -278,7 +279,7 @@ def _planned(
     if mode != "assisted":
         prepared = None
     elif prepared is None:
-        prepared = prepare(pair, draft, settings)
+        prepared = Engine.of(pair).prepare(draft, settings)
     elif prepared.draft != draft or prepared.learnt is not pair.learnt:
         raise ValueError("the preparation handed to the run is for another draft or pair")
     return make_plan(pair, prompt_ids, mode, settings, prepared)
@@ -289,7 +290,7 @@ def keep(ready: Plan, record: RunRecord) -> None:
     its final costs and what it learnt, kept for the pair's next runs in its temperature
     band; a plain run's T(1), where its passes were timed; every run's answer length."""
     pair, prepared, policy = ready.pair, ready.prepared, ready.policy
-    kept = learning.keep_answer(pair, ready.prompt_ids, record, ready.settings)
+    kept = engine.keep_answer(pair, ready.prompt_ids, record, ready.settings)
     if prepared is not None:
         record.hindsight = None
         with faults.attempted(faults.HINDSIGHT, record.analysis_errors):
@@ -298,10 +299,10 @@ def keep(ready: Plan, record: RunRecord) -> None:
             )
         if policy is not None:
             record.verify_cost_s = policy.costs.verify_curve()
-            learning.keep_learnt(pair, prepared.precision, policy, ready.band)
+            engine.keep_learnt(pair, prepared.precision, policy, ready.band)
             kept = True
-    if learning.keep_plain_steps(pair, ready.plain_steps) or kept:
-        learning.keep_on_disk(pair)
+    if engine.keep_plain_steps(pair, ready.plain_steps) or kept:
+        engine.keep_on_disk(pair)
 
 
 def run_bare(
@@ -348,7 +349,7 @@ def make_plan(
     prepared: Prepared | None = None,
 ) -> Plan:
     """The plan of one run: plain decoding in "plain" mode, else drafting as `prepared`
-    (`assisted.engine.prepare`) says. Times nothing. A plan serves one run."""
+    (`assisted.engine.engine`) says. Times nothing. A plan serves one run."""
     if mode == "assisted" and prepared is None:
         raise ValueError("an assisted run's plan needs the pair prepared to draft")
     prepared = prepared if mode == "assisted" else None
@@ -358,7 +359,7 @@ def make_plan(
     policy = auto_policy(pair, prepared, band, max_length, prompt_ids)
     lookup = _lookup_for(prompt_ids, settings, prepared)
     # A plain run's passes set the pair's T(1), once something has timed its T(k)
-    # (`learning.keep_plain_steps`).
+    # (`engine.keep_plain_steps`).
     timed = mode == "plain" and 1 in pair.learnt.verify_s
     built: list[DraftLoop] = []
     seam = nullcontext()
@@ -506,7 +507,7 @@ def auto_policy(
     None for plain runs and the other schedules."""
     if prepared is None or prepared.draft.schedule != "auto":
         return None
-    return learning.new_policy(
+    return engine.new_policy(
         pair, prepared.draft, prepared.precision, band, prepared.assistant, max_length, prompt_ids
     )
 

@@ -34,8 +34,9 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 from assisted.analysis import oracle
 from assisted.core.record import Hindsight, RunRecord
 from assisted.core.settings import MAX_DRAFT_TOKENS, DrafterKind
-from assisted.engine import learning, prepare
+from assisted.engine import engine
 from assisted.engine.drafters.seam import Match
+from assisted.engine.engine import Engine
 from assisted.engine.observe import synchronize
 from assisted.models.loading import end_ids
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
     from assisted.engine.drafters.seam import SuffixLookup
-    from assisted.engine.prepare import Prepared
+    from assisted.engine.engine import Prepared
     from assisted.models.pairs import LoadedPair
     from assisted.policy.choice import DraftPolicy
 
@@ -168,9 +169,9 @@ def _costs(
     cap = prepared.draft.length_for(pair.spec.drafter)
     rows = min(max(rows, cap + 1), TIMED_ROWS)
     if rows not in pair.learnt.verify_s and 1 in pair.learnt.verify_s:
-        prepare.calibrate_rows(pair, rows)
+        Engine.of(pair).calibrate_rows(rows)
     try:
-        verify_s, drafting, prefill = learning.calibrated(pair, prepared.precision, rows - 1, model)
+        verify_s, drafting, prefill = engine.calibrated(pair, prepared.precision, rows - 1, model)
     except RuntimeError:
         return None
     return {

@@ -31,7 +31,7 @@ Format 3, written without the temperature bands (`assisted.core.settings`), is r
 hold, and its acceptance, which greedy and sampled runs shared, is read as greedy's (most
 runs are greedy). Formats 3 and 4 hold T(k) without counts or times, interpolated rows
 among them, and no answers: their rows are read as measured, count unknown, and the
-calibration retimes those that disagree with the others (`assisted.engine.learning`).
+calibration retimes those that disagree with the others (`assisted.engine.engine`).
 The next save writes format 5.
 
 Several processes write one file, each holding a copy read earlier, so a save never writes
@@ -324,7 +324,7 @@ def calibration(state: LearntState, file: LearntFile | None) -> Calibration:
     """Where the costs of a run starting now came from: "timed" where this process timed a
     cost the pair lacked (its first preparation for `auto`, as a rule), else read from the
     file ("disk"), with what this process timed again of them
-    (`assisted.engine.learning.calibrate`)."""
+    (`assisted.engine.engine.calibrate`)."""
     path = None if file is None else str(file.path)
     timing = state.timed_here()
     source = "timed" if timing.fresh else "disk"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assisted.core.settings import DrafterKind
+from assisted.core.settings import DrafterKind, assistant_precision
 from assisted.models import embedded, fetch, learnt_store, process_state
 from assisted.models.loading import choose_device, choose_dtype, load_model, release_memory
 from assisted.models.registry import PAIRS, PairError, PairSpec, first_line
@@ -204,9 +204,9 @@ _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 class LoadedPair:
     """A pair in memory: its models, tokenizers, device and dtype, the assistant's copies
     in other precisions, and what the `auto` policy learnt on it. What the engine builds
-    for a pair (its preparations, the paths warmed up) it keeps in a cache of its own
-    (`assisted.engine.prepare.PairCache`); no module outside `assisted.models` sets a
-    field here."""
+    for a pair (its preparations, the paths warmed up) is its `engine`
+    (`assisted.engine.engine.Engine`), the one field a module outside `assisted.models`
+    sets."""
 
     spec: PairSpec
     target: PreTrainedModel
@@ -229,6 +229,10 @@ class LoadedPair:
     # The pair and the copies `dataclasses.replace` makes of it (the benchmark's drafter
     # variants), which share its models: one list, of weak references to each.
     family: list[weakref.ref[LoadedPair]] = field(default_factory=list, repr=False, compare=False)
+    # The engine's side of this pair, made by the engine on first use; never copied to the
+    # benchmark's drafter variants (not an argument of `dataclasses.replace`), which prepare
+    # their own drafting.
+    engine: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.family.append(weakref.ref(self))
@@ -240,6 +244,11 @@ class LoadedPair:
     @property
     def dtype_name(self) -> str:
         return str(self.dtype).removeprefix("torch.")
+
+    def drafting_precision(self, quant: str) -> str:
+        """The precision runs asking for `quant` draft in on this pair's device and dtype
+        (`assisted.core.settings.assistant_precision`)."""
+        return assistant_precision(quant, self.spec.drafter, self.device.type, self.dtype_name)
 
     def drafting_assistant(self, precision: str) -> PreTrainedModel | None:
         """The assistant model in `precision` ("none": as loaded; otherwise a quantized

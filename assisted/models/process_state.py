@@ -12,7 +12,7 @@ What the states keep, and when it goes:
   evicts, as the one whose entries weigh. At most ASSISTED_MAX_PAIRS pairs; while they hold
   more than ASSISTED_MAX_MODEL_GB, the least recently used goes first; a pinned pair never.
   A child keeps them: the pairs in memory at the fork are what its GPU call counts on.
-- the preparations (`assisted.engine.prepare`): each loaded pair's own, gone with their
+- the preparations (`assisted.engine.engine`): each loaded pair's own, gone with their
   pair, and kept by process, so a child prepares again on its own device;
 - the verdicts of the pairs checked (`assisted.models.pairs`): a few words a pair,
   kept for the process's life, the child's too;

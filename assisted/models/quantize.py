@@ -61,7 +61,6 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from assisted.core.settings import DrafterKind, assistant_precision
 from assisted.models.loading import release_memory
 
 GROUP_SIZE = 64  # inputs sharing a scale and a zero: the usual choice for 4-bit LLM weights
@@ -145,12 +144,6 @@ class Int4WeightOnlyLinear(nn.Module):
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], self.out_features)
-
-
-def resolve(quant: str, drafter: DrafterKind | str, device: torch.device, dtype_name: str) -> str:
-    """The precision a run drafts in on `device`, for a pair in the dtype named `dtype_name`
-    (`LoadedPair.dtype_name`; `settings.assistant_precision`)."""
-    return assistant_precision(quant, drafter, device.type, dtype_name)
 
 
 def quantized_copy(model: nn.Module, precision: str, consume: bool = False) -> nn.Module:

@@ -11,7 +11,7 @@ Two kinds of knowledge, kept apart because they age differently:
   T(k) holds measured rows only, each with how many timings stand behind it and when it
   was last measured (`verify_timed`): a row fitted between measured ones is never kept,
   so a calibration checks measurements, not its own interpolation
-  (`assisted.engine.learning`).
+  (`assisted.engine.engine`).
 - **answers**, a fact about the prompts seen: the lengths of the pair's latest answers
   (`answers`: tokens, and whether the answer ended or its budget cut it), from which the
   policy expects how long an answer runs on (`assisted.policy.answers`): every run's, plain
@@ -28,7 +28,7 @@ without a model), since an int8 assistant drafts faster and is accepted less.
 
 `to_dict()` and `from_dict()` turn the state into JSON-ready data and back: a new process
 starts from what earlier ones learnt on the same machine (`assisted.models.learnt_store` keeps it
-on disk), and only checks the costs they timed (`assisted.engine.learning.calibrate`).
+on disk), and only checks the costs they timed (`assisted.engine.engine.calibrate`).
 
 `snapshot()` and `restore()` cover the acceptance only: the benchmark (inside
 `acceptance_apart()`, so that none of it reaches the file) starts from no acceptance,
@@ -108,7 +108,7 @@ class PrecisionLearnt:
 
 @dataclass
 class ProcessTiming:
-    """What one process timed of the costs (`assisted.engine.learning.calibrate`), so that it
+    """What one process timed of the costs (`assisted.engine.engine.calibrate`), so that it
     times each once, and its runs' reports say what it timed. Not kept on disk."""
 
     pid: int = field(default_factory=os.getpid)

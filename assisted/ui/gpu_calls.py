@@ -32,7 +32,7 @@ import gradio as gr
 from assisted import bench
 from assisted.core.record import RunRecord
 from assisted.core.settings import SettingsError
-from assisted.engine import decoding, learning, prepare
+from assisted.engine import decoding, engine
 from assisted.models import loading, pairs
 from assisted.models.pairs import PairSpec
 from assisted.ui.errors import Refused, explained, refusal
@@ -75,7 +75,7 @@ def gpu_ready(place: PairPlace) -> Generator[Status, None, tuple[pairs.LoadedPai
         pair = pairs.load_pair(spec, device, dtype, allow_local=place.allow_local)
         load_s = time.perf_counter() - started
     else:
-        learning.refresh(pair)
+        engine.refresh(pair)
     return pair, load_s
 
 
@@ -137,18 +137,18 @@ def gpu_call(request: GpuRequest, work: Work[Item], title: str, fault: str = "")
     work's items, then what the call measured (a CallReport). Bad settings are refused
     under `title`; a pair that cannot load is said as such; a CUDA context that broke, in
     this call or an earlier one in this process, in its own words, before anything runs
-    in it (`prepare.BrokenContext`: raising ends the worker's use on ZeroGPU); any
+    in it (`engine.BrokenContext`: raising ends the worker's use on ZeroGPU); any
     other failure as "`fault` (default: `title`) failed", never hung on."""
     spec = request.pair.spec
     started = time.perf_counter()
     cold_start_s = worker_start_s()
     try:
-        if (words := prepare.broken()) is not None:
-            raise prepare.BrokenContext(words)
+        if (words := engine.broken()) is not None:
+            raise engine.BrokenContext(words)
         pair, load_s = yield from gpu_ready(request.pair)
         timing = CallTiming(pair, started, load_s, request.drafting_cap())
         yield from work(pair, timing)
-    except prepare.BrokenContext as error:
+    except engine.BrokenContext as error:
         raise gr.Error(str(error), title="GPU fault") from error
     except pairs.PairError as error:
         raise refusal(f"Could not load {spec.name}: {error}", title="Pair not loaded") from error

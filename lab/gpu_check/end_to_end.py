@@ -28,7 +28,7 @@ from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import drain
 from assisted.engine.drafters import draft_graphs
-from assisted.engine.prepare import encode_prompt, prepare
+from assisted.engine.engine import Engine, encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PAIRS, PairSpec
 from assisted.models.vocab import fit_vocabulary
@@ -118,7 +118,7 @@ def run(
     pair, draft = random_pair(spec, target, assistant, device, dtype)
     settings = RunSettings(max_new_tokens=tokens)
     started = time.perf_counter()
-    prepared = prepare(pair, draft)
+    prepared = Engine.of(pair).prepare(draft)
     prepare_s = time.perf_counter() - started
     ids = encode_prompt(pair, PROMPT)
     replays = []

@@ -41,7 +41,7 @@ from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import drain
 from assisted.engine.drafters import draft_graphs
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.models.registry import PAIRS
 from lab.gpu_check import end_to_end

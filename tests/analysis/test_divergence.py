@@ -10,7 +10,7 @@ from assisted.analysis.divergence import NEAR_TIE, UNEXPLAINED, Top2, explain, f
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import decoding
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 
 

@@ -18,7 +18,7 @@ from assisted.analysis import stats
 from assisted.core.examples import EXAMPLES_DIR
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine.decoding import RunDone, compare, report
-from assisted.engine.prepare import prepare
+from assisted.engine.engine import Engine
 from assisted.models import embedded
 from assisted.models.pairs import get_spec, load_pair
 
@@ -65,7 +65,7 @@ def test_the_default_auto_schedule_keeps_the_output_in_fp32(pair, records):
     # Priced so that drafting pays, as on a bf16 CPU (verifying nine rows costs about one):
     # on an AVX2 CPU in fp32 the calibration's steep T(k) can keep `auto` plain for a whole
     # run, and this test is about what its drafts commit, not whether they pay here.
-    prepared = prepare(pair, pair.spec.draft)
+    prepared = Engine.of(pair).prepare(pair.spec.draft)
     one_row = pair.learnt.verify_s[1]
     pair.learnt.verify_s.update(dict.fromkeys(range(1, 10), one_row))
     drafting = pair.learnt.precision(prepared.precision)
@@ -85,7 +85,8 @@ def test_the_default_auto_schedule_keeps_the_output_in_fp32(pair, records):
 def test_a_heuristic_comparison_prices_every_draft_it_grew(pair):
     """Transformers' heuristic schedule grows a fully accepted draft past the cap; the
     comparison ends whole, its oracle priced at every length drafted."""
-    prepare(pair, pair.spec.draft)  # `auto`: the pair's costs, which the oracle prices with
+    # `auto`: the pair's costs, which the oracle prices with
+    Engine.of(pair).prepare(pair.spec.draft)
     prompt = (EXAMPLES_DIR / "edit-code" / "add-docstrings.txt").read_text()
     heuristic = dataclasses.replace(pair.spec.draft, schedule="heuristic")
     done = {}

@@ -21,7 +21,7 @@ from assisted.core.examples import Example
 from assisted.core.record import RunRecord, Step
 from assisted.core.settings import WARMUP_TOKENS, DrafterKind, DraftSettings, RunSettings
 from assisted.engine.decoding import RunDone
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models import pairs
 from tests.tiny import build_model, build_tokenizer
 

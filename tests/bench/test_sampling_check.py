@@ -20,7 +20,7 @@ from assisted.core.examples import Example
 from assisted.core.settings import RunSettings, SettingsError
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models import pairs
 from assisted.models.loading import end_ids
 from assisted.models.registry import DEFAULT_PAIR, PAIRS

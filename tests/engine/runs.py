@@ -7,8 +7,9 @@ import dataclasses
 
 from assisted.core.record import RunRecord
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding, prepare
+from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
+from assisted.engine.engine import Engine
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
 from assisted.policy.learnt import LearntState
 
@@ -32,7 +33,7 @@ def priced(
     """Prepare `pair` for `draft` (its calibration timed), then price the assistant's reads,
     its drafted tokens where given, and every verification at `verify_s` where given (the
     rows its earlier runs measured on a tiny model, noisy, can make drafting never pay)."""
-    prepared = prepare.prepare(pair, draft)
+    prepared = Engine.of(pair).prepare(draft)
     drafting = pair.learnt.precision(prepared.precision)
     drafting.prefill_s = prefill_s
     drafting.draft_s = draft_s or drafting.draft_s

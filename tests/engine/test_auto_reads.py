@@ -15,7 +15,7 @@ from assisted.core.record import HeldBack, RunRecord, Step
 from assisted.core.settings import DrafterKind, RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.choice import Floor
 from assisted.policy.learnt import LearntState

@@ -16,9 +16,9 @@ from assisted.core.settings import (
     RunSettings,
     SettingsError,
 )
-from assisted.engine import decoding, prepare
+from assisted.engine import decoding
 from assisted.engine.decoding import RunDone, StepEvent
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import Engine, encode_prompt
 from tests.engine.runs import AUTO, GREEDY, PROMPT, events_record, fresh_copy, load, records
 
 
@@ -55,7 +55,7 @@ def test_the_auto_schedule_drafts_long_when_drafts_are_free_and_right(lookup_pai
     lookup, repeat = lookup_pair
     fresh = fresh_copy(lookup)
     auto = DraftSettings(prompt_lookup_num_tokens=6, schedule="auto")
-    prepare.prepare(fresh, auto)
+    Engine.of(fresh).prepare(auto)
     fresh.learnt.verify_s.update({k: 1.0 for k in range(1, 8)})
     settings = RunSettings(max_new_tokens=40)
     events = list(decoding.run(fresh, [repeat] * 8, "assisted", settings, auto))

@@ -12,9 +12,9 @@ import torch
 
 from assisted.analysis import stats
 from assisted.core.settings import DrafterKind, DraftSettings, RunSettings, band_of
-from assisted.engine import decoding, learning
+from assisted.engine import decoding, engine
 from assisted.engine.decoding import RunDone
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
 from assisted.models.pairs import custom_pair, load_pair
@@ -51,7 +51,7 @@ def sampled_timings(monkeypatch) -> list:
         calls.append(settings)
         return SAMPLED_DRAFT_S
 
-    monkeypatch.setattr(learning, "_time_sampled_drafting", timing)
+    monkeypatch.setattr(engine, "_time_sampled_drafting", timing)
     return calls
 
 
@@ -61,7 +61,7 @@ def free_run(pair, monkeypatch, trusted_prices):
     that it drafts and leaves counts in every run (a pair carries the assistant's
     acceptance, not a lookup's); priced again before each run, whose first read teaches
     the pair the tiny assistant's real read time."""
-    monkeypatch.setattr(learning, "_time_sampled_drafting", lambda *args: 1e-7)
+    monkeypatch.setattr(engine, "_time_sampled_drafting", lambda *args: 1e-7)
 
     def run(settings: RunSettings):
         priced(pair, prefill_s=0.0, draft_s=1e-7, draft=AUTO, verify_s=1e-3)
@@ -112,9 +112,9 @@ def test_a_run_starts_from_its_own_bands_history(pair, sampled_timings):
     learnt.acceptance = {(A, False, 0): ([1.0], [9.0])}
     learnt.sampled["t<=1"] = {(A, False, 0): ([8.0], [9.0])}
     for band, history in [("greedy", learnt.acceptance), ("t<=1", learnt.sampled["t<=1"])]:
-        policy = learning.new_policy(pair, AUTO, "none", band)
+        policy = engine.new_policy(pair, AUTO, "none", band)
         assert policy.acceptance.counts() == history
-    assert learning.new_policy(pair, AUTO, "none", "t>1").acceptance.counts() == {}
+    assert engine.new_policy(pair, AUTO, "none", "t>1").acceptance.counts() == {}
 
 
 def test_the_sampled_drafting_cost_is_timed_once_and_prices_sampled_runs(pair, sampled_timings):
@@ -124,12 +124,12 @@ def test_the_sampled_drafting_cost_is_timed_once_and_prices_sampled_runs(pair, s
     auto_run(pair, SAMPLED.with_(temperature=1.5))  # another band, the same cost
     assert sampled_timings == [SAMPLED]  # timed with the first sampled run's settings
     prefix = torch.tensor([[1, 2, 3]])
-    learning.calibrate_sampled(pair, prefix, pair.assistant, "none", SAMPLED)  # a racing thread's
+    engine.calibrate_sampled(pair, prefix, pair.assistant, "none", SAMPLED)  # a racing thread's
     assert sampled_timings == [SAMPLED]
     learnt = pair.learnt.precision("none")
     assert learnt.sampled_draft_s == SAMPLED_DRAFT_S != learnt.draft_s
-    assert learning.new_policy(pair, AUTO, "none", "t<=1").costs.drafter_s[A] == SAMPLED_DRAFT_S
-    assert learning.new_policy(pair, AUTO, "none", "greedy").costs.drafter_s[A] == learnt.draft_s
+    assert engine.new_policy(pair, AUTO, "none", "t<=1").costs.drafter_s[A] == SAMPLED_DRAFT_S
+    assert engine.new_policy(pair, AUTO, "none", "greedy").costs.drafter_s[A] == learnt.draft_s
     assert learnt_store.load(pair.learnt_file).precision("none").sampled_draft_s == (
         SAMPLED_DRAFT_S
     )
@@ -147,7 +147,7 @@ def test_a_sampled_drafting_time_from_disk_is_checked_and_the_smaller_stands(pai
 
 def test_the_sampled_drafting_time_is_a_time_per_token(loaded):
     prefix = torch.tensor([encode_prompt(loaded, "def add(a, b):")])
-    seconds = learning._time_sampled_drafting(loaded.assistant, prefix, SAMPLED, loaded.device)
+    seconds = engine._time_sampled_drafting(loaded.assistant, prefix, SAMPLED, loaded.device)
     assert 0 <= seconds < 1 and math.isfinite(seconds)
 
 

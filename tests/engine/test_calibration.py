@@ -1,4 +1,4 @@
-"""The `auto` policy's calibration (`assisted.engine.learning`): what it times, again
+"""The `auto` policy's calibration (`assisted.engine.engine`): what it times, again
 when disturbed, once per pair; what runs refine and keep of it."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from assisted.core.settings import (
     WARMUP_TOKENS,
     RunSettings,
 )
-from assisted.engine import decoding, learning
+from assisted.engine import decoding, engine
 from assisted.engine.drafters import seam
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
 from assisted.policy import costs
@@ -34,13 +34,13 @@ def test_calibration_times_one_and_two_rows_and_cap_plus_one_and_interpolates(pa
         timed.append(rows)
         return {k: 0.01 * k for k in rows}
 
-    monkeypatch.setattr(learning, "_time_forwards", fake)
-    verify_s, drafter_s, prefill_s = learning.calibrate(
+    monkeypatch.setattr(engine, "_time_forwards", fake)
+    verify_s, drafter_s, prefill_s = engine.calibrate(
         fresh, prefix(pair), pair.assistant, "none", 4
     )
     # The target's two ends and its second row, where the kernels change; the assistant's
     # one row and its block of prefill rows.
-    assert timed == [[1, 2, 5], [1, learning._PREFILL_ROWS]]
+    assert timed == [[1, 2, 5], [1, engine._PREFILL_ROWS]]
     assert verify_s == pytest.approx({k: 0.01 * k for k in range(1, 6)})
     assert drafter_s == 0.01 and prefill_s == pytest.approx(0.01)
 
@@ -49,8 +49,8 @@ def test_a_disturbed_calibration_is_timed_again(pair, monkeypatch):
     fresh = dataclasses.replace(pair, learnt=LearntState())
     # 5 rows at 50× one: disturbed
     timings = iter([{1: 0.01, 2: 0.015, 5: 0.5}, {1: 0.02, 2: 0.025, 5: 0.03}])
-    monkeypatch.setattr(learning, "_time_forwards", lambda m, p, rows, d: next(timings))
-    verify_s, _, _ = learning.calibrate(fresh, prefix(pair), None, "none", 4)
+    monkeypatch.setattr(engine, "_time_forwards", lambda m, p, rows, d: next(timings))
+    verify_s, _, _ = engine.calibrate(fresh, prefix(pair), None, "none", 4)
     assert verify_s[1] == 0.01 and verify_s[5] == 0.03  # the fastest of the two attempts
 
 
@@ -60,7 +60,7 @@ def test_a_runs_verifications_refine_the_pairs_calibration(pair, trusted_prices)
     # Transformers' lookup offers a match at every step (the chat template's included), so
     # the run verifies rows of several lengths whatever the random models do.
     draft = dataclasses.replace(AUTO, lookup="transformers")
-    learning.calibrate(fresh, prefix(pair), pair.assistant, "none", AUTO.num_assistant_tokens)
+    engine.calibrate(fresh, prefix(pair), pair.assistant, "none", AUTO.num_assistant_tokens)
     timed = dict(fresh.learnt.verify_s)
     # The tiny pair's two models are of one size, so whether the assistant's first read
     # pays would rest on this machine's timings (an AVX512 one never started it): an
@@ -118,10 +118,8 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
 
 
 def test_calibration_is_timed_once_per_pair(pair, monkeypatch):
-    learning.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
+    engine.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
     timed = []
-    monkeypatch.setattr(learning, "_time_forwards", lambda *args: timed.append(args) or {})
-    verify_s, drafter_s, prefill_s = learning.calibrate(
-        pair, prefix(pair), pair.assistant, "none", 4
-    )
+    monkeypatch.setattr(engine, "_time_forwards", lambda *args: timed.append(args) or {})
+    verify_s, drafter_s, prefill_s = engine.calibrate(pair, prefix(pair), pair.assistant, "none", 4)
     assert timed == [] and sorted(verify_s) == [1, 2, 3, 4, 5] and drafter_s > 0 < prefill_s

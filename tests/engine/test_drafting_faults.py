@@ -19,7 +19,7 @@ from assisted.core.record import CUDA_GRAPHS, EAGER, FAILED
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import decoding
 from assisted.engine.drafters import draft_graphs, seam
-from assisted.engine.prepare import encode_prompt, prepare
+from assisted.engine.engine import Engine, encode_prompt
 from assisted.ui import gpu_calls
 from assisted.ui.requests import PairPlace
 from tests.engine.graph_stand_in import StandInGraphs
@@ -88,7 +88,7 @@ def pair(tiny_dirs):
     """The tiny pair, its assistant with nothing captured: what a capture gave is kept on
     the assistant for the process."""
     pair = load(tiny_dirs)
-    assistant = prepare(pair, AUTO).assistant
+    assistant = Engine.of(pair).prepare(AUTO).assistant
     vars(assistant).pop(draft_graphs.OUTCOME, None)
     yield pair
     vars(assistant).pop(draft_graphs.OUTCOME, None)
@@ -160,7 +160,7 @@ def test_a_fault_in_drafting_falls_back_and_the_next_request_captures_nothing_ag
     # Priced at the loop's own cost, timed after the fault (a replay's: at the next request).
     assert outcome.loop_s > 0
     ids = encode_prompt(pair, PROMPT)
-    ready = decoding.make_plan(pair, ids, "assisted", GREEDY, prepare(pair, AUTO))
+    ready = decoding.make_plan(pair, ids, "assisted", GREEDY, Engine.of(pair).prepare(AUTO))
     assert ready.policy.costs.drafter_s[seam.ASSISTANT] == outcome.loop_s
 
 

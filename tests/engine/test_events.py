@@ -15,9 +15,9 @@ from assisted.core.settings import (
     RunSettings,
     SettingsError,
 )
-from assisted.engine import decoding, prepare
+from assisted.engine import decoding
 from assisted.engine.decoding import RunDone, StepEvent
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import Engine, encode_prompt
 from tests.engine.runs import DRAFT, GREEDY, PROMPT, records
 
 
@@ -142,7 +142,7 @@ def test_without_the_chat_template_the_whole_prompt_is_the_users_text(pair):
     """A raw prompt that happens to end as the template does (here with its last token, a
     newline after the assistant's role) is still all the user's: the suffix lookup searches
     it whole, as one segment, and drafts from its end."""
-    prepared = prepare.prepare(pair, DRAFT)
+    prepared = Engine.of(pair).prepare(DRAFT)
     text = encode_prompt(pair, "def add(a, b):", chat_template=False)
     ids = [*text, *text, prepared.template_ids[-1]]
     lookup = decoding.suffix_lookup(ids, prepared, chat_template=False)

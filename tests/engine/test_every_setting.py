@@ -38,7 +38,7 @@ from assisted.core.settings import (
 )
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import LoadedPair, PairError, custom_pair, load_pair
 from tests.searched import fixed
 from tests.tiny import CORPUS, build_model

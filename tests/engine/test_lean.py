@@ -15,7 +15,7 @@ from transformers.generation.candidate_generator import AssistedCandidateGenerat
 from assisted.core.settings import DraftSettings
 from assisted.engine.drafters import seam
 from assisted.engine.drafters.static_draft import LeanDrafter, StaticDrafter
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from tests.scripted import Scripted
 from tests.tiny import build_model

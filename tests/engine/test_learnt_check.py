@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from assisted.core.settings import GREEDY, DraftSettings
-from assisted.engine import learning
+from assisted.engine import engine
 from assisted.engine.drafters import seam
 from assisted.models import learnt_store, pairs
 from assisted.models.learnt_store import LearntFile
@@ -20,7 +20,7 @@ from assisted.policy.learnt import LearntState
 CAP = 8
 QUIET = {1: 0.010, 2: 0.011, CAP + 1: 0.015}  # T(1), T(2) and T(9) on a quiet machine
 DRAFT_S = 0.002
-READ_S = DRAFT_S / learning._PREFILL_ROWS  # the stand-in times every block as one row
+READ_S = DRAFT_S / engine._PREFILL_ROWS  # the stand-in times every block as one row
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +57,13 @@ def timings_now(monkeypatch, pair, target_s: dict[int, float], draft_s=DRAFT_S) 
         calls.append((name, rows))
         return {k: target_s[k] if name == "target" else draft_s for k in rows}
 
-    monkeypatch.setattr(learning, "_time_forwards", time_forwards)
+    monkeypatch.setattr(engine, "_time_forwards", time_forwards)
     return calls
 
 
 def calibrate(pair: pairs.LoadedPair) -> dict[int, float]:
     prefix = torch.tensor([[1, 2, 3]])
-    verify_s, _, _ = learning.calibrate(pair, prefix, pair.assistant, "none", CAP)
+    verify_s, _, _ = engine.calibrate(pair, prefix, pair.assistant, "none", CAP)
     return verify_s
 
 
@@ -101,7 +101,7 @@ def test_a_slow_drafting_time_on_disk_is_corrected_too(pair, file, monkeypatch):
     earlier_process(file, QUIET, draft_s=3 * DRAFT_S)
     checking = new_process(pair, file)
     timings_now(monkeypatch, pair, QUIET)
-    _, draft_s, prefill_s = learning.calibrate(
+    _, draft_s, prefill_s = engine.calibrate(
         checking, torch.tensor([[1, 2, 3]]), pair.assistant, "none", CAP
     )
     assert draft_s == DRAFT_S and prefill_s == READ_S  # the read is checked with the drafting
@@ -114,7 +114,7 @@ def test_costs_all_read_from_disk_are_checked_exactly_once_per_process(pair, fil
     calls = timings_now(monkeypatch, pair, QUIET)
     for _ in range(3):  # as several preparations in one process would
         calibrate(checking)
-    assert calls == [("target", [1, 2, CAP + 1]), ("assistant", [1, learning._PREFILL_ROWS])]
+    assert calls == [("target", [1, 2, CAP + 1]), ("assistant", [1, engine._PREFILL_ROWS])]
     assert checking.learnt.timed_s > 0
     calibration = learnt_store.calibration(checking.learnt, file)
     assert calibration.source == "disk" and calibration.seconds == checking.learnt.timed_s
@@ -128,7 +128,7 @@ def test_a_disturbed_check_is_timed_again(pair, file, monkeypatch):
     checking = new_process(pair, file)
     readings = iter([{**QUIET, CAP + 1: 5 * CAP * QUIET[1]}, QUIET])  # still disturbed
     monkeypatch.setattr(
-        learning,
+        engine,
         "_time_forwards",
         lambda m, p, rows, d: next(readings) if m is pair.target else dict.fromkeys(rows, DRAFT_S),
     )
@@ -154,7 +154,7 @@ def test_a_process_forked_after_timing_reports_nothing_timed_and_times_nothing_a
 def drafts_first(pair: pairs.LoadedPair) -> bool:
     """Whether a fresh greedy `auto` policy on the pair's learnt costs drafts with the
     assistant at a first step (no acceptance seen: its prior), context already read."""
-    policy = learning.new_policy(pair, DraftSettings(num_assistant_tokens=CAP), "none", GREEDY)
+    policy = engine.new_policy(pair, DraftSettings(num_assistant_tokens=CAP), "none", GREEDY)
     policy.started = True  # the assistant has read the prompt: no prefill to weigh
     choice = policy.choose({seam.ASSISTANT: CAP, seam.LOOKUP: 0}, tokens_left=64, context=0)
     return choice.source == seam.ASSISTANT and choice.gamma > 0
@@ -174,7 +174,7 @@ def test_a_calibration_under_load_does_not_stop_the_next_visitors_drafting(pair,
         seconds = next(assistant_s)
         return {k: seconds * k for k in rows}
 
-    monkeypatch.setattr(learning, "_time_forwards", time_forwards)
+    monkeypatch.setattr(engine, "_time_forwards", time_forwards)
     calibrate(fresh)
     assert fresh.learnt.precision("none").draft_s == DRAFT_S
     learnt_store.save(file, fresh.learnt)
@@ -191,7 +191,7 @@ def test_a_slow_read_on_disk_is_corrected_by_the_next_process(pair, file, monkey
     earlier_process(file, QUIET, read_s=3 * READ_S)
     checking = new_process(pair, file)
     timings_now(monkeypatch, pair, QUIET)
-    _, _, prefill_s = learning.calibrate(
+    _, _, prefill_s = engine.calibrate(
         checking, torch.tensor([[1, 2, 3]]), pair.assistant, "none", CAP
     )
     assert prefill_s == READ_S
@@ -207,7 +207,7 @@ def test_a_read_retimed_beside_a_busy_neighbour_is_priced_at_the_kept_level(
     earlier_process(file, QUIET, read_s=3 * READ_S)
     checking = new_process(pair, file)
     timings_now(monkeypatch, pair, QUIET, draft_s=2.5 * DRAFT_S)
-    _, draft_s, prefill_s = learning.calibrate(
+    _, draft_s, prefill_s = engine.calibrate(
         checking, torch.tensor([[1, 2, 3]]), pair.assistant, "none", CAP
     )
     assert draft_s == DRAFT_S
@@ -237,6 +237,6 @@ def test_a_row_a_calibration_timed_a_few_times_never_cuts_one_the_runs_timed_oft
     earlier.precision("none").draft_s, earlier.precision("none").prefill_s = DRAFT_S, READ_S
     learnt_store.save(file, earlier)
     checking = new_process(pair, file)
-    verify_s, _, _ = learning.calibrated(checking, "none", CAP, model=True)
+    verify_s, _, _ = engine.calibrated(checking, "none", CAP, model=True)
     assert verify_s[1] == pytest.approx(0.023) and verify_s[2] == pytest.approx(0.023)
     assert verify_s[CAP + 1] == pytest.approx(0.026)

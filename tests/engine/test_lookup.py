@@ -8,10 +8,10 @@ import torch
 
 from assisted.bench.measuring import TEMPLATE_RUN, copies_template, template_ngrams
 from assisted.core.settings import LONGEST_MATCH, DraftSettings, RunSettings
-from assisted.engine import decoding, prepare
+from assisted.engine import decoding, engine
 from assisted.engine.decoding import StepEvent
 from assisted.engine.drafters.seam import NO_MATCH, Match, SuffixLookup, user_span
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 
 # A made-up chat: template 90-92, the user's message 10-19, template 93-95, the output.
@@ -143,7 +143,7 @@ def tokens(event) -> tuple[int, ...]:
 
 def test_role_markers_are_never_drafted_even_where_typed_into_the_prompt(lookup_pair):
     tokenizer = lookup_pair.tokenizer
-    never = prepare.never_drafted(lookup_pair)
+    never = engine.never_drafted(lookup_pair)
     assert {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>")} <= never
     words = tokenizer("quick brown")["input_ids"]
     typed = words + tokenizer("<|im_start|> fox ")["input_ids"] + words

@@ -15,7 +15,7 @@ from assisted.core.settings import (
 )
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone, StepEvent
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from tests.engine.runs import DRAFT, GREEDY, PROMPT, load, records
 from tests.tiny import CORPUS, build_model, build_tokenizer

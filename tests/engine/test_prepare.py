@@ -1,5 +1,5 @@
 """Preparing versus running: after `prepare`, runs build, time, render and read nothing;
-preparing is cached per process (`assisted.engine.prepare`)."""
+preparing is cached per process (`assisted.engine.engine`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from assisted.core.settings import (
     DrafterKind,
     DraftSettings,
 )
-from assisted.engine import decoding, learning, prepare
+from assisted.engine import decoding, engine
 from assisted.engine.decoding import RunDone
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import Engine, encode_prompt
 from assisted.models import learnt_store, quantize
 from assisted.models.pairs import LoadedPair
 from tests.engine.runs import AUTO, DRAFT, GREEDY, PROMPT, fresh_copy, load
@@ -27,14 +27,14 @@ def refuse(monkeypatch, pair):
     def refused(*args, **kwargs):
         raise AssertionError("a run prepared")
 
-    monkeypatch.setattr(prepare, "_prepare", refused)
+    monkeypatch.setattr(Engine, "_prepare", refused)
     monkeypatch.setattr(LoadedPair, "drafting_assistant", refused)
-    monkeypatch.setattr(quantize, "resolve", refused)
+    monkeypatch.setattr(LoadedPair, "drafting_precision", refused)
     monkeypatch.setattr(quantize, "quantized_copy", refused)
-    monkeypatch.setattr(learning, "calibrate", refused)
-    monkeypatch.setattr(learning, "_time_forwards", refused)
-    monkeypatch.setattr(prepare, "never_drafted", refused)
-    monkeypatch.setattr(prepare, "template_ids", refused)
+    monkeypatch.setattr(engine, "calibrate", refused)
+    monkeypatch.setattr(engine, "_time_forwards", refused)
+    monkeypatch.setattr(engine, "never_drafted", refused)
+    monkeypatch.setattr(engine, "template_ids", refused)
     monkeypatch.setattr(pair.tokenizer, "apply_chat_template", refused)
     monkeypatch.setattr(learnt_store, "load", refused)
     monkeypatch.setattr(learnt_store, "refresh", refused, raising=False)
@@ -52,7 +52,7 @@ def test_a_prepared_run_only_runs(pair, tiny_dirs, monkeypatch, schedule):
     ]
     ids = encode_prompt(model_pair, PROMPT)
     for each, draft in drafts:
-        prepare.prepare(each, draft)
+        Engine.of(each).prepare(draft)
     for each, draft in drafts:
         refuse(monkeypatch, each)
         for mode in ("plain", "assisted"):
@@ -68,7 +68,7 @@ def test_a_run_handed_a_preparation_for_another_draft_refuses_it(pair):
     one made for another draft would run that draft's assistant under this one's name."""
     model_pair = fresh_copy(pair)
     ids = encode_prompt(model_pair, PROMPT)
-    int8 = prepare.prepare(model_pair, dataclasses.replace(DRAFT, assistant_quant="int8"))
+    int8 = Engine.of(model_pair).prepare(dataclasses.replace(DRAFT, assistant_quant="int8"))
     with pytest.raises(ValueError, match="another draft"):
         list(decoding.run(model_pair, ids, "assisted", GREEDY, DRAFT, prepared=int8))
     (done,) = [
@@ -84,16 +84,16 @@ def test_preparing_is_cached_per_process(pair, monkeypatch):
     (ZeroGPU's worker) prepares again, reusing the copy and the costs it inherited."""
     model_pair = fresh_copy(pair)
     draft = dataclasses.replace(AUTO, assistant_quant="int8")
-    first = prepare.prepare(model_pair, draft)
-    assert prepare.prepare(model_pair, draft) is first
+    first = Engine.of(model_pair).prepare(draft)
+    assert Engine.of(model_pair).prepare(draft) is first
     assert first.assistant is model_pair.assistant_copies["int8"]
     assert first.assistant_precision == "int8" and first.learnt.verify_s
-    monkeypatch.setattr(prepare.os, "getpid", lambda: -1)  # another process
+    monkeypatch.setattr(engine.os, "getpid", lambda: -1)  # another process
     monkeypatch.setattr(quantize, "quantized_copy", lambda *args: pytest.fail("copied again"))
-    monkeypatch.setattr(learning, "_time_forwards", lambda *args: pytest.fail("timed again"))
-    forked = prepare.prepare(model_pair, draft)
+    monkeypatch.setattr(engine, "_time_forwards", lambda *args: pytest.fail("timed again"))
+    forked = Engine.of(model_pair).prepare(draft)
     assert forked is not first and forked.assistant is first.assistant
-    assert prepare.prepare(model_pair, draft) is forked
+    assert Engine.of(model_pair).prepare(draft) is forked
 
 
 def test_only_a_greedy_auto_preparation_captures_graphs(pair, monkeypatch):
@@ -103,16 +103,16 @@ def test_only_a_greedy_auto_preparation_captures_graphs(pair, monkeypatch):
     for a CUDA one with no graphs yet)."""
     model_pair = fresh_copy(pair)
     captures = []
-    monkeypatch.setattr(prepare.draft_graphs, "pending", lambda model, cap: True)
+    monkeypatch.setattr(engine.draft_graphs, "pending", lambda model, cap: True)
     monkeypatch.setattr(
-        prepare.draft_graphs, "capture", lambda model, cap, probe: captures.append(cap)
+        engine.draft_graphs, "capture", lambda model, cap, probe: captures.append(cap)
     )
     sampled = dataclasses.replace(GREEDY, sample=True)
-    first = prepare.prepare(model_pair, AUTO, sampled)
+    first = Engine.of(model_pair).prepare(AUTO, sampled)
     assert captures == []
-    assert prepare.prepare(model_pair, AUTO, GREEDY) is first  # one preparation, now greedy
+    assert Engine.of(model_pair).prepare(AUTO, GREEDY) is first  # one preparation, now greedy
     assert captures == [AUTO.num_assistant_tokens]
-    prepare.prepare(model_pair, AUTO)  # no settings: a greedy run's (the lab's timings)
+    Engine.of(model_pair).prepare(AUTO)  # no settings: a greedy run's (the lab's timings)
     assert len(captures) == 2
-    prepare.prepare(model_pair, DRAFT, GREEDY)  # the constant schedule drafts eagerly
+    Engine.of(model_pair).prepare(DRAFT, GREEDY)  # the constant schedule drafts eagerly
     assert len(captures) == 2

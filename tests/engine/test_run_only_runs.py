@@ -16,8 +16,8 @@ import assisted
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import drain, make_plan
+from assisted.engine.engine import Engine, encode_prompt
 from assisted.engine.observe import StepObserver
-from assisted.engine.prepare import encode_prompt, prepare
 from assisted.models import learnt_store
 from assisted.models.pairs import LoadedPair, custom_pair, load_pair
 from lab.walk import profiled
@@ -71,7 +71,7 @@ def run_entering(
 ) -> set[str]:
     """The modules one run of a ready plan enters."""
     ids = encode_prompt(pair, "def add(a, b):")
-    prepared = prepare(pair, draft, settings) if mode == "assisted" else None
+    prepared = Engine.of(pair).prepare(draft, settings) if mode == "assisted" else None
     ready = make_plan(pair, ids, mode, settings, prepared)
     with entered() as modules:
         record = drain(decoding.generate_watched(ready))

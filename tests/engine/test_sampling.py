@@ -17,8 +17,8 @@ from assisted.core.record import RunRecord, Step
 from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
+from assisted.engine.engine import encode_prompt
 from assisted.engine.observe import StepObserver
-from assisted.engine.prepare import encode_prompt
 from tests.engine.runs import load
 
 PROMPT = "def add(a, b):"

@@ -13,7 +13,7 @@ from transformers.generation.candidate_generator import (
 from assisted.core.settings import DrafterKind
 from assisted.engine.drafters import seam
 from assisted.engine.drafters.static_draft import LeanDrafter, StaticDrafter
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from tests.engine.runs import PROMPT, load
 from tests.scripted import Scripted
 

@@ -44,7 +44,7 @@ from assisted.engine.drafters.static_draft import (
     draft_on_device,
     self_check,
 )
-from assisted.engine.prepare import encode_prompt, prepare
+from assisted.engine.engine import Engine, encode_prompt
 from assisted.models import pairs
 from assisted.models.pairs import custom_pair, load_pair
 from tests.engine.graph_stand_in import ContractBroken, StandInGraphs
@@ -358,7 +358,7 @@ def test_after_a_failed_or_inconclusive_self_check_the_dynamic_cache_loop_drafts
     record, JSON and page say why."""
     pair = near_pair
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
-    prepared = prepare(pair, draft)
+    prepared = Engine.of(pair).prepare(draft)
     monkeypatch.setattr(draft_graphs, "GRAPHS", StandInGraphs())
     prompt = prompt_ids(pair)
     if verdict == FAILED:
@@ -425,7 +425,7 @@ def test_a_greedy_policy_prices_drafting_by_the_path_its_run_takes(near_pair, mo
     off. Through the run's plan, on the CPU's stand-in as if on CUDA."""
     pair = near_pair
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
-    prepared = prepare(pair, draft)
+    prepared = Engine.of(pair).prepare(draft)
     eager_s = pair.learnt.precision("none").draft_s
     graphs = graphed(prepared.assistant)
     graphs.replay_s = {gamma: 1e-6 * gamma for gamma in range(1, CAP + 1)}
@@ -454,7 +454,7 @@ def test_each_draft_length_is_priced_from_its_own_replay(near_pair, monkeypatch)
     (timed after the capture), not at an even share of the longest's."""
     pair = near_pair
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
-    prepared = prepare(pair, draft)
+    prepared = Engine.of(pair).prepare(draft)
     graphs = graphed(prepared.assistant)
     graphs.replay_s = {1: 4e-6, 2: 5e-6, 3: 6e-6, 4: 7e-6, 5: 8e-6}
     captured = draft_graphs._Outcome(os.getpid(), (graphs,), "captured")
@@ -516,7 +516,7 @@ def test_a_run_drafting_through_replays_is_plain_decoding_and_says_so(near_pair,
     pair = near_pair
     monkeypatch.setattr(decoding, "auto_policy", lambda *_: Scripted([3, 1, 4, 2]))
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
-    prepared = prepare(pair, draft)
+    prepared = Engine.of(pair).prepare(draft)
     graphs = graphed(prepared.assistant)
     captured = draft_graphs._Outcome(os.getpid(), (graphs,), "stand-in replays")
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
@@ -577,7 +577,7 @@ def test_an_evicted_pair_takes_its_assistant_and_graphs_with_it(tiny_dirs, monke
     build_near_model(folder, tiny_dirs["target"], scale=0.05)
     pair = load(tiny_dirs["target"], folder)
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
-    prepare(pair, draft)
+    Engine.of(pair).prepare(draft)
     graphs, _ = draft_graphs.for_run(pair.assistant, 64, CAP)
     assert graphs is not None and graphs.state.model is pair.assistant
     assistant, cache = weakref.ref(pair.assistant), weakref.ref(graphs.state.cache)
@@ -630,7 +630,7 @@ def test_a_draft_after_a_fully_accepted_one_replays_with_no_eager_pass(self_pair
     draft = DraftSettings(
         schedule="auto", assistant_quant="none", num_assistant_tokens=CAP, confidence_threshold=0.0
     )
-    prepared = prepare(pair, draft)
+    prepared = Engine.of(pair).prepare(draft)
     graphs = graphed(prepared.assistant)
     captured = draft_graphs._Outcome(os.getpid(), (graphs,), "stand-in replays")
     monkeypatch.setattr(prepared.assistant, draft_graphs.OUTCOME, captured, raising=False)
@@ -669,7 +669,7 @@ def test_the_capture_holds_the_graphs_contract_and_its_run_is_plain_decoding(
     pair = near_pair
     monkeypatch.setattr(decoding, "auto_policy", lambda *_: Scripted([3, 1, 4, 2, CAP]))
     draft = DraftSettings(schedule="auto", assistant_quant="none", num_assistant_tokens=CAP)
-    prepared = prepare(pair, draft)
+    prepared = Engine.of(pair).prepare(draft)
     stand_in = StandInGraphs()
     monkeypatch.setattr(draft_graphs, "GRAPHS", stand_in)
     outcome = draft_graphs._captured(prepared.assistant, CAP, prompt_ids(pair))

@@ -13,7 +13,7 @@ from transformers.generation.candidate_generator import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerationMixin
 
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from tests.engine.runs import PROMPT
 
 

@@ -20,9 +20,9 @@ import transformers
 from assisted.analysis import stats
 from assisted.core.record import Calibration, RunRecord
 from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
-from assisted.engine import decoding, learning
+from assisted.engine import decoding, engine
 from assisted.engine.decoding import RunDone
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models import learnt_store, loading, pairs
 from assisted.models.learnt_store import LearntFile
 from assisted.policy.answers import Answer
@@ -115,11 +115,11 @@ def test_a_new_process_reads_the_costs_an_earlier_one_timed_and_checks_two_of_th
         kept = on_disk.precision("none")  # the read a little dearer beside drafting
         return {k: 10 * kept.draft_s if k == 1 else 11 * kept.prefill_s * k for k in rows}
 
-    monkeypatch.setattr(learning, "_time_forwards", timing)
+    monkeypatch.setattr(engine, "_time_forwards", timing)
     record = auto_run(second)
     record = auto_run(second)  # prepared already: nothing timed again
     # T(1), T(2) and T(cap + 1) of the target, the assistant's drafting row and read: each once.
-    assert timed == [(True, [1, 2, 5]), (False, [1, learning._PREFILL_ROWS])]
+    assert timed == [(True, [1, 2, 5]), (False, [1, engine._PREFILL_ROWS])]
     checked = ("T(1)", "T(2)", "T(5)", "drafting none", "read none")
     seconds = second.learnt.timed_s
     assert record.calibration == Calibration("disk", seconds, str(path), checked, ())

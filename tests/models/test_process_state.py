@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import os
 
-from assisted.engine import prepare
+from assisted.engine import engine
 from assisted.models import fetch, pairs, process_state
 from tests.imports import project
 
@@ -15,7 +15,7 @@ OWNER = "assisted.models.process_state"
 
 
 def test_the_caches_register_with_the_owner():
-    assert prepare and pairs and fetch  # imported: each registered its state
+    assert engine and pairs and fetch  # imported: each registered its state
     names = sorted(state.name for state in process_state.STATES)
     assert names == ["fetches", "loaded pairs", "pair checks", "preparations"]
 

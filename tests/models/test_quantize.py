@@ -13,10 +13,10 @@ import torch
 from torch import nn
 
 from assisted.analysis import stats
-from assisted.core.settings import DraftSettings, RunSettings, SettingsError
+from assisted.core.settings import DraftSettings, RunSettings, SettingsError, assistant_precision
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models import pairs, quantize
 from assisted.models.pairs import custom_pair, load_pair
 
@@ -309,19 +309,19 @@ def test_a_prompt_lookup_run_refuses_int8_before_generating(tiny_dirs):
 
 
 def test_auto_is_int4_on_a_bf16_cpu_int8_on_an_fp32_one_and_the_pairs_dtype_on_a_gpu():
-    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    cpu, cuda = "cpu", "cuda"  # the device's type
     bf16, fp32 = "bfloat16", "float32"  # `LoadedPair.dtype_name`
-    assert quantize.resolve("auto", "assistant", cpu, bf16) == "int4-wo"
-    assert quantize.resolve("auto", "assistant", cpu, fp32) == "int8"
-    assert quantize.resolve("auto", "universal", cuda, bf16) == "none"
-    assert quantize.resolve("none", "assistant", cpu, bf16) == "none"
-    assert quantize.resolve("int8", "assistant", cpu, bf16) == "int8"
-    assert quantize.resolve("int8-wo", "assistant", cpu, fp32) == "int8-wo"
-    assert quantize.resolve("int4-wo", "assistant", cpu, fp32) == "int4-wo"
-    assert quantize.resolve("auto", "prompt-lookup", cpu, bf16) == "none"
+    assert assistant_precision("auto", "assistant", cpu, bf16) == "int4-wo"
+    assert assistant_precision("auto", "assistant", cpu, fp32) == "int8"
+    assert assistant_precision("auto", "universal", cuda, bf16) == "none"
+    assert assistant_precision("none", "assistant", cpu, bf16) == "none"
+    assert assistant_precision("int8", "assistant", cpu, bf16) == "int8"
+    assert assistant_precision("int8-wo", "assistant", cpu, fp32) == "int8-wo"
+    assert assistant_precision("int4-wo", "assistant", cpu, fp32) == "int4-wo"
+    assert assistant_precision("auto", "prompt-lookup", cpu, bf16) == "none"
     for quant in QUANTIZED:
         with pytest.raises(SettingsError, match="CPU kernels"):
-            quantize.resolve(quant, "assistant", cuda, bf16)
+            assistant_precision(quant, "assistant", cuda, bf16)
 
 
 def test_an_unknown_precision_is_refused_and_every_known_one_accepted():

@@ -14,7 +14,7 @@ import torch
 from assisted.core.settings import RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models import machines, pairs
 from assisted.models.registry import (
     DEFAULT_PAIR,

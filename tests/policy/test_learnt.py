@@ -10,7 +10,7 @@ import pytest
 from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import custom_pair, load_pair
 from assisted.policy.learnt import LearntState
 from tests.engine.runs import priced

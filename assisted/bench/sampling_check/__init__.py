@@ -78,7 +78,7 @@ def run_check(
     """Run the check (the module's note) on `pair`, drafting with `draft` (default:
     `check_draft`); yields progress, returns the result, or None if `stop` was set."""
     from assisted.engine import decoding
-    from assisted.engine.prepare import encode_prompt
+    from assisted.engine.engine import encode_prompt
 
     started = time.perf_counter()
     settings = (settings or CheckSettings()).validate()

@@ -33,7 +33,7 @@ nothing that failed is tried again; the run's `drafting_path` says why, in one l
 a failure, a device that no longer answers (a sticky CUDA error) ends the request in words
 instead (below).
 
-Captured in `assisted.engine.prepare` (off every run's clock) and kept on the assistant for
+Captured in `assisted.engine.engine` (off every run's clock) and kept on the assistant for
 the process, so they go with an evicted pair.
 `ASSISTED_CUDA_GRAPHS=0` (the CLI's `--no-cuda-graphs`) turns graphs off, for measuring.
 

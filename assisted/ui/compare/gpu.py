@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone, StepEvent
-from assisted.engine.prepare import encode_prompt
+from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import LoadedPair
 from assisted.ui.compare.format import CompareOutputs
 from assisted.ui.compare.live import Live

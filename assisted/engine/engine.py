@@ -1,39 +1,74 @@
-"""The `auto` policy's life across runs: a fresh policy for each run, seeded by what the
-pair learnt (`assisted.policy.learnt`), and what a run learnt kept for the next ones, in
-memory and in the pair's learnt file (`assisted.models.learnt_store`).
+"""One loaded pair's engine (`Engine`): what is built for the pair once, before any run's
+clock starts, and the `auto` policy's life across its runs.
 
+**Preparing** (`Engine.prepare`). Done inside a run, this work would fall in the middle of
+its timing: resolving the assistant's precision, building the int8 copy (evicting other
+pairs to make room), timing the `auto` policy's calibration, rendering the chat template
+for its ids and collecting the ids never drafted. Here it is one stage, whose result a run
+receives (`Prepared`):
+
+- the assistant's precision, and the model that drafts in it (`LoadedPair.drafting_assistant`:
+  an int8 copy is made once, and may evict other pairs);
+- under `auto`, the calibration of the costs (`calibrate`, below), timed once per pair,
+  machine and dtype, on a cache holding the warm-up prompt; on CUDA, the capture of the
+  assistant's drafts as graphs, checked against its eager passes
+  (`assisted.engine.drafters.draft_graphs`), once per process and once a greedy run is
+  prepared, as only greedy runs replay them; and once a run samples, the assistant's
+  drafting through its sampling generator (`calibrate_sampled`), which greedy runs never
+  pay for;
+- the template facts: the chat template's ids around an empty message, from which a run
+  finds the user's message in its prompt (`assisted.engine.drafters.seam.user_span`), and
+  the ids a lookup never drafts;
+- the learnt state, read and merged where other processes kept more on disk.
+
+Prepared once per process, pair and draft settings, and kept by the pair's `Engine`
+(beside the paths the warm-up ran): the comparison's warm-up, the benchmark and a ZeroGPU
+worker each prepare first, and a second call costs a dictionary lookup. On ZeroGPU each GPU
+call runs in a process forked from the main one; preparations are kept by process, so a
+fresh fork prepares again on its own device (the int8 copy and the costs it inherited are
+not built or timed again), while a reused worker finds its own. Plain runs need nothing
+prepared. A process whose CUDA context a failure in drafting broke (`BrokenContext`, a
+sticky CUDA error: `assisted.engine.drafters.draft_graphs`) prepares nothing more: `broken`
+says why, and callers ask it before they touch the device (`assisted.ui.gpu_calls`).
+
+**The calibration** (`calibrate`): the target's verification times T(k) and the
+assistant's drafting and prefill times, timed once per pair, machine and dtype, and read
+back without timing (`calibrated`). It times T(1), T(2) and T(cap + 1) and fits the rows
+between them (`assisted.policy.costs`: monotone, never above a larger row), plus the
+assistant's row and its read of a block of context, in a fraction of the time every row of
+the cap would take (docs/lab-notes.md says how long, and on what). T(2) because the curve
+bends there: one row is a matrix-vector product, two rows take the matrix-matrix kernels,
+and on a CPU without bf16 ones (AVX2, fp32) two rows cost 1.8 plain steps and nine 3.0, so
+a line from T(1) to T(cap + 1) put T(2) 29% and T(3) 16% below what the runs learnt, and
+short lookup drafts on long passages looked cheaper than they were (docs/benchmarks.md).
+Costs an earlier process left on disk are checked, once per process: the timed rows, the
+drafting and its read, and any row the runs kept that disagrees with the others by more
+than timing noise (`DISTURBED`: dearer than a larger row, which no machine makes so). The
+calibration is the runs' prior, worth a few of their steps (`assisted.policy.costs`). A
+sampled run's drafting through the assistant's generator is timed apart
+(`calibrate_sampled`).
+
+**The policy's life across runs**: a fresh policy for each run, seeded by what the pair
+learnt (`new_policy`; `assisted.policy.learnt`), and what a run learnt kept for the next
+ones (`keep_*`), in memory and in the pair's learnt file (`assisted.models.learnt_store`).
 A run itself reads and writes none of this: its callers make the policy before it
-(`assisted.engine.decoding`) and keep what it learnt after its clock stops. On ZeroGPU
-a worker's memory ends with its call, so the file is where the next process finds it
+(`assisted.engine.decoding`) and keep what it learnt after its clock stops. On ZeroGPU a
+worker's memory ends with its call, so the file is where the next process finds it
 (`refresh` reads it back in).
 
-The `auto` policy's calibration: the target's verification times T(k) and the
-assistant's drafting and prefill times, timed once per pair, machine and dtype, before any
-run's clock starts (`assisted.engine.prepare` calls it), and read back without timing
-(`calibrated`).
-
-The calibration times T(1), T(2) and T(cap + 1) and fits the rows between them
-(`assisted.policy.costs`: monotone, never above a larger row), plus the assistant's
-row and its read of a block of context, in a fraction of the time every row of the cap
-would take
-(docs/lab-notes.md says how long, and on what). T(2) because the curve bends there: one
-row is a matrix-vector product, two rows take the matrix-matrix kernels, and on a CPU
-without bf16 ones (AVX2, fp32) two rows cost 1.8 plain steps and nine 3.0, so a line from
-T(1) to T(cap + 1) put T(2) 29% and T(3) 16% below what the runs learnt, and short lookup
-drafts on long passages looked cheaper than they were (docs/benchmarks.md). Costs an
-earlier process left on disk are checked, once per process: the timed rows, the
-drafting and its read, and any row the runs kept that disagrees with the others by more
-than timing noise (`DISTURBED`: dearer than a larger row, which no machine makes so).
-The calibration is the runs' prior, worth a few of their steps (`assisted.policy.costs`).
-A sampled run's drafting through the assistant's generator is timed apart
-(`calibrate_sampled`).
+**The engine's boundary with text**: a prompt's text becomes token ids here
+(`encode_prompt`), and nowhere else in the engine. Everything past it takes ids (a run,
+its plan, its drafters); the way back, ids to text as they stream, is the
+`assisted.engine.observe.Detokenizer`, which the run's observer applies to each step.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -48,25 +83,190 @@ from transformers import (
 from assisted.core.record import RunRecord
 from assisted.core.settings import (
     GREEDY,
+    WARMUP_PROMPT,
     WARMUP_TOKENS,
     Band,
     DrafterKind,
     DraftSettings,
     RunSettings,
+    validate_prompt,
 )
 from assisted.engine.drafters import draft_graphs
+from assisted.engine.drafters.draft_graphs import BrokenContext, broken
 from assisted.engine.observe import synchronize
-from assisted.models import learnt_store
+from assisted.models import learnt_store, process_state
+from assisted.models.loading import end_ids
+from assisted.models.pairs import LoadedPair
 from assisted.policy import costs
-from assisted.policy.answers import Answer
 from assisted.policy.choice import DraftPolicy
 from assisted.policy.costs import PlainSteps
+from assisted.policy.learnt import Answer, LearntState
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from assisted.models.pairs import LoadedPair
     from assisted.policy.learnt import ProcessTiming
+
+
+def encode_prompt(pair: LoadedPair, prompt: str, chat_template: bool = True) -> list[int]:
+    """Token ids of `prompt`, wrapped in the target's chat template where it has one."""
+    validate_prompt(prompt)
+    tokenizer = pair.tokenizer
+    if chat_template and tokenizer.chat_template:
+        return chat_ids(tokenizer, prompt)
+    return list(tokenizer(prompt)["input_ids"])
+
+
+def chat_ids(tokenizer: PreTrainedTokenizerBase, content: str) -> list[int]:
+    """The ids of `content` as a user message in the tokenizer's chat template, followed by
+    the assistant's role tokens."""
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+    )
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def template_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The chat template's ids around an empty user message (none without a template)."""
+    return chat_ids(tokenizer, "") if tokenizer.chat_template else []
+
+
+# One preparation at a time: two would time each other.
+_preparing = process_state.register(process_state.State("preparations"))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What runs drafting with `draft` on one pair receive, built by `Engine.prepare`."""
+
+    draft: DraftSettings  # validated for the pair's drafter
+    precision: str  # the assistant's precision key: "none" (the pair's dtype), "int8", ...
+    assistant: PreTrainedModel | None  # the model that drafts; None: no model of its own
+    assistant_precision: str | None  # what it computes in, for the record ("int8", "float32")
+    template_ids: tuple[int, ...]  # the chat template around an empty user message
+    never_drafted: frozenset[int]  # ids a lookup never drafts
+    learnt: LearntState  # the state the calibration filled, which runs read and refine
+
+
+class Engine:
+    """The engine's side of one loaded pair (`LoadedPair`: its models, tokenizer and learnt
+    state): its preparations, by process and draft settings, and the paths the
+    comparison's warm-up ran on it (`assisted.engine.decoding.Warmed`). One per pair object
+    (`of`), kept on the pair and gone with it; the benchmark's drafter variants
+    (`dataclasses.replace` copies of a pair, sharing its models) each have their own."""
+
+    def __init__(self, pair: LoadedPair) -> None:
+        self.pair = pair
+        self.prepared: dict[tuple[int, DraftSettings], Prepared] = {}
+        self.warmed: set[Hashable] = set()
+
+    @staticmethod
+    def of(pair: LoadedPair) -> Engine:
+        """`pair`'s engine, made on first use."""
+        if not isinstance(pair.engine, Engine):
+            pair.engine = Engine(pair)
+        return pair.engine
+
+    def prepare(
+        self, draft: DraftSettings | None = None, settings: RunSettings | None = None
+    ) -> Prepared:
+        """Everything runs drafting with `draft` (default: the pair's) need, once per
+        process: cheap when this process prepared it already. Under `auto`, where
+        `settings` sample, the sampled drafting cost too; else (greedy, or None) the
+        assistant's graphs on CUDA. Call it before any clock starts. Raises `BrokenContext`
+        in a process whose CUDA context broke."""
+        if (words := broken()) is not None:
+            raise BrokenContext(words)
+        pair = self.pair
+        draft = (draft or pair.spec.draft).validate_for(pair.spec.drafter)
+        key = (os.getpid(), draft)
+        found = self.prepared.get(key)
+        if found is None or found.learnt is not pair.learnt:
+            with _preparing.lock:
+                found = self.prepared.get(key)
+                if found is None or found.learnt is not pair.learnt:
+                    if not any(pid == key[0] for pid, _ in self.prepared):
+                        # The first preparation in this process: what another one (the
+                        # process this one was forked from) prepared is not this process's.
+                        self.prepared.clear()
+                        refresh(pair)
+                    found = self.prepared[key] = self._prepare(draft)
+        if draft.schedule != "auto" or found.assistant is None:
+            return found
+        if settings is not None and settings.sample:
+            if found.precision not in pair.learnt.timed_here().sampled_drafting:
+                with _preparing.lock:
+                    prefix = _warmup_prefix(pair)
+                    calibrate_sampled(pair, prefix, found.assistant, found.precision, settings)
+        else:
+            # Greedy `auto` runs draft with the lean loop: on CUDA, captured graphs of it,
+            # whose time per token then prices the policy's drafting (`new_policy`). Only
+            # they replay the graphs, so a sampled run captures none, and a greedy run after
+            # it on the same preparation captures them here.
+            cap = draft.length_for(pair.spec.drafter)
+            if draft_graphs.pending(found.assistant, cap):
+                with _preparing.lock:
+                    draft_graphs.capture(found.assistant, cap, _warmup_prefix(pair))
+        return found
+
+    def captures_graphs(self, draft: DraftSettings, settings: RunSettings) -> bool:
+        """Whether preparing runs with `draft` and `settings` may capture the assistant's
+        drafts as graphs: greedy `auto` runs of an assistant model on CUDA, where this
+        process has not captured them yet (`assisted.engine.drafters.draft_graphs`). Asks
+        only the model that is loaded, and builds nothing."""
+        pair = self.pair
+        if settings.sample or draft.schedule != "auto" or not pair.spec.drafter.has_model:
+            return False
+        model = pair.assistant
+        return model is not None and draft_graphs.pending(model, draft.num_assistant_tokens)
+
+    def calibrate_rows(self, rows: int) -> None:
+        """Time the target's verification of `rows` rows, as the calibration times
+        T(cap + 1), where this process has not (`time_verify_rows`). Call it off any
+        clock."""
+        with _preparing.lock:
+            time_verify_rows(self.pair, _warmup_prefix(self.pair), rows)
+
+    def _prepare(self, draft: DraftSettings) -> Prepared:
+        pair = self.pair
+        precision = pair.drafting_precision(draft.assistant_quant)
+        assistant = pair.drafting_assistant(precision)
+        if draft.schedule == "auto":
+            cap = draft.length_for(pair.spec.drafter)
+            calibrate(pair, _warmup_prefix(pair), assistant, precision, cap)
+        computes_in = None
+        if assistant is not None:
+            computes_in = pair.dtype_name if precision == "none" else precision
+        return Prepared(
+            draft=draft,
+            precision=precision,
+            assistant=assistant,
+            assistant_precision=computes_in,
+            template_ids=tuple(template_ids(pair.tokenizer)),
+            never_drafted=frozenset(never_drafted(pair)),
+            learnt=pair.learnt,
+        )
+
+
+def _warmup_prefix(pair: LoadedPair) -> torch.Tensor:
+    """The warm-up prompt's ids, the context the calibration times its passes after."""
+    return torch.tensor([chat_ids(pair.tokenizer, WARMUP_PROMPT)], device=input_device(pair))
+
+
+def never_drafted(pair: LoadedPair) -> set[int]:
+    """The ids a lookup never drafts: end of sequence and every special token, role markers
+    such as Qwen's <|im_start|> included (added tokens that `all_special_ids` leaves out),
+    even where a user typed one into the prompt."""
+    tokenizer = pair.tokenizer
+    special = set(tokenizer.all_special_ids) | set(end_ids(pair.target.generation_config))
+    special |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
+    return special - {None}
+
+
+def input_device(pair: LoadedPair) -> torch.device:
+    """Where a run's input ids go: with a device map the embeddings may sit anywhere."""
+    return pair.target.get_input_embeddings().weight.device
 
 
 _CALIBRATION_REPEATS = 3  # timings of each pass, on a cache holding the warm-up prompt
@@ -105,7 +305,7 @@ def calibrate(
     the two times stands, as other work on the machine only ever adds time. A slow value
     on disk is corrected; a slow timing in this process leaves a good one on disk as it
     is. What this process timed, and how long it took, is in the pair's
-    `LearntState.timed_here`, for the report. `assisted.engine.prepare` calls it, before
+    `LearntState.timed_here`, for the report. `assisted.engine.engine` calls it, before
     any run."""
     timing = pair.learnt.timed_here()
     started = time.perf_counter()
@@ -222,7 +422,7 @@ def calibrated(
         kind = "sampled " if sampled and model else ""
         raise RuntimeError(
             f"{pair.spec.name} has no {kind}calibration for {precision!r} and a cap of {cap}: "
-            "prepare the pair first (assisted.engine.prepare)"
+            "prepare the pair first (assisted.engine.engine)"
         )
     counts = {k: count for k, (count, _) in pair.learnt.verify_timed.items()}
     curve = costs.fit({k: [t] for k, t in verify_s.items()}, range(1, cap + 2), counts=counts)
@@ -240,7 +440,7 @@ def calibrate_sampled(
 ) -> None:
     """Time the assistant's seconds per drafted token where a run samples under `settings`,
     on a cache holding `prefix`, at most once per process and precision (`calibrate`'s
-    rules: a time from disk is checked, and the smaller stands). `assisted.engine.prepare` calls
+    rules: a time from disk is checked, and the smaller stands). `assisted.engine.engine` calls
     it before a sampled `auto` run.
 
     A sampled run's assistant drafts through its own `generate()`, not the lean loop:
@@ -355,7 +555,7 @@ def new_policy(
     prompt_ids: Sequence[int] = (),
 ) -> DraftPolicy:
     """A fresh policy for one `auto` run in temperature `band` (`assisted.core.settings`), seeded by
-    the pair's costs (calibrated when the pair was prepared, `assisted.engine.prepare`, and refined
+    the pair's costs (calibrated when the pair was prepared, `assisted.engine.engine`, and refined
     by its runs since) and by the acceptance its earlier runs in `precision` and `band` saw.
     A sampled run's assistant is priced at its sampled drafting time; a greedy run's of at
     most `max_length` tokens (prompt and answer), where the `assistant` drafts through
@@ -415,7 +615,7 @@ def keep_answer(
     pair: LoadedPair, prompt_ids: Sequence[int], record: RunRecord, settings: RunSettings
 ) -> bool:
     """The length of any run's answer (`record`, under `settings`), plain or drafted by any
-    schedule, for the pair's record of answers (`assisted.policy.answers`): one per prompt
+    schedule, for the pair's record of answers (`assisted.policy.learnt`): one per prompt
     in a row, so a comparison's two runs and a shoot-out's lanes count once. Not a stopped
     run's, nor a warm-up's, cut short by design. Whether it kept one."""
     tokens = len(record.token_ids)
