@@ -6,9 +6,8 @@
   monotone fit from measured rows (the calibration checks against it, the oracle is priced
   by it);
 - `acceptance`: its acceptance model, per drafter and band;
-- `learnt`: what a pair learnt, merged across runs and processes;
-- `answers`: how long an answer can be expected to run on, from a scale-free prior and the
-  pair's record of answers.
+- `learnt`: what a pair learnt, merged across runs and processes, and how long an answer
+  can be expected to run on, from a scale-free prior and the pair's record of answers.
 
 May import: `core`.
 """

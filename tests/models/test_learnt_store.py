@@ -25,9 +25,8 @@ from assisted.engine.decoding import RunDone
 from assisted.engine.engine import encode_prompt
 from assisted.models import learnt_store, loading, pairs
 from assisted.models.learnt_store import LearntFile
-from assisted.policy.answers import Answer
 from assisted.policy.costs import WINDOW
-from assisted.policy.learnt import LearntState
+from assisted.policy.learnt import Answer, LearntState
 
 AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP

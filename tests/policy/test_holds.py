@@ -13,9 +13,9 @@ import pytest
 from assisted.core.record import HeldBack
 from assisted.core.settings import DrafterKind
 from assisted.policy.acceptance import HISTORY_WEIGHT, PRIOR_WEIGHT
-from assisted.policy.answers import Answer
 from assisted.policy.choice import DraftPolicy, Floor, Ledger
 from assisted.policy.costs import WINDOW
+from assisted.policy.learnt import Answer
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP

@@ -12,9 +12,9 @@ import pytest
 from assisted.core.record import HeldBack
 from assisted.core.settings import DrafterKind
 from assisted.policy.acceptance import HISTORY_WEIGHT, PRIOR_WEIGHT, Acceptance, AcceptanceModel
-from assisted.policy.answers import expected_tokens_left
 from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy
 from assisted.policy.costs import CostModel
+from assisted.policy.learnt import expected_tokens_left
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
