@@ -15,13 +15,13 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TextIO
 
-from assisted.analysis import divergence, faults, oracle, sampling, stats
+from assisted.analysis import divergence, oracle, sampling, stats
 from assisted.arguments import add_pair_options, add_run_options, pair_spec, run_settings
 from assisted.bench.shootout import MAX_LANES
 from assisted.bench.shootout import MAX_NEW_TOKENS as SHOOTOUT_TOKENS
 from assisted.bench.shootout import REPEATS as SHOOTOUT_REPEATS
 from assisted.core.examples import ExamplesError
-from assisted.core.record import RunRecord
+from assisted.core.record import RunRecord, sentence
 from assisted.core.settings import (
     ASSISTANT_QUANTS,
     AUTO_CAP,
@@ -276,7 +276,7 @@ def format_table(result: dict) -> str:
         lines.append(f"{'policy':22}{held_back}")
     if result.get("oracle") is not None:
         lines.append(f"{'oracle':22}{oracle.describe(result['oracle'])}")
-    failed = faults.sentence(result.get("analysis_errors") or {})
+    failed = sentence(result.get("analysis_errors") or {})
     if failed:
         lines.append(f"{'analysis':22}{failed}")
     calibration = learnt_store.describe((result.get("assisted") or {}).get("calibration"))

@@ -9,7 +9,6 @@
   check's settings and its result in words (the check that draws samples is
   `assisted.bench.sampling_check`);
 - `two_sample`: the sampling check's permutation test;
-- `faults`: an analysis that raises is marked failed, logged once, and never costs the run;
 
 May import: `core`. No torch, Transformers or Gradio; only `two_sample` uses numpy.
 """

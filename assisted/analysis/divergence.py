@@ -215,7 +215,7 @@ def explain(plain: RunRecord, assisted: RunRecord) -> dict | None:
 def unjudged(plain: RunRecord, assisted: RunRecord, reason: str | None) -> dict | None:
     """The first divergence in `explain`'s shape, its evidence and verdict empty and
     `reason` saying why (None: not yet judged); None where the runs are identical. What
-    the JSON carries where judging failed (`assisted.analysis.faults`)."""
+    the JSON carries where judging failed (`assisted.core.record`)."""
     plain_ids, assisted_ids = plain.token_ids, assisted.token_ids
     index = first_divergence(plain_ids, assisted_ids)
     if index is None:

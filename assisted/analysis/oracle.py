@@ -79,8 +79,7 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 from itertools import pairwise
 
-from assisted.analysis.faults import HINDSIGHT
-from assisted.core.record import Hindsight, RunRecord, Step, median, rounded
+from assisted.core.record import HINDSIGHT, Hindsight, RunRecord, Step, median, rounded
 from assisted.core.settings import DrafterKind
 from assisted.policy import costs
 
@@ -494,7 +493,7 @@ def _priced_by(plain: RunRecord | None, assisted: RunRecord, h: Hindsight) -> di
 
 
 def failed(message: str) -> dict:
-    """The JSON's `oracle` where finding it raised (`assisted.analysis.faults`): every key
+    """The JSON's `oracle` where finding it raised (`assisted.core.record`): every key
     there, the figures None, `reason` and `error` saying why."""
     return {key: None for key in _KEYS} | {
         "reason": f"it could not be computed ({message})",

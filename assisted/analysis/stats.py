@@ -28,8 +28,17 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from assisted.analysis import divergence, faults, oracle, sampling
-from assisted.core.record import HeldBack, RunRecord, median, rounded
+from assisted.analysis import divergence, oracle, sampling
+from assisted.core.record import (
+    DIVERGENCE,
+    ORACLE,
+    PREDICTION,
+    HeldBack,
+    RunRecord,
+    attempted,
+    median,
+    rounded,
+)
 from assisted.core.settings import DrafterKind
 
 AT_ONCE, WAITED, DECLINED = "at once", "waited", "declined"
@@ -407,12 +416,12 @@ def compare_runs(
     The prediction is the `auto` policy's own where its steps carry one, else Leviathan et
     al.'s; `prediction` names it (None without a prediction). The prediction and the
     divergence verdict are analyses: where one fails, its figures are empty and `failures`
-    keeps why (`assisted.analysis.faults`); the measured speedup stands."""
+    keeps why (`assisted.core.record`); the measured speedup stands."""
     failures = {} if failures is None else failures
     predicted = dict.fromkeys(_PREDICTION_KEYS)
-    with faults.attempted(faults.PREDICTION, failures):
+    with attempted(PREDICTION, failures):
         predicted = _prediction(plain, assisted)
-    with faults.attempted(faults.DIVERGENCE, failures) as judging:
+    with attempted(DIVERGENCE, failures) as judging:
         found = divergence.explain(plain, assisted)
     if judging.failure is not None:
         found = divergence.unjudged(plain, assisted, f"could not be judged: {judging.failure}")
@@ -497,7 +506,7 @@ def report(
     """The comparison as one JSON-ready dict: the CLI's `--json` line and the API's result;
     each run's `per_step` only with `steps`; the oracle's T(k) priced from the steps of
     `pooled` too (`assisted.analysis.oracle.report`). `analysis_errors` names each analysis that
-    failed, with its fault (`assisted.analysis.faults`): the runs' figures are there all
+    failed, with its fault (`assisted.core.record`): the runs' figures are there all
     the same."""
     any_run = plain or assisted
     failures = {
@@ -525,7 +534,7 @@ def report(
     if plain and assisted:
         result.update(compare_runs(plain, assisted, failures))
     if assisted:
-        with faults.attempted(faults.ORACLE, failures) as finding:
+        with attempted(ORACLE, failures) as finding:
             result["oracle"] = oracle.report(plain, assisted, pooled)
         if finding.failure is not None:
             result["oracle"] = oracle.failed(finding.failure)

@@ -58,9 +58,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from assisted.analysis import divergence, faults, oracle, stats
+from assisted.analysis import divergence, oracle, stats
 from assisted.bench.planning import Variant
-from assisted.core.record import RunRecord, rounded
+from assisted.core.record import ORACLE, RunRecord, attempted, card_lines, rounded
 from assisted.core.settings import RunSettings
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def prompt_fields(
     repeat whose oracle fails is left out, its fault kept in `failures`."""
     found = []
     for p, a in zip(plain, assisted, strict=True):
-        with faults.attempted(faults.ORACLE, failures):
+        with attempted(ORACLE, failures):
             found.append(oracle.report(p, a, pooled))
     found = [f for f in found if f["reason"] is None]
     if not found:
@@ -193,7 +193,7 @@ def summarize_prompt(
     counted = [count for count in template_drafts if count is not None]
     plain_rate = stats.median([stats.tokens_per_s(r) for r in plain])
     assisted_rate = stats.median([stats.tokens_per_s(r) for r in assisted])
-    # The analyses that failed, by name (`assisted.analysis.faults`): the runs stand.
+    # The analyses that failed, by name (`assisted.core.record`): the runs stand.
     failures = {part: error for run in assisted for part, error in run.analysis_errors.items()}
     compared = [stats.compare_runs(p, a, failures) for p, a in zip(plain, assisted, strict=True)]
     divergences = [c["first_divergence"] for c in compared if c["first_divergence"] is not None]
@@ -403,7 +403,7 @@ def render(result: dict) -> str:
             _outcome_cell,
         ),
         "",
-        *faults.card_lines(result["prompts"]),
+        *card_lines(result["prompts"]),
         *stats.card_lines(result["prompts"]),
         "Per category (median speedup over prompts; acceptance pooled over runs)",
     ]

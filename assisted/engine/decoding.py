@@ -60,8 +60,8 @@ import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
 
-from assisted.analysis import faults, stats
-from assisted.core.record import GENERATE, DraftingPath, Mode, RunRecord, Step
+from assisted.analysis import stats
+from assisted.core.record import GENERATE, HINDSIGHT, DraftingPath, Mode, RunRecord, Step, attempted
 from assisted.core.settings import (
     WARMUP_PROMPT,
     WARMUP_TOKENS,
@@ -293,7 +293,7 @@ def keep(ready: Plan, record: RunRecord) -> None:
     kept = engine.keep_answer(pair, ready.prompt_ids, record, ready.settings)
     if prepared is not None:
         record.hindsight = None
-        with faults.attempted(faults.HINDSIGHT, record.analysis_errors):
+        with attempted(HINDSIGHT, record.analysis_errors):
             record.hindsight = hindsight.find(
                 pair, prepared, ready.prompt_ids, record, policy, ready.lookup
             )

@@ -31,8 +31,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from assisted.analysis import divergence, faults, oracle, sampling, stats
+from assisted.analysis import divergence, oracle, sampling, stats
 from assisted.analysis.sampling import BONUS, CORRECTED, TARGET, accept_prob
+from assisted.core.record import sentence
 from assisted.core.settings import DrafterKind
 from assisted.models import learnt_store
 from assisted.ui.compare.chunks import Chunk, Draw, source_label
@@ -448,7 +449,7 @@ def summary_markdown(result: dict) -> str:
         return f"Both runs are needed for a comparison; {which} finished."
     measured, predicted = result.get("speedup"), result.get("predicted_speedup")
     prediction = result.get("prediction") or stats.LEVIATHAN
-    failed = faults.sentence(result.get("analysis_errors") or {})
+    failed = sentence(result.get("analysis_errors") or {})
     lines = [f"**{failed}**"] if failed else []
     lines += [
         f"**Measured speedup: {number(measured, 2, '×')}** "

@@ -9,8 +9,17 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from assisted.analysis import faults, stats
-from assisted.core.record import CUDA_GRAPHS, FAILED, INCONCLUSIVE, LAST_BIT, RunRecord, Step
+from assisted.analysis import stats
+from assisted.core.record import (
+    CHARTS,
+    CUDA_GRAPHS,
+    FAILED,
+    INCONCLUSIVE,
+    LAST_BIT,
+    RunRecord,
+    Step,
+    attempted,
+)
 from assisted.core.settings import DraftSettings, RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone, StepEvent
@@ -213,7 +222,7 @@ class Live:
         self, runs: dict[str, RunRecord | None], shown: dict[str, list[Chunk]], result: dict
     ) -> dict:
         """Each chart's frame; a chart that fails is drawn empty, and the result's
-        `analysis_errors` says so (`assisted.analysis.faults`)."""
+        `analysis_errors` says so (`assisted.core.record`)."""
         assisted = runs["assisted"]
         builds = {
             "tokens_over_time": (
@@ -239,7 +248,7 @@ class Live:
         }
         charts = {}
         for name, (build, empty) in builds.items():
-            with faults.attempted(faults.CHARTS, result["analysis_errors"]) as drawing:
+            with attempted(CHARTS, result["analysis_errors"]) as drawing:
                 charts[name] = build()
             if drawing.failure is not None:
                 charts[name] = empty()
