@@ -305,7 +305,7 @@ def _draft_settings(args: argparse.Namespace, spec: PairSpec) -> DraftSettings:
     draft = replace(spec.draft, **{k: v for k, v in overrides.items() if v is not None})
     if args.ngram_size is not None and draft.lookup != "transformers":
         # Refused rather than given a meaning: the suffix lookup's 2 to 8 tokens are the
-        # match lengths its acceptance is learnt by (`assisted.policy.acceptance`).
+        # match lengths its acceptance is learnt by (`assisted.policy.estimates`).
         raise SettingsError(
             f"--ngram-size applies to --lookup transformers; the {draft.lookup} lookup "
             f"matches {SHORTEST_MATCH} to {LONGEST_MATCH} tokens"

@@ -1,5 +1,5 @@
 """Replay the `auto` policy's T(k) offline over a benchmark's recorded steps: how well would
-other weights of its prior and windows (`assisted.policy.costs`: `PRIOR_WEIGHT`, `WINDOW`)
+other weights of its prior and windows (`assisted.policy.estimates`: `PRIOR_WEIGHT`, `WINDOW`)
 have predicted each step's time, and how near T(1) stays to the plain steps?
 
 The benchmark runs its `auto` runs in one process, and each run starts from the rows the
@@ -38,8 +38,8 @@ from pathlib import Path
 
 from assisted.analysis import stats
 from assisted.core.record import RunRecord
-from assisted.policy import costs
-from assisted.policy.costs import CostModel, PlainSteps
+from assisted.policy import estimates
+from assisted.policy.estimates import CostModel, PlainSteps
 from lab import recorded
 
 
@@ -62,8 +62,8 @@ def replay(
     note), split by whether the paired plain run ran before or after, with the prior worth
     `prior` timings and windows of `window`; where `plain`, each plain run's median step
     becomes T(1)."""
-    saved = costs.PRIOR_WEIGHT, costs.WINDOW
-    costs.PRIOR_WEIGHT, costs.WINDOW = prior, window
+    saved = estimates.PRIOR_WEIGHT, estimates.WINDOW
+    estimates.PRIOR_WEIGHT, estimates.WINDOW = prior, window
     try:
         kept: dict[int, float] = {}  # the rows measured so far, as the learnt file holds them
         cap, errors, before, after = 0, [], [], []
@@ -77,7 +77,7 @@ def replay(
             if not assisted:  # as `assisted.engine.engine.keep_plain_steps` does
                 kept[1] = run.plain_steps.t1_s() or kept[1]
                 continue
-            curve = costs.fit({k: [t] for k, t in kept.items()}, range(1, cap + 2))
+            curve = estimates.fit({k: [t] for k, t in kept.items()}, range(1, cap + 2))
             model = CostModel(cap, curve, {})
             for earlier, step in pairwise(run.record.steps):
                 rows = step.drafted + 1
@@ -91,7 +91,7 @@ def replay(
             kept |= {k: seconds for k, (seconds, _) in model.measured_verify().items()}
         return errors, before, after
     finally:
-        costs.PRIOR_WEIGHT, costs.WINDOW = saved
+        estimates.PRIOR_WEIGHT, estimates.WINDOW = saved
 
 
 def load(path: Path) -> list[Run]:
@@ -148,12 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("runs", type=Path, help="a benchmark's runs.jsonl (--out DIR)")
     parser.add_argument(
         "--prior",
-        default=f"{costs.PRIOR_WEIGHT},4",
+        default=f"{estimates.PRIOR_WEIGHT},4",
         help="what the prior curve is worth, in timings (a comma list)",
     )
     parser.add_argument(
         "--window",
-        default=f"{costs.WINDOW}",
+        default=f"{estimates.WINDOW}",
         help="how many of a row's latest timings its median is taken over (a comma list)",
     )
     parser.add_argument(

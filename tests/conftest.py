@@ -124,7 +124,7 @@ def slow_steps(monkeypatch):
 @pytest.fixture
 def trusted_prices(monkeypatch):
     """The costs a test prices the pair at hold through its runs: the policy's prior
-    outweighs the run's own timings (`assisted.policy.costs.PRIOR_WEIGHT`). A run otherwise
+    outweighs the run's own timings (`assisted.policy.estimates.PRIOR_WEIGHT`). A run otherwise
     learns what it pays, and the tiny pairs' assistants are their targets' size: drafting
     a token costs a target step, so a run priced to draft would stop within three steps."""
     from assisted.policy import costs

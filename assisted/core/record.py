@@ -228,9 +228,9 @@ class Hindsight:
     `lookup_drafts[i]`: the prompt-lookup source's proposal at position i, up to `cap`
     tokens (empty: no match), and `lookup_lengths[i]` how many tokens its match shares with
     the context (0: unknown, as with Transformers' search). The costs are the run's cost
-    model at its end (`assisted.policy.costs`): T(k) as (k, seconds), the assistant's seconds per
-    drafted token, per drafting call beyond its passes, per catch-up and per token of a
-    prefill. `seconds` is what finding all this took."""
+    model at its end (`assisted.policy.estimates`): T(k) as (k, seconds), the assistant's
+    seconds per drafted token, per drafting call beyond its passes, per catch-up and per
+    token of a prefill. `seconds` is what finding all this took."""
 
     assistant_runs: tuple[int, ...] | None
     lookup_drafts: tuple[tuple[int, ...], ...]

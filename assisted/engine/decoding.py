@@ -80,7 +80,7 @@ from assisted.models import learnt_store
 from assisted.models.loading import end_ids, release_memory
 from assisted.models.pairs import LoadedPair
 from assisted.policy.choice import DraftPolicy
-from assisted.policy.costs import PlainSteps
+from assisted.policy.estimates import PlainSteps
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

@@ -34,7 +34,7 @@ says why, and callers ask it before they touch the device (`assisted.ui.gpu_call
 **The calibration** (`calibrate`): the target's verification times T(k) and the
 assistant's drafting and prefill times, timed once per pair, machine and dtype, and read
 back without timing (`calibrated`). It times T(1), T(2) and T(cap + 1) and fits the rows
-between them (`assisted.policy.costs`: monotone, never above a larger row), plus the
+between them (`assisted.policy.estimates`: monotone, never above a larger row), plus the
 assistant's row and its read of a block of context, in a fraction of the time every row of
 the cap would take (docs/lab-notes.md says how long, and on what). T(2) because the curve
 bends there: one row is a matrix-vector product, two rows take the matrix-matrix kernels,
@@ -44,7 +44,7 @@ short lookup drafts on long passages looked cheaper than they were (docs/benchma
 Costs an earlier process left on disk are checked, once per process: the timed rows, the
 drafting and its read, and any row the runs kept that disagrees with the others by more
 than timing noise (`DISTURBED`: dearer than a larger row, which no machine makes so). The
-calibration is the runs' prior, worth a few of their steps (`assisted.policy.costs`). A
+calibration is the runs' prior, worth a few of their steps (`assisted.policy.estimates`). A
 sampled run's drafting through the assistant's generator is timed apart
 (`calibrate_sampled`).
 
@@ -97,9 +97,9 @@ from assisted.engine.observe import synchronize
 from assisted.models import learnt_store, process_state
 from assisted.models.loading import end_ids
 from assisted.models.pairs import LoadedPair
-from assisted.policy import costs
+from assisted.policy import estimates
 from assisted.policy.choice import DraftPolicy
-from assisted.policy.costs import PlainSteps
+from assisted.policy.estimates import PlainSteps
 from assisted.policy.learnt import Answer, LearntState
 
 if TYPE_CHECKING:
@@ -311,7 +311,7 @@ def calibrate(
     started = time.perf_counter()
     # Rows a disturbance left on disk are timed once more: the monotone fit already keeps
     # them from any decision, and a machine still busy would time them dear again.
-    disturbed = costs.dearer_than_fit(pair.learnt.verify_s, DISTURBED)
+    disturbed = estimates.dearer_than_fit(pair.learnt.verify_s, DISTURBED)
     timed = _time_target(pair, prefix, sorted({1, 2, cap + 1}), timing)
     timed |= _time_target(pair, prefix, disturbed, timing, attempts=1)
     if assistant is not None and precision not in timing.drafting:
@@ -350,7 +350,7 @@ def _time_target(
     for _ in range(attempts if rows else 0):
         for k, seconds in _time_forwards(pair.target, prefix, pending, pair.device).items():
             learnt.keep_verify(k, min(seconds, verify_s.get(k, seconds)), _CALIBRATION_REPEATS)
-        disturbed = costs.dearer_than_fit(verify_s, DISTURBED)
+        disturbed = estimates.dearer_than_fit(verify_s, DISTURBED)
         pending = [k for k in rows if k in disturbed]
         if not pending:
             break
@@ -425,7 +425,7 @@ def calibrated(
             "prepare the pair first (assisted.engine.engine)"
         )
     counts = {k: count for k, (count, _) in pair.learnt.verify_timed.items()}
-    curve = costs.fit({k: [t] for k, t in verify_s.items()}, range(1, cap + 2), counts=counts)
+    curve = estimates.fit({k: [t] for k, t in verify_s.items()}, range(1, cap + 2), counts=counts)
     if not model:
         return curve, 0.0, 0.0
     return curve, draft_s, drafting.prefill_s
@@ -448,7 +448,7 @@ def calibrate_sampled(
     warpers too, in Transformers 5.2x) and samples, where `calibrate`'s one-row pass
     only runs the model. Timed as the candidate generator drafts, drafting
     1 + `_SAMPLED_TOKENS` tokens against 1: the difference, per token, leaves out the
-    call's own overhead, which the cost model keeps apart (`assisted.policy.costs`). Timed with
+    call's own overhead, which the cost model keeps apart (`assisted.policy.estimates`). Timed with
     the first sampled run's top-p, whose sort over the vocabulary is most of the extra:
     one time per precision, whatever later runs' settings."""
     timing = pair.learnt.timed_here()
@@ -637,7 +637,7 @@ def keep_plain_steps(pair: LoadedPair, steps: PlainSteps | None) -> bool:
     the pair's runs, once the run's clock has stopped; nothing for other runs (`steps`
     None). Whether it kept it. Plain steps are T(1)'s only direct timings, and
     an `auto` run seldom takes one; T(1) prices every plain step the policy and the oracle
-    weigh (`assisted.policy.costs`)."""
+    weigh (`assisted.policy.estimates`)."""
     t1_s = steps.t1_s() if steps is not None else None
     if t1_s is None:
         return False

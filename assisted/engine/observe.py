@@ -72,7 +72,7 @@ from transformers.generation.streamers import BaseStreamer
 from assisted.core.record import HeldBack, Mode, RunRecord, Step, common_prefix_length
 from assisted.core.settings import DrafterKind
 from assisted.engine.drafters import draft_graphs
-from assisted.policy.costs import PlainSteps
+from assisted.policy.estimates import PlainSteps
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -80,7 +80,7 @@ if TYPE_CHECKING:
 
     from assisted.models.pairs import LoadedPair
     from assisted.policy.choice import DraftPolicy, Expectation
-    from assisted.policy.costs import CostModel
+    from assisted.policy.estimates import CostModel
 
 
 def synchronize(device: torch.device) -> None:

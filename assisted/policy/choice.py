@@ -6,8 +6,8 @@ Transformers keeps verification and acceptance; this module only picks, before e
 a source (the assistant model, or a prompt-lookup match: an n-gram of the prompt or of the
 output so far) and γ, the number of candidates it proposes, from 0 (a plain target step)
 to a cap. It weighs two models, each in its own module:
-- `assisted.policy.acceptance`: E(γ), the tokens a step of a source can expect to commit;
-- `assisted.policy.costs`: cost(γ), the seconds such a step takes (γ = 0 costs T(1), yields 1).
+- `assisted.policy.estimates`: E(γ), the tokens a step of a source can expect to commit;
+- `assisted.policy.estimates`: cost(γ), the seconds such a step takes (γ = 0 costs T(1), yields 1).
 
 It chooses the source and γ that maximise E(γ) / cost(γ), E taken optimistically (each
 candidate's acceptance one standard deviation above its estimate: a source seldom tried
@@ -81,14 +81,15 @@ from dataclasses import dataclass, replace
 
 from assisted.core.record import HeldBack
 from assisted.core.settings import DrafterKind
-from assisted.policy.acceptance import (
+from assisted.policy.estimates import (
     PRIOR_WEIGHT,
+    WINDOW,
     Acceptance,
     AcceptanceCounts,
     AcceptanceModel,
+    CostModel,
     DraftEnds,
 )
-from assisted.policy.costs import WINDOW, CostModel
 from assisted.policy.learnt import Answer, expected_tokens_left, scale_free_tokens_left
 
 

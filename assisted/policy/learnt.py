@@ -19,7 +19,7 @@ Two kinds of knowledge, kept apart because they age differently:
 - **acceptance**, a fact about the text seen: per assistant precision and temperature band
   (`assisted.core.settings`: greedy, or sampled at one of three temperatures), (accepted, tried)
   counts per source and streak. Each run starts from the latest counts of its band,
-  lightly (`assisted.policy.acceptance.HISTORY_WEIGHT`), and leaves its own there. Greedy's
+  lightly (`assisted.policy.estimates.HISTORY_WEIGHT`), and leaves its own there. Greedy's
   counts are `acceptance`, the field a file without bands holds; the sampled bands' are
   `sampled`.
 
@@ -53,7 +53,7 @@ things:
   latest answers that ran past the tokens committed so far, the tokens each ran on beyond
   them, up to the budget. An answer its budget cut ran at least that long: past its cut
   it is extended by the prior. The prior counts as `PRIOR_WEIGHT` answers; the record keeps
-  the latest `assisted.policy.costs.WINDOW`.
+  the latest `assisted.policy.estimates.WINDOW`.
 
 A 32-token budget expects 9.6 tokens from the prior alone; a pair whose answers ran to
 their budget expects the whole budget after a few runs. They weigh a catch-up and the
@@ -74,14 +74,14 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
 from assisted.core.settings import GREEDY, SAMPLED_BANDS, Band, DrafterKind
-from assisted.policy.acceptance import (
+from assisted.policy.estimates import (
     LONG_MATCH,
     PRIOR_WEIGHT,
+    WINDOW,
     AcceptanceCounts,
     Counts,
     EstimateKey,
 )
-from assisted.policy.costs import WINDOW
 
 _T = TypeVar("_T")
 

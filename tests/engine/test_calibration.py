@@ -17,7 +17,7 @@ from assisted.engine.drafters import seam
 from assisted.engine.engine import encode_prompt
 from assisted.models import learnt_store
 from assisted.models.learnt_store import LearntFile
-from assisted.policy import costs
+from assisted.policy import estimates
 from assisted.policy.learnt import LearntState
 from tests.engine.runs import AUTO, GREEDY, PROMPT, fresh_copy, priced, records
 
@@ -83,9 +83,9 @@ def test_a_runs_verifications_refine_the_pairs_calibration(pair, trusted_prices)
     assert set(refined) == set(before) | verified
     assert all(fresh.learnt.verify_timed[k][0] > counts.get(k, (0, 0))[0] for k in verified)
     # Estimates by source, streak and match bucket: the assistant's, without a streak, first.
-    estimates = set(fresh.learnt.precision("none").acceptance)
-    assert (seam.ASSISTANT, False, 0) in estimates
-    assert {source for source, _, _ in estimates} <= {seam.ASSISTANT, seam.LOOKUP}
+    kept = set(fresh.learnt.precision("none").acceptance)
+    assert (seam.ASSISTANT, False, 0) in kept
+    assert {source for source, _, _ in kept} <= {seam.ASSISTANT, seam.LOOKUP}
 
 
 def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeypatch):
@@ -95,9 +95,9 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
     fresh = dataclasses.replace(pair, learnt=LearntState(verify_s=dict(slow)), learnt_file=file)
     ids = encode_prompt(fresh, PROMPT)
     passes = []
-    keep = costs.PlainSteps.observe_verify
+    keep = estimates.PlainSteps.observe_verify
     monkeypatch.setattr(
-        costs.PlainSteps,
+        estimates.PlainSteps,
         "observe_verify",
         lambda self, rows, seconds: passes.append(seconds) or keep(self, rows, seconds),
     )
@@ -108,9 +108,9 @@ def test_a_plain_runs_steps_set_the_pairs_t1_and_keep_it(pair, tmp_path, monkeyp
     assert learnt_store.load(file).verify_s == pytest.approx(fresh.learnt.verify_s)
     # A stopped run's few passes set nothing, nor a warm-up's; nor does a pair nothing has
     # calibrated.
-    assert WARMUP_TOKENS <= costs.WINDOW
+    assert WARMUP_TOKENS <= estimates.WINDOW
     fresh.learnt.verify_s[1] = slow[1]
-    list(decoding.run(fresh, ids, "plain", RunSettings(max_new_tokens=costs.WINDOW)))
+    list(decoding.run(fresh, ids, "plain", RunSettings(max_new_tokens=estimates.WINDOW)))
     assert fresh.learnt.verify_s[1] == slow[1]
     bare = fresh_copy(pair)
     list(decoding.run(bare, ids, "plain", GREEDY))

@@ -25,7 +25,7 @@ from assisted.engine.decoding import RunDone
 from assisted.engine.engine import encode_prompt
 from assisted.models import learnt_store, loading, pairs
 from assisted.models.learnt_store import LearntFile
-from assisted.policy.costs import WINDOW
+from assisted.policy.estimates import WINDOW
 from assisted.policy.learnt import Answer, LearntState
 
 AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)

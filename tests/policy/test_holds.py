@@ -12,9 +12,8 @@ import pytest
 
 from assisted.core.record import HeldBack
 from assisted.core.settings import DrafterKind
-from assisted.policy.acceptance import HISTORY_WEIGHT, PRIOR_WEIGHT
 from assisted.policy.choice import DraftPolicy, Floor, Ledger
-from assisted.policy.costs import WINDOW
+from assisted.policy.estimates import HISTORY_WEIGHT, PRIOR_WEIGHT, WINDOW
 from assisted.policy.learnt import Answer
 
 CAP = 8

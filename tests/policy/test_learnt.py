@@ -119,7 +119,7 @@ def test_a_restore_brings_back_the_sampled_bands_too():
 
 
 def test_a_reads_price_is_the_median_of_the_latest_at_the_targets_level_now():
-    from assisted.policy.costs import WINDOW
+    from assisted.policy.estimates import WINDOW
     from assisted.policy.learnt import PrecisionLearnt
 
     learnt = PrecisionLearnt()

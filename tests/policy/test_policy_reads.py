@@ -11,9 +11,14 @@ import pytest
 
 from assisted.core.record import HeldBack
 from assisted.core.settings import DrafterKind
-from assisted.policy.acceptance import HISTORY_WEIGHT, PRIOR_WEIGHT, Acceptance, AcceptanceModel
 from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy
-from assisted.policy.costs import CostModel
+from assisted.policy.estimates import (
+    HISTORY_WEIGHT,
+    PRIOR_WEIGHT,
+    Acceptance,
+    AcceptanceModel,
+    CostModel,
+)
 from assisted.policy.learnt import expected_tokens_left
 
 CAP = 8

@@ -39,7 +39,7 @@ matches are equally long (the text nearest to where the answer is). It searches 
 segments only, the user's message and the output so far, and a continuation stops at the
 end of its segment and before any special token, so it never copies template text. The
 caller learns the match's length: the `auto` policy keeps acceptance estimates by it
-(`assisted.policy.acceptance`), since a longer match is likelier to continue.
+(`assisted.policy.estimates`), since a longer match is likelier to continue.
 
 No torch here: ids in, ids out.
 """
