@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 from spaces.config import Config as SpacesConfig
 
-from assisted.core.examples import load_folder
+from assisted.core.settings import load_examples_folder
 from assisted.models import pairs
 from assisted.models.registry import DEFAULT_PAIR, PAIRS, PairSpec, default_pair_for
 from assisted.ui.errors import quiet_component_refusals
@@ -141,7 +141,7 @@ def build_demo(
         raise ValueError(f"default pair {config.default_pair!r} is not in the registry")
     queue = DeviceQueue(one_at_a_time=False) if config.zerogpu else _device
     access = PairAccess(config, queue, _gpu_times, _preloaded)
-    shared = TabState(access, _stops, Paces(), _gpu_times, load_folder())
+    shared = TabState(access, _stops, Paces(), _gpu_times, load_examples_folder())
     with gr.Blocks(title=TITLE) as demo:
         gr.Markdown(HEADER)
         with gr.Tabs():

@@ -20,7 +20,6 @@ from assisted.arguments import add_pair_options, add_run_options, pair_spec, run
 from assisted.bench.shootout import MAX_LANES
 from assisted.bench.shootout import MAX_NEW_TOKENS as SHOOTOUT_TOKENS
 from assisted.bench.shootout import REPEATS as SHOOTOUT_REPEATS
-from assisted.core.examples import ExamplesError
 from assisted.core.record import RunRecord, sentence
 from assisted.core.settings import (
     ASSISTANT_QUANTS,
@@ -31,6 +30,7 @@ from assisted.core.settings import (
     SCHEDULES,
     SHORTEST_MATCH,
     DraftSettings,
+    ExamplesError,
     RunSettings,
     SettingsError,
     validate_prompt,

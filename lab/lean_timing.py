@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from assisted.core.examples import EXAMPLES_DIR
+from assisted.core.settings import EXAMPLES_DIR
 from assisted.engine.drafters.static_draft import LeanDrafter
 from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import load_pair

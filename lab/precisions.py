@@ -42,9 +42,13 @@ from assisted.bench.journal import write_out
 from assisted.bench.measuring import REPEATS, Finished, Progress, benchmark
 from assisted.bench.planning import BenchError, Variant, comma_list, plan_variants, select_examples
 from assisted.bench.reporting import Run
-from assisted.core.examples import EXAMPLES_DIR, ExamplesError
-from assisted.core.examples import load as load_examples
-from assisted.core.settings import SCHEDULES, SettingsError
+from assisted.core.settings import (
+    EXAMPLES_DIR,
+    SCHEDULES,
+    ExamplesError,
+    SettingsError,
+    load_examples,
+)
 from assisted.engine.engine import encode_prompt
 from assisted.engine.observe import synchronize
 from assisted.models import learnt_store, quantize

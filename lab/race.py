@@ -22,8 +22,7 @@ import math
 import sys
 from collections.abc import Sequence
 
-from assisted.core.examples import EXAMPLES_DIR, load_folder
-from assisted.core.settings import RunSettings
+from assisted.core.settings import EXAMPLES_DIR, RunSettings, load_examples_folder
 
 AUTO = "auto"
 FIXED = ("γ = 8", "Transformers' defaults", "heuristic", "prompt lookup")
@@ -101,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [known[name] for name in (AUTO, *FIXED) if name in known]
     wanted = set(args.kinds.split(",")) if args.kinds else None
     first: dict[str, str] = {}
-    for example in load_folder(EXAMPLES_DIR):
+    for example in load_examples_folder(EXAMPLES_DIR):
         if wanted is None or example.category in wanted:
             first.setdefault(example.category, example.prompt)
     settings = RunSettings(max_new_tokens=args.max_new_tokens)

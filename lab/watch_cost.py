@@ -21,8 +21,7 @@ from contextlib import nullcontext
 from dataclasses import replace
 
 from assisted.analysis import stats
-from assisted.core.examples import EXAMPLES_DIR
-from assisted.core.settings import RunSettings
+from assisted.core.settings import EXAMPLES_DIR, RunSettings
 from assisted.engine import decoding
 from assisted.engine.decoding import drain
 from assisted.engine.engine import encode_prompt

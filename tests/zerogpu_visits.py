@@ -28,7 +28,7 @@ def main() -> int:
     import pytest
 
     import app
-    from assisted.core.examples import load_folder
+    from assisted.core.settings import load_examples_folder
     from assisted.models.registry import PAIRS
     from tests.serve import launch
     from tests.zerogpu import ZeroGPU
@@ -43,7 +43,7 @@ def main() -> int:
         print(f"start-up: the pair loaded in {time.perf_counter() - started:.1f} s")
         demo, url = launch(config, zerogpu.calls())
         try:
-            rows = visit(gradio_client.Client(url, verbose=False), zerogpu, load_folder())
+            rows = visit(gradio_client.Client(url, verbose=False), zerogpu, load_examples_folder())
         finally:
             demo.close()
     print(json.dumps({"visitors": rows}))

@@ -40,9 +40,15 @@ from assisted.bench.planning import (
     select_examples,
 )
 from assisted.bench.reporting import render
-from assisted.core.examples import EXAMPLES_DIR, Example, ExamplesError
-from assisted.core.examples import load as load_examples
-from assisted.core.settings import DRAFTER_NAMES, RunSettings, SettingsError
+from assisted.core.settings import (
+    DRAFTER_NAMES,
+    EXAMPLES_DIR,
+    Example,
+    ExamplesError,
+    RunSettings,
+    SettingsError,
+    load_examples,
+)
 from assisted.models.pairs import PairError, PairSpec, load_pair
 
 

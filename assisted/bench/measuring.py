@@ -25,9 +25,8 @@ from assisted.bench import sampling_check
 from assisted.bench.journal import Journal
 from assisted.bench.planning import BenchError, Variant, with_drafter
 from assisted.bench.reporting import Run, overhead_percent, report
-from assisted.core.examples import Example
 from assisted.core.record import RunRecord
-from assisted.core.settings import WARMUP_TOKENS, DrafterKind, DraftSettings, RunSettings
+from assisted.core.settings import WARMUP_TOKENS, DrafterKind, DraftSettings, Example, RunSettings
 from assisted.models.pairs import LoadedPair
 from assisted.policy.learnt import LearntSnapshot
 

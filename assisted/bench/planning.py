@@ -10,8 +10,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from assisted.core.examples import Example
-from assisted.core.settings import DrafterKind, DraftSettings, SettingsError
+from assisted.core.settings import DrafterKind, DraftSettings, Example, SettingsError
 from assisted.models.pairs import LoadedPair, PairSpec
 
 EARLY_EXIT_LAYER = 4  # draft layer for early exit when the pair names none (LayerSkip's)

@@ -41,11 +41,11 @@ from assisted.analysis import oracle, stats
 from assisted.bench.measuring import Finished, Progress, Streamed, benchmark
 from assisted.bench.planning import Variant
 from assisted.bench.reporting import Run, report
-from assisted.core.examples import Example
 from assisted.core.record import RunRecord, rounded
 from assisted.core.settings import (
     DrafterKind,
     DraftSettings,
+    Example,
     RunSettings,
     SettingsError,
     assistant_precision,

@@ -2,11 +2,11 @@
 
 - `settings`: the drafter kinds and what differs by kind; run and draft settings, their
   limits and validation; the temperature bands whose runs learn acceptance from one another;
+  the prompt sets (the `examples/` folder and JSONL files);
 - `record`: the raw per-step record of one run, the only thing a run hands on, and why the
   `auto` policy kept the assistant from drafting at a step, named and said in words once;
   the one rounding and the one median every figure is made with; an analysis that raises
-  marked failed, logged once, and never costing the run (`attempted`);
-- `examples`: the prompt sets (the `examples/` folder and JSONL files).
+  marked failed, logged once, and never costing the run (`attempted`).
 
 May import: nothing in `assisted`.
 """

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import gradio as gr
 
-from assisted.core.examples import Example
+from assisted.core.settings import Example
 from assisted.ui.gpu_time import GpuTimes, Paces
 from assisted.ui.pair_access import PairAccess
 from assisted.ui.requests import StopFlags

@@ -16,7 +16,7 @@ import pytest
 sync_api = pytest.importorskip("playwright.sync_api")
 
 import app  # noqa: E402
-from assisted.core.examples import EXAMPLES_DIR  # noqa: E402
+from assisted.core.settings import EXAMPLES_DIR  # noqa: E402
 from assisted.models import pairs  # noqa: E402
 from assisted.models.registry import PAIRS  # noqa: E402
 from tests.serve import launch  # noqa: E402

@@ -10,8 +10,7 @@ from pathlib import Path
 import app
 from assisted.analysis.sampling import CheckSettings
 from assisted.bench import plan_variants
-from assisted.core.examples import Example
-from assisted.core.settings import DraftSettings, RunSettings
+from assisted.core.settings import DraftSettings, Example, RunSettings
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 from assisted.policy.learnt import LearntSnapshot
 from assisted.ui import gpu_time

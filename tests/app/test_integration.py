@@ -15,8 +15,7 @@ import sys
 import pytest
 
 from assisted.analysis import stats
-from assisted.core.examples import EXAMPLES_DIR
-from assisted.core.settings import DraftSettings, RunSettings
+from assisted.core.settings import EXAMPLES_DIR, DraftSettings, RunSettings
 from assisted.engine.decoding import RunDone, compare, report
 from assisted.engine.engine import Engine
 from assisted.models import embedded

@@ -17,9 +17,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from assisted import bench
 from assisted.analysis import stats
 from assisted.bench import __main__ as command
-from assisted.core.examples import Example
 from assisted.core.record import RunRecord, Step
-from assisted.core.settings import WARMUP_TOKENS, DrafterKind, DraftSettings, RunSettings
+from assisted.core.settings import WARMUP_TOKENS, DrafterKind, DraftSettings, Example, RunSettings
 from assisted.engine.decoding import RunDone
 from assisted.engine.engine import encode_prompt
 from assisted.models import pairs

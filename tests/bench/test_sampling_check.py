@@ -16,8 +16,7 @@ from assisted.analysis.sampling import ALPHA, PROMPT, TOKENS, CheckSettings, sen
 from assisted.bench import sampling_check
 from assisted.bench.planning import Variant
 from assisted.bench.sampling_check import __main__ as sampling_check_command
-from assisted.core.examples import Example
-from assisted.core.settings import RunSettings, SettingsError
+from assisted.core.settings import Example, RunSettings, SettingsError
 from assisted.engine import decoding
 from assisted.engine.decoding import RunDone
 from assisted.engine.engine import encode_prompt

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from assisted.analysis.sampling import CheckSettings
 from assisted.bench.planning import Variant
-from assisted.core.examples import Example
-from assisted.core.settings import RunSettings
+from assisted.core.settings import Example, RunSettings
 from assisted.policy.learnt import LearntSnapshot
 from assisted.ui.gpu_time import CHECK_SAMPLE_TOKENS, GpuTimes
 from assisted.ui.requests import PairPlace, StopFlag

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from assisted.core.examples import Example
 from assisted.core.settings import (
     ASSISTANT_QUANTS,
     AUTO_CAP,
@@ -29,6 +28,7 @@ from assisted.core.settings import (
     SCHEDULES,
     DrafterKind,
     DraftSettings,
+    Example,
     RunSettings,
     SettingsError,
     validate_prompt,
