@@ -209,8 +209,7 @@ def handler_request(app: dict, spec) -> dict:
     """A Compare request's work after the start: the pair fetched and checked, then the GPU
     call (the real `@spaces.GPU` wrapper: a worker forked, its start, the task)."""
     from assisted.core.settings import DraftSettings, RunSettings
-    from assisted.ui.compare.format import CompareOutputs
-    from assisted.ui.compare.request import ComparisonRequest
+    from assisted.ui.compare.format import CompareOutputs, ComparisonRequest
     from assisted.ui.requests import PairPlace
 
     done: dict = {}

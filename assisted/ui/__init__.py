@@ -1,9 +1,9 @@
 """The web app's parts, assembled by `app.py`: a folder per tab, and what the tabs share.
 
 Each tab's folder (`compare`, `benchmark`, `shootout`) holds its layout and handlers
-(`tab`), its request and GPU work (`request`, `gpu`), and its outputs and formatting
-(`format`); its `__init__` says which is which. A new tab is a folder like these, and one
-name in `app.py` (docs/app.md, "Adding a tab"). No tab's folder imports another's, and what
+(`tab`), its GPU work (`gpu`), and its values in and out, the request its call takes and
+the outputs it yields, with their formatting (`format`); its `__init__` says which is
+which. A new tab is a folder like these, and one name in `app.py` (docs/app.md, "Adding a tab"). No tab's folder imports another's, and what
 the tabs share imports none of them.
 What the tabs share: `tabs` holds what each is handed (`TabState`), the arguments every
 tab's builder takes (`BuildTab`) and what it builds with, `pair_access` the way from a

@@ -1,6 +1,6 @@
 """What every tab's GPU call takes: one request object per call, built once from the tab's
 inputs, given whole to the GPU entry point and to the function that sizes its ZeroGPU
-duration (each tab's `request` and `gpu` modules). This module holds what every request
+duration (each tab's `format` and `gpu` modules). This module holds what every request
 has (`GpuRequest`): the place of its pair (`PairPlace`), its Stop flag, and the tokens it
 times, from which `assisted.ui.gpu_time` sizes its call.
 
@@ -115,8 +115,8 @@ class PairPlace:
 
 
 class GpuRequest(Protocol):
-    """What every tab's request for a GPU call holds (`compare.request`,
-    `benchmark.request`, `shootout.request`)."""
+    """What every tab's request for a GPU call holds (`ComparisonRequest`,
+    `BenchmarkRequest`, `ShootoutRequest`, each in its tab's `format`)."""
 
     @property
     def pair(self) -> PairPlace: ...

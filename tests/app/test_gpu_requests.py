@@ -14,8 +14,8 @@ from assisted.core.settings import DraftSettings, Example, RunSettings
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 from assisted.policy.learnt import LearntSnapshot
 from assisted.ui import gpu_time
-from assisted.ui.benchmark.request import BenchmarkRequest
-from assisted.ui.compare.request import ComparisonRequest
+from assisted.ui.benchmark.format import BenchmarkRequest
+from assisted.ui.compare.format import ComparisonRequest
 from assisted.ui.requests import PairPlace, StopFlags
 
 ROOT = Path(app.__file__).resolve().parent

@@ -20,9 +20,9 @@ from assisted.ui.tabs import registry  # noqa: E402
 from tests.serve import launch  # noqa: E402
 from tests.zerogpu import ZeroGPU  # noqa: E402
 
-# The folder's three files, as a tab's are: its request, its GPU call, its tab.
-REQUEST = '''
-"""The echo tab's request: a frozen dataclass of plain values, as every call's is."""
+# The folder's three files, as a tab's are: its values (the request), its GPU call, its tab.
+FORMAT = '''
+"""The echo tab's values: its request, a frozen dataclass of plain values, as every call's is."""
 
 from dataclasses import dataclass
 
@@ -57,7 +57,7 @@ TAB = '''
 import gradio as gr
 
 from assisted.ui.echo.gpu import stream_echo
-from assisted.ui.echo.request import EchoRequest
+from assisted.ui.echo.format import EchoRequest
 from assisted.ui.requests import PairPlace
 from assisted.ui.tabs import Tab
 
@@ -84,7 +84,7 @@ def echo_folder(tmp_path, monkeypatch):
     folder = tmp_path / "echo"
     folder.mkdir()
     (folder / "__init__.py").write_text('"""A throwaway tab."""\n')
-    for name, text in (("request", REQUEST), ("gpu", GPU), ("tab", TAB)):
+    for name, text in (("format", FORMAT), ("gpu", GPU), ("tab", TAB)):
         (folder / f"{name}.py").write_text(textwrap.dedent(text).lstrip())
     monkeypatch.setattr(assisted.ui, "__path__", [*assisted.ui.__path__, str(tmp_path)])
     return folder

@@ -24,7 +24,7 @@ from assisted.models import pairs
 from assisted.models.loading import end_ids
 from assisted.models.registry import DEFAULT_PAIR, PAIRS
 from assisted.ui import gpu_time
-from assisted.ui.benchmark.request import BenchmarkRequest, split
+from assisted.ui.benchmark.format import BenchmarkRequest, split
 from assisted.ui.requests import PairPlace
 from tests.tiny import build_model, build_near_model, build_tokenizer
 

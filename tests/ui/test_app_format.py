@@ -430,11 +430,8 @@ def packages(names: set[str]) -> set[str]:
 FRAMEWORK_FREE = (
     "compare/format",
     "compare/chunks",
-    "compare/request",
     "benchmark/format",
-    "benchmark/request",
     "shootout/format",
-    "shootout/request",
     "numbers",
     "requests",
     "gpu_time",

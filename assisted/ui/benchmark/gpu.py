@@ -1,5 +1,5 @@
 """The Benchmark tab's GPU work: one call of a benchmark, given its request
-(`benchmark.request`), streaming `assisted.bench`'s events back.
+(`benchmark.format.BenchmarkRequest`), streaming `assisted.bench`'s events back.
 
 `app.py` decorates `stream_benchmark` with `@spaces.GPU` at module level, as ZeroGPU
 wants, with the duration function every tab's request shares. The call runs through
@@ -12,7 +12,7 @@ from collections.abc import Generator
 
 from assisted import bench
 from assisted.models.pairs import LoadedPair
-from assisted.ui.benchmark.request import BenchmarkRequest
+from assisted.ui.benchmark.format import BenchmarkRequest
 from assisted.ui.gpu_calls import GpuEvents, bench_call
 
 

@@ -31,6 +31,7 @@ from assisted.ui.benchmark.format import (
     CATEGORY_HEADERS,
     PROMPT_HEADERS,
     BenchmarkOutputs,
+    BenchmarkRequest,
     bench_category_rows,
     bench_overall_markdown,
     bench_plan_markdown,
@@ -38,9 +39,9 @@ from assisted.ui.benchmark.format import (
     bench_prompt_rows,
     bench_warning,
     device_note,
+    split,
 )
 from assisted.ui.benchmark.gpu import stream_benchmark
-from assisted.ui.benchmark.request import BenchmarkRequest, split
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_calls import GpuEvents, GpuTurn, TabHandlers, gpu_turn, stop_key
 from assisted.ui.pair_access import Config

@@ -5,6 +5,9 @@ Imports neither torch nor gradio; the charts' rows are `compare.charts`'.
 Every figure comes from `assisted.analysis.stats` (a `summarize`/`compare_runs`/`report`
 dict, or its functions of a record); this module only formats.
 
+**Its request** (`ComparisonRequest`): what its GPU call (`compare.gpu`) takes, a frozen
+dataclass of plain values, as every call's request is (`assisted.ui.requests`).
+
 **Its outputs, by name** (`CompareOutputs`, and `ReplayOutputs` for the race replay). The
 NamedTuple is the one place that orders the tab's outputs: the tab lists its components
 for Gradio in the order of the fields (`assisted.ui.tabs.in_order`), and every handler yields an
@@ -34,10 +37,11 @@ from typing import TYPE_CHECKING, NamedTuple
 from assisted.analysis import divergence, oracle, sampling, stats
 from assisted.analysis.sampling import BONUS, CORRECTED, TARGET, accept_prob
 from assisted.core.record import sentence
-from assisted.core.settings import DrafterKind
+from assisted.core.settings import DrafterKind, DraftSettings, RunSettings
 from assisted.models import learnt_store
 from assisted.ui.compare.chunks import Chunk, Draw, source_label
 from assisted.ui.numbers import number, percent
+from assisted.ui.requests import PairPlace, StopFlag
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -484,3 +488,21 @@ def _divergence_line(result: dict) -> str:
     head, _, rest = divergence.describe_comparison(result).partition(":")
     line = f"**{head[0].upper()}{head[1:]}**:{rest}"
     return line if line.endswith(".") else line + "."
+
+
+class ComparisonRequest:
+    """One comparison: `prompt` plain, then assisted with `draft`, under `settings`."""
+
+    pair: PairPlace
+    prompt: str
+    settings: RunSettings
+    draft: DraftSettings
+    stop: StopFlag
+
+    def timed_tokens(self) -> tuple[int, int]:
+        """The new tokens the call times: up to `max_new_tokens` plain, and as many
+        assisted."""
+        return self.settings.max_new_tokens, self.settings.max_new_tokens
+
+    def drafting_cap(self) -> int:
+        return self.draft.num_assistant_tokens

@@ -1,4 +1,4 @@
-"""The Compare tab's GPU work: a comparison, given its request (`compare.request`),
+"""The Compare tab's GPU work: a comparison, given its request (`compare.format.ComparisonRequest`),
 streaming every output's value (picklable) as steps arrive.
 
 `app.py` decorates `stream_comparison` with `@spaces.GPU` at module level, as ZeroGPU
@@ -15,9 +15,8 @@ from assisted.engine import decoding
 from assisted.engine.decoding import RunDone, StepEvent
 from assisted.engine.engine import encode_prompt
 from assisted.models.pairs import LoadedPair
-from assisted.ui.compare.format import CompareOutputs
+from assisted.ui.compare.format import CompareOutputs, ComparisonRequest
 from assisted.ui.compare.live import Live
-from assisted.ui.compare.request import ComparisonRequest
 from assisted.ui.gpu_calls import CallTiming, GpuEvents, gpu_call
 
 YIELD_EVERY_S = 0.08  # stream at most this often while steps arrive (phases always stream)

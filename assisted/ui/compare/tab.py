@@ -50,13 +50,13 @@ from assisted.ui.compare.format import (
     LEGEND_HTML,
     UNCHANGED,
     CompareOutputs,
+    ComparisonRequest,
     ReplayOutputs,
     run_html,
     stat_card_html,
 )
 from assisted.ui.compare.gpu import stream_comparison
 from assisted.ui.compare.live import MODES, idle_outputs
-from assisted.ui.compare.request import ComparisonRequest
 from assisted.ui.errors import refusal
 from assisted.ui.gpu_calls import GpuEvents, TabHandlers, gpu_turn, stop_key
 from assisted.ui.pair_access import CUSTOM, PairAccess

@@ -1,6 +1,9 @@
 """The Shoot-out tab's values: its lanes as they run, the ranking as a table, and the
 race and the γ sweep as chart rows. Imports neither torch nor gradio.
 
+Its request (`ShootoutRequest`): what its GPU call (`shootout.gpu`) takes, a frozen
+dataclass of plain values, as every call's request is (`assisted.ui.requests`).
+
 Its outputs, by name, in the order of the /shootout endpoint's (`ShootoutOutputs`, as
 `compare.format.CompareOutputs` orders Compare's).
 """
@@ -13,7 +16,9 @@ import pandas as pd
 
 from assisted.analysis import oracle
 from assisted.bench.shootout import range_text
+from assisted.core.settings import RunSettings
 from assisted.ui.numbers import number, percent
+from assisted.ui.requests import PairPlace, StopFlag
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -135,3 +140,27 @@ def sweep_frame(result: dict) -> pd.DataFrame:
     ]
     frame = pd.DataFrame(rows, columns=SWEEP_COLUMNS)
     return frame.astype({"γ": int, "speedup": float, "lane": str})
+
+
+class ShootoutRequest:
+    """One shoot-out: `prompt` raced `repeats` times, plain once a round and each of the
+    `lanes` that apply (`assisted.bench.shootout.lanes_for`, counted before the call so that
+    its time is priced from them), under `settings`; the ranking keeps each lane's runs'
+    `per_step` only where `per_step` asks."""
+
+    pair: PairPlace
+    prompt: str
+    settings: RunSettings
+    repeats: int
+    lanes: int
+    stop: StopFlag
+    per_step: bool = False
+
+    def timed_tokens(self) -> tuple[int, int]:
+        """The new tokens the call times: one plain run and one run a lane, each round."""
+        tokens = self.repeats * self.settings.max_new_tokens
+        return tokens, tokens * self.lanes
+
+    def drafting_cap(self) -> int:
+        """The pair's cap: its `auto` lane's, the longest any lane drafts."""
+        return self.pair.spec.draft.num_assistant_tokens

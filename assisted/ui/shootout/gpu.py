@@ -1,5 +1,5 @@
 """The Shoot-out tab's GPU work: one call of a shoot-out, given its request
-(`shootout.request`), streaming `assisted.bench.shootout`'s events back.
+(`shootout.format.ShootoutRequest`), streaming `assisted.bench.shootout`'s events back.
 
 `app.py` decorates `stream_shootout` with `@spaces.GPU` at module level, as ZeroGPU wants,
 with the duration function every tab's request shares. The call runs through
@@ -14,7 +14,7 @@ from assisted.bench import Progress, shootout
 from assisted.bench.measuring import Streamed
 from assisted.models.pairs import LoadedPair
 from assisted.ui.gpu_calls import GpuEvents, bench_call
-from assisted.ui.shootout.request import ShootoutRequest
+from assisted.ui.shootout.format import ShootoutRequest
 
 
 def stream_shootout(request: ShootoutRequest) -> GpuEvents[Progress | Streamed | dict]:

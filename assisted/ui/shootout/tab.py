@@ -25,6 +25,7 @@ from assisted.ui.gpu_calls import GpuEvents, TabHandlers, gpu_turn, stop_key
 from assisted.ui.pair_access import Config
 from assisted.ui.shootout.format import (
     ShootoutOutputs,
+    ShootoutRequest,
     lanes_markdown,
     progress_markdown,
     race_frame,
@@ -33,7 +34,6 @@ from assisted.ui.shootout.format import (
     why_markdown,
 )
 from assisted.ui.shootout.gpu import stream_shootout
-from assisted.ui.shootout.request import ShootoutRequest
 from assisted.ui.tabs import (
     TICKS,
     Tab,
