@@ -3,8 +3,8 @@
 Each tab's folder (`compare`, `benchmark`, `shootout`) holds its layout and handlers
 (`tab`), its GPU work (`gpu`), and its values in and out, the request its call takes and
 the outputs it yields, with their formatting (`format`); its `__init__` says which is
-which. A new tab is a folder like these, and one name in `app.py` (docs/app.md, "Adding a tab"). No tab's folder imports another's, and what
-the tabs share imports none of them.
+which. A new tab is a folder like these, and one name in `app.py` (docs/app.md, "Adding a
+tab"). No tab's folder imports another's, and what the tabs share imports none of them.
 What the tabs share: `tabs` holds what each is handed (`TabState`), the arguments every
 tab's builder takes (`BuildTab`) and what it builds with, `pair_access` the way from a
 pair's name to the pair ready on the device (`PairAccess`), its turn in the line among it,
