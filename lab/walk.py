@@ -4,8 +4,10 @@ request enters, traced with `sys.setprofile` in every thread (as
 call (it prepares the pair) and again, and a shoot-out of the first four lanes over two
 rounds, on the pair of the two model folders (tiny ones in the tests), on the CPU in fp32.
 
-What a newcomer follows to read one request: fewer files, fewer rooms. `--json` prints the
-files themselves.
+What a newcomer follows to read one request: fewer files, fewer rooms, and fewer returns to
+a file already left (each thread's calls followed one by one: a stay is a run of calls in
+one file, a return a stay in a file the thread had left before). `--json` prints the files
+themselves.
 """
 
 from __future__ import annotations
@@ -43,10 +45,14 @@ def profiled(profile: Callable[..., None]) -> Iterator[None]:
         threading.setprofile(None)
 
 
-def entered(request: Callable[[], object]) -> list[str]:
-    """The files of `assisted/` (relative to it) whose functions `request` calls, in any
-    thread, in the order first entered."""
+def followed(request: Callable[[], object]) -> tuple[list[str], int, int]:
+    """What `request` enters of `assisted/`: its files in the order first entered; its
+    stays, each a run of consecutive calls into one file, followed call by call in each
+    thread; and its returns, the stays in a file that thread had entered and left before."""
     found: dict[str, None] = {}
+    latest: dict[int, str] = {}  # each thread's file of its latest call
+    visited: dict[int, set[str]] = {}
+    counts = {"stays": 0, "returns": 0}
     lock = threading.Lock()
 
     def profile(frame, event, arg) -> None:
@@ -54,16 +60,24 @@ def entered(request: Callable[[], object]) -> list[str]:
             return
         path = Path(frame.f_code.co_filename)
         if path.is_absolute() and path.is_relative_to(PACKAGE):
+            name = str(path.relative_to(PACKAGE))
+            thread = threading.get_ident()
             with lock:
-                found.setdefault(str(path.relative_to(PACKAGE)), None)
+                found.setdefault(name, None)
+                if latest.get(thread) != name:
+                    counts["stays"] += 1
+                    seen = visited.setdefault(thread, set())
+                    counts["returns"] += name in seen
+                    seen.add(name)
+                    latest[thread] = name
 
     with profiled(profile):
         request()
-    return list(found)
+    return list(found), counts["stays"], counts["returns"]
 
 
-def walks(pair: LoadedPair) -> dict[str, list[str]]:
-    """The files each request enters (the module's note)."""
+def walks(pair: LoadedPair) -> dict[str, tuple[list[str], int, int]]:
+    """What each request enters (`followed`; the module's note)."""
 
     def compare() -> None:
         for _ in decoding.compare(pair, PROMPT, SETTINGS, AUTO):
@@ -75,9 +89,9 @@ def walks(pair: LoadedPair) -> dict[str, list[str]]:
             pass
 
     return {
-        "comparison (auto), first": entered(compare),
-        "comparison (auto), again": entered(compare),
-        "shoot-out (4 lanes, 2 rounds)": entered(race),
+        "comparison (auto), first": followed(compare),
+        "comparison (auto), again": followed(compare),
+        "shoot-out (4 lanes, 2 rounds)": followed(race),
     }
 
 
@@ -90,10 +104,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     pair = load_pair(custom_pair(args.target, args.assistant), device="cpu", dtype="float32")
     found = walks(pair)
     if args.json:
-        print(json.dumps(found, indent=1))
+        print(json.dumps({name: files for name, (files, _, _) in found.items()}, indent=1))
         return
-    for name, files in found.items():
-        print(f"{name}: {len(files)} files of assisted/")
+    for name, (files, stays, returns) in found.items():
+        print(f"{name}: {len(files)} files of assisted/, {stays} stays, {returns} returns")
 
 
 if __name__ == "__main__":

@@ -21,4 +21,8 @@ def test_each_request_names_the_files_it_enters(tiny_dirs, capsys):
     walk.main(arguments)  # which files depends on the steps the policy chose: counts vary
     lines = capsys.readouterr().out.splitlines()
     assert [line.partition(": ")[0] for line in lines] == list(found)
-    assert all(re.fullmatch(r"[^:]+: \d+ files of assisted/", line) for line in lines)
+    pattern = r"[^:]+: \d+ files of assisted/, (\d+) stays, (\d+) returns"
+    counts = [re.fullmatch(pattern, line) for line in lines]
+    # Every file entered is a stay; a return is a stay in a file entered before.
+    assert all(m and int(m[2]) < int(m[1]) for m in counts), lines
+    assert all(int(m[1]) >= len(files) for m, files in zip(counts, found.values(), strict=True))
