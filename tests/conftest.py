@@ -123,10 +123,11 @@ def slow_steps(monkeypatch):
 
 @pytest.fixture
 def trusted_prices(monkeypatch):
-    """The costs a test prices the pair at hold through its runs: the policy's prior
-    outweighs the run's own timings (`assisted.policy.estimates.PRIOR_WEIGHT`). A run otherwise
+    """The costs a test prices the pair at hold through its runs: the policy's priors
+    outweigh the run's own observations (`assisted.policy.estimates.PRIOR_WEIGHT`, one
+    weight for the costs' priors and the acceptance's alike). A run otherwise
     learns what it pays, and the tiny pairs' assistants are their targets' size: drafting
     a token costs a target step, so a run priced to draft would stop within three steps."""
-    from assisted.policy import costs
+    from assisted.policy import estimates
 
-    monkeypatch.setattr(costs, "PRIOR_WEIGHT", 1000)
+    monkeypatch.setattr(estimates, "PRIOR_WEIGHT", 1000)

@@ -220,12 +220,12 @@ def test_the_cli_refuses_a_shootout_past_its_budget_before_loading(tiny_dirs, ca
 def test_each_lane_is_prepared_once(self_pair):
     """A lane's runs (its warm-ups and every round) are handed the preparation made for it
     before any run, instead of each asking `prepare` again."""
-    from assisted.engine import prepare
+    from assisted.engine.engine import Engine
 
     calls = []
 
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code is prepare.prepare.__code__:
+        if event == "call" and frame.f_code is Engine.prepare.__code__:
             calls.append(frame.f_locals["draft"])
 
     chosen = shootout.lanes(self_pair)[:3]

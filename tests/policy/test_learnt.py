@@ -143,9 +143,9 @@ def test_every_run_leaves_its_answer_once_a_prompt_and_none_knows_its_own(pair, 
         list(decoding.run(pair, ids, mode, SHORT, DraftSettings(num_assistant_tokens=2)))
     assert len(learnt.answers) == 1  # plain runs leave theirs too, once a prompt
     # A run of the same prompt right after does not expect from its own answer.
-    from assisted.engine import learning
+    from assisted.engine import engine
 
-    policy = learning.new_policy(pair, AUTO, "none", "greedy", prompt_ids=ids)
+    policy = engine.new_policy(pair, AUTO, "none", "greedy", prompt_ids=ids)
     assert policy.answers == ()
-    other = learning.new_policy(pair, AUTO, "none", "greedy", prompt_ids=[1, 2, 3])
+    other = engine.new_policy(pair, AUTO, "none", "greedy", prompt_ids=[1, 2, 3])
     assert other.answers == tuple(learnt.answers)
