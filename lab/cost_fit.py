@@ -37,6 +37,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from assisted.analysis import stats
+from assisted.core import cost_curve
 from assisted.core.record import RunRecord
 from assisted.policy import estimates
 from assisted.policy.estimates import CostModel, PlainSteps
@@ -77,7 +78,7 @@ def replay(
             if not assisted:  # as `assisted.engine.engine.keep_plain_steps` does
                 kept[1] = run.plain_steps.t1_s() or kept[1]
                 continue
-            curve = estimates.fit({k: [t] for k, t in kept.items()}, range(1, cap + 2))
+            curve = cost_curve.fit({k: [t] for k, t in kept.items()}, range(1, cap + 2))
             model = CostModel(cap, curve, {})
             for earlier, step in pairwise(run.record.steps):
                 rows = step.drafted + 1

@@ -233,7 +233,6 @@ SHARED_NAMES = {
     "explain": "why something happened, in words for a visitor",
     "refresh": "bring in what other processes kept: a pair's state, from its file",
     "fetching": "put files on disk, yielding progress: a model's, a pair's",
-    "load": "read what is kept on disk (the examples, a pair's learnt file)",
     "output_components": "a tab's output components, in the order its handlers yield",
     "run_settings": "the run's settings, read from a caller's inputs",
     "prompt_fields": "a prompt's fields in a result's rows",

@@ -49,7 +49,7 @@ where it measured 1.67x, and the oracle agreed). The steps themselves say what e
 of step cost, the run's machinery in:
 - **T(k)**: a step's wall time (from the step before it) less its drafting, for the steps
   that verified k rows (drafted + 1), the run's first step aside (it holds the target's
-  read of the prompt); fitted monotone in k with medians (`assisted.policy.estimates`), and
+  read of the prompt); fitted monotone in k with medians (`assisted.core.cost_curve`), and
   rows no step verified set from the policy's curve at the level the measured rows set.
   A row is priced from the nearest runs that timed it (`NEAREST_TIMINGS` steps or more):
   the lane's assisted run itself, else the plain run of its round, else the pool. A
@@ -79,9 +79,9 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 from itertools import pairwise
 
+from assisted.core import cost_curve
 from assisted.core.record import HINDSIGHT, Hindsight, RunRecord, Step, median, rounded
 from assisted.core.settings import DrafterKind
-from assisted.policy import estimates
 
 # The timings of a row one run must hold to price it alone: fewer are one or two steps,
 # which a slow pass moves as much as a changed round does.
@@ -127,7 +127,7 @@ def priced(h: Hindsight, own: Sequence[RunRecord], pooled: Sequence[RunRecord] =
     if not measured:
         return h
     policy_curve = dict(h.verify_s)
-    curve = estimates.fit(measured, policy_curve, policy_curve)
+    curve = cost_curve.fit(measured, policy_curve, policy_curve)
     drafting, read, catch_up = _drafting(own, h.drafting_s)
     return replace(
         h,

@@ -34,7 +34,7 @@ says why, and callers ask it before they touch the device (`assisted.ui.gpu_call
 **The calibration** (`calibrate`): the target's verification times T(k) and the
 assistant's drafting and prefill times, timed once per pair, machine and dtype, and read
 back without timing (`calibrated`). It times T(1), T(2) and T(cap + 1) and fits the rows
-between them (`assisted.policy.estimates`: monotone, never above a larger row), plus the
+between them (`assisted.core.cost_curve`: monotone, never above a larger row), plus the
 assistant's row and its read of a block of context, in a fraction of the time every row of
 the cap would take (docs/lab-notes.md says how long, and on what). T(2) because the curve
 bends there: one row is a matrix-vector product, two rows take the matrix-matrix kernels,
@@ -80,6 +80,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from assisted.core import cost_curve
 from assisted.core.record import RunRecord
 from assisted.core.settings import (
     GREEDY,
@@ -97,10 +98,9 @@ from assisted.engine.observe import synchronize
 from assisted.models import learnt_store, process_state
 from assisted.models.loading import end_ids
 from assisted.models.pairs import LoadedPair
-from assisted.policy import estimates
 from assisted.policy.choice import DraftPolicy
-from assisted.policy.estimates import PlainSteps
-from assisted.policy.learnt import Answer, LearntState
+from assisted.policy.estimates import Answer, PlainSteps
+from assisted.policy.learnt import LearntState
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -163,10 +163,10 @@ class Engine:
 
     @staticmethod
     def of(pair: LoadedPair) -> Engine:
-        """`pair`'s engine, made on first use."""
-        if not isinstance(pair.engine, Engine):
-            pair.engine = Engine(pair)
-        return pair.engine
+        """`pair`'s engine, made on first use (`LoadedPair.engine_of`)."""
+        engine = pair.engine_of(Engine)
+        assert isinstance(engine, Engine)
+        return engine
 
     def prepare(
         self, draft: DraftSettings | None = None, settings: RunSettings | None = None
@@ -311,7 +311,7 @@ def calibrate(
     started = time.perf_counter()
     # Rows a disturbance left on disk are timed once more: the monotone fit already keeps
     # them from any decision, and a machine still busy would time them dear again.
-    disturbed = estimates.dearer_than_fit(pair.learnt.verify_s, DISTURBED)
+    disturbed = cost_curve.dearer_than_fit(pair.learnt.verify_s, DISTURBED)
     timed = _time_target(pair, prefix, sorted({1, 2, cap + 1}), timing)
     timed |= _time_target(pair, prefix, disturbed, timing, attempts=1)
     if assistant is not None and precision not in timing.drafting:
@@ -350,7 +350,7 @@ def _time_target(
     for _ in range(attempts if rows else 0):
         for k, seconds in _time_forwards(pair.target, prefix, pending, pair.device).items():
             learnt.keep_verify(k, min(seconds, verify_s.get(k, seconds)), _CALIBRATION_REPEATS)
-        disturbed = estimates.dearer_than_fit(verify_s, DISTURBED)
+        disturbed = cost_curve.dearer_than_fit(verify_s, DISTURBED)
         pending = [k for k in rows if k in disturbed]
         if not pending:
             break
@@ -425,7 +425,7 @@ def calibrated(
             "prepare the pair first (assisted.engine.engine)"
         )
     counts = {k: count for k, (count, _) in pair.learnt.verify_timed.items()}
-    curve = estimates.fit({k: [t] for k, t in verify_s.items()}, range(1, cap + 2), counts=counts)
+    curve = cost_curve.fit({k: [t] for k, t in verify_s.items()}, range(1, cap + 2), counts=counts)
     if not model:
         return curve, 0.0, 0.0
     return curve, draft_s, drafting.prefill_s

@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import re
 import weakref
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from assisted.core.settings import DrafterKind, assistant_precision
 from assisted.models import embedded, fetch, learnt_store, process_state
@@ -200,13 +200,21 @@ MAX_MODEL_GB = float(os.environ.get("ASSISTED_MAX_MODEL_GB", "40"))
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 
 
+class PairEngine(Protocol):
+    """What the engine builds for a loaded pair and keeps with it
+    (`assisted.engine.engine.Engine`), known here by its pair alone: this layer sits below
+    the engine."""
+
+    pair: LoadedPair
+
+
 @dataclass
 class LoadedPair:
     """A pair in memory: its models, tokenizers, device and dtype, the assistant's copies
-    in other precisions, and what the `auto` policy learnt on it. What the engine builds
-    for a pair (its preparations, the paths warmed up) is its `engine`
-    (`assisted.engine.engine.Engine`), the one field a module outside `assisted.models`
-    sets."""
+    in other precisions, and what the `auto` policy learnt on it; and its `engine`, what the
+    engine builds for it (its preparations, the paths warmed up:
+    `assisted.engine.engine.Engine`), made on first use (`engine_of`). No module outside
+    `assisted.models` sets a field here."""
 
     spec: PairSpec
     target: PreTrainedModel
@@ -229,10 +237,9 @@ class LoadedPair:
     # The pair and the copies `dataclasses.replace` makes of it (the benchmark's drafter
     # variants), which share its models: one list, of weak references to each.
     family: list[weakref.ref[LoadedPair]] = field(default_factory=list, repr=False, compare=False)
-    # The engine's side of this pair, made by the engine on first use; never copied to the
-    # benchmark's drafter variants (not an argument of `dataclasses.replace`), which prepare
-    # their own drafting.
-    engine: object = field(default=None, init=False, repr=False, compare=False)
+    # The engine's side of this pair (`engine_of`); never copied to the benchmark's drafter
+    # variants (not an argument of `dataclasses.replace`), which prepare their own drafting.
+    engine: PairEngine | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.family.append(weakref.ref(self))
@@ -244,6 +251,13 @@ class LoadedPair:
     @property
     def dtype_name(self) -> str:
         return str(self.dtype).removeprefix("torch.")
+
+    def engine_of(self, make: Callable[[LoadedPair], PairEngine]) -> PairEngine:
+        """The pair's engine, made by `make` (the engine's `Engine`) on first use and kept
+        with the pair, gone with it."""
+        if self.engine is None:
+            self.engine = make(self)
+        return self.engine
 
     def drafting_precision(self, quant: str) -> str:
         """The precision runs asking for `quant` draft in on this pair's device and dtype

@@ -32,7 +32,7 @@ context, after skipped steps their tokens, and where its steps ran slower than p
 (`Floor`) a further step is a probe that may lose: each is paid once, and the run may never
 earn it back. The read is a bet made at each step until the assistant starts: **it starts at
 once where the time it can be expected to save over the tokens the run can expect yet repays
-the read** (`assisted.policy.learnt`: the pair's record of answers and a scale-free prior
+the read** (`assisted.policy.estimates`: the pair's record of answers and a scale-free prior
 on where they end; before its first draft the saving is weighed over the prior's
 acceptances, as a probe's, and over the tokens the prior alone expects:
 `_first_read_value`). Where it cannot, the assistant sits out in a bounded wait (`Ledger`:
@@ -87,10 +87,12 @@ from assisted.policy.estimates import (
     Acceptance,
     AcceptanceCounts,
     AcceptanceModel,
+    Answer,
     CostModel,
     DraftEnds,
+    expected_tokens_left,
+    scale_free_tokens_left,
 )
-from assisted.policy.learnt import Answer, expected_tokens_left, scale_free_tokens_left
 
 
 class Floor:

@@ -1,8 +1,9 @@
-"""The `auto` policy's two estimates, whose ratio its rule maximises: how many tokens a step
-of a source can expect to commit (**acceptance**, `AcceptanceModel`), and how long such a
-step takes (**costs**, `CostModel`, with T(k)'s monotone fit). Every prior in both counts
-for `PRIOR_WEIGHT` observations, and every window of the latest observations holds
-`WINDOW`.
+"""The `auto` policy's estimates: the two whose ratio its rule maximises, how many tokens a
+step of a source can expect to commit (**acceptance**, `AcceptanceModel`) and how long such
+a step takes (**costs**, `CostModel`, on T(k)'s monotone fit), and how many tokens the
+run can expect yet, which its reads are weighed over (**answers**, `expected_tokens_left`).
+Every prior counts for `PRIOR_WEIGHT` observations, and every window of the latest
+observations holds `WINDOW`.
 
 **Acceptance.** For a source drafting γ candidates, the expected committed tokens are
 E(γ) = 1 + Σ_{j=1..γ} Π_{i=1..j} p_i, where p_i is the chance that candidate i is accepted
@@ -47,8 +48,8 @@ skipped the steps before (its cache then lacks the tokens it did not see). A pla
 (γ = 0) costs T(1).
 - T(k) is the target's time to verify k rows (the last committed token + k − 1
   candidates), fitted monotone in k from the run's own timed verifications, robustly
-  (`fit`, below: medians, the level of the rows not yet verified set by the ratios of
-  those verified, every row at most any larger row's).
+  (`assisted.core.cost_curve`: medians, the level of the rows not yet verified set by the
+  ratios of those verified, every row at most any larger row's).
 - drafter_s is a source's time per drafted token. Prompt lookup's is 0: its n-gram search
   runs at every step whatever is chosen, so choosing it costs only the verification.
   Where the model source's drafts were timed by length (replayed CUDA graphs: a short
@@ -87,30 +88,23 @@ What a run keeps is only what it measured (`measured_verify`): the median and co
 each row it verified, never a row fitted between them, so the next calibration sees
 measurements, not its own interpolation.
 
-**T(k)'s fit** (`fit`), from measured (rows, seconds) pairs, is the one fit the policy
-runs on, the calibration checks its rows against, and the oracle is priced by. Two facts
-make it robust on a shared machine, where other work slows passes at
-random and only ever adds time:
-- **Monotone.** Verifying more rows never costs less, so each row's estimate is at most
-  any larger row's of the same kind of evidence (a suffix minimum), the rows of most
-  timings standing where they disagree (`_monotone`). A patch of slow
-  timings on some rows of the prior (a hump: T(3)…T(8) at 0.45–0.74 s between T(2) at
-  0.18 s and T(9) at 0.21 s, in a learnt file written while a test job shared the cores)
-  is cut down to the larger rows' cost instead of pricing those lengths out for good; so
-  is a measured row that a larger measured row was timed below.
-- **Medians.** A row measured several times takes the median of its timings, and rows
-  not measured follow the (monotone) prior at the level the measured rows set (the
-  median of their ratios to it): a few slow passes move neither.
+**How long an answer can be expected to run on** (`expected_tokens_left`): the `auto`
+policy weighs every read the assistant must make (its first read of the prompt, a
+catch-up) against the tokens left to repay it, and nobody knows in advance where an answer
+ends; the run's budget (max new tokens) is only an upper bound. The expectation mixes two
+things:
+- a scale-free prior (`scale_free_tokens_left`): answer lengths log-uniform between one
+  token and the budget, so an answer is as likely to run 2 to 4 tokens as 20 to 40, and
+  the longer one has run, the longer it is expected to run on;
+- the pair's own record of answers (`Answer`, kept in
+  `assisted.policy.learnt.LearntState.answers`): of the latest answers that ran past the
+  tokens committed so far, the tokens each ran on beyond them, up to the budget. An answer
+  its budget cut ran at least that long: past its cut it is extended by the prior. The
+  prior counts as `PRIOR_WEIGHT` answers; the record keeps the latest `WINDOW`.
 
-A row no one measured is never evidence against one that was: it is an interpolation of
-the prior, kept between the measured rows around it. A prior row cheaper than what the run
-pays now (timed on a quiet moment, the cores busy since) would otherwise cut every smaller
-measured row down to it, however often measured: on a shared EPYC, a prior T(9) of 0.20 s
-held a run's T(1) at 0.20 s through 126 passes of 0.56 s, and the floor, priced by it,
-stopped an assistant that ran twice plain's pace (docs/lab-notes.md).
-
-A prior (the calibration, or what earlier runs kept) counts as `prior_weight` timings of
-each of its rows and of the level: the run's own timings overrule it after a few steps.
+A 32-token budget expects 9.6 tokens from the prior alone; a pair whose answers ran to
+their budget expects the whole budget after a few runs. They weigh a catch-up and the
+probes' budget; a first read is bet at the prior alone (`assisted.policy.choice`).
 
 No torch here: counts and seconds in, expectations out.
 """
@@ -120,9 +114,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from assisted.core.cost_curve import fit, level
 from assisted.core.record import median
 from assisted.core.settings import DrafterKind
 
@@ -527,110 +523,41 @@ class PlainSteps:
         return statistics.median(self.seconds) if len(self.seconds) >= WINDOW else None
 
 
-def fit(
-    measured: Mapping[int, Sequence[float]],
-    rows: Iterable[int],
-    prior: Mapping[int, float] | None = None,
-    prior_weight: int = 0,
-    counts: Mapping[int, int] | None = None,
-) -> dict[int, float]:
-    """T(k) for each k in `rows` (the module's note) from the `measured` timings per row
-    and a `prior` curve worth `prior_weight` timings. A row with neither is interpolated
-    between its neighbours' estimates, or extended along the last two past the top.
-    `counts` says how many timings a measured row stands for where its list is a summary
-    (a learnt row: its median, of that many); else each timing counts once.
-    Refused where nothing is known at all."""
-    prior = _suffix_min(dict(prior or {}))
-    known = {k: list(times) for k, times in measured.items() if times}
-    if not known and not prior:
-        raise ValueError("no verification was timed, and no prior curve was given")
-    level = _level(known, prior, prior_weight)
-    weights = {}
-    for k, times in known.items():
-        copies = prior_weight if k in prior else 0
-        weights[k] = (counts or {}).get(k, len(times)) + copies
-        known[k] = times + [prior.get(k, 0.0)] * copies
-    points = {k: median(times) for k, times in known.items()}
-    followed = {k: t * level for k, t in prior.items() if k not in points}
-    for k in (followed.keys() | set(rows)) - points.keys():
-        # An interpolation is no evidence: weighing nothing, it is placed last, between
-        # the measured rows around it.
-        weights[k] = 0
-        points[k] = (
-            _between(followed, k) if followed else _between({j: points[j] for j in known}, k)
-        )
-    curve = _monotone(points, weights)
-    return {k: curve[k] for k in sorted(set(rows))}
+class Answer(NamedTuple):
+    """One answer of the pair: `tokens` committed, and whether it `ended` (EOS) or its
+    budget cut it."""
+
+    tokens: int
+    ended: bool
 
 
-def level(
-    measured: Mapping[int, Sequence[float]],
-    prior: Mapping[int, float],
-    prior_weight: int = 0,
-) -> float:
-    """The level the `measured` timings set against the (monotone) `prior` curve: the median
-    of their ratios to it, the prior counting as `prior_weight` ratios of 1. What a cost
-    that shares the machine with the target, and that the run has not timed yet, is scaled
-    by (`assisted.policy.costs`)."""
-    return _level(measured, _suffix_min(prior), prior_weight)
+def scale_free_tokens_left(committed: int, tokens_left: int) -> float:
+    """The tokens a run that has committed `committed` and may commit `tokens_left` more can
+    expect to commit yet, under the scale-free prior alone (the module's note). With
+    P(L > x) = ln(B / x) / ln(B) for a budget B and c tokens committed,
+    E[min(L, B) − c | L > c] = (B − c − c·ln(B / c)) / ln(B / c). A 64-token budget expects
+    14 tokens at the start and at most 19 at any point."""
+    budget = committed + tokens_left
+    done = max(committed, 1)  # the step under way commits a token whatever happens
+    if done >= budget:
+        return float(max(tokens_left, 0))
+    span = math.log(budget / done)
+    return (budget - done - done * span) / span
 
 
-def _level(
-    measured: Mapping[int, Sequence[float]], prior: Mapping[int, float], prior_weight: int
-) -> float:
-    ratios = [t / prior[k] for k, times in measured.items() if k in prior for t in times]
-    return median(ratios + [1.0] * prior_weight) if ratios else 1.0
-
-
-def dearer_than_fit(points: Mapping[int, float], noise: float) -> list[int]:
-    """The rows of `points` that some disturbance slowed: dearer, by more than the share
-    `noise`, than the monotone fit of all of them (a larger row was timed cheaper), or than
-    as many one-row passes (one pass over k rows never costs more than k passes over one:
-    it reads the weights once)."""
-    if not points:
-        return []
-    curve = fit({k: [t] for k, t in points.items()}, points)
-    one_row = curve.get(1, float("inf"))
-    return sorted(k for k, t in points.items() if t > (1.0 + noise) * min(curve[k], k * one_row))
-
-
-def _between(points: Mapping[int, float], k: int) -> float:
-    """The value at `k`: its own, linear between the nearest points around it, the lowest
-    point's below them, and along the last two points past them (never below the last)."""
-    if k in points:
-        return points[k]
-    lower = [x for x in points if x < k]
-    higher = [x for x in points if x > k]
-    if not lower:
-        return points[min(higher)]
-    low = max(lower)
-    if higher:
-        high = min(higher)
-        return points[low] + (points[high] - points[low]) * (k - low) / (high - low)
-    below = max((x for x in lower if x < low), default=None)
-    if below is None:
-        return points[low]
-    slope = max((points[low] - points[below]) / (low - below), 0.0)
-    return points[low] + slope * (k - low)
-
-
-def _monotone(points: Mapping[int, float], weights: Mapping[int, int]) -> dict[int, float]:
-    """`points` made monotone, the row of the most timings first (the module's note): each
-    row in turn, the cheaper first among equals, is kept between the rows placed before it
-    (at least any smaller one's, at most any larger one's). Among rows of equal weight this
-    is the suffix minimum: a larger row timed cheaper cuts a smaller one. A row timed three
-    times by a calibration never cuts one a run timed 177 times: on a shared EPYC, a
-    calibrated T(2) of 0.15 s cut such a T(1) of 0.23 s, priced verification 1.7x steeper
-    than it was, and held the assistant back all run (docs/lab-notes.md)."""
-    curve: dict[int, float] = {}
-    for k in sorted(points, key=lambda k: (-weights[k], points[k])):
-        floor = max((t for j, t in curve.items() if j < k), default=0.0)
-        ceiling = min((t for j, t in curve.items() if j > k), default=float("inf"))
-        curve[k] = min(max(points[k], floor), ceiling)
-    return dict(sorted(curve.items()))
-
-
-def _suffix_min(points: Mapping[int, float]) -> dict[int, float]:
-    """`points` with each value at most any larger key's (verifying more rows never costs
-    less): `_monotone` with every row of equal weight."""
-    return _monotone(points, dict.fromkeys(points, 1))
+def expected_tokens_left(committed: int, tokens_left: int, answers: Sequence[Answer] = ()) -> float:
+    """The tokens a run that has committed `committed` and may commit `tokens_left` more can
+    expect to commit yet: the scale-free prior and the pair's `answers` that ran past
+    `committed` (the module's note)."""
+    budget = committed + tokens_left
+    prior = scale_free_tokens_left(committed, tokens_left)
+    beyond = []
+    for answer in answers:
+        if answer.tokens <= committed:
+            continue  # it ended before this one's point: it says nothing of what is left
+        if answer.ended or answer.tokens >= budget:
+            beyond.append(min(answer.tokens, budget) - committed)
+        else:
+            run_on = scale_free_tokens_left(answer.tokens, budget - answer.tokens)
+            beyond.append(answer.tokens - committed + run_on)
+    return (PRIOR_WEIGHT * prior + sum(beyond)) / (PRIOR_WEIGHT + len(beyond))

@@ -14,7 +14,8 @@ Two kinds of knowledge, kept apart because they age differently:
   (`assisted.engine.engine`).
 - **answers**, a fact about the prompts seen: the lengths of the pair's latest answers
   (`answers`: tokens, and whether the answer ended or its budget cut it), from which the
-  policy expects how long an answer runs on (`expected_tokens_left`, below): every run's, plain
+  policy expects how long an answer runs on (`assisted.policy.estimates.expected_tokens_left`):
+  every run's, plain
   or drafted, once per prompt in a row (`keep_answer`).
 - **acceptance**, a fact about the text seen: per assistant precision and temperature band
   (`assisted.core.settings`: greedy, or sampled at one of three temperatures), (accepted, tried)
@@ -41,24 +42,6 @@ Several processes learn on one pair and write one file (ZeroGPU workers, the CLI
 benchmark), so a save merges (`merge`): the file, with what this process learnt since it
 last read or wrote it, which is what differs from its copy of the file then (`synced`).
 
-**How long an answer can be expected to run on** (`expected_tokens_left`): the `auto`
-policy weighs every read the assistant must make (its first read of the prompt, a
-catch-up) against the tokens left to repay it, and nobody knows in advance where an answer
-ends; the run's budget (max new tokens) is only an upper bound. The expectation mixes two
-things:
-- a scale-free prior (`scale_free_tokens_left`): answer lengths log-uniform between one
-  token and the budget, so an answer is as likely to run 2 to 4 tokens as 20 to 40, and
-  the longer one has run, the longer it is expected to run on;
-- the pair's own record of answers (`Answer`, kept in `LearntState.answers`): of the
-  latest answers that ran past the tokens committed so far, the tokens each ran on beyond
-  them, up to the budget. An answer its budget cut ran at least that long: past its cut
-  it is extended by the prior. The prior counts as `PRIOR_WEIGHT` answers; the record keeps
-  the latest `assisted.policy.estimates.WINDOW`.
-
-A 32-token budget expects 9.6 tokens from the prior alone; a pair whose answers ran to
-their budget expects the whole budget after a few runs. They weigh a catch-up and the
-probes' budget; a first read is bet at the prior alone (`assisted.policy.choice`).
-
 No torch here.
 """
 
@@ -68,17 +51,17 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 from assisted.core.settings import GREEDY, SAMPLED_BANDS, Band, DrafterKind
 from assisted.policy.estimates import (
     LONG_MATCH,
-    PRIOR_WEIGHT,
     WINDOW,
     AcceptanceCounts,
+    Answer,
     Counts,
     EstimateKey,
 )
@@ -466,43 +449,3 @@ def _rows(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{value!r} is not a count of rows")
     return value
-
-
-class Answer(NamedTuple):
-    """One answer of the pair: `tokens` committed, and whether it `ended` (EOS) or its
-    budget cut it."""
-
-    tokens: int
-    ended: bool
-
-
-def scale_free_tokens_left(committed: int, tokens_left: int) -> float:
-    """The tokens a run that has committed `committed` and may commit `tokens_left` more can
-    expect to commit yet, under the scale-free prior alone (the module's note). With
-    P(L > x) = ln(B / x) / ln(B) for a budget B and c tokens committed,
-    E[min(L, B) − c | L > c] = (B − c − c·ln(B / c)) / ln(B / c). A 64-token budget expects
-    14 tokens at the start and at most 19 at any point."""
-    budget = committed + tokens_left
-    done = max(committed, 1)  # the step under way commits a token whatever happens
-    if done >= budget:
-        return float(max(tokens_left, 0))
-    span = math.log(budget / done)
-    return (budget - done - done * span) / span
-
-
-def expected_tokens_left(committed: int, tokens_left: int, answers: Sequence[Answer] = ()) -> float:
-    """The tokens a run that has committed `committed` and may commit `tokens_left` more can
-    expect to commit yet: the scale-free prior and the pair's `answers` that ran past
-    `committed` (the module's note)."""
-    budget = committed + tokens_left
-    prior = scale_free_tokens_left(committed, tokens_left)
-    beyond = []
-    for answer in answers:
-        if answer.tokens <= committed:
-            continue  # it ended before this one's point: it says nothing of what is left
-        if answer.ended or answer.tokens >= budget:
-            beyond.append(min(answer.tokens, budget) - committed)
-        else:
-            run_on = scale_free_tokens_left(answer.tokens, budget - answer.tokens)
-            beyond.append(answer.tokens - committed + run_on)
-    return (PRIOR_WEIGHT * prior + sum(beyond)) / (PRIOR_WEIGHT + len(beyond))

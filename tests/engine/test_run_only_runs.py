@@ -91,18 +91,18 @@ SAMPLED = RunSettings(max_new_tokens=16, sample=True, temperature=0.8, seed=3)
 
 
 # The project's modules an `auto` run may enter, greedy or sampled: the watched generate()
-# and its observers, as a constant run; the policy that chooses each step (choice,
-# acceptance, costs and their curve, answers, held back, and the figures it prices with) and
-# the sources it chooses between (the candidates' generators, the suffix lookup); greedy,
-# the static-cache loop, where its drafts end (`static_draft.DraftEnd`) and the end-of-sequence ids
-# it stops at (`models.loading`);
-# sampled, the draft's probabilities. Which of them a run enters depends on the steps the
+# and its observers, as a constant run; the policy that chooses each step (choice, its
+# estimates: acceptance, costs and their curve, answers; held back, and the figures it
+# prices with) and the sources it chooses between (the candidates' generators, the suffix
+# lookup); greedy, the static-cache loop, where its drafts end (`static_draft.DraftEnd`)
+# and the end-of-sequence ids it stops at (`models.loading`); sampled, the draft's
+# probabilities. Which of them a run enters depends on the steps the
 # policy chooses, and so on the machine's timings: the bound is the set, not a count.
 AUTO_MODULES = {
-    *(f"assisted.core.{m}" for m in ("settings", "record")),
+    *(f"assisted.core.{m}" for m in ("settings", "record", "cost_curve")),
     *(f"assisted.engine.{m}" for m in ("decoding", "observe")),
     *(f"assisted.engine.drafters.{m}" for m in ("seam", "draft_graphs", "static_draft")),
-    *(f"assisted.policy.{m}" for m in ("choice", "acceptance", "costs", "answers")),
+    *(f"assisted.policy.{m}" for m in ("choice", "estimates")),
     "assisted.models.loading",
 }
 

@@ -25,8 +25,8 @@ from assisted.engine.decoding import RunDone
 from assisted.engine.engine import encode_prompt
 from assisted.models import learnt_store, loading, pairs
 from assisted.models.learnt_store import LearntFile
-from assisted.policy.estimates import WINDOW
-from assisted.policy.learnt import Answer, LearntState
+from assisted.policy.estimates import WINDOW, Answer
+from assisted.policy.learnt import LearntState
 
 AUTO = DraftSettings(num_assistant_tokens=4, schedule="auto", confidence_threshold=0.0)
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP

@@ -13,8 +13,7 @@ import pytest
 from assisted.core.record import HeldBack
 from assisted.core.settings import DrafterKind
 from assisted.policy.choice import DraftPolicy, Floor, Ledger
-from assisted.policy.estimates import HISTORY_WEIGHT, PRIOR_WEIGHT, WINDOW
-from assisted.policy.learnt import Answer
+from assisted.policy.estimates import HISTORY_WEIGHT, PRIOR_WEIGHT, WINDOW, Answer
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP

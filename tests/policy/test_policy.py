@@ -9,8 +9,13 @@ import pytest
 from assisted.core.record import HeldBack
 from assisted.core.settings import DrafterKind
 from assisted.policy.choice import PROBE_AFTER, Choice, DraftPolicy, Expectation
-from assisted.policy.estimates import HISTORY_WEIGHT, Acceptance, AcceptanceModel, DraftEnds
-from assisted.policy.learnt import expected_tokens_left
+from assisted.policy.estimates import (
+    HISTORY_WEIGHT,
+    Acceptance,
+    AcceptanceModel,
+    DraftEnds,
+    expected_tokens_left,
+)
 from lab.policy_bookkeeping import measure_bookkeeping_s
 
 CAP = 8

@@ -18,7 +18,7 @@ import pytest
 from assisted.core.record import HeldBack
 from assisted.core.settings import DrafterKind
 from assisted.policy.choice import PROBE_AFTER, PROBE_SHARE, Choice, DraftPolicy
-from assisted.policy.learnt import Answer
+from assisted.policy.estimates import Answer
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP

@@ -18,8 +18,8 @@ from assisted.policy.estimates import (
     Acceptance,
     AcceptanceModel,
     CostModel,
+    expected_tokens_left,
 )
-from assisted.policy.learnt import expected_tokens_left
 
 CAP = 8
 A, L = DrafterKind.ASSISTANT, DrafterKind.PROMPT_LOOKUP
