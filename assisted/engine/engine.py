@@ -105,7 +105,6 @@ from assisted.policy.learnt import LearntState
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from assisted.models.pairs import LoadedPair
     from assisted.policy.learnt import ProcessTiming
 
 
