@@ -4,6 +4,8 @@ preparing is cached per process (`assisted.engine.engine`)."""
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 
 import pytest
 
@@ -116,3 +118,18 @@ def test_only_a_greedy_auto_preparation_captures_graphs(pair, monkeypatch):
     assert len(captures) == 2
     Engine.of(model_pair).prepare(DRAFT, GREEDY)  # the constant schedule drafts eagerly
     assert len(captures) == 2
+
+
+def test_each_pair_has_one_engine_its_copies_their_own_and_it_goes_with_its_pair(pair):
+    """One `Engine` a pair object, kept on the pair (no registry beside it): a drafter
+    variant (`dataclasses.replace`, sharing the models) prepares on an engine of its own,
+    and an engine is freed with its pair."""
+    engine = Engine.of(pair)
+    assert Engine.of(pair) is engine and engine.pair is pair
+    variant = dataclasses.replace(pair)
+    assert Engine.of(variant) is not engine and Engine.of(variant).pair is variant
+    gone = weakref.ref(Engine.of(variant))
+    del variant
+    gc.collect()
+    assert gone() is None
+    assert Engine.of(pair) is engine
