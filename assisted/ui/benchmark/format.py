@@ -15,6 +15,7 @@ Its outputs, by name, in the order of the /benchmark endpoint's (`BenchmarkOutpu
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from assisted.analysis import sampling, stats
@@ -269,6 +270,7 @@ def bench_warning(
     )
 
 
+@dataclass(frozen=True)
 class BenchmarkRequest:
     """One GPU call of a benchmark: `examples`, each `repeats` times plain and with each of
     `variants`, under `settings`. `acceptance`: what the calls before it left (a benchmark

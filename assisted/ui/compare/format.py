@@ -32,6 +32,7 @@ import enum
 import html
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from assisted.analysis import divergence, oracle, sampling, stats
@@ -490,6 +491,7 @@ def _divergence_line(result: dict) -> str:
     return line if line.endswith(".") else line + "."
 
 
+@dataclass(frozen=True)
 class ComparisonRequest:
     """One comparison: `prompt` plain, then assisted with `draft`, under `settings`."""
 

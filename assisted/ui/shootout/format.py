@@ -10,6 +10,7 @@ Its outputs, by name, in the order of the /shootout endpoint's (`ShootoutOutputs
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import pandas as pd
@@ -142,6 +143,7 @@ def sweep_frame(result: dict) -> pd.DataFrame:
     return frame.astype({"γ": int, "speedup": float, "lane": str})
 
 
+@dataclass(frozen=True)
 class ShootoutRequest:
     """One shoot-out: `prompt` raced `repeats` times, plain once a round and each of the
     `lanes` that apply (`assisted.bench.shootout.lanes_for`, counted before the call so that
