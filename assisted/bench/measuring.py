@@ -196,13 +196,14 @@ class _Session:
     prepared: dict[str, Prepared] = field(default_factory=dict)
 
     def prepare_variants(self) -> None:
-        """Every variant prepared before any run (`assisted.engine.engine`: copies,
-        calibration, the learnt state read), so that no timed run prepares; and what each
+        """Every variant prepared before any run (`assisted.engine.engine.Engine`:
+        copies, calibration, the learnt state read), so that no timed run prepares; and what each
         never drafts and its template's text, to count the runs that copy it."""
-        from assisted.engine.engine import prepare
+        from assisted.engine.engine import Engine
 
         for variant in self.variants:
-            prepared = prepare(self.drafting[variant.drafter], variant.draft, self.settings)
+            drafting = Engine.of(self.drafting[variant.drafter])
+            prepared = drafting.prepare(variant.draft, self.settings)
             self.prepared[variant.name] = prepared
             special = prepared.never_drafted
             self.templates[variant.name] = (

@@ -162,10 +162,12 @@ class Engine:
 
     @staticmethod
     def of(pair: LoadedPair) -> Engine:
-        """`pair`'s engine, made on first use (`LoadedPair.engine_of`)."""
-        engine = pair.engine_of(Engine)
-        assert isinstance(engine, Engine)
-        return engine
+        """`pair`'s engine, made on first use and kept with the pair
+        (`LoadedPair.keep_engine`)."""
+        if not isinstance(pair.engine, Engine):
+            pair.keep_engine(Engine(pair))
+        assert isinstance(pair.engine, Engine)
+        return pair.engine
 
     def prepare(
         self, draft: DraftSettings | None = None, settings: RunSettings | None = None
@@ -209,17 +211,6 @@ class Engine:
                     draft_graphs.capture(found.assistant, cap, _warmup_prefix(pair))
         return found
 
-    def captures_graphs(self, draft: DraftSettings, settings: RunSettings) -> bool:
-        """Whether preparing runs with `draft` and `settings` may capture the assistant's
-        drafts as graphs: greedy `auto` runs of an assistant model on CUDA, where this
-        process has not captured them yet (`assisted.engine.drafters.draft_graphs`). Asks
-        only the model that is loaded, and builds nothing."""
-        pair = self.pair
-        if settings.sample or draft.schedule != "auto" or not pair.spec.drafter.has_model:
-            return False
-        model = pair.assistant
-        return model is not None and draft_graphs.pending(model, draft.num_assistant_tokens)
-
     def calibrate_rows(self, rows: int) -> None:
         """Time the target's verification of `rows` rows, as the calibration times
         T(cap + 1), where this process has not (`time_verify_rows`). Call it off any
@@ -246,6 +237,17 @@ class Engine:
             never_drafted=frozenset(never_drafted(pair)),
             learnt=pair.learnt,
         )
+
+
+def captures_graphs(pair: LoadedPair, draft: DraftSettings, settings: RunSettings) -> bool:
+    """Whether preparing runs with `draft` and `settings` may capture the assistant's drafts
+    as graphs: greedy `auto` runs of an assistant model on CUDA, where this process has not
+    captured them yet (`assisted.engine.drafters.draft_graphs`). Asks only the model that
+    is loaded, and builds nothing."""
+    if settings.sample or draft.schedule != "auto" or not pair.spec.drafter.has_model:
+        return False
+    model = pair.assistant
+    return model is not None and draft_graphs.pending(model, draft.num_assistant_tokens)
 
 
 def _warmup_prefix(pair: LoadedPair) -> torch.Tensor:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -213,7 +213,7 @@ class LoadedPair:
     """A pair in memory: its models, tokenizers, device and dtype, the assistant's copies
     in other precisions, and what the `auto` policy learnt on it; and its `engine`, what the
     engine builds for it (its preparations, the paths warmed up:
-    `assisted.engine.engine.Engine`), made on first use (`engine_of`). No module outside
+    `assisted.engine.engine.Engine`), made on first use (`keep_engine`). No module outside
     `assisted.models` sets a field here."""
 
     spec: PairSpec
@@ -237,7 +237,7 @@ class LoadedPair:
     # The pair and the copies `dataclasses.replace` makes of it (the benchmark's drafter
     # variants), which share its models: one list, of weak references to each.
     family: list[weakref.ref[LoadedPair]] = field(default_factory=list, repr=False, compare=False)
-    # The engine's side of this pair (`engine_of`); never copied to the benchmark's drafter
+    # The engine's side of this pair (`keep_engine`); never copied to the benchmark's drafter
     # variants (not an argument of `dataclasses.replace`), which prepare their own drafting.
     engine: PairEngine | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -252,12 +252,10 @@ class LoadedPair:
     def dtype_name(self) -> str:
         return str(self.dtype).removeprefix("torch.")
 
-    def engine_of(self, make: Callable[[LoadedPair], PairEngine]) -> PairEngine:
-        """The pair's engine, made by `make` (the engine's `Engine`) on first use and kept
-        with the pair, gone with it."""
-        if self.engine is None:
-            self.engine = make(self)
-        return self.engine
+    def keep_engine(self, engine: PairEngine) -> None:
+        """Keep `engine`, what the engine made for this pair on its first use
+        (`assisted.engine.engine.Engine.of`), with the pair: gone with it."""
+        self.engine = engine
 
     def drafting_precision(self, quant: str) -> str:
         """The precision runs asking for `quant` draft in on this pair's device and dtype

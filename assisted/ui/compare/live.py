@@ -21,9 +21,8 @@ from assisted.core.record import (
     attempted,
 )
 from assisted.core.settings import DraftSettings, RunSettings
-from assisted.engine import decoding
+from assisted.engine import decoding, engine
 from assisted.engine.decoding import RunDone, StepEvent
-from assisted.engine.engine import Engine
 from assisted.models import pairs
 from assisted.ui.compare.chunks import (
     Chunk,
@@ -299,9 +298,9 @@ class Live:
 
     def _captures(self) -> bool:
         """Whether this comparison's warm-up may capture the assistant's drafts as graphs
-        (`assisted.engine.engine.Engine.captures_graphs`)."""
+        (`assisted.engine.engine.captures_graphs`)."""
         draft = self.draft
-        return draft is not None and Engine.of(self.pair).captures_graphs(draft, self.settings)
+        return draft is not None and engine.captures_graphs(self.pair, draft, self.settings)
 
     def _text(self, mode: str, shown: list[Chunk], done: bool) -> str:
         """The run's text: its rendered steps, unless a divergence marks one (`shown` then
