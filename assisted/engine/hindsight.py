@@ -36,7 +36,6 @@ from assisted.core.record import Hindsight, RunRecord
 from assisted.core.settings import MAX_DRAFT_TOKENS, DrafterKind
 from assisted.engine import engine
 from assisted.engine.drafters.seam import Match
-from assisted.engine.engine import Engine
 from assisted.engine.observe import synchronize
 from assisted.models.loading import end_ids
 
@@ -169,7 +168,7 @@ def _costs(
     cap = prepared.draft.length_for(pair.spec.drafter)
     rows = min(max(rows, cap + 1), TIMED_ROWS)
     if rows not in pair.learnt.verify_s and 1 in pair.learnt.verify_s:
-        Engine.of(pair).calibrate_rows(rows)
+        engine.Engine.of(pair).calibrate_rows(rows)
     try:
         verify_s, drafting, prefill = engine.calibrated(pair, prepared.precision, rows - 1, model)
     except RuntimeError:

@@ -5,9 +5,9 @@ committed tokens per expected second.
 Transformers keeps verification and acceptance; this module only picks, before each step,
 a source (the assistant model, or a prompt-lookup match: an n-gram of the prompt or of the
 output so far) and γ, the number of candidates it proposes, from 0 (a plain target step)
-to a cap. It weighs two models, each in its own module:
-- `assisted.policy.estimates`: E(γ), the tokens a step of a source can expect to commit;
-- `assisted.policy.estimates`: cost(γ), the seconds such a step takes (γ = 0 costs T(1), yields 1).
+to a cap. It weighs two estimates (`assisted.policy.estimates`):
+- E(γ), the tokens a step of a source can expect to commit (`AcceptanceModel`);
+- cost(γ), the seconds such a step takes (`CostModel`; γ = 0 costs T(1), yields 1).
 
 It chooses the source and γ that maximise E(γ) / cost(γ), E taken optimistically (each
 candidate's acceptance one standard deviation above its estimate: a source seldom tried
